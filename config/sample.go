@@ -1,0 +1,78 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Sample is the commented configuration `oncehook init` writes.
+const Sample = `# oncehook configuration. Values like ${NAME} are read from the environment;
+# an unset variable is an error, so a secret is never silently empty.
+
+listen: 127.0.0.1:8080
+
+# Where events live. sqlite://path is the embedded default: one file, WAL,
+# and a commit is on disk before oncehook answers 200.
+store: sqlite://./oncehook.db
+sqlite:
+  synchronous: FULL          # FULL (default) | EXTRA | NORMAL | OFF
+
+max_body_size: 5MiB          # larger requests get 413
+
+delivery:
+  concurrency: 64            # attempts in flight at once
+  # lease: 40s               # default: the longest destination timeout + 30s
+
+sources:
+  - name: stripe             # receives at POST /in/stripe
+    preset: stripe           # generic | standard-webhooks | stripe | github
+    secrets: ["${STRIPE_WEBHOOK_SECRET}"]   # several = rotation: any one may match
+    # window: 4d             # how long keys are kept for dedup; default covers the provider's retries
+    # on_missing_key: accept # accept (default: stored, flagged keyless) | reject (422)
+    destinations: [app]
+
+  - name: github
+    preset: github
+    secrets: ["${GITHUB_WEBHOOK_SECRET}"]
+    destinations: [app]
+
+  # Any HMAC-SHA256-over-the-body provider:
+  # - name: acme
+  #   preset: generic
+  #   secrets: ["${ACME_SECRET}"]
+  #   signature: {header: X-Acme-Signature, encoding: hex, prefix: "sha256="}
+  #   key: ["json:event.id"]   # or header:X-Event-Id, or several for a composite
+  #   destinations: [app]
+
+destinations:
+  - name: app
+    url: http://127.0.0.1:9000/webhooks
+    timeout: 10s
+    # secret: whsec_...      # sign deliveries the Standard Webhooks way
+    retry: {max_attempts: 12, base_delay: 1s, max_delay: 1h}
+`
+
+// DemoSecret is the demo source's secret. The demo listens on loopback only.
+const DemoSecret = "whsec_demo"
+
+// Demo is the configuration `oncehook serve` runs without a config file: a
+// Stripe-style source named demo that delivers to the gateway's own demo
+// sink, on SQLite in the working directory.
+func Demo(listen string) *Config {
+	if listen == "" {
+		listen = DefaultListen
+	}
+	cfg := &Config{
+		Listen: listen,
+		Store:  DefaultStore,
+		Sources: []Source{{
+			Name: "demo", Preset: "stripe", Secrets: []string{DemoSecret}, Destinations: []string{"demo-sink"},
+		}},
+		Destinations: []Destination{{
+			Name: "demo-sink", URL: fmt.Sprintf("http://%s/_demo/sink", listen),
+			Timeout: Duration(5 * time.Second),
+		}},
+	}
+	cfg.setDefaults()
+	return cfg
+}

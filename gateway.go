@@ -1,0 +1,247 @@
+package oncehook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/internal/groupcommit"
+	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/receive"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
+)
+
+// Options are what a Gateway takes beyond its configuration.
+type Options struct {
+	Logger *slog.Logger
+	// DemoSink mounts POST /_demo/sink, a destination that logs what it
+	// receives; `oncehook serve` without a config delivers there.
+	DemoSink bool
+	// ShutdownTimeout bounds how long Serve waits for in-flight requests
+	// and deliveries when it stops (default 30s).
+	ShutdownTimeout time.Duration
+}
+
+// Gateway is one oncehook instance: intake, store, and delivery.
+type Gateway struct {
+	cfg       *config.Config
+	opts      Options
+	log       *slog.Logger
+	store     store.Store
+	metrics   *metrics.Metrics
+	committer *groupcommit.Committer
+	worker    *deliver.Worker
+	intake    *receive.Handler
+	mux       *http.ServeMux
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the store, applies migrations and builds every part. Nothing
+// runs until Serve (or Run).
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	st, err := sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: metrics.New()}
+
+	dests := make([]deliver.Destination, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		dests[i] = deliver.Destination{
+			Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
+			Retry: deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+		}
+		if d.Secret != "" {
+			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated above
+		}
+	}
+	g.worker = deliver.New(st, deliver.Options{
+		Destinations: dests,
+		Concurrency:  cfg.Delivery.Concurrency,
+		Lease:        time.Duration(cfg.Delivery.Lease),
+		Logger:       opts.Logger.With("component", "deliver"),
+		Metrics:      g.metrics,
+	})
+	g.committer = groupcommit.New(st.ClaimEvents, groupcommit.Options{
+		Committed: func(int) { g.worker.Notify() },
+		Observe:   func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
+	})
+
+	sources := make([]receive.Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		p, err := provider.New(s.Preset, s.ProviderOptions())
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("sources[%d]: %w", i, err)
+		}
+		sources[i] = receive.Source{
+			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Destinations: s.Destinations,
+			RejectMissingKey: s.OnMissingKey == "reject",
+		}
+	}
+	g.intake = receive.New(receive.Options{
+		Sources: sources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
+		Logger: opts.Logger.With("component", "receive"), Metrics: g.metrics,
+	})
+
+	g.mux = http.NewServeMux()
+	g.mux.Handle("/in/{source}", g.intake)
+	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	g.mux.HandleFunc("GET /readyz", g.ready)
+	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.Registry, promhttp.HandlerOpts{}))
+	if opts.DemoSink {
+		g.mux.HandleFunc("POST /_demo/sink", g.demoSink)
+	}
+	return g, nil
+}
+
+// Handler is the gateway's HTTP API: POST /in/{source}, GET /healthz,
+// GET /readyz and GET /metrics.
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// Store is the gateway's store, for reading what it holds.
+func (g *Gateway) Store() store.Store { return g.store }
+
+func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := g.store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "store unreachable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	g.log.Info("demo sink received a delivery",
+		"idempotency_key", r.Header.Get("Idempotency-Key"),
+		"attempt", r.Header.Get("X-Oncehook-Attempt"),
+		"bytes", len(body))
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// Run runs the background parts (delivery and the window sweep) until ctx
+// ends, then lets in-flight deliveries finish or release their leases.
+func (g *Gateway) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); g.worker.Run(ctx) }()
+	go func() { defer wg.Done(); g.sweep(ctx) }()
+	wg.Wait()
+}
+
+// sweepBatch keeps each sweep transaction short so it never holds the
+// writer long enough to stall intake.
+const sweepBatch = 500
+
+func (g *Gateway) sweep(ctx context.Context) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		for ctx.Err() == nil {
+			n, err := g.store.SweepExpired(ctx, time.Now(), sweepBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.Error("window sweep", "err", err)
+				}
+				break
+			}
+			if n > 0 {
+				g.log.Debug("window sweep", "deleted", n)
+			}
+			if n < sweepBatch {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // let intake's commits in between
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Serve accepts requests on ln and runs delivery until ctx ends. Then it
+// shuts down in order: stop accepting and finish in-flight requests (each
+// waits for its own commit), commit what is queued, let in-flight deliveries
+// finish or release their leases, and close the store.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	bgDone := make(chan struct{})
+	go func() { defer close(bgDone); g.Run(bgCtx) }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), g.opts.ShutdownTimeout)
+	defer cancel()
+	if sErr := srv.Shutdown(shutdownCtx); sErr != nil {
+		g.log.Warn("http shutdown", "err", sErr)
+	}
+	g.committer.Close()
+	stopBackground()
+	<-bgDone
+	if cErr := g.Close(); cErr != nil {
+		err = errors.Join(err, cErr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Close closes the committer and the store. Serve calls it; call it yourself
+// only when you used Handler and Run instead of Serve.
+func (g *Gateway) Close() error {
+	g.closeOnce.Do(func() {
+		g.committer.Close()
+		g.closeErr = g.store.Close()
+	})
+	return g.closeErr
+}

@@ -1,0 +1,172 @@
+// Package groupcommit shares one durable commit among many concurrent
+// requests.
+//
+// A durable commit costs an fsync, and an fsync costs the same for one event
+// as for two hundred. So requests do not commit on their own: each hands its
+// events to the Committer and waits. The writer takes everything queued
+// (up to a batch limit), claims it all in one store transaction, and then
+// wakes each request with its own verdicts. Each request still waits for the
+// commit that holds its events; only the cost is shared. Under light load a
+// batch is a single request and nothing waits for company.
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// ErrClosed is returned for claims submitted after Close.
+var ErrClosed = errors.New("groupcommit: committer closed")
+
+// ClaimFunc commits a batch of events and returns one claim per event.
+type ClaimFunc func(ctx context.Context, events []store.NewEvent) ([]store.Claim, error)
+
+type request struct {
+	events []store.NewEvent
+	done   chan result
+}
+
+type result struct {
+	claims []store.Claim
+	err    error
+}
+
+// Committer batches claims from concurrent callers into shared transactions.
+type Committer struct {
+	claim     ClaimFunc
+	maxBatch  int
+	queue     chan *request
+	committed func(accepted int) // called after each commit that stored new events
+	observe   func(events int)   // called with the size of each batch
+
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Options tune a Committer.
+type Options struct {
+	MaxBatch  int                // most events in one transaction (default 256)
+	Writers   int                // concurrent transactions (default 1: SQLite has one writer)
+	Committed func(accepted int) // optional: told how many new events each commit stored, to wake delivery
+	Observe   func(events int)   // optional: told each batch's size, for metrics
+}
+
+// New starts a Committer's writers.
+func New(claim ClaimFunc, opts Options) *Committer {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.Writers <= 0 {
+		opts.Writers = 1
+	}
+	c := &Committer{
+		claim:     claim,
+		maxBatch:  opts.MaxBatch,
+		queue:     make(chan *request, 4*opts.MaxBatch),
+		committed: opts.Committed,
+		observe:   opts.Observe,
+	}
+	for range opts.Writers {
+		c.wg.Add(1)
+		go c.write()
+	}
+	return c
+}
+
+// Claim submits events and waits until the transaction holding them has
+// committed (or failed). If ctx ends first, Claim returns ctx's error, but the
+// events may still be committed: the caller must not answer 200 and must
+// not assume they were not stored.
+func (c *Committer) Claim(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
+	req := &request{events: events, done: make(chan result, 1)}
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	select {
+	case c.queue <- req:
+		c.mu.RUnlock()
+	case <-ctx.Done():
+		c.mu.RUnlock()
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-req.done:
+		return r.claims, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops accepting claims, commits everything already queued, and
+// waits for the writers to finish.
+func (c *Committer) Close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.queue)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func (c *Committer) write() {
+	defer c.wg.Done()
+	batch := make([]*request, 0, 64)
+	events := make([]store.NewEvent, 0, c.maxBatch)
+	for first := range c.queue {
+		batch = append(batch[:0], first)
+		events = append(events[:0], first.events...)
+	gather:
+		for len(events) < c.maxBatch {
+			select {
+			case req, ok := <-c.queue:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, req)
+				events = append(events, req.events...)
+			default:
+				break gather
+			}
+		}
+		c.commit(batch, events)
+	}
+}
+
+func (c *Committer) commit(batch []*request, events []store.NewEvent) {
+	// The transaction is not tied to any one request's context: a caller that
+	// gives up must not abort the commit the others are waiting for.
+	if c.observe != nil {
+		c.observe(len(events))
+	}
+	claims, err := c.claim(context.Background(), events)
+	if err == nil && len(claims) != len(events) {
+		err = errors.New("groupcommit: store returned a wrong number of claims")
+	}
+	accepted := 0
+	off := 0
+	for _, req := range batch {
+		n := len(req.events)
+		if err != nil {
+			req.done <- result{err: err}
+			continue
+		}
+		mine := claims[off : off+n : off+n]
+		off += n
+		for _, cl := range mine {
+			if !cl.Duplicate {
+				accepted++
+			}
+		}
+		req.done <- result{claims: mine}
+	}
+	if accepted > 0 && c.committed != nil {
+		c.committed(accepted)
+	}
+}

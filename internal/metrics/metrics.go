@@ -1,0 +1,56 @@
+// Package metrics holds oncehook's Prometheus collectors. Each gateway owns
+// its own registry: no package-level state, so tests and embedded uses can run
+// several gateways in one process.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the collectors of one gateway.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	// Requests counts intake answers by source and outcome (accepted,
+	// duplicate, unauthorized, malformed, too_large, missing_key,
+	// unknown_source, unavailable, ...).
+	Requests *prometheus.CounterVec
+	// Events counts events by source and verdict (accepted, duplicate,
+	// keyless), after batches are split.
+	Events *prometheus.CounterVec
+	// CommitBatch observes how many events each group commit carried.
+	CommitBatch prometheus.Histogram
+	// Attempts counts delivery attempts by destination and outcome
+	// (delivered, retry, dead).
+	Attempts *prometheus.CounterVec
+	// DeliveryLatency observes the time from receipt to successful delivery.
+	DeliveryLatency *prometheus.HistogramVec
+}
+
+// New creates and registers the collectors on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncehook_requests_total", Help: "Intake answers by source and outcome.",
+		}, []string{"source", "outcome"}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncehook_events_total", Help: "Events by source and verdict (accepted, duplicate, keyless).",
+		}, []string{"source", "verdict"}),
+		CommitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "oncehook_commit_batch_events", Help: "Events per group commit.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncehook_delivery_attempts_total", Help: "Delivery attempts by destination and outcome.",
+		}, []string{"destination", "outcome"}),
+		DeliveryLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "oncehook_delivery_latency_seconds", Help: "Time from receipt to successful delivery.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
+		}, []string{"destination"}),
+	}
+	m.Registry.MustRegister(m.Requests, m.Events, m.CommitBatch, m.Attempts, m.DeliveryLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

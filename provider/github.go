@@ -1,0 +1,71 @@
+package provider
+
+import (
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// github verifies X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, raw)>.
+// GitHub signs no timestamp, so a captured request can be replayed; dedup on
+// the delivery id is what makes a replay harmless.
+//
+// The key is the X-GitHub-Delivery header, which GitHub keeps on redelivery.
+// The body is not parsed: GitHub can post form-encoded payloads too.
+type github struct {
+	secrets [][]byte
+}
+
+func newGitHub(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	p := &github{}
+	for _, s := range opts.Secrets {
+		p.secrets = append(p.secrets, []byte(s))
+	}
+	return p, nil
+}
+
+func (*github) Name() string { return "github" }
+
+// GitHub does not retry by itself; redeliveries are manual and can come days
+// later, so keys are kept for a week.
+func (*github) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
+
+func (p *github) Verify(r *Request, _ time.Time) error {
+	header := r.Header.Get("X-Hub-Signature-256")
+	if header == "" {
+		return signatureError("missing X-Hub-Signature-256 header")
+	}
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	sig := decodeHex(hexSig)
+	if !ok || sig == nil {
+		return signatureError("X-Hub-Signature-256 is not sha256=<hex>")
+	}
+	expected := make([][]byte, len(p.secrets))
+	for i, s := range p.secrets {
+		expected[i] = hmacSHA256(s, r.Body)
+	}
+	if !anyMatch(expected, [][]byte{sig}) {
+		return signatureError("X-Hub-Signature-256 does not match")
+	}
+	return nil
+}
+
+func (*github) Items(r *Request) ([]Item, error) {
+	return []Item{{Key: r.Header.Get("X-GitHub-Delivery"), Body: r.Body}}, nil
+}
+
+func (*github) Sign(h http.Header, body []byte, secret string, _ time.Time, id string) error {
+	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(hmacSHA256([]byte(secret), body)))
+	if id != "" {
+		h.Set("X-GitHub-Delivery", id)
+	}
+	if h.Get("X-GitHub-Event") == "" {
+		h.Set("X-GitHub-Event", "ping")
+	}
+	h.Set("Content-Type", "application/json")
+	return nil
+}

@@ -1,0 +1,108 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// KeyRule extracts an event key from a header or a JSON path, or a
+// composite of several joined with ":". A composite is found only when every
+// part is found: a half key would merge events that differ.
+type KeyRule struct {
+	parts []keyPart
+}
+
+type keyPart struct {
+	header string   // set for header:Name
+	path   []string // set for json:a.b.c
+}
+
+// ParseKeyRule parses rules of the form "header:Name" and "json:a.b.c".
+func ParseKeyRule(rules []string) (KeyRule, error) {
+	var kr KeyRule
+	for _, r := range rules {
+		kind, arg, ok := strings.Cut(r, ":")
+		if !ok || arg == "" {
+			return kr, fmt.Errorf("key rule %q: want header:Name or json:path", r)
+		}
+		switch kind {
+		case "header":
+			kr.parts = append(kr.parts, keyPart{header: http.CanonicalHeaderKey(arg)})
+		case "json":
+			kr.parts = append(kr.parts, keyPart{path: strings.Split(arg, ".")})
+		default:
+			return kr, fmt.Errorf("key rule %q: unknown kind %q (want header or json)", r, kind)
+		}
+	}
+	return kr, nil
+}
+
+// NeedsJSON reports whether any part reads the body.
+func (kr KeyRule) NeedsJSON() bool {
+	for _, p := range kr.parts {
+		if p.path != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Extract returns the key, or "" when a part is missing. It returns
+// ErrMalformed when a part reads a body that is not JSON.
+func (kr KeyRule) Extract(h http.Header, body []byte) (string, error) {
+	var doc any
+	if kr.NeedsJSON() {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return "", malformed("body is not JSON: %v", err)
+		}
+	}
+	vals := make([]string, 0, len(kr.parts))
+	for _, p := range kr.parts {
+		var v string
+		if p.header != "" {
+			v = h.Get(p.header)
+		} else {
+			v = lookupJSON(doc, p.path)
+		}
+		if v == "" {
+			return "", nil
+		}
+		vals = append(vals, v)
+	}
+	return strings.Join(vals, ":"), nil
+}
+
+// lookupJSON follows path through objects (and arrays, by index) and returns
+// a string or number as text; anything else is "".
+func lookupJSON(doc any, path []string) string {
+	cur := doc
+	for _, seg := range path {
+		switch v := cur.(type) {
+		case map[string]any:
+			cur = v[seg]
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(v) {
+				return ""
+			}
+			cur = v[i]
+		default:
+			return ""
+		}
+	}
+	switch v := cur.(type) {
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return ""
+}

@@ -1,0 +1,156 @@
+// Package provider holds oncehook's presets: for each webhook provider, how
+// its requests are verified (over the raw bytes, in constant time, against
+// every configured secret), how a request splits into events, which stable
+// key identifies each event, and how long keys must be kept to cover the
+// provider's retry horizon.
+//
+// Presets are looked up by name with New. Each one lives in a file named
+// after its provider. Every preset can also sign a request exactly as its
+// provider does (Sign), which is what `oncehook send` uses to reproduce a
+// provider's retry storm locally.
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+)
+
+// ErrSignature means the request is not authentic: a missing or wrong
+// signature, or a signed timestamp outside the tolerance. Intake answers 401.
+var ErrSignature = errors.New("signature rejected")
+
+// ErrMalformed means the body cannot be read as the preset requires (for
+// example invalid JSON where the key is in the body). Intake answers 400.
+var ErrMalformed = errors.New("malformed body")
+
+func signatureError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSignature, fmt.Sprintf(format, args...))
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// Request is what a preset sees of an inbound request. Body is the raw bytes
+// exactly as received.
+type Request struct {
+	Method string
+	URL    *url.URL
+	Header http.Header
+	Body   []byte
+}
+
+// Item is one event of a request. A request carries one item unless the
+// provider batches.
+type Item struct {
+	Key  string // the provider's stable event key; empty when none was found
+	Body []byte // what is delivered for this event
+}
+
+// Preset is one provider's contract.
+type Preset interface {
+	// Name is the preset's name in configuration.
+	Name() string
+	// Verify checks the request's authenticity over its raw body.
+	Verify(r *Request, now time.Time) error
+	// Items splits the request into events and extracts each one's key.
+	Items(r *Request) ([]Item, error)
+	// DefaultWindow covers the provider's retry horizon.
+	DefaultWindow() time.Duration
+	// Sign adds to h the headers the provider would send for body, signed
+	// with secret at now. id is the provider's delivery id where the
+	// provider sends one in a header (GitHub, Standard Webhooks).
+	Sign(h http.Header, body []byte, secret string, now time.Time, id string) error
+}
+
+// Options configure a preset for one source.
+type Options struct {
+	Secrets []string
+	// Tolerance is how far a signed timestamp may be from now, both ways.
+	// Zero takes the preset's default.
+	Tolerance time.Duration
+	// Generic describes the generic preset's signature.
+	Generic GenericOptions
+	// Key, when set, replaces the preset's key extraction with rules of the
+	// form "header:Name" or "json:path.to.field"; several make a composite.
+	Key []string
+	// Unsigned lets a generic source accept requests without a signature.
+	Unsigned bool
+}
+
+type constructor func(Options) (Preset, error)
+
+var presets = map[string]constructor{
+	"generic":           newGeneric,
+	"standard-webhooks": newStandardWebhooks,
+	"stripe":            newStripe,
+	"github":            newGitHub,
+}
+
+// Names lists the known presets.
+func Names() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New builds the named preset. When opts.Key is set, the preset's own key
+// extraction is replaced by those rules.
+func New(name string, opts Options) (Preset, error) {
+	c, ok := presets[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown preset %q (known: %v)", name, Names())
+	}
+	p, err := c(opts)
+	if err != nil {
+		return nil, fmt.Errorf("preset %s: %w", name, err)
+	}
+	if len(opts.Key) > 0 {
+		rule, err := ParseKeyRule(opts.Key)
+		if err != nil {
+			return nil, fmt.Errorf("preset %s: %w", name, err)
+		}
+		p = keyed{Preset: p, rule: rule}
+	}
+	return p, nil
+}
+
+func requireSecrets(opts Options) error {
+	if len(opts.Secrets) == 0 {
+		return errors.New("at least one secret is required")
+	}
+	for i, s := range opts.Secrets {
+		if s == "" {
+			return fmt.Errorf("secrets[%d] is empty", i)
+		}
+	}
+	return nil
+}
+
+// keyed replaces a preset's key extraction with a configured rule.
+type keyed struct {
+	Preset
+	rule KeyRule
+}
+
+func (k keyed) Items(r *Request) ([]Item, error) {
+	items, err := k.Preset.Items(r)
+	if err != nil {
+		return nil, err
+	}
+	for i := range items {
+		key, err := k.rule.Extract(r.Header, items[i].Body)
+		if err != nil {
+			return nil, err
+		}
+		items[i].Key = key
+	}
+	return items, nil
+}

@@ -1,0 +1,257 @@
+// Package receive is oncehook's intake: the HTTP handler behind
+// POST /in/{source}. The hot path reads top to bottom in ServeHTTP:
+//
+//	read the raw body (bounded) → verify it with the source's preset →
+//	split it into events and take each one's key → claim them all through the
+//	group committer → answer 200 only once the transaction holding them is
+//	durable.
+//
+// Rejected input (unknown source, bad signature, malformed or oversized body,
+// a missing key where the source requires one) is answered before anything
+// reaches the store, so it leaves no trace there; it is counted by reason
+// and logged without secrets or payloads.
+package receive
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/store"
+)
+
+// Source is one inbound endpoint as intake sees it.
+type Source struct {
+	Name         string
+	Preset       provider.Preset
+	Window       time.Duration
+	Destinations []string
+	// RejectMissingKey answers 422 to an event without a key. Otherwise the
+	// event is accepted without dedup and flagged keyless: losing an event
+	// is worse than a possible duplicate.
+	RejectMissingKey bool
+}
+
+// Claimer claims events durably; the group committer is one.
+type Claimer interface {
+	Claim(ctx context.Context, events []store.NewEvent) ([]store.Claim, error)
+}
+
+// Options configure a Handler.
+type Options struct {
+	Sources     []Source
+	Claimer     Claimer
+	MaxBodySize int64
+	Logger      *slog.Logger
+	Metrics     *metrics.Metrics
+	Now         func() time.Time
+}
+
+// Handler serves POST /in/{source}.
+type Handler struct {
+	sources map[string]*Source
+	claimer Claimer
+	maxBody int64
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	now     func() time.Time
+}
+
+// New creates a Handler.
+func New(opts Options) *Handler {
+	h := &Handler{
+		sources: map[string]*Source{},
+		claimer: opts.Claimer,
+		maxBody: opts.MaxBodySize,
+		log:     opts.Logger,
+		metrics: opts.Metrics,
+		now:     opts.Now,
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = 5 << 20
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.metrics == nil {
+		h.metrics = metrics.New()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	for i := range opts.Sources {
+		s := opts.Sources[i]
+		h.sources[s.Name] = &s
+	}
+	return h
+}
+
+// EventResult is one event's verdict in a response.
+type EventResult struct {
+	Key     string `json:"key"`
+	Status  string `json:"status"` // accepted | duplicate
+	Keyless bool   `json:"keyless,omitempty"`
+}
+
+// Response is the body of a 200 answer.
+type Response struct {
+	Status string        `json:"status"` // accepted when any event is new, else duplicate
+	Events []EventResult `json:"events"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+// Statuses of events and responses.
+const (
+	StatusAccepted  = "accepted"
+	StatusDuplicate = "duplicate"
+)
+
+// Reasons intake rejects a request, used in error bodies and metrics.
+const (
+	ReasonUnknownSource = "unknown_source"
+	ReasonMethod        = "method_not_allowed"
+	ReasonTooLarge      = "too_large"
+	ReasonUnreadable    = "unreadable"
+	ReasonSignature     = "unauthorized"
+	ReasonMalformed     = "malformed"
+	ReasonMissingKey    = "missing_key"
+	ReasonUnavailable   = "unavailable"
+)
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("source")
+	src, ok := h.sources[name]
+	if !ok {
+		// The label is not the requested name: strangers must not be able
+		// to grow the metric's cardinality.
+		h.reject(w, r, "", http.StatusNotFound, ReasonUnknownSource, "no source named "+name)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.reject(w, r, name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
+		return
+	}
+
+	// 1. The raw body, bounded. Verification needs the exact bytes.
+	if r.ContentLength > h.maxBody {
+		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
+		} else {
+			h.reject(w, r, name, http.StatusBadRequest, ReasonUnreadable, "could not read the body")
+		}
+		return
+	}
+	preq := &provider.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body}
+
+	// 2. Authenticity, before anything in the body is trusted or parsed.
+	now := h.now()
+	if err := src.Preset.Verify(preq, now); err != nil {
+		h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
+		return
+	}
+
+	// 3. Split into events and take each one's key.
+	items, err := src.Preset.Items(preq)
+	if err != nil {
+		if errors.Is(err, provider.ErrMalformed) {
+			h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, err.Error())
+		} else {
+			h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, "could not read the events")
+		}
+		return
+	}
+	contentType := r.Header.Get("Content-Type")
+	events := make([]store.NewEvent, len(items))
+	for i, it := range items {
+		e := store.NewEvent{
+			Source:       name,
+			Key:          it.Key,
+			ContentType:  contentType,
+			Body:         it.Body,
+			ReceivedAt:   now,
+			ExpiresAt:    now.Add(src.Window),
+			Destinations: src.Destinations,
+		}
+		if e.Key == "" {
+			if src.RejectMissingKey {
+				h.reject(w, r, name, http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request")
+				return
+			}
+			e.Key, e.Keyless = keylessKey(), true
+		}
+		events[i] = e
+	}
+
+	// 4. Claim and persist; answer only once durable.
+	claims, err := h.claimer.Claim(r.Context(), events)
+	if err != nil {
+		h.log.Error("claim failed; answering 503", "source", name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		h.reject(w, r, name, http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later")
+		return
+	}
+
+	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
+	for i, c := range claims {
+		res := EventResult{Key: events[i].Key, Status: StatusAccepted, Keyless: events[i].Keyless}
+		verdict := StatusAccepted
+		switch {
+		case c.Duplicate:
+			res.Status, verdict = StatusDuplicate, StatusDuplicate
+		case events[i].Keyless:
+			verdict = "keyless"
+		}
+		if !c.Duplicate {
+			resp.Status = StatusAccepted
+		}
+		h.metrics.Events.WithLabelValues(name, verdict).Inc()
+		resp.Events[i] = res
+	}
+	h.metrics.Requests.WithLabelValues(name, resp.Status).Inc()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {
+	h.metrics.Requests.WithLabelValues(source, reason).Inc()
+	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
+		"detail", msg, "remote", r.RemoteAddr)
+	writeJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// keylessKey names an event that has no provider key. It is unique, so the
+// event is never deduplicated, and stored, so its deliveries still carry one
+// stable Idempotency-Key.
+func keylessKey() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "keyless:" + strings.ToLower(hex.EncodeToString(b[:]))
+}

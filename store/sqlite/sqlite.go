@@ -1,0 +1,362 @@
+// Package sqlite is oncehook's embedded store: one SQLite file in WAL mode,
+// with synchronous=FULL by default so that a commit is on disk before intake
+// answers 200.
+//
+// SQLite has one writer at a time, so all writes go through a single
+// connection; readers use a pool of their own. A single-event commit costs an
+// fsync (about 4k/s on a typical disk), which is why intake reaches this store
+// through the group committer: many requests' claims share one transaction.
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+
+	_ "modernc.org/sqlite" // pure-Go driver: no cgo needed for the default build
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Synchronous levels accepted by Open. FULL fsyncs the WAL on every commit;
+// NORMAL may lose the last commits on power loss (not on a process crash).
+var synchronousLevels = map[string]bool{"OFF": true, "NORMAL": true, "FULL": true, "EXTRA": true}
+
+// Options tune the SQLite store.
+type Options struct {
+	// Synchronous is SQLite's synchronous pragma: FULL (default), EXTRA,
+	// NORMAL or OFF. Anything below FULL weakens "durable before 200".
+	Synchronous string
+}
+
+// Store is the SQLite backend of store.Store.
+type Store struct {
+	write *sql.DB // exactly one connection: SQLite's single writer
+	read  *sql.DB // a pool of read-only connections (WAL lets them run beside the writer)
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and applies the
+// embedded migrations.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	sync := strings.ToUpper(opts.Synchronous)
+	if sync == "" {
+		sync = "FULL"
+	}
+	if !synchronousLevels[sync] {
+		return nil, fmt.Errorf("sqlite: synchronous %q: want FULL, EXTRA, NORMAL or OFF", opts.Synchronous)
+	}
+	pragmas := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(" + sync + ")", "busy_timeout(10000)", "foreign_keys(ON)"} {
+		pragmas.Add("_pragma", p)
+	}
+	writeDSN := "file:" + path + "?" + pragmas.Encode() + "&_txlock=immediate"
+	write, err := sql.Open("sqlite", writeDSN)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	s := &Store{write: write}
+	if err := s.migrate(ctx); err != nil {
+		write.Close()
+		return nil, err
+	}
+	pragmas.Add("_pragma", "query_only(ON)")
+	read, err := sql.Open("sqlite", "file:"+path+"?"+pragmas.Encode())
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
+	}
+	read.SetMaxOpenConns(4)
+	s.read = read
+	return s, nil
+}
+
+// migrate applies, in order, every embedded migration not yet applied. The
+// version is kept in SQLite's user_version so no extra table is needed.
+func (s *Store) migrate(ctx context.Context) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var version int
+	if err := s.write.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("sqlite: read schema version: %w", err)
+	}
+	for i, name := range names {
+		if i < version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := s.write.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v) }
+
+// ClaimEvents implements store.Store. The claim is the INSERT ... ON CONFLICT
+// DO NOTHING RETURNING id: a returned id means this call created the event; no
+// row means the key was already there.
+func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, unavailable("begin claim", err)
+	}
+	defer tx.Rollback()
+	insertEvent, err := tx.PrepareContext(ctx, `INSERT INTO events (source, key, keyless, content_type, body, received_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING RETURNING id`)
+	if err != nil {
+		return nil, unavailable("prepare claim", err)
+	}
+	defer insertEvent.Close()
+	insertDelivery, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return nil, unavailable("prepare delivery", err)
+	}
+	defer insertDelivery.Close()
+
+	claims := make([]store.Claim, len(events))
+	for i, e := range events {
+		var id int64
+		err := insertEvent.QueryRowContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, e.Body, ms(e.ReceivedAt), ms(e.ExpiresAt)).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			claims[i] = store.Claim{Duplicate: true}
+			continue
+		}
+		if err != nil {
+			return nil, unavailable("claim event", err)
+		}
+		claims[i] = store.Claim{EventID: id}
+		for _, d := range e.Destinations {
+			if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt)); err != nil {
+				return nil, unavailable("create delivery", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, unavailable("commit claim", err)
+	}
+	return claims, nil
+}
+
+func newToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// LeaseDeliveries implements store.Store. The select and the update run in
+// one IMMEDIATE transaction, which holds SQLite's write lock, so no other
+// writer can lease the same rows in between.
+func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.LeasedDelivery, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, unavailable("begin lease", err)
+	}
+	defer tx.Rollback()
+	token := newToken()
+	expires := now.Add(lease)
+	rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, updated_at = ?
+		WHERE id IN (
+			SELECT id FROM deliveries
+			WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+			ORDER BY next_attempt_at LIMIT ?)
+		RETURNING id, event_id, destination, attempts`,
+		token, ms(expires), ms(now), ms(now), ms(now), limit)
+	if err != nil {
+		return nil, unavailable("lease deliveries", err)
+	}
+	var leased []store.LeasedDelivery
+	for rows.Next() {
+		var d store.LeasedDelivery
+		if err := rows.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt); err != nil {
+			rows.Close()
+			return nil, unavailable("lease deliveries", err)
+		}
+		d.Attempt++
+		d.LeaseToken = token
+		d.LeaseExpiresAt = expires
+		leased = append(leased, d)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, unavailable("lease deliveries", err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("lease deliveries", err)
+	}
+	if len(leased) == 0 {
+		return nil, nil
+	}
+	load, err := tx.PrepareContext(ctx, `SELECT source, key, content_type, body, received_at FROM events WHERE id = ?`)
+	if err != nil {
+		return nil, unavailable("load events", err)
+	}
+	defer load.Close()
+	for i := range leased {
+		d := &leased[i]
+		var received int64
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &d.Body, &received); err != nil {
+			return nil, unavailable("load event", err)
+		}
+		d.ReceivedAt = fromMS(received)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, unavailable("commit lease", err)
+	}
+	return leased, nil
+}
+
+var outcomeNames = map[store.OutcomeKind]string{
+	store.OutcomeDelivered: "delivered",
+	store.OutcomeRetry:     "retry",
+	store.OutcomeDead:      "dead",
+}
+
+// CompleteDeliveries implements store.Store.
+func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable("begin complete", err)
+	}
+	defer tx.Rollback()
+	now := ms(time.Now())
+	for _, o := range outcomes {
+		var res sql.Result
+		switch o.Kind {
+		case store.OutcomeReleased:
+			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+				WHERE id = ? AND lease_token = ?`, now, o.DeliveryID, o.LeaseToken)
+		case store.OutcomeDelivered, store.OutcomeDead:
+			state := store.Delivered
+			if o.Kind == store.OutcomeDead {
+				state = store.Dead
+			}
+			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET state = ?, attempts = ?, lease_token = NULL, lease_expires_at = NULL,
+				last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
+				state, o.Attempt, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken)
+		case store.OutcomeRetry:
+			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET attempts = ?, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL,
+				last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
+				o.Attempt, ms(o.NextAttemptAt), o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken)
+		default:
+			return fmt.Errorf("sqlite: complete delivery %d: unknown outcome %d", o.DeliveryID, o.Kind)
+		}
+		if err != nil {
+			return unavailable("complete delivery", err)
+		}
+		if o.Kind == store.OutcomeReleased {
+			continue
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			continue // the lease was lost to another worker: its attempt is the one on record
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, outcomeNames[o.Kind]); err != nil {
+			return unavailable("record attempt", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable("commit complete", err)
+	}
+	return nil
+}
+
+// NextDue implements store.Store.
+func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var next sql.NullInt64
+	err := s.read.QueryRowContext(ctx, `SELECT MIN(MAX(next_attempt_at, COALESCE(lease_expires_at, 0))) FROM deliveries WHERE state = 'pending'`).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, unavailable("next due", err)
+	}
+	if !next.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromMS(next.Int64), true, nil
+}
+
+// SweepExpired implements store.Store. Events with a pending delivery or a
+// dead letter are kept: the first must still be delivered, the second is the
+// operator's to replay or purge.
+func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	res, err := s.write.ExecContext(ctx, `DELETE FROM events WHERE id IN (
+		SELECT e.id FROM events e WHERE e.expires_at < ?
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))
+		LIMIT ?)`, ms(now), limit)
+	if err != nil {
+		return 0, unavailable("sweep", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var st store.Stats
+	err := s.read.QueryRowContext(ctx, `SELECT
+		(SELECT COUNT(*) FROM events),
+		(SELECT COUNT(*) FROM events WHERE keyless = 1),
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'pending'),
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'),
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'dead'),
+		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Attempts)
+	if err != nil {
+		return st, unavailable("stats", err)
+	}
+	return st, nil
+}
+
+// Ping implements store.Store: it checks that the writer can reach the file.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.write.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}

@@ -1,0 +1,133 @@
+// Package store defines the one narrow interface between oncehook's core and
+// a durable backend. Receive, deliver and (later) the effects ledger talk to a
+// Store and nothing else, so that a backend is a package of its own
+// (store/sqlite, store/postgres) that either passes the conformance suite or
+// does not ship.
+//
+// The store is the arbiter of every race: a key is claimed by one atomic
+// operation the backend decides (a unique constraint with ON CONFLICT DO
+// NOTHING), never by a check followed by an insert.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrUnavailable wraps every error that means the store could not be reached
+// or could not commit. Intake answers 503 for it, never 200.
+var ErrUnavailable = errors.New("store unavailable")
+
+// NewEvent is one provider event, after its batch was split and its key
+// extracted, on its way to being claimed.
+type NewEvent struct {
+	Source       string
+	Key          string // the provider's stable event key, or a generated one when Keyless
+	Keyless      bool   // no key was found; the event is accepted without dedup
+	ContentType  string
+	Body         []byte
+	ReceivedAt   time.Time
+	ExpiresAt    time.Time // ReceivedAt + the source's window: the key is kept at least until then
+	Destinations []string  // one delivery is created per destination, in the same transaction
+}
+
+// Claim is the verdict of the store on one NewEvent.
+type Claim struct {
+	EventID   int64
+	Duplicate bool // the (source, key) was already stored: nothing was written
+}
+
+// DeliveryState is where a delivery stands.
+type DeliveryState string
+
+const (
+	Pending   DeliveryState = "pending"   // waiting for its next attempt, or leased
+	Delivered DeliveryState = "delivered" // the destination answered 2xx
+	Dead      DeliveryState = "dead"      // permanent failure or retries exhausted: a dead letter
+)
+
+// LeasedDelivery is a delivery a worker owns until LeaseExpiresAt. If the
+// worker dies, the lease expires and another worker takes the delivery over.
+type LeasedDelivery struct {
+	ID             int64
+	EventID        int64
+	Source         string
+	Key            string
+	Destination    string
+	Attempt        int // the number of this attempt, from 1
+	ContentType    string
+	Body           []byte
+	ReceivedAt     time.Time
+	LeaseToken     string
+	LeaseExpiresAt time.Time
+}
+
+// OutcomeKind says what an attempt led to.
+type OutcomeKind int
+
+const (
+	OutcomeDelivered OutcomeKind = iota // 2xx: the delivery is done
+	OutcomeRetry                        // retryable failure: try again at NextAttemptAt
+	OutcomeDead                         // permanent failure or attempts exhausted
+	OutcomeReleased                     // the worker gave the lease back without an attempt (shutdown)
+)
+
+// Outcome is the result of one attempt (or a released lease), written back by
+// the worker. An outcome whose LeaseToken no longer matches (the lease expired
+// and another worker took the delivery) is ignored: that worker owns it now.
+type Outcome struct {
+	DeliveryID    int64
+	LeaseToken    string
+	Kind          OutcomeKind
+	Attempt       int
+	StartedAt     time.Time
+	Duration      time.Duration
+	StatusCode    int    // 0 when no HTTP answer arrived
+	Error         string // empty on success
+	NextAttemptAt time.Time
+}
+
+// Stats counts what the store holds. Tests and the admin API read it.
+type Stats struct {
+	Events    int64
+	Keyless   int64
+	Pending   int64
+	Delivered int64
+	Dead      int64
+	Attempts  int64
+}
+
+// Store is what a backend implements. Every method that waits takes a
+// context; every error that means "could not reach or commit" wraps
+// ErrUnavailable.
+type Store interface {
+	// ClaimEvents claims every event's (source, key) and, for each one not
+	// seen before, stores the event and one pending delivery per destination,
+	// all in one transaction. It returns only after that transaction is
+	// durable, with one Claim per input in order. Within a call, a key that
+	// appears twice is claimed by its first occurrence.
+	ClaimEvents(ctx context.Context, events []NewEvent) ([]Claim, error)
+
+	// LeaseDeliveries leases up to limit pending deliveries that are due at
+	// now and not leased by anyone else (or whose lease has expired).
+	LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]LeasedDelivery, error)
+
+	// CompleteDeliveries records attempts and moves deliveries on, in one
+	// transaction.
+	CompleteDeliveries(ctx context.Context, outcomes []Outcome) error
+
+	// NextDue returns when the earliest pending delivery becomes due (or its
+	// lease expires), and false when there is none.
+	NextDue(ctx context.Context) (time.Time, bool, error)
+
+	// SweepExpired deletes up to limit events whose window ended before now
+	// and that have no delivery still pending or dead-lettered, returning how
+	// many it deleted. Callers loop in small batches so intake is never
+	// blocked for long.
+	SweepExpired(ctx context.Context, now time.Time, limit int) (int, error)
+
+	Stats(ctx context.Context) (Stats, error)
+	Ping(ctx context.Context) error
+	Close() error
+}
