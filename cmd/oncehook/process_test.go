@@ -1,0 +1,316 @@
+package main_test
+
+// These tests run the real binary as a separate process, so that "crash"
+// means kill -9 and not a polite shutdown.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oncehook-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "oncehook")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build oncehook:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is a running `oncehook serve`.
+type process struct {
+	cmd    *exec.Cmd
+	URL    string
+	stdout *syncBuffer
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startProcess runs `oncehook serve` in dir with args and waits until it is
+// ready.
+func startProcess(t *testing.T, dir string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve"}, args...)...)
+	cmd.Dir = dir
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.kill() })
+	// The first line says where it listens.
+	out := bufio.NewReader(stdoutPipe)
+	first, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no banner: %v\nstderr: %s", err, p.stderr)
+	}
+	p.stdout.Write([]byte(first))
+	go io.Copy(p.stdout, out)
+	m := regexp.MustCompile(`listening on (http://[^ ]+)`).FindStringSubmatch(first)
+	if m == nil {
+		t.Fatalf("banner %q", first)
+	}
+	p.URL = m[1]
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		resp, err := http.Get(p.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("never ready; stderr: %s", p.stderr)
+	}
+	return p
+}
+
+// kill sends SIGKILL: no shutdown code runs.
+func (p *process) kill() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Wait()
+}
+
+const secret = "whsec_crash_secret"
+
+func writeConfig(t *testing.T, dir, sinkURL string) string {
+	t.Helper()
+	path := filepath.Join(dir, "oncehook.yaml")
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+store: sqlite://./events.db
+delivery:
+  lease: 4s
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [%q]
+    destinations: [app]
+destinations:
+  - name: app
+    url: %s
+    timeout: 3s
+    retry: {max_attempts: 20, base_delay: 50ms, max_delay: 200ms}
+`, secret, sinkURL)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func sendEvent(t *testing.T, url, id string) (int, string) {
+	req := testenv.SignedRequest(t, url+"/in/stripe", "stripe", secret, []byte(`{"id":"`+id+`","object":"event"}`), "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// okSink records the keys it answered 200 to, once open; until then it holds
+// every request until the client goes away.
+type okSink struct {
+	*testenv.Sink
+	open atomic.Bool
+	mu   sync.Mutex
+	ok   map[string]int
+}
+
+func newOKSink(t *testing.T) *okSink {
+	s := &okSink{Sink: testenv.NewSink(t), ok: map[string]int{}}
+	s.Respond = func(w http.ResponseWriter, r *http.Request, _ int) {
+		if !s.open.Load() {
+			<-r.Context().Done()
+			return
+		}
+		s.mu.Lock()
+		s.ok[r.Header.Get("Idempotency-Key")]++
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}
+	return s
+}
+
+func (s *okSink) delivered() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.ok))
+	for k, v := range s.ok {
+		out[k] = v
+	}
+	return out
+}
+
+// Invariant 6: kill -9 after events are acknowledged but before they are
+// delivered (some mid-attempt, holding leases; some not yet leased); after a
+// restart every acknowledged event is delivered, once.
+func TestKillNineLosesNothingAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	sink := newOKSink(t)
+	cfg := writeConfig(t, dir, sink.URL)
+	p := startProcess(t, dir, "--config", cfg)
+
+	const events = 200
+	var acked sync.Map
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range events {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id := fmt.Sprintf("evt_crash_%03d", i)
+			if status, _ := sendEvent(t, p.URL, id); status == 200 {
+				acked.Store("stripe:"+id, true)
+			} else {
+				t.Errorf("%s: %d", id, status)
+			}
+		}()
+	}
+	wg.Wait()
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) >= 64 }) {
+		t.Fatalf("only %d attempts in flight before the crash", len(sink.Deliveries()))
+	}
+	p.kill()
+	if len(sink.delivered()) != 0 {
+		t.Fatal("something was delivered before the destination opened")
+	}
+
+	sink.open.Store(true)
+	p2 := startProcess(t, dir, "--config", cfg)
+	defer p2.kill()
+	want := 0
+	acked.Range(func(any, any) bool { want++; return true })
+	if want != events {
+		t.Fatalf("%d acknowledged, want %d", want, events)
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return len(sink.delivered()) == events }) {
+		t.Fatalf("after restart, %d of %d acknowledged events delivered; stderr:\n%s", len(sink.delivered()), events, p2.stderr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for key, n := range sink.delivered() {
+		if _, ok := acked.Load(key); !ok {
+			t.Errorf("delivered %s, which was never acknowledged", key)
+		}
+		if n != 1 {
+			t.Errorf("%s delivered %d times after the restart", key, n)
+		}
+	}
+}
+
+// A restart between two copies of a duplicate storm does not produce a
+// second delivery: the key is durable, not in memory.
+func TestRestartDoesNotLetADuplicateThrough(t *testing.T) {
+	dir := t.TempDir()
+	sink := newOKSink(t)
+	sink.open.Store(true)
+	cfg := writeConfig(t, dir, sink.URL)
+	p := startProcess(t, dir, "--config", cfg)
+	if status, body := sendEvent(t, p.URL, "evt_once"); status != 200 || !strings.Contains(body, `"accepted"`) {
+		t.Fatalf("first: %d %s", status, body)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.delivered()["stripe:evt_once"] == 1 }) {
+		t.Fatal("not delivered")
+	}
+	p.kill()
+	p2 := startProcess(t, dir, "--config", cfg)
+	for range 5 {
+		if status, body := sendEvent(t, p2.URL, "evt_once"); status != 200 || !strings.Contains(body, `"duplicate"`) {
+			t.Fatalf("after restart: %d %s, want 200 duplicate", status, body)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := sink.delivered()["stripe:evt_once"]; n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
+}
+
+// The README's quick start: `oncehook serve` with no config file starts on
+// SQLite in the working directory with a demo source, prints how to send a
+// test event, and that command works: accepted, then duplicate, then the
+// demo sink logs one delivery.
+func TestQuickStartDemoMode(t *testing.T) {
+	dir := t.TempDir()
+	p := startProcess(t, dir, "--listen", "127.0.0.1:0")
+	if _, err := os.Stat(filepath.Join(dir, "oncehook.db")); err != nil {
+		t.Fatalf("no SQLite file in the working directory: %v", err)
+	}
+	testenv.WaitFor(2*time.Second, func() bool { return strings.Contains(p.stdout.String(), "oncehook init") })
+	banner := p.stdout.String()
+	m := regexp.MustCompile(`oncehook (send --url \S+ --preset stripe --secret \S+) \\\n\s+--body '([^']+)'`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("banner has no send command:\n%s", banner)
+	}
+	args := append(strings.Fields(m[1]), "--body", m[2])
+	for _, want := range []string{`"status":"accepted"`, `"status":"duplicate"`} {
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "200 ") || !strings.Contains(string(out), want) {
+			t.Fatalf("oncehook %s: %v\n%s\nwant %s", strings.Join(args, " "), err, out, want)
+		}
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		return strings.Count(p.stderr.String(), "demo sink received a delivery") == 1
+	}) {
+		t.Fatalf("demo sink log:\n%s", p.stderr)
+	}
+}

@@ -1,0 +1,264 @@
+package deliver_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
+)
+
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "deliver.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func claim(t *testing.T, s store.Store, key string, dests ...string) {
+	t.Helper()
+	now := time.Now()
+	_, err := s.ClaimEvents(context.Background(), []store.NewEvent{{
+		Source: "src", Key: key, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`),
+		ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: dests,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runWorker runs a worker over s until the test ends.
+func runWorker(t *testing.T, s store.Store, dest deliver.Destination, lease time.Duration) *deliver.Worker {
+	t.Helper()
+	if dest.Name == "" {
+		dest.Name = "app"
+	}
+	if dest.Timeout == 0 {
+		dest.Timeout = 2 * time.Second
+	}
+	if dest.Retry.MaxAttempts == 0 {
+		dest.Retry = deliver.RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}
+	}
+	w := deliver.New(s, deliver.Options{Destinations: []deliver.Destination{dest}, Lease: lease, ShutdownGrace: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func waitStats(t *testing.T, s store.Store, cond func(store.Stats) bool) store.Stats {
+	t.Helper()
+	var st store.Stats
+	ok := testenv.WaitFor(10*time.Second, func() bool {
+		var err error
+		st, err = s.Stats(context.Background())
+		return err == nil && cond(st)
+	})
+	if !ok {
+		t.Fatalf("stats never matched: %+v", st)
+	}
+	return st
+}
+
+func TestServerErrorsAreRetriedUntilDelivered(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n <= 2 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	claim(t, s, "evt_1", "app")
+	runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+	st := waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+	if st.Attempts != 3 {
+		t.Fatalf("attempts recorded = %d, want 3", st.Attempts)
+	}
+	ds := sink.Deliveries()
+	if len(ds) != 3 {
+		t.Fatalf("%d requests, want 3", len(ds))
+	}
+	for i, d := range ds {
+		// Invariant 8: the key is stable across attempts.
+		if d.Key != "src:evt_1" || d.Attempt != string(rune('1'+i)) {
+			t.Errorf("request %d: Idempotency-Key %q attempt %q", i+1, d.Key, d.Attempt)
+		}
+		if d.Header.Get("Content-Type") != "application/json" || d.Header.Get("X-Oncehook-Source") != "src" {
+			t.Errorf("request %d headers: %v", i+1, d.Header)
+		}
+	}
+}
+
+// Invariant 7: permanent failures are not retried.
+func TestPermanentFailureIsDeadLetteredAfterOneAttempt(t *testing.T) {
+	for _, code := range []int{400, 401, 403, 404, 410, 422} {
+		s := openStore(t)
+		sink := testenv.NewSink(t)
+		sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(code) }
+		claim(t, s, "evt_perm", "app")
+		runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+		waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
+		time.Sleep(60 * time.Millisecond) // longer than the largest backoff
+		if n := len(sink.Deliveries()); n != 1 {
+			t.Errorf("HTTP %d: %d attempts, want 1", code, n)
+		}
+	}
+}
+
+func TestRetriesAreBoundedThenDeadLettered(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusBadGateway) }
+	claim(t, s, "evt_down", "app")
+	runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+	st := waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
+	if st.Attempts != 5 || len(sink.Deliveries()) != 5 {
+		t.Fatalf("%d attempts recorded, %d made; want 5 (max_attempts)", st.Attempts, len(sink.Deliveries()))
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	claim(t, s, "evt_slow_down", "app")
+	runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+	waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+	ds := sink.Deliveries()
+	if len(ds) != 2 {
+		t.Fatalf("%d attempts, want 2", len(ds))
+	}
+	if gap := ds[1].At.Sub(ds[0].At); gap < 2*time.Second {
+		t.Fatalf("second attempt %s after a 429 with Retry-After: 2", gap)
+	}
+}
+
+func TestTimeoutsAreRetried(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	claim(t, s, "evt_timeout", "app")
+	runWorker(t, s, deliver.Destination{URL: sink.URL, Timeout: 200 * time.Millisecond}, time.Minute)
+	st := waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+	if st.Attempts != 2 {
+		t.Fatalf("attempts = %d, want 2 (a timeout, then success)", st.Attempts)
+	}
+}
+
+func TestConnectionRefusedIsRetried(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	url := sink.URL
+	sink.Close() // nothing listens there now
+	claim(t, s, "evt_refused", "app")
+	runWorker(t, s, deliver.Destination{URL: url}, time.Minute)
+	st := waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
+	if st.Attempts != 5 {
+		t.Fatalf("attempts = %d, want 5", st.Attempts)
+	}
+}
+
+// Deliveries are signed the Standard Webhooks way when the destination has
+// a secret, with a webhook-id that is stable across attempts.
+func TestDeliveriesAreSignedForTheDestination(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	key, _ := provider.DecodeStandardSecret(secret)
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+	claim(t, s, "wamid.HBg.dots", "app")
+	runWorker(t, s, deliver.Destination{URL: sink.URL, SigningKey: key}, time.Minute)
+	waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+	verifier, err := provider.New("standard-webhooks", provider.Options{Secrets: []string{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := sink.Deliveries()
+	for _, d := range ds {
+		if err := verifier.Verify(&provider.Request{Header: d.Header, Body: d.Body}, time.Now()); err != nil {
+			t.Fatalf("delivery does not verify as Standard Webhooks: %v", err)
+		}
+	}
+	if ds[0].Header.Get("webhook-id") != ds[1].Header.Get("webhook-id") {
+		t.Fatal("webhook-id changed between attempts")
+	}
+}
+
+// Invariant 6: an abandoned lease is taken over once it expires.
+func TestExpiredLeaseIsTakenOver(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	claim(t, s, "evt_abandoned", "app")
+	// A worker leases the delivery and dies without a word.
+	leased, err := s.LeaseDeliveries(context.Background(), time.Now(), 300*time.Millisecond, 10)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease: %v %v", leased, err)
+	}
+	start := time.Now()
+	runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+	waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("delivered after %s, before the abandoned lease expired", took)
+	}
+	// The dead worker's late outcome must not overwrite the new owner's.
+	err = s.CompleteDeliveries(context.Background(), []store.Outcome{{
+		DeliveryID: leased[0].ID, LeaseToken: leased[0].LeaseToken, Kind: store.OutcomeDead, Attempt: 1, Error: "late",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Stats(context.Background()); st.Delivered != 1 || st.Dead != 0 {
+		t.Fatalf("stale lease overwrote the outcome: %+v", st)
+	}
+}
+
+func TestBackoffGrowsWithFullJitterWithinBounds(t *testing.T) {
+	p := deliver.RetryPolicy{MaxAttempts: 12, BaseDelay: time.Second, MaxDelay: time.Minute}
+	top := func(n int64) int64 { return n - 1 }
+	bottom := func(int64) int64 { return 0 }
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	for i, w := range want {
+		if got := p.Backoff(i+1, top); got != w {
+			t.Errorf("attempt %d: ceiling %s, want %s", i+1, got, w)
+		}
+		if got := p.Backoff(i+1, bottom); got != time.Second {
+			t.Errorf("attempt %d: floor %s, want the base delay", i+1, got)
+		}
+	}
+	if got := p.Backoff(500, top); got != time.Minute {
+		t.Errorf("attempt 500: %s, want the max delay", got)
+	}
+}

@@ -1,0 +1,338 @@
+package oncehook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/receive"
+	"github.com/oncehook/oncehook/store"
+)
+
+const stripeSecret = "whsec_test_stripe_secret"
+
+// gateway is a running Gateway on real HTTP and a real SQLite file.
+type gateway struct {
+	*oncehook.Gateway
+	URL  string
+	stop func()
+}
+
+// startGateway serves cfg (store in a temp dir) until the test ends.
+func startGateway(t *testing.T, cfgText string) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	cfgText = strings.ReplaceAll(cfgText, "$DIR", dir)
+	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, ln) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &gateway{Gateway: gw, URL: "http://" + ln.Addr().String(), stop: stop}
+}
+
+func stripeConfig(sinkURL string, extra string) string {
+	return fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [%q]
+    destinations: [app]
+%s
+destinations:
+  - name: app
+    url: %s
+    timeout: 2s
+    retry: {max_attempts: 5, base_delay: 10ms, max_delay: 50ms}
+`, stripeSecret, extra, sinkURL)
+}
+
+func stripeEvent(id string) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":2000}}}`, id))
+}
+
+type answer struct {
+	Status int
+	Body   receive.Response
+	Error  receive.ErrorResponse
+}
+
+func do(t *testing.T, client *http.Client, req *http.Request) answer {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Error(err)
+		return answer{}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{Status: resp.StatusCode}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &a.Body); err != nil {
+			t.Errorf("200 body %q: %v", raw, err)
+		}
+	} else if err := json.Unmarshal(raw, &a.Error); err != nil {
+		t.Errorf("%d body %q: %v", resp.StatusCode, raw, err)
+	}
+	return a
+}
+
+func stats(t *testing.T, gw *gateway) store.Stats {
+	t.Helper()
+	st, err := gw.Store().Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Invariants 2 and 3: the store arbitrates, and a duplicate is a success.
+// 500 events, each sent 5 times at once: 500 stored, 2,500 answers of 200,
+// each event delivered exactly once.
+func TestDuplicateStormStoresAndDeliversEachEventOnce(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	const events, copies = 500, 5
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var mu sync.Mutex
+	verdicts := map[string][]string{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range events {
+		id := fmt.Sprintf("evt_storm_%04d", i)
+		body := stripeEvent(id)
+		for range copies {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				a := do(t, client, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, ""))
+				if a.Status != http.StatusOK {
+					t.Errorf("%s: status %d (%+v)", id, a.Status, a.Error)
+					return
+				}
+				if len(a.Body.Events) != 1 || a.Body.Events[0].Key != id || a.Body.Events[0].Status != a.Body.Status {
+					t.Errorf("%s: body %+v", id, a.Body)
+					return
+				}
+				mu.Lock()
+				verdicts[id] = append(verdicts[id], a.Body.Status)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+
+	for id, vs := range verdicts {
+		accepted := 0
+		for _, v := range vs {
+			if v == receive.StatusAccepted {
+				accepted++
+			} else if v != receive.StatusDuplicate {
+				t.Errorf("%s: verdict %q", id, v)
+			}
+		}
+		if accepted != 1 || len(vs) != copies {
+			t.Errorf("%s: %d answers, %d accepted; want %d and 1", id, len(vs), accepted, copies)
+		}
+	}
+	if st := stats(t, gw); st.Events != events {
+		t.Errorf("stored %d events, want %d", st.Events, events)
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(sink.ByKey()) == events }) {
+		t.Fatalf("delivered %d distinct events, want %d", len(sink.ByKey()), events)
+	}
+	time.Sleep(200 * time.Millisecond) // a second delivery, if any, would land now
+	for key, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
+		}
+	}
+	st := stats(t, gw)
+	if st.Delivered != events || st.Pending != 0 {
+		t.Errorf("stats %+v: want %d delivered and none pending", st, events)
+	}
+}
+
+// Invariant 4: rejected input leaves no trace in the event store.
+func TestRejectedInputLeavesNoTrace(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, `
+  - name: strict
+    preset: generic
+    secrets: [g-secret]
+    key: ["json:event_id"]
+    on_missing_key: reject
+    destinations: [app]
+`)+"max_body_size: 64KiB\n")
+	url := gw.URL + "/in/stripe"
+	sign := func(body []byte) *http.Request {
+		return testenv.SignedRequest(t, url, "stripe", stripeSecret, body, "")
+	}
+	stale := func() *http.Request {
+		body := stripeEvent("evt_stale")
+		req := sign(body)
+		ts := time.Now().Add(-10 * time.Minute).Unix()
+		req.Header.Set("Stripe-Signature", stripeHeader(ts, body))
+		return req
+	}
+	future := func() *http.Request {
+		body := stripeEvent("evt_future")
+		req := sign(body)
+		req.Header.Set("Stripe-Signature", stripeHeader(time.Now().Add(10*time.Minute).Unix(), body))
+		return req
+	}
+	cases := []struct {
+		name   string
+		req    func() *http.Request
+		status int
+		reason string
+	}{
+		{"bad signature", func() *http.Request {
+			r := sign(stripeEvent("evt_bad"))
+			r.Header.Set("Stripe-Signature", "t=1,v1=00")
+			return r
+		}, 401, receive.ReasonSignature},
+		{"no signature", func() *http.Request {
+			r, _ := http.NewRequest("POST", url, bytes.NewReader(stripeEvent("evt_nosig")))
+			return r
+		}, 401, receive.ReasonSignature},
+		{"tampered body", func() *http.Request {
+			r := sign(stripeEvent("evt_1"))
+			r.Body = io.NopCloser(bytes.NewReader(stripeEvent("evt_2")))
+			return r
+		}, 401, receive.ReasonSignature},
+		{"stale timestamp", stale, 401, receive.ReasonSignature},
+		{"future timestamp", future, 401, receive.ReasonSignature},
+		{"unknown source", func() *http.Request {
+			return testenv.SignedRequest(t, gw.URL+"/in/nope", "stripe", stripeSecret, stripeEvent("evt_x"), "")
+		}, 404, receive.ReasonUnknownSource},
+		{"malformed json", func() *http.Request { return sign([]byte(`{"id":"evt_trunc",`)) }, 400, receive.ReasonMalformed},
+		{"oversized body", func() *http.Request {
+			return sign([]byte(`{"id":"evt_big","pad":"` + strings.Repeat("x", 70<<10) + `"}`))
+		}, 413, receive.ReasonTooLarge},
+		{"oversized body, chunked", func() *http.Request {
+			body := []byte(`{"id":"evt_big2","pad":"` + strings.Repeat("x", 70<<10) + `"}`)
+			r := sign(body)
+			r.Body = io.NopCloser(bytes.NewReader(body)) // hide the length
+			r.ContentLength = -1
+			return r
+		}, 413, receive.ReasonTooLarge},
+		{"missing key on a rejecting source", func() *http.Request {
+			return testenv.SignedRequest(t, gw.URL+"/in/strict", "generic", "g-secret", []byte(`{"other":1}`), "")
+		}, 422, receive.ReasonMissingKey},
+		{"GET", func() *http.Request {
+			r, _ := http.NewRequest("GET", url, nil)
+			return r
+		}, 405, receive.ReasonMethod},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := do(t, http.DefaultClient, c.req())
+			if a.Status != c.status || a.Error.Reason != c.reason {
+				t.Fatalf("got %d %+v, want %d %s", a.Status, a.Error, c.status, c.reason)
+			}
+			if st := stats(t, gw); st.Events != 0 || st.Pending+st.Delivered+st.Dead != 0 {
+				t.Fatalf("store holds %+v after a rejected request", st)
+			}
+		})
+	}
+	if n := len(sink.Deliveries()); n != 0 {
+		t.Fatalf("%d deliveries from rejected requests", n)
+	}
+}
+
+// stripeHeader signs body as Stripe would have at ts.
+func stripeHeader(ts int64, body []byte) string {
+	p, _ := provider.New("stripe", provider.Options{Secrets: []string{stripeSecret}})
+	h := http.Header{}
+	p.Sign(h, body, stripeSecret, time.Unix(ts, 0), "")
+	return h.Get("Stripe-Signature")
+}
+
+// Events without a key are accepted by default (losing an event is worse
+// than a possible duplicate), flagged keyless, counted, and delivered.
+func TestMissingKeyIsAcceptedAsKeylessAndDelivered(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	for range 2 {
+		a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, []byte(`{"object":"event"}`), ""))
+		if a.Status != 200 || a.Body.Status != receive.StatusAccepted || !a.Body.Events[0].Keyless {
+			t.Fatalf("got %d %+v, want accepted keyless", a.Status, a.Body)
+		}
+	}
+	if st := stats(t, gw); st.Events != 2 || st.Keyless != 2 {
+		t.Fatalf("stats %+v: want 2 keyless events (no dedup without a key)", st)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) == 2 }) {
+		t.Fatalf("delivered %d, want 2", len(sink.Deliveries()))
+	}
+	for _, d := range sink.Deliveries() {
+		if !strings.HasPrefix(d.Key, "stripe:keyless:") {
+			t.Errorf("Idempotency-Key %q: want a stored keyless key", d.Key)
+		}
+	}
+}
+
+// Invariant 1: if the store cannot commit, the answer is 503, never 200.
+func TestStoreUnavailableAnswers503(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	if a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_before"), "")); a.Status != 200 {
+		t.Fatalf("before: %d", a.Status)
+	}
+	gw.Store().Close() // the database is gone from under the gateway
+	for i := range 3 {
+		a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent(fmt.Sprintf("evt_down_%d", i)), ""))
+		if a.Status != http.StatusServiceUnavailable || a.Error.Reason != receive.ReasonUnavailable {
+			t.Fatalf("with the store closed: %d %+v, want 503", a.Status, a.Error)
+		}
+	}
+	resp, err := http.Get(gw.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d with the store closed, want 503", resp.StatusCode)
+	}
+	if resp, err := http.Get(gw.URL + "/healthz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", resp, err)
+	}
+}
+

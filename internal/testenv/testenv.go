@@ -1,0 +1,107 @@
+// Package testenv holds what oncehook's own tests share: a recording
+// destination server and helpers to sign and send provider requests.
+package testenv
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/provider"
+)
+
+// Delivery is one request a Sink received.
+type Delivery struct {
+	Key     string // Idempotency-Key
+	Attempt string // X-Oncehook-Attempt
+	Header  http.Header
+	Body    []byte
+	At      time.Time
+}
+
+// Sink is a real HTTP destination that records every delivery. Respond
+// decides each answer; by default it is 200.
+type Sink struct {
+	*httptest.Server
+	mu         sync.Mutex
+	deliveries []Delivery
+	// Respond, when set, writes the answer for the n-th request (from 1).
+	Respond func(w http.ResponseWriter, r *http.Request, n int)
+}
+
+// NewSink starts a Sink; it is closed when the test ends.
+func NewSink(t testing.TB) *Sink {
+	s := &Sink{}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.deliveries = append(s.deliveries, Delivery{
+		Key: r.Header.Get("Idempotency-Key"), Attempt: r.Header.Get("X-Oncehook-Attempt"),
+		Header: r.Header.Clone(), Body: body, At: time.Now(),
+	})
+	n := len(s.deliveries)
+	respond := s.Respond
+	s.mu.Unlock()
+	if respond != nil {
+		respond(w, r, n)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// Deliveries returns a copy of what was received so far.
+func (s *Sink) Deliveries() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Delivery(nil), s.deliveries...)
+}
+
+// ByKey counts deliveries per Idempotency-Key.
+func (s *Sink) ByKey() map[string]int {
+	counts := map[string]int{}
+	for _, d := range s.Deliveries() {
+		counts[d.Key]++
+	}
+	return counts
+}
+
+// WaitFor polls until cond holds or the timeout passes, and reports whether
+// it held.
+func WaitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// SignedRequest builds a POST to url signed as preset does with secret.
+func SignedRequest(t testing.TB, url, preset, secret string, body []byte, id string) *http.Request {
+	t.Helper()
+	p, err := provider.New(preset, provider.Options{Secrets: []string{secret}, Key: []string{"json:id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sign(req.Header, body, secret, time.Now(), id); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
