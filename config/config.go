@@ -161,22 +161,34 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${NAME} with the environment variable's value. An unset
-// variable is an error: an empty secret must never pass silently.
-func expandEnv(text []byte, lookup func(string) (string, bool)) ([]byte, error) {
+// expandEnv replaces ${NAME} in every scalar value of the document (not in
+// comments, and never as YAML structure) with the environment variable's
+// value. An unset variable is an error: an empty secret must never pass
+// silently.
+func expandEnv(doc *yaml.Node, lookup func(string) (string, bool)) error {
 	var missing []string
-	out := envRef.ReplaceAllFunc(text, func(ref []byte) []byte {
-		name := string(ref[2 : len(ref)-1])
-		v, ok := lookup(name)
-		if !ok {
-			missing = append(missing, name)
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+				name := ref[2 : len(ref)-1]
+				v, ok := lookup(name)
+				if !ok {
+					missing = append(missing, fmt.Sprintf("%s (line %d)", name, n.Line))
+				}
+				return v
+			})
+			return
 		}
-		return []byte(v)
-	})
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
+		for _, c := range n.Content {
+			walk(c)
+		}
 	}
-	return out, nil
+	walk(doc)
+	if len(missing) > 0 {
+		return fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // Load reads and validates the file at path.
@@ -195,9 +207,20 @@ func Load(path string) (*Config, error) {
 // Parse expands ${ENV} references, decodes strictly (unknown fields are
 // errors), applies defaults and validates.
 func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	text, err := expandEnv(text, lookupEnv)
-	if err != nil {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(text, &doc); err != nil {
 		return nil, err
+	}
+	if err := expandEnv(&doc, lookupEnv); err != nil {
+		return nil, err
+	}
+	if strings.Contains(string(text), "${") {
+		// Decode the expanded document strictly (yaml.Node.Decode cannot
+		// reject unknown fields), so write it back out first.
+		var err error
+		if text, err = yaml.Marshal(&doc); err != nil {
+			return nil, err
+		}
 	}
 	var cfg Config
 	dec := yaml.NewDecoder(bytes.NewReader(text))

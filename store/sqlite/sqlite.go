@@ -160,7 +160,11 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 	claims := make([]store.Claim, len(events))
 	for i, e := range events {
 		var id int64
-		err := insertEvent.QueryRowContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, e.Body, ms(e.ReceivedAt), ms(e.ExpiresAt)).Scan(&id)
+		body := e.Body
+		if body == nil {
+			body = []byte{} // an empty body is still a body, not NULL
+		}
+		err := insertEvent.QueryRowContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, body, ms(e.ReceivedAt), ms(e.ExpiresAt)).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			claims[i] = store.Claim{Duplicate: true}
 			continue

@@ -1,0 +1,126 @@
+package groupcommit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/groupcommit"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
+)
+
+func ev(key string) store.NewEvent {
+	return store.NewEvent{Source: "s", Key: key, Body: []byte("{}"), ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+}
+
+// Concurrent callers share transactions, and each still gets its own
+// verdicts, in order.
+func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var commits, accepted atomic.Int64
+	c := groupcommit.New(func(ctx context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+		commits.Add(1)
+		return s.ClaimEvents(ctx, evs)
+	}, groupcommit.Options{Committed: func(n int) { accepted.Add(int64(n)) }})
+	defer c.Close()
+
+	const callers, perCaller = 64, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range perCaller {
+				// Every caller claims its own key and one shared with all.
+				mine, shared := fmt.Sprintf("c%d-%d", i, j), fmt.Sprintf("shared-%d", j)
+				claims, err := c.Claim(context.Background(), []store.NewEvent{ev(mine), ev(shared)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(claims) != 2 || claims[0].Duplicate {
+					errs <- fmt.Errorf("%s: claims %+v", mine, claims)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st, _ := s.Stats(context.Background())
+	if want := int64(callers*perCaller + perCaller); st.Events != want || accepted.Load() != want {
+		t.Fatalf("stored %d, told %d accepted; want %d", st.Events, accepted.Load(), want)
+	}
+	if n := commits.Load(); n >= callers*perCaller {
+		t.Fatalf("%d commits for %d claims: nothing was shared", n, callers*perCaller)
+	}
+	t.Logf("%d claims in %d commits", callers*perCaller, commits.Load())
+}
+
+func TestFailedCommitFailsEveryCallerInIt(t *testing.T) {
+	boom := errors.New("disk on fire")
+	c := groupcommit.New(func(context.Context, []store.NewEvent) ([]store.Claim, error) { return nil, boom }, groupcommit.Options{})
+	defer c.Close()
+	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("a")}); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestClaimAfterCloseFails(t *testing.T) {
+	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+		return make([]store.Claim, len(evs)), nil
+	}, groupcommit.Options{})
+	c.Close()
+	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("a")}); !errors.Is(err, groupcommit.ErrClosed) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Close commits what is already queued: a caller waiting when shutdown
+// begins still gets its verdict.
+func TestCloseCommitsWhatIsQueued(t *testing.T) {
+	release := make(chan struct{})
+	var committed atomic.Int64
+	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+		<-release
+		committed.Add(int64(len(evs)))
+		return make([]store.Claim, len(evs)), nil
+	}, groupcommit.Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Claim(context.Background(), []store.NewEvent{ev(fmt.Sprint(i))})
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // all ten queued or in the first commit
+	go func() { time.Sleep(20 * time.Millisecond); close(release) }()
+	c.Close()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if committed.Load() != 10 {
+		t.Fatalf("committed %d of 10", committed.Load())
+	}
+}

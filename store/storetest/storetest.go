@@ -1,0 +1,322 @@
+// Package storetest is the store contract written as one test suite. Every
+// backend runs it from its own tests; a backend that does not pass it does
+// not ship.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// Open returns a fresh, empty store for one test. The suite closes it.
+type Open func(t *testing.T) store.Store
+
+// Run runs the whole contract against the backend that open returns.
+func Run(t *testing.T, open Open) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, store.Store)
+	}{
+		{"ClaimStoresOnceAndCreatesDeliveries", testClaim},
+		{"DuplicateInsideOneBatch", testDuplicateInBatch},
+		{"ConcurrentClaimsOfTheSameKeys", testConcurrentClaims},
+		{"LeaseIsExclusiveUntilItExpires", testLease},
+		{"CompleteWithALostLeaseIsIgnored", testLostLease},
+		{"RetryIsScheduled", testRetrySchedule},
+		{"DeadLetterAndRelease", testDeadAndRelease},
+		{"SweepKeepsPendingAndDead", testSweep},
+		{"ConcurrentLeasesNeverShareADelivery", testConcurrentLeases},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() { s.Close() })
+			tc.fn(t, s)
+		})
+	}
+}
+
+var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func event(key string, dests ...string) store.NewEvent {
+	return store.NewEvent{
+		Source: "src", Key: key, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`),
+		ReceivedAt: base, ExpiresAt: base.Add(time.Hour), Destinations: dests,
+	}
+}
+
+func mustClaim(t *testing.T, s store.Store, events ...store.NewEvent) []store.Claim {
+	t.Helper()
+	claims, err := s.ClaimEvents(context.Background(), events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != len(events) {
+		t.Fatalf("%d claims for %d events", len(claims), len(events))
+	}
+	return claims
+}
+
+func stats(t *testing.T, s store.Store) store.Stats {
+	t.Helper()
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func lease(t *testing.T, s store.Store, now time.Time, d time.Duration, limit int) []store.LeasedDelivery {
+	t.Helper()
+	ds, err := s.LeaseDeliveries(context.Background(), now, d, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func complete(t *testing.T, s store.Store, outs ...store.Outcome) {
+	t.Helper()
+	if err := s.CompleteDeliveries(context.Background(), outs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testClaim(t *testing.T, s store.Store) {
+	c := mustClaim(t, s, event("a", "d1", "d2"))
+	if c[0].Duplicate || c[0].EventID == 0 {
+		t.Fatalf("first claim %+v", c[0])
+	}
+	c = mustClaim(t, s, event("a", "d1", "d2"))
+	if !c[0].Duplicate {
+		t.Fatal("second claim of the same key was not a duplicate")
+	}
+	other := event("a", "d1")
+	other.Source = "other"
+	if c = mustClaim(t, s, other); c[0].Duplicate {
+		t.Fatal("the same key under another source is another event")
+	}
+	st := stats(t, s)
+	if st.Events != 2 || st.Pending != 3 {
+		t.Fatalf("stats %+v: want 2 events, 3 pending deliveries", st)
+	}
+	ds := lease(t, s, base, time.Minute, 10)
+	if len(ds) != 3 {
+		t.Fatalf("leased %d, want 3", len(ds))
+	}
+	for _, d := range ds {
+		if d.Key != "a" || string(d.Body) != `{"id":"a"}` || d.ContentType != "application/json" || d.Attempt != 1 {
+			t.Fatalf("leased %+v", d)
+		}
+	}
+}
+
+func testDuplicateInBatch(t *testing.T, s store.Store) {
+	c := mustClaim(t, s, event("x", "d"), event("y", "d"), event("x", "d"))
+	if c[0].Duplicate || c[1].Duplicate || !c[2].Duplicate {
+		t.Fatalf("claims %+v: want new, new, duplicate", c)
+	}
+	if st := stats(t, s); st.Events != 2 || st.Pending != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testConcurrentClaims(t *testing.T, s store.Store) {
+	const keys, racers = 50, 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := map[string]int{}
+	errs := make(chan error, racers)
+	for r := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				key := fmt.Sprintf("k%d", (k+r)%keys)
+				c, err := s.ClaimEvents(context.Background(), []store.NewEvent{event(key, "d")})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !c[0].Duplicate {
+					mu.Lock()
+					wins[key]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		if n := wins[fmt.Sprintf("k%d", k)]; n != 1 {
+			t.Errorf("key k%d claimed by %d racers", k, n)
+		}
+	}
+	if st := stats(t, s); st.Events != keys || st.Pending != keys {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testLease(t *testing.T, s store.Store) {
+	mustClaim(t, s, event("a", "d"))
+	first := lease(t, s, base, time.Minute, 10)
+	if len(first) != 1 {
+		t.Fatalf("leased %d", len(first))
+	}
+	if again := lease(t, s, base.Add(59*time.Second), time.Minute, 10); len(again) != 0 {
+		t.Fatal("a live lease was leased again")
+	}
+	next, ok, err := s.NextDue(context.Background())
+	if err != nil || !ok || !next.Equal(base.Add(time.Minute)) {
+		t.Fatalf("NextDue = %v %v %v, want the lease's expiry", next, ok, err)
+	}
+	taken := lease(t, s, base.Add(61*time.Second), time.Minute, 10)
+	if len(taken) != 1 || taken[0].LeaseToken == first[0].LeaseToken {
+		t.Fatalf("expired lease not taken over: %+v", taken)
+	}
+	if taken[0].Attempt != 1 {
+		t.Fatalf("attempt %d: an attempt that never reported is not counted", taken[0].Attempt)
+	}
+}
+
+func testLostLease(t *testing.T, s store.Store) {
+	mustClaim(t, s, event("a", "d"))
+	old := lease(t, s, base, time.Second, 10)[0]
+	cur := lease(t, s, base.Add(2*time.Second), time.Minute, 10)[0]
+	complete(t, s, store.Outcome{DeliveryID: old.ID, LeaseToken: old.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StartedAt: base})
+	if st := stats(t, s); st.Delivered != 0 || st.Attempts != 0 {
+		t.Fatalf("a lost lease's outcome was recorded: %+v", st)
+	}
+	complete(t, s, store.Outcome{DeliveryID: cur.ID, LeaseToken: cur.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StartedAt: base})
+	if st := stats(t, s); st.Delivered != 1 || st.Attempts != 1 || st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testRetrySchedule(t *testing.T, s store.Store) {
+	mustClaim(t, s, event("a", "d"))
+	d := lease(t, s, base, time.Minute, 10)[0]
+	at := base.Add(30 * time.Second)
+	complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeRetry, Attempt: 1,
+		StartedAt: base, StatusCode: 500, Error: "HTTP 500", NextAttemptAt: at})
+	next, ok, err := s.NextDue(context.Background())
+	if err != nil || !ok || !next.Equal(at) {
+		t.Fatalf("NextDue = %v %v %v, want %v", next, ok, err, at)
+	}
+	if ds := lease(t, s, at.Add(-time.Millisecond), time.Minute, 10); len(ds) != 0 {
+		t.Fatal("leased before its next attempt was due")
+	}
+	ds := lease(t, s, at, time.Minute, 10)
+	if len(ds) != 1 || ds[0].Attempt != 2 {
+		t.Fatalf("leased %+v, want attempt 2", ds)
+	}
+}
+
+func testDeadAndRelease(t *testing.T, s store.Store) {
+	mustClaim(t, s, event("a", "d"), event("b", "d"))
+	ds := lease(t, s, base, time.Minute, 10)
+	if len(ds) != 2 {
+		t.Fatalf("leased %d", len(ds))
+	}
+	complete(t, s,
+		store.Outcome{DeliveryID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Kind: store.OutcomeDead, Attempt: 1, StatusCode: 422, Error: "permanent"},
+		store.Outcome{DeliveryID: ds[1].ID, LeaseToken: ds[1].LeaseToken, Kind: store.OutcomeReleased},
+	)
+	st := stats(t, s)
+	if st.Dead != 1 || st.Pending != 1 || st.Attempts != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	again := lease(t, s, base, time.Minute, 10)
+	if len(again) != 1 || again[0].ID != ds[1].ID || again[0].Attempt != 1 {
+		t.Fatalf("a released lease is due at once, uncounted: %+v", again)
+	}
+}
+
+func testSweep(t *testing.T, s store.Store) {
+	mustClaim(t, s, event("done", "d"), event("pending", "d"), event("dead", "d"), event("none"))
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		kind := map[string]store.OutcomeKind{"done": store.OutcomeDelivered, "dead": store.OutcomeDead, "pending": store.OutcomeRetry}[d.Key]
+		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: 1, NextAttemptAt: base.Add(time.Hour)})
+	}
+	n, err := s.SweepExpired(context.Background(), base.Add(30*time.Minute), 100)
+	if err != nil || n != 0 {
+		t.Fatalf("swept %d inside the window (%v)", n, err)
+	}
+	n, err = s.SweepExpired(context.Background(), base.Add(2*time.Hour), 1)
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d with limit 1 (%v)", n, err)
+	}
+	n, err = s.SweepExpired(context.Background(), base.Add(2*time.Hour), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d more, want 1 (%v)", n, err)
+	}
+	if st := stats(t, s); st.Events != 2 || st.Pending != 1 || st.Dead != 1 {
+		t.Fatalf("after sweep %+v: the pending and the dead-lettered events must stay", st)
+	}
+	// A swept key can be claimed anew: the window is over.
+	if c := mustClaim(t, s, event("done", "d")); c[0].Duplicate {
+		t.Fatal("a swept key is still a duplicate")
+	}
+	if c := mustClaim(t, s, event("pending", "d")); !c[0].Duplicate {
+		t.Fatal("a kept key is not a duplicate")
+	}
+}
+
+func testConcurrentLeases(t *testing.T, s store.Store) {
+	const n = 200
+	evs := make([]store.NewEvent, n)
+	for i := range evs {
+		evs[i] = event(fmt.Sprintf("e%d", i), "d")
+	}
+	mustClaim(t, s, evs...)
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var firstErr error
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ds, err := s.LeaseDeliveries(context.Background(), base, time.Minute, 7)
+				if err != nil {
+					errMu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					errMu.Unlock()
+					return
+				}
+				if len(ds) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range ds {
+					seen[d.ID]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	if len(seen) != n {
+		t.Fatalf("leased %d distinct deliveries, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("delivery %d leased %d times", id, c)
+		}
+	}
+}
