@@ -335,4 +335,3 @@ func TestStoreUnavailableAnswers503(t *testing.T) {
 		t.Fatalf("/healthz: %v %v", resp, err)
 	}
 }
-
