@@ -18,6 +18,7 @@ import (
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
@@ -34,6 +35,11 @@ type Options struct {
 	// and deliveries when it stops (default 30s).
 	ShutdownTimeout time.Duration
 }
+
+// hotKeys is how many recently committed keys intake remembers, to answer
+// their duplicates without a trip through the store's writer (about 100
+// bytes each).
+const hotKeys = 100_000
 
 // Gateway is one oncehook instance: intake, store, and delivery.
 type Gateway struct {
@@ -105,6 +111,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	}
 	g.intake = receive.New(receive.Options{
 		Sources: sources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
+		Seen:   seen.New(hotKeys),
 		Logger: opts.Logger.With("component", "receive"), Metrics: g.metrics,
 	})
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 )
@@ -51,15 +52,20 @@ type Options struct {
 	Sources     []Source
 	Claimer     Claimer
 	MaxBodySize int64
-	Logger      *slog.Logger
-	Metrics     *metrics.Metrics
-	Now         func() time.Time
+	// Seen, when set, answers events already known to be committed without
+	// queueing for the store. It never decides a new event: misses go to
+	// the Claimer.
+	Seen    *seen.Set
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+	Now     func() time.Time
 }
 
 // Handler serves POST /in/{source}.
 type Handler struct {
 	sources map[string]*Source
 	claimer Claimer
+	seen    *seen.Set
 	maxBody int64
 	log     *slog.Logger
 	metrics *metrics.Metrics
@@ -71,6 +77,7 @@ func New(opts Options) *Handler {
 	h := &Handler{
 		sources: map[string]*Source{},
 		claimer: opts.Claimer,
+		seen:    opts.Seen,
 		maxBody: opts.MaxBodySize,
 		log:     opts.Logger,
 		metrics: opts.Metrics,
@@ -203,13 +210,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		events[i] = e
 	}
 
-	// 4. Claim and persist; answer only once durable.
-	claims, err := h.claimer.Claim(r.Context(), events)
-	if err != nil {
-		h.log.Error("claim failed; answering 503", "source", name, "err", err)
-		w.Header().Set("Retry-After", "5")
-		h.reject(w, r, name, http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later")
-		return
+	// 4. Claim and persist; answer only once durable. Events the hot set
+	// knows are committed are duplicates for certain and skip the queue.
+	claims := make([]store.Claim, len(events))
+	pending := make([]store.NewEvent, 0, len(events))
+	for i, e := range events {
+		if !e.Keyless && h.seen.Has(name, e.Key, now) {
+			claims[i].Duplicate = true
+			continue
+		}
+		pending = append(pending, e)
+	}
+	if len(pending) > 0 {
+		got, err := h.claimer.Claim(r.Context(), pending)
+		if err != nil {
+			h.log.Error("claim failed; answering 503", "source", name, "err", err)
+			w.Header().Set("Retry-After", "5")
+			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later")
+			return
+		}
+		j := 0
+		for i := range claims {
+			if claims[i].Duplicate {
+				continue // answered by the hot set
+			}
+			claims[i] = got[j]
+			if e := pending[j]; !e.Keyless {
+				h.seen.Add(name, e.Key, e.ExpiresAt) // committed: new or not, the key is in the store
+			}
+			j++
+		}
 	}
 
 	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
