@@ -152,47 +152,51 @@ func (w *Worker) Run(ctx context.Context) {
 	backoff := time.Duration(0)
 
 	for ctx.Err() == nil {
+		// Lease in batches: waiting until a quarter of the slots are free
+		// keeps each lease transaction (and its fsync) worth its cost,
+		// while an idle worker still leases a single new event at once.
 		free := cap(slots) - len(slots)
-		leased := 0
-		if free > 0 {
-			ds, err := w.store.LeaseDeliveries(ctx, w.opts.Now(), w.opts.Lease, min(free, 256))
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-				w.log.Error("lease deliveries", "err", err, "retry_in", backoff)
-				w.sleep(ctx, backoff)
-				continue
+		if free == 0 || (free < cap(slots)/4 && len(slots) > 0) {
+			select {
+			case <-ctx.Done():
+			case <-freed:
 			}
-			backoff = 0
-			leased = len(ds)
-			for _, d := range ds {
-				slots <- struct{}{}
-				inflight.Add(1)
-				go func() {
-					defer inflight.Done()
-					w.done <- w.attempt(attemptCtx, d)
-					<-slots
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
-				}()
-			}
-			if leased == min(free, 256) {
-				continue // there may be more due right now
-			}
+			continue
 		}
-		// Nothing more is due (or every slot is busy): sleep until woken by
-		// a commit, a freed slot, or the next due time.
-		wait := time.Duration(-1)
-		if free > leased {
-			if next, ok, err := w.store.NextDue(ctx); err != nil {
-				wait = time.Second
-			} else if ok {
-				wait = max(next.Sub(w.opts.Now()), time.Millisecond)
+		ds, err := w.store.LeaseDeliveries(ctx, w.opts.Now(), w.opts.Lease, min(free, 256))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
 			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			w.log.Error("lease deliveries", "err", err, "retry_in", backoff)
+			w.sleep(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		for _, d := range ds {
+			slots <- struct{}{}
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				w.done <- w.attempt(attemptCtx, d)
+				<-slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		if len(ds) == min(free, 256) {
+			continue // there may be more due right now
+		}
+		// Nothing more is due: sleep until woken by a commit, a freed slot,
+		// or the next due time.
+		wait := time.Duration(-1)
+		if next, ok, err := w.store.NextDue(ctx); err != nil {
+			wait = time.Second
+		} else if ok {
+			wait = max(next.Sub(w.opts.Now()), time.Millisecond)
 		}
 		var timer *time.Timer
 		var due <-chan time.Time

@@ -39,7 +39,7 @@ type Committer struct {
 	claim     ClaimFunc
 	maxBatch  int
 	queue     chan *request
-	committed func(accepted int) // called after each commit that stored new events
+	committed func(deliveries int) // called after each commit that created deliveries
 	observe   func(events int)   // called with the size of each batch
 
 	mu     sync.RWMutex
@@ -51,7 +51,7 @@ type Committer struct {
 type Options struct {
 	MaxBatch  int                // most events in one transaction (default 256)
 	Writers   int                // concurrent transactions (default 1: SQLite has one writer)
-	Committed func(accepted int) // optional: told how many new events each commit stored, to wake delivery
+	Committed func(deliveries int) // optional: told how many deliveries each commit created, to wake delivery
 	Observe   func(events int)   // optional: told each batch's size, for metrics
 }
 
@@ -149,7 +149,7 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent) {
 	if err == nil && len(claims) != len(events) {
 		err = errors.New("groupcommit: store returned a wrong number of claims")
 	}
-	accepted := 0
+	deliveries := 0
 	off := 0
 	for _, req := range batch {
 		n := len(req.events)
@@ -159,14 +159,14 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent) {
 		}
 		mine := claims[off : off+n : off+n]
 		off += n
-		for _, cl := range mine {
+		for i, cl := range mine {
 			if !cl.Duplicate {
-				accepted++
+				deliveries += len(req.events[i].Destinations)
 			}
 		}
 		req.done <- result{claims: mine}
 	}
-	if accepted > 0 && c.committed != nil {
-		c.committed(accepted)
+	if deliveries > 0 && c.committed != nil {
+		c.committed(deliveries)
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func ev(key string) store.NewEvent {
-	return store.NewEvent{Source: "s", Key: key, Body: []byte("{}"), ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	return store.NewEvent{Source: "s", Key: key, Body: []byte("{}"), ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour), Destinations: []string{"d"}}
 }
 
 // Concurrent callers share transactions, and each still gets its own
@@ -27,11 +27,11 @@ func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var commits, accepted atomic.Int64
+	var commits, deliveries atomic.Int64
 	c := groupcommit.New(func(ctx context.Context, evs []store.NewEvent) ([]store.Claim, error) {
 		commits.Add(1)
 		return s.ClaimEvents(ctx, evs)
-	}, groupcommit.Options{Committed: func(n int) { accepted.Add(int64(n)) }})
+	}, groupcommit.Options{Committed: func(n int) { deliveries.Add(int64(n)) }})
 	defer c.Close()
 
 	const callers, perCaller = 64, 20
@@ -62,8 +62,8 @@ func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := s.Stats(context.Background())
-	if want := int64(callers*perCaller + perCaller); st.Events != want || accepted.Load() != want {
-		t.Fatalf("stored %d, told %d accepted; want %d", st.Events, accepted.Load(), want)
+	if want := int64(callers*perCaller + perCaller); st.Events != want || deliveries.Load() != want || st.Pending != want {
+		t.Fatalf("stored %d, %d deliveries, told of %d; want %d", st.Events, st.Pending, deliveries.Load(), want)
 	}
 	if n := commits.Load(); n >= callers*perCaller {
 		t.Fatalf("%d commits for %d claims: nothing was shared", n, callers*perCaller)
