@@ -40,7 +40,7 @@ type Committer struct {
 	maxBatch  int
 	queue     chan *request
 	committed func(deliveries int) // called after each commit that created deliveries
-	observe   func(events int)   // called with the size of each batch
+	observe   func(events int)     // called with the size of each batch
 
 	mu     sync.RWMutex
 	closed bool
@@ -49,10 +49,10 @@ type Committer struct {
 
 // Options tune a Committer.
 type Options struct {
-	MaxBatch  int                // most events in one transaction (default 256)
-	Writers   int                // concurrent transactions (default 1: SQLite has one writer)
+	MaxBatch  int                  // most events in one transaction (default 256)
+	Writers   int                  // concurrent transactions (default 1: SQLite has one writer)
 	Committed func(deliveries int) // optional: told how many deliveries each commit created, to wake delivery
-	Observe   func(events int)   // optional: told each batch's size, for metrics
+	Observe   func(events int)     // optional: told each batch's size, for metrics
 }
 
 // New starts a Committer's writers.
