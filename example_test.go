@@ -58,7 +58,7 @@ destinations:
 	body := `{"id":"evt_123","object":"event","type":"invoice.paid"}`
 	for range 2 {
 		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/in/stripe", strings.NewReader(body))
-		stripe.Sign(req.Header, []byte(body), "whsec_example", time.Now(), "")
+		provider.SignHTTP(stripe, req, []byte(body), "whsec_example", time.Now(), "")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			panic(err)

@@ -280,9 +280,9 @@ func TestRejectedInputLeavesNoTrace(t *testing.T) {
 // stripeHeader signs body as Stripe would have at ts.
 func stripeHeader(ts int64, body []byte) string {
 	p, _ := provider.New("stripe", provider.Options{Secrets: []string{stripeSecret}})
-	h := http.Header{}
-	p.Sign(h, body, stripeSecret, time.Unix(ts, 0), "")
-	return h.Get("Stripe-Signature")
+	r := &provider.Request{Header: http.Header{}, Body: body}
+	p.Sign(r, stripeSecret, time.Unix(ts, 0), "")
+	return r.Header.Get("Stripe-Signature")
 }
 
 // Events without a key are accepted by default (losing an event is worse

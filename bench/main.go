@@ -108,13 +108,13 @@ func run(duration time.Duration, conns, rate, deliveries int, want func(string) 
 	unique := func(url string) *http.Request {
 		b := body(int(seq.Add(1)))
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-		stripe.Sign(req.Header, b, secret, time.Now(), "")
+		provider.SignHTTP(stripe, req, b, secret, time.Now(), "")
 		return req
 	}
 	same := func(url string) *http.Request {
 		b := body(0)
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-		stripe.Sign(req.Header, b, secret, time.Now(), "")
+		provider.SignHTTP(stripe, req, b, secret, time.Now(), "")
 		return req
 	}
 	fmt.Printf("oncehook bench: %d connections, %s per scenario, 1 KiB Stripe-signed bodies, GOMAXPROCS=%d\n\n",
@@ -170,7 +170,7 @@ func run(duration time.Duration, conns, rate, deliveries int, want func(string) 
 		r := latency(gwURL+"/in/bench", rate, duration, func(id int) (*http.Request, string) {
 			b := body(id)
 			req, _ := http.NewRequest(http.MethodPost, gwURL+"/in/bench", bytes.NewReader(b))
-			stripe.Sign(req.Header, b, secret, time.Now(), "")
+			provider.SignHTTP(stripe, req, b, secret, time.Now(), "")
 			return req, fmt.Sprintf("bench:evt_%014d", id)
 		}, &arrivals)
 		lat = &r

@@ -32,9 +32,9 @@ func ExampleNew() {
 // Sign a payload exactly as GitHub does, e.g. to replay a delivery locally.
 func ExamplePreset_sign() {
 	github, _ := provider.New("github", provider.Options{Secrets: []string{"It's a Secret to Everybody"}})
-	h := http.Header{}
-	github.Sign(h, []byte("Hello, World!"), "It's a Secret to Everybody", time.Now(), "72d3162e-cc78-11e3-81ab-4c9367dc0958")
-	fmt.Println(h.Get("X-Hub-Signature-256"))
+	req := &provider.Request{Header: http.Header{}, Body: []byte("Hello, World!")}
+	github.Sign(req, "It's a Secret to Everybody", time.Now(), "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+	fmt.Println(req.Header.Get("X-Hub-Signature-256"))
 	// Output:
 	// sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17
 }

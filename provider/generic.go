@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -93,8 +92,9 @@ func (*generic) Items(r *Request) ([]Item, error) {
 	return []Item{{Body: r.Body}}, nil
 }
 
-func (p *generic) Sign(h http.Header, body []byte, secret string, _ time.Time, _ string) error {
-	sig := hmacSHA256([]byte(secret), body)
+func (p *generic) Sign(r *Request, secret string, _ time.Time, _ string) error {
+	h := r.Header
+	sig := hmacSHA256([]byte(secret), r.Body)
 	enc := hex.EncodeToString(sig)
 	if p.opts.Encoding == "base64" {
 		enc = base64.StdEncoding.EncodeToString(sig)

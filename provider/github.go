@@ -2,7 +2,6 @@ package provider
 
 import (
 	"encoding/hex"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -58,8 +57,9 @@ func (*github) Items(r *Request) ([]Item, error) {
 	return []Item{{Key: r.Header.Get("X-GitHub-Delivery"), Body: r.Body}}, nil
 }
 
-func (*github) Sign(h http.Header, body []byte, secret string, _ time.Time, id string) error {
-	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(hmacSHA256([]byte(secret), body)))
+func (*github) Sign(r *Request, secret string, _ time.Time, id string) error {
+	h := r.Header
+	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(hmacSHA256([]byte(secret), r.Body)))
 	if id != "" {
 		h.Set("X-GitHub-Delivery", id)
 	}

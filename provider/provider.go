@@ -42,6 +42,25 @@ type Request struct {
 	URL    *url.URL
 	Header http.Header
 	Body   []byte
+	// PathToken is what follows the source in the path (/in/{source}/{token}):
+	// a secret carried in the URL, for providers that can send no header.
+	PathToken string
+}
+
+// Reply is what a handshake answers.
+type Reply struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// Handshaker is implemented by presets whose provider checks the endpoint
+// before (or besides) sending events: WhatsApp's GET hub.challenge, Slack's
+// url_verification. A handshake is answered and creates no event.
+type Handshaker interface {
+	// Handshake reports whether r is a handshake and, if so, the reply. An
+	// error means it is a handshake that fails verification (401).
+	Handshake(r *Request, now time.Time) (reply *Reply, ok bool, err error)
 }
 
 // Item is one event of a request. A request carries one item unless the
@@ -61,10 +80,19 @@ type Preset interface {
 	Items(r *Request) ([]Item, error)
 	// DefaultWindow covers the provider's retry horizon.
 	DefaultWindow() time.Duration
-	// Sign adds to h the headers the provider would send for body, signed
-	// with secret at now. id is the provider's delivery id where the
-	// provider sends one in a header (GitHub, Standard Webhooks).
-	Sign(h http.Header, body []byte, secret string, now time.Time, id string) error
+	// Sign makes r what the provider would send for r.Body, signed with
+	// secret at now: it sets headers and, for providers that sign in the URL,
+	// query parameters. id is the provider's delivery id where the provider
+	// sends one (GitHub, Standard Webhooks, Twilio, ...).
+	Sign(r *Request, secret string, now time.Time, id string) error
+}
+
+// SignHTTP signs req (whose body is body) as preset p's provider would.
+func SignHTTP(p Preset, req *http.Request, body []byte, secret string, now time.Time, id string) error {
+	if req.URL == nil {
+		req.URL = &url.URL{}
+	}
+	return p.Sign(&Request{Method: req.Method, URL: req.URL, Header: req.Header, Body: body}, secret, now, id)
 }
 
 // Options configure a preset for one source.
@@ -80,6 +108,12 @@ type Options struct {
 	Key []string
 	// Unsigned lets a generic source accept requests without a signature.
 	Unsigned bool
+	// VerifyToken answers WhatsApp's GET handshake.
+	VerifyToken string
+	// PublicURL is the source's URL as the provider calls it, for presets
+	// that sign the URL (Twilio) when a proxy rewrites it. Empty: rebuilt
+	// from the request (X-Forwarded-Proto and X-Forwarded-Host honoured).
+	PublicURL string
 }
 
 type constructor func(Options) (Preset, error)

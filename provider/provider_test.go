@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -170,11 +171,10 @@ func TestSignRoundTrip(t *testing.T) {
 			}
 			p := mustNew(t, name, Options{Secrets: []string{secret}, Key: keyFor(name)})
 			body := []byte(`{"id":"evt_1","x":"é"}`)
-			h := http.Header{}
-			if err := p.Sign(h, body, secret, now, "msg_1"); err != nil {
+			r := &Request{Method: http.MethodPost, URL: mustURL("https://hooks.example.com/in/x"), Header: http.Header{}, Body: body}
+			if err := p.Sign(r, secret, now, "msg_1"); err != nil {
 				t.Fatal(err)
 			}
-			r := &Request{Header: h, Body: body}
 			if err := p.Verify(r, now); err != nil {
 				t.Fatalf("Verify(Sign(...)) = %v", err)
 			}
@@ -214,4 +214,12 @@ func TestKeyRules(t *testing.T) {
 			t.Errorf("rule %q accepted", bad)
 		}
 	}
+}
+
+func mustURL(s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
 }

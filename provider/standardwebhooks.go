@@ -108,7 +108,8 @@ func (*standardWebhooks) Items(r *Request) ([]Item, error) {
 	return []Item{{Key: id, Body: r.Body}}, nil
 }
 
-func (*standardWebhooks) Sign(h http.Header, body []byte, secret string, now time.Time, id string) error {
+func (*standardWebhooks) Sign(r *Request, secret string, now time.Time, id string) error {
+	h := r.Header
 	key, err := DecodeStandardSecret(secret)
 	if err != nil {
 		return err
@@ -118,7 +119,7 @@ func (*standardWebhooks) Sign(h http.Header, body []byte, secret string, now tim
 	}
 	h.Set("webhook-id", id)
 	h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-	h.Set("webhook-signature", SignStandard(key, id, now, body))
+	h.Set("webhook-signature", SignStandard(key, id, now, r.Body))
 	h.Set("Content-Type", "application/json")
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -87,9 +86,10 @@ func (*stripe) Items(r *Request) ([]Item, error) {
 	return []Item{{Key: env.ID, Body: r.Body}}, nil
 }
 
-func (*stripe) Sign(h http.Header, body []byte, secret string, now time.Time, _ string) error {
+func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {
+	h := r.Header
 	ts := strconv.FormatInt(now.Unix(), 10)
-	sig := hmacSHA256([]byte(secret), []byte(ts), []byte("."), body)
+	sig := hmacSHA256([]byte(secret), []byte(ts), []byte("."), r.Body)
 	h.Set("Stripe-Signature", fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(sig)))
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	return nil

@@ -54,7 +54,7 @@ func post(t *testing.T, h http.Handler, delivery string) receive.Response {
 	p, _ := provider.New("github", provider.Options{Secrets: []string{"s"}})
 	req := httptest.NewRequest(http.MethodPost, "/in/gh", bytes.NewReader(body))
 	req.SetPathValue("source", "gh")
-	p.Sign(req.Header, body, "s", time.Now(), delivery)
+	provider.SignHTTP(p, req, body, "s", time.Now(), delivery)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {

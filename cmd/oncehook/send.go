@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"sort"
 	"strings"
@@ -82,19 +83,26 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rand.Read(b[:])
 		*id = "msg_" + hex.EncodeToString(b[:])
 	}
-	h := http.Header{}
+	target, err := neturl.Parse(*url)
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
+	signed := &provider.Request{Method: http.MethodPost, URL: target, Header: http.Header{}, Body: payload}
 	for _, kv := range headers {
 		k, v, ok := strings.Cut(kv, ":")
 		if !ok {
 			return fmt.Errorf("--header %q: want 'Name: value'", kv)
 		}
-		h.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+		signed.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
 	if *secret != "" {
-		if err := p.Sign(h, payload, *secret, time.Now(), *id); err != nil {
+		// Signed once: every repeat is the same request, as a provider's
+		// retries are.
+		if err := p.Sign(signed, *secret, time.Now(), *id); err != nil {
 			return err
 		}
 	}
+	h, finalURL := signed.Header, signed.URL.String()
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	var mu sync.Mutex
@@ -106,7 +114,7 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		go func() {
 			defer wg.Done()
 			for n := range jobs {
-				line, status := sendOne(ctx, client, *url, h, payload)
+				line, status := sendOne(ctx, client, finalURL, h, payload)
 				mu.Lock()
 				counts[status]++
 				fmt.Fprintf(stdout, "#%d %s\n", n, line)

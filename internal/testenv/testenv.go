@@ -100,7 +100,7 @@ func SignedRequest(t testing.TB, url, preset, secret string, body []byte, id str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Sign(req.Header, body, secret, time.Now(), id); err != nil {
+	if err := provider.SignHTTP(p, req, body, secret, time.Now(), id); err != nil {
 		t.Fatal(err)
 	}
 	return req
