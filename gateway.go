@@ -117,6 +117,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 
 	g.mux = http.NewServeMux()
 	g.mux.Handle("/in/{source}", g.intake)
+	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -70,6 +70,11 @@ type Source struct {
 	Signature Signature `yaml:"signature"`
 	// Unsigned lets a generic source accept requests with no signature.
 	Unsigned bool `yaml:"unsigned"`
+	// VerifyToken answers WhatsApp's GET hub.verify_token handshake.
+	VerifyToken string `yaml:"verify_token"`
+	// PublicURL is this source's URL as the provider calls it, for presets
+	// that sign the URL (twilio) behind a proxy that rewrites it.
+	PublicURL string `yaml:"public_url"`
 }
 
 // Signature describes a generic HMAC-SHA256 signature header.
@@ -294,11 +299,13 @@ func (c *Config) setDefaults() error {
 // ProviderOptions are the preset options this source configures.
 func (s *Source) ProviderOptions() provider.Options {
 	return provider.Options{
-		Secrets:   s.Secrets,
-		Tolerance: time.Duration(s.Tolerance),
-		Generic:   provider.GenericOptions{Header: s.Signature.Header, Encoding: s.Signature.Encoding, Prefix: s.Signature.Prefix},
-		Key:       s.Key,
-		Unsigned:  s.Unsigned,
+		Secrets:     s.Secrets,
+		Tolerance:   time.Duration(s.Tolerance),
+		Generic:     provider.GenericOptions{Header: s.Signature.Header, Encoding: s.Signature.Encoding, Prefix: s.Signature.Prefix},
+		Key:         s.Key,
+		Unsigned:    s.Unsigned,
+		VerifyToken: s.VerifyToken,
+		PublicURL:   s.PublicURL,
 	}
 }
 

@@ -1,10 +1,6 @@
 package provider
 
-import (
-	"encoding/hex"
-	"strings"
-	"time"
-)
+import "time"
 
 // github verifies X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, raw)>.
 // GitHub signs no timestamp, so a captured request can be replayed; dedup on
@@ -34,23 +30,7 @@ func (*github) Name() string { return "github" }
 func (*github) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
 func (p *github) Verify(r *Request, _ time.Time) error {
-	header := r.Header.Get("X-Hub-Signature-256")
-	if header == "" {
-		return signatureError("missing X-Hub-Signature-256 header")
-	}
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	sig := decodeHex(hexSig)
-	if !ok || sig == nil {
-		return signatureError("X-Hub-Signature-256 is not sha256=<hex>")
-	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacSHA256(s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
-		return signatureError("X-Hub-Signature-256 does not match")
-	}
-	return nil
+	return verifyHubSignature(r, p.secrets)
 }
 
 func (*github) Items(r *Request) ([]Item, error) {
@@ -59,7 +39,7 @@ func (*github) Items(r *Request) ([]Item, error) {
 
 func (*github) Sign(r *Request, secret string, _ time.Time, id string) error {
 	h := r.Header
-	h.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(hmacSHA256([]byte(secret), r.Body)))
+	signHub(r, secret)
 	if id != "" {
 		h.Set("X-GitHub-Delivery", id)
 	}

@@ -123,6 +123,19 @@ var presets = map[string]constructor{
 	"standard-webhooks": newStandardWebhooks,
 	"stripe":            newStripe,
 	"github":            newGitHub,
+	"shopify":           newShopify,
+	"whatsapp":          newWhatsApp,
+	"evolution":         newEvolution,
+	"hotmart":           newHotmart,
+	"mercadopago":       newMercadoPago,
+	"asaas":             newAsaas,
+	"slack":             newSlack,
+	"paddle":            newPaddle,
+	"twilio":            newTwilio,
+	"kiwify":            newKiwify,
+	"eduzz":             newEduzz,
+	"pagarme":           newPagarme,
+	"svix":              newSvix,
 }
 
 // Names lists the known presets.

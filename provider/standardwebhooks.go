@@ -123,3 +123,28 @@ func (*standardWebhooks) Sign(r *Request, secret string, now time.Time, id strin
 	h.Set("Content-Type", "application/json")
 	return nil
 }
+
+// svix is Standard Webhooks under Svix's header names (svix-id,
+// svix-timestamp, svix-signature). Verification reads either set.
+type svix struct{ *standardWebhooks }
+
+func newSvix(opts Options) (Preset, error) {
+	p, err := newStandardWebhooks(opts)
+	if err != nil {
+		return nil, err
+	}
+	return svix{p.(*standardWebhooks)}, nil
+}
+
+func (svix) Name() string { return "svix" }
+
+func (s svix) Sign(r *Request, secret string, now time.Time, id string) error {
+	if err := s.standardWebhooks.Sign(r, secret, now, id); err != nil {
+		return err
+	}
+	for _, h := range []string{"id", "timestamp", "signature"} {
+		r.Header.Set("svix-"+h, r.Header.Get("webhook-"+h))
+		r.Header.Del("webhook-" + h)
+	}
+	return nil
+}

@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -148,12 +149,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, "", http.StatusNotFound, ReasonUnknownSource, "no source named "+name)
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		h.reject(w, r, name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
-		return
-	}
-
 	// 1. The raw body, bounded. Verification needs the exact bytes.
 	if r.ContentLength > h.maxBody {
 		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
@@ -169,10 +164,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	preq := &provider.Request{Method: r.Method, URL: r.URL, Header: r.Header, Body: body}
+	preq := &provider.Request{Method: r.Method, URL: absoluteURL(r), Header: r.Header, Body: body, PathToken: r.PathValue("token")}
+	now := h.now()
+
+	// A provider's endpoint check (WhatsApp's GET, Slack's url_verification)
+	// is answered here and creates no event.
+	if hs, ok := src.Preset.(provider.Handshaker); ok {
+		reply, isHandshake, err := hs.Handshake(preq, now)
+		if isHandshake {
+			if err != nil {
+				h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
+				return
+			}
+			h.metrics.Requests.WithLabelValues(name, "handshake").Inc()
+			w.Header().Set("Content-Type", reply.ContentType)
+			w.WriteHeader(reply.Status)
+			w.Write(reply.Body)
+			return
+		}
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.reject(w, r, name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
+		return
+	}
 
 	// 2. Authenticity, before anything in the body is trusted or parsed.
-	now := h.now()
 	if err := src.Preset.Verify(preq, now); err != nil {
 		h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
 		return
@@ -243,6 +260,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
+	if len(events) == 0 {
+		resp.Status = StatusAccepted // a batch with no updates: nothing to store, nothing to retry
+	}
 	for i, c := range claims {
 		res := EventResult{Key: events[i].Key, Status: StatusAccepted, Keyless: events[i].Keyless}
 		verdict := StatusAccepted
@@ -267,6 +287,26 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, 
 	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
 		"detail", msg, "remote", r.RemoteAddr)
 	writeJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
+}
+
+// absoluteURL is the URL the provider called, as far as this request tells:
+// scheme and host from X-Forwarded-Proto and X-Forwarded-Host when a proxy
+// set them. Presets that sign the URL (Twilio) need it; a spoofed header
+// can only make verification fail, never pass.
+func absoluteURL(r *http.Request) *url.URL {
+	u := *r.URL
+	u.Scheme = "http"
+	if r.TLS != nil {
+		u.Scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
+		u.Scheme = p
+	}
+	u.Host = r.Host
+	if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
+		u.Host = fh
+	}
+	return &u
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,59 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// eduzz verifies x-signature, an HMAC-SHA256 of the raw body with the
+// Developer Hub key. Eduzz does not state the encoding: hex is what is seen,
+// and base64 is accepted too, since accepting both is no weaker.
+//
+// The key is the body id.
+type eduzz struct{ secrets [][]byte }
+
+func newEduzz(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	return &eduzz{secrets: secretBytes(opts.Secrets)}, nil
+}
+
+func (*eduzz) Name() string { return "eduzz" }
+
+// With "Backup" on, Eduzz retries for up to 7 days.
+func (*eduzz) DefaultWindow() time.Duration { return 8 * 24 * time.Hour }
+
+func (p *eduzz) Verify(r *Request, _ time.Time) error {
+	header := r.Header.Get("x-signature")
+	sig := decodeHex(header)
+	if sig == nil {
+		sig = decodeBase64(header)
+	}
+	if sig == nil {
+		return signatureError("missing or malformed x-signature")
+	}
+	expected := make([][]byte, len(p.secrets))
+	for i, s := range p.secrets {
+		expected[i] = hmacWith(sha256.New, s, r.Body)
+	}
+	if !anyMatch(expected, [][]byte{sig}) {
+		return signatureError("x-signature does not match")
+	}
+	return nil
+}
+
+func (*eduzz) Items(r *Request) ([]Item, error) {
+	id, err := bodyField(r.Body, "id")
+	if err != nil {
+		return nil, err
+	}
+	return single(id, r.Body), nil
+}
+
+func (*eduzz) Sign(r *Request, secret string, _ time.Time, _ string) error {
+	r.Header.Set("x-signature", hex.EncodeToString(hmacWith(sha256.New, []byte(secret), r.Body)))
+	r.Header.Set("Content-Type", "application/json")
+	return nil
+}

@@ -1,0 +1,59 @@
+package provider
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"time"
+)
+
+// kiwify verifies Kiwify's sales webhooks: the URL gets
+// ?signature=<hex HMAC-SHA1(token, raw body)>. The token itself is never
+// sent.
+//
+// Kiwify documents no event id, so the key is order_id + webhook_event_type
+// + order_status. (Kiwify's banking webhooks are another scheme: their
+// envelope id changes on every retry, and they are signed with Ed25519.)
+type kiwify struct{ secrets [][]byte }
+
+func newKiwify(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	return &kiwify{secrets: secretBytes(opts.Secrets)}, nil
+}
+
+func (*kiwify) Name() string { return "kiwify" }
+
+// Kiwify's retry policy is not documented; a week is the safe side.
+func (*kiwify) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
+
+func (p *kiwify) Verify(r *Request, _ time.Time) error {
+	sig := decodeHex(r.URL.Query().Get("signature"))
+	if sig == nil {
+		return signatureError("missing or malformed signature query parameter")
+	}
+	expected := make([][]byte, len(p.secrets))
+	for i, s := range p.secrets {
+		expected[i] = hmacWith(sha1.New, s, r.Body)
+	}
+	if !anyMatch(expected, [][]byte{sig}) {
+		return signatureError("signature does not match")
+	}
+	return nil
+}
+
+func (*kiwify) Items(r *Request) ([]Item, error) {
+	var doc map[string]any
+	if err := decodeJSON(r.Body, &doc); err != nil {
+		return nil, err
+	}
+	return single(joinKey(jsonText(doc["order_id"]), jsonText(doc["webhook_event_type"]), jsonText(doc["order_status"])), r.Body), nil
+}
+
+func (*kiwify) Sign(r *Request, secret string, _ time.Time, _ string) error {
+	q := r.URL.Query()
+	q.Set("signature", hex.EncodeToString(hmacWith(sha1.New, []byte(secret), r.Body)))
+	r.URL.RawQuery = q.Encode()
+	r.Header.Set("Content-Type", "application/json")
+	return nil
+}

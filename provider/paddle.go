@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// paddle verifies Paddle-Signature: ts=<unix>;h1=<hex>[;h1=<hex>], an
+// HMAC-SHA256 of "<ts>:<raw body>" with the notification destination's
+// secret. Several h1 appear during a secret rotation; any one may match.
+// Paddle's SDKs allow 5 seconds of skew; the check here is both ways, and
+// the source's tolerance can widen it.
+//
+// The key is the body's event_id. The trap: notification_id differs per
+// destination and per replay, so it is not the event.
+type paddle struct {
+	secrets   [][]byte
+	tolerance time.Duration
+}
+
+func newPaddle(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	p := &paddle{secrets: secretBytes(opts.Secrets), tolerance: opts.Tolerance}
+	if p.tolerance == 0 {
+		p.tolerance = 5 * time.Second
+	}
+	return p, nil
+}
+
+func (*paddle) Name() string { return "paddle" }
+
+// Live mode retries 60 times over 3 days.
+func (*paddle) DefaultWindow() time.Duration { return 4 * 24 * time.Hour }
+
+func (p *paddle) Verify(r *Request, now time.Time) error {
+	var ts string
+	var sigs [][]byte
+	for _, part := range strings.Split(r.Header.Get("Paddle-Signature"), ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "ts":
+			ts = v
+		case "h1":
+			if b := decodeHex(v); b != nil {
+				sigs = append(sigs, b)
+			}
+		}
+	}
+	if ts == "" || len(sigs) == 0 {
+		return signatureError("Paddle-Signature is missing ts= or h1=")
+	}
+	expected := make([][]byte, len(p.secrets))
+	for i, s := range p.secrets {
+		expected[i] = hmacWith(sha256.New, s, []byte(ts+":"), r.Body)
+	}
+	if !anyMatch(expected, sigs) {
+		return signatureError("no h1 signature matches")
+	}
+	return checkTimestamp(ts, now, p.tolerance)
+}
+
+func (*paddle) Items(r *Request) ([]Item, error) {
+	id, err := bodyField(r.Body, "event_id")
+	if err != nil {
+		return nil, err
+	}
+	return single(id, r.Body), nil
+}
+
+func (*paddle) Sign(r *Request, secret string, now time.Time, _ string) error {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	r.Header.Set("Paddle-Signature", "ts="+ts+";h1="+hex.EncodeToString(hmacWith(sha256.New, []byte(secret), []byte(ts+":"), r.Body)))
+	r.Header.Set("Content-Type", "application/json")
+	return nil
+}

@@ -1,0 +1,61 @@
+package provider
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"time"
+)
+
+// pagarme accepts Pagar.me's v4 postback signature, X-Hub-Signature:
+// sha1=<hex HMAC-SHA1(api key, raw body)>, or, for v5 (which documents no
+// body signature), a secret in the path: POST /in/{source}/{secret}.
+//
+// The key is the body id (hook_... in v5). type + data.id is a business key,
+// not the event: one order emits several hooks.
+type pagarme struct{ secrets [][]byte }
+
+func newPagarme(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	return &pagarme{secrets: secretBytes(opts.Secrets)}, nil
+}
+
+func (*pagarme) Name() string { return "pagarme" }
+
+// The resend count is configurable per account; a week covers it.
+func (*pagarme) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
+
+func (p *pagarme) Verify(r *Request, _ time.Time) error {
+	if tokenMatches(r.PathToken, p.secrets) {
+		return nil
+	}
+	hexSig, ok := strings.CutPrefix(r.Header.Get("X-Hub-Signature"), "sha1=")
+	sig := decodeHex(hexSig)
+	if !ok || sig == nil {
+		return signatureError("no X-Hub-Signature: sha1=<hex> and no secret in the path")
+	}
+	expected := make([][]byte, len(p.secrets))
+	for i, s := range p.secrets {
+		expected[i] = hmacWith(sha1.New, s, r.Body)
+	}
+	if !anyMatch(expected, [][]byte{sig}) {
+		return signatureError("X-Hub-Signature does not match")
+	}
+	return nil
+}
+
+func (*pagarme) Items(r *Request) ([]Item, error) {
+	id, err := bodyField(r.Body, "id")
+	if err != nil {
+		return nil, err
+	}
+	return single(id, r.Body), nil
+}
+
+func (*pagarme) Sign(r *Request, secret string, _ time.Time, _ string) error {
+	r.Header.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(hmacWith(sha1.New, []byte(secret), r.Body)))
+	r.Header.Set("Content-Type", "application/json")
+	return nil
+}

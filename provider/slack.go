@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// slack verifies X-Slack-Signature: v0=<hex HMAC-SHA256(signing secret,
+// "v0:" + X-Slack-Request-Timestamp + ":" + raw body)>, with the timestamp
+// within 5 minutes of now either way. Slash commands and interactivity post
+// form-encoded bodies; those raw bytes are signed the same way.
+//
+// The url_verification challenge is answered (after verification) with the
+// challenge and creates no event. The key is the Events API envelope's
+// event_id, identical on Slack's retries; a form post (slash command,
+// interaction) is keyed on its trigger_id.
+type slack struct {
+	secrets   [][]byte
+	tolerance time.Duration
+}
+
+func newSlack(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	p := &slack{secrets: secretBytes(opts.Secrets), tolerance: opts.Tolerance}
+	if p.tolerance == 0 {
+		p.tolerance = 5 * time.Minute
+	}
+	return p, nil
+}
+
+func (*slack) Name() string { return "slack" }
+
+// Slack retries 3 times within about 5 minutes.
+func (*slack) DefaultWindow() time.Duration { return 24 * time.Hour }
+
+func (p *slack) Verify(r *Request, now time.Time) error {
+	ts := r.Header.Get("X-Slack-Request-Timestamp")
+	hexSig, ok := strings.CutPrefix(r.Header.Get("X-Slack-Signature"), "v0=")
+	sig := decodeHex(hexSig)
+	if ts == "" || !ok || sig == nil {
+		return signatureError("missing X-Slack-Request-Timestamp or X-Slack-Signature: v0=<hex>")
+	}
+	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
+		return err
+	}
+	expected := make([][]byte, len(p.secrets))
+	for i, s := range p.secrets {
+		expected[i] = hmacWith(sha256.New, s, []byte("v0:"+ts+":"), r.Body)
+	}
+	if !anyMatch(expected, [][]byte{sig}) {
+		return signatureError("X-Slack-Signature does not match")
+	}
+	return nil
+}
+
+type slackEnvelope struct {
+	Type      string `json:"type"`
+	Challenge string `json:"challenge"`
+	EventID   string `json:"event_id"`
+}
+
+func (p *slack) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
+	if r.Method != http.MethodPost || !strings.Contains(string(r.Body), "url_verification") {
+		return nil, false, nil
+	}
+	var env slackEnvelope
+	if json.Unmarshal(r.Body, &env) != nil || env.Type != "url_verification" {
+		return nil, false, nil
+	}
+	if err := p.Verify(r, now); err != nil {
+		return nil, true, err
+	}
+	return &Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(env.Challenge)}, true, nil
+}
+
+func (*slack) Items(r *Request) ([]Item, error) {
+	body := strings.TrimSpace(string(r.Body))
+	if strings.HasPrefix(body, "{") {
+		var env slackEnvelope
+		if err := decodeJSON(r.Body, &env); err != nil {
+			return nil, err
+		}
+		return single(env.EventID, r.Body), nil
+	}
+	form, err := url.ParseQuery(body)
+	if err != nil {
+		return nil, malformed("body is neither JSON nor a form: %v", err)
+	}
+	key := form.Get("trigger_id")
+	if payload := form.Get("payload"); key == "" && payload != "" {
+		var p struct {
+			TriggerID string `json:"trigger_id"`
+		}
+		json.Unmarshal([]byte(payload), &p)
+		key = p.TriggerID
+	}
+	return single(key, r.Body), nil
+}
+
+func (*slack) Sign(r *Request, secret string, now time.Time, _ string) error {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	r.Header.Set("X-Slack-Request-Timestamp", ts)
+	r.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(hmacWith(sha256.New, []byte(secret), []byte("v0:"+ts+":"), r.Body)))
+	if strings.HasPrefix(strings.TrimSpace(string(r.Body)), "{") {
+		r.Header.Set("Content-Type", "application/json")
+	} else {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// whatsapp is Meta's WhatsApp Cloud API.
+//
+// Verification: X-Hub-Signature-256 with the Meta app's secret (not a
+// per-number secret), over the raw bytes: Meta escapes non-ASCII as \uXXXX
+// in what it signs, so decoding and re-encoding the body breaks the
+// signature. The GET handshake (hub.mode=subscribe, hub.verify_token,
+// hub.challenge) is answered with the raw challenge when the verify token
+// matches.
+//
+// Batches: one POST carries up to 1000 updates across entry[].changes[];
+// each inbound message (value.messages[]) and each status
+// (value.statuses[]) is an event of its own, delivered in the same envelope
+// shape Meta uses, with just that one update, so a handler written for
+// Meta's payload works unchanged.
+//
+// Keys: a message's id (wamid...). The trap: a status's id is the outbound
+// message's wamid and repeats for sent, delivered, read and failed, so a
+// status is keyed on id + status; keying on id alone would drop the later
+// transitions as duplicates.
+type whatsapp struct {
+	secrets     [][]byte
+	verifyToken string
+}
+
+func newWhatsApp(opts Options) (Preset, error) {
+	if err := requireSecrets(opts); err != nil {
+		return nil, err
+	}
+	return &whatsapp{secrets: secretBytes(opts.Secrets), verifyToken: opts.VerifyToken}, nil
+}
+
+func (*whatsapp) Name() string { return "whatsapp" }
+
+// Meta retries for up to 7 days (older docs: 36 hours).
+func (*whatsapp) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
+
+func (p *whatsapp) Verify(r *Request, _ time.Time) error { return verifyHubSignature(r, p.secrets) }
+
+func (p *whatsapp) Handshake(r *Request, _ time.Time) (*Reply, bool, error) {
+	if r.Method != http.MethodGet {
+		return nil, false, nil
+	}
+	q := r.URL.Query()
+	if q.Get("hub.mode") != "subscribe" {
+		return nil, true, errors.New("not a subscribe handshake")
+	}
+	if p.verifyToken == "" {
+		return nil, true, errors.New("no verify_token is configured for this source")
+	}
+	if !tokenMatches(q.Get("hub.verify_token"), [][]byte{[]byte(p.verifyToken)}) {
+		return nil, true, signatureError("hub.verify_token does not match")
+	}
+	return &Reply{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(q.Get("hub.challenge"))}, true, nil
+}
+
+type waPayload struct {
+	Object json.RawMessage `json:"object"`
+	Entry  []struct {
+		ID      json.RawMessage `json:"id"`
+		Changes []struct {
+			Field string                     `json:"field"`
+			Value map[string]json.RawMessage `json:"value"`
+		} `json:"changes"`
+	} `json:"entry"`
+}
+
+type waUpdate struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+func (*whatsapp) Items(r *Request) ([]Item, error) {
+	var p waPayload
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		return nil, malformed("body is not a WhatsApp webhook: %v", err)
+	}
+	var items []Item
+	for _, entry := range p.Entry {
+		for _, change := range entry.Changes {
+			// envelope rebuilds Meta's shape around one update.
+			envelope := func(listName string, update json.RawMessage) ([]byte, error) {
+				value := make(map[string]json.RawMessage, len(change.Value))
+				for k, v := range change.Value {
+					if k != "messages" && k != "statuses" {
+						value[k] = v
+					}
+				}
+				if listName != "" {
+					value[listName] = json.RawMessage("[" + string(update) + "]")
+				}
+				type ch struct {
+					Field string                     `json:"field"`
+					Value map[string]json.RawMessage `json:"value"`
+				}
+				type en struct {
+					ID      json.RawMessage `json:"id,omitempty"`
+					Changes []ch            `json:"changes"`
+				}
+				return json.Marshal(struct {
+					Object json.RawMessage `json:"object,omitempty"`
+					Entry  []en            `json:"entry"`
+				}{p.Object, []en{{entry.ID, []ch{{change.Field, value}}}}})
+			}
+			found := false
+			for _, list := range []string{"messages", "statuses"} {
+				raw, ok := change.Value[list]
+				if !ok {
+					continue
+				}
+				var updates []json.RawMessage
+				if err := json.Unmarshal(raw, &updates); err != nil {
+					return nil, malformed("value.%s is not a list: %v", list, err)
+				}
+				for _, u := range updates {
+					var id waUpdate
+					if err := json.Unmarshal(u, &id); err != nil {
+						return nil, malformed("value.%s item: %v", list, err)
+					}
+					key := id.ID
+					if list == "statuses" {
+						key = joinKey(id.ID, id.Status)
+					}
+					body, err := envelope(list, u)
+					if err != nil {
+						return nil, malformed("%v", err)
+					}
+					items = append(items, Item{Key: key, Body: body})
+					found = true
+				}
+			}
+			if !found {
+				// Another field (account_update, templates, ...): one event,
+				// with no stable id Meta documents, so keyless.
+				body, err := envelope("", nil)
+				if err != nil {
+					return nil, malformed("%v", err)
+				}
+				items = append(items, Item{Body: body})
+			}
+		}
+	}
+	return items, nil
+}
+
+func (*whatsapp) Sign(r *Request, secret string, _ time.Time, _ string) error {
+	signHub(r, secret)
+	r.Header.Set("Content-Type", "application/json")
+	return nil
+}
