@@ -25,7 +25,7 @@ delivery:
 
 sources:
   - name: stripe             # receives at POST /in/stripe
-    preset: stripe           # generic | standard-webhooks | stripe | github
+    preset: stripe           # stripe | github | shopify | whatsapp | slack | ... | generic (see the README)
     secrets: ["${STRIPE_WEBHOOK_SECRET}"]   # several = rotation: any one may match
     # window: 4d             # how long keys are kept for dedup; default covers the provider's retries
     # on_missing_key: accept # accept (default: stored, flagged keyless) | reject (422)
