@@ -22,6 +22,8 @@ import (
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/postgres"
+	"github.com/oncehook/oncehook/store/redis"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -69,11 +71,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	st, err := sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
+	m := metrics.New()
+	st, writers, err := openStore(ctx, cfg, opts.Logger, m)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: metrics.New()}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m}
 
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
@@ -93,6 +96,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		Metrics:      g.metrics,
 	})
 	g.committer = groupcommit.New(st.ClaimEvents, groupcommit.Options{
+		Writers:   writers,
 		Committed: func(int) { g.worker.Notify() },
 		Observe:   func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
 	})
@@ -127,6 +131,47 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		g.mux.HandleFunc("POST /_demo/sink", g.demoSink)
 	}
 	return g, nil
+}
+
+// openStore opens the configured backend, with Redis in front when set, and
+// says how many group-commit writers suit it: SQLite has one writer; on
+// PostgreSQL, concurrent transactions overlap their commits.
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (store.Store, int, error) {
+	var st store.Store
+	writers := 1
+	switch cfg.StoreKind() {
+	case "postgres":
+		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log.With("component", "store")})
+		if err != nil {
+			return nil, 0, err
+		}
+		st, writers = pg, 4
+	default:
+		lite, err := sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
+		if err != nil {
+			return nil, 0, err
+		}
+		st = lite
+	}
+	if cfg.Redis != "" {
+		hot, err := redis.Open(cfg.Redis, st, redis.Options{
+			Logger:  log.With("component", "redis"),
+			OnHit:   func(n int) { m.RedisHits.Add(float64(n)) },
+			OnError: func(op string, _ error) { m.RedisErrors.WithLabelValues(op).Inc() },
+		})
+		if err != nil {
+			st.Close()
+			return nil, 0, err
+		}
+		st = hot
+	}
+	return st, writers, nil
+}
+
+// listener is a store that announces new deliveries (PostgreSQL's NOTIFY),
+// so that every replica's worker wakes at once.
+type listener interface {
+	Listen(ctx context.Context, wake func())
 }
 
 // Handler is the gateway's HTTP API: POST /in/{source}, GET /healthz,
@@ -168,6 +213,10 @@ func (g *Gateway) Run(ctx context.Context) {
 	wg.Add(2)
 	go func() { defer wg.Done(); g.worker.Run(ctx) }()
 	go func() { defer wg.Done(); g.sweep(ctx) }()
+	if l, ok := g.store.(listener); ok {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Listen(ctx, g.worker.Notify) }()
+	}
 	wg.Wait()
 }
 

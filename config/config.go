@@ -22,8 +22,12 @@ import (
 // Config is the whole configuration of a gateway.
 type Config struct {
 	Listen string `yaml:"listen"`
-	// Store is where events live: sqlite://path (the embedded default).
+	// Store is where events live: sqlite://path (the embedded default) or
+	// postgres://... (several replicas).
 	Store string `yaml:"store"`
+	// Redis, when set (redis://host:port/db), is a hot dedup layer in front
+	// of the store, shared by replicas. It never decides alone.
+	Redis string `yaml:"redis"`
 	// SQLite tunes the embedded store.
 	SQLite SQLite `yaml:"sqlite"`
 	// MaxBodySize bounds a request body; larger bodies get 413.
@@ -317,8 +321,13 @@ func (c *Config) Validate() error {
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if !strings.HasPrefix(c.Store, "sqlite://") {
-		fail("store", "%q: want sqlite://path", c.Store)
+	switch c.StoreKind() {
+	case "sqlite", "postgres":
+	default:
+		fail("store", "%q: want sqlite://path or postgres://...", c.Store)
+	}
+	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
+		fail("redis", "%q: want redis://host:port/db", c.Redis)
 	}
 	dests := map[string]bool{}
 	for i, d := range c.Destinations {
@@ -379,6 +388,17 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// StoreKind is "sqlite", "postgres", or "" for an unknown store URL.
+func (c *Config) StoreKind() string {
+	switch {
+	case strings.HasPrefix(c.Store, "sqlite://"):
+		return "sqlite"
+	case strings.HasPrefix(c.Store, "postgres://"), strings.HasPrefix(c.Store, "postgresql://"):
+		return "postgres"
+	}
+	return ""
 }
 
 // SQLitePath returns the file path of a sqlite:// store URL.

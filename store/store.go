@@ -130,4 +130,9 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 	Ping(ctx context.Context) error
 	Close() error
+
+	// ID is a random identity made once per database. Anything that caches
+	// what this store committed keys its cache with it, so a cache can never
+	// answer for another database (a fresh schema, a rebuilt server).
+	ID() string
 }

@@ -20,6 +20,7 @@ Usage:
   oncehook serve [--config oncehook.yaml]   run the gateway (no config: demo mode on SQLite)
   oncehook init [--force] [path]            write a commented sample config
   oncehook send --url URL --preset P ...    sign a payload as provider P does and send it
+  oncehook migrate [--config oncehook.yaml] apply the store's pending migrations
   oncehook version                          print the version
 
 Run 'oncehook <command> --help' for a command's flags.
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return initConfig(args[1:], stdout, stderr)
 	case "send":
 		return send(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "oncehook", versionString())
 		return nil

@@ -26,6 +26,10 @@ type Metrics struct {
 	Attempts *prometheus.CounterVec
 	// DeliveryLatency observes the time from receipt to successful delivery.
 	DeliveryLatency *prometheus.HistogramVec
+	// RedisHits counts duplicates the Redis hot layer answered; RedisErrors
+	// counts its failed calls (each one fell back to the store).
+	RedisHits   prometheus.Counter
+	RedisErrors *prometheus.CounterVec
 }
 
 // New creates and registers the collectors on a fresh registry.
@@ -49,8 +53,14 @@ func New() *Metrics {
 			Name: "oncehook_delivery_latency_seconds", Help: "Time from receipt to successful delivery.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
 		}, []string{"destination"}),
+		RedisHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncehook_redis_hits_total", Help: "Duplicates answered by the Redis hot layer.",
+		}),
+		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncehook_redis_errors_total", Help: "Failed Redis calls; each fell back to the store.",
+		}, []string{"op"}),
 	}
-	m.Registry.MustRegister(m.Requests, m.Events, m.CommitBatch, m.Attempts, m.DeliveryLatency,
+	m.Registry.MustRegister(m.Requests, m.Events, m.CommitBatch, m.Attempts, m.DeliveryLatency, m.RedisHits, m.RedisErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

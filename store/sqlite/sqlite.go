@@ -46,6 +46,7 @@ type Store struct {
 	write *sql.DB // exactly one connection: SQLite's single writer
 	read  *sql.DB // a pool of read-only connections (WAL lets them run beside the writer)
 	stmt  statements
+	id    string
 }
 
 // statements are prepared once on the writer: parsing SQL on every
@@ -123,6 +124,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := s.prepare(ctx); err != nil {
 		write.Close()
 		return nil, err
+	}
+	if err := write.QueryRowContext(ctx, "SELECT value FROM oncehook_meta WHERE name = 'store_id'").Scan(&s.id); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite: read store id: %w", err)
 	}
 	pragmas.Add("_pragma", "query_only(ON)")
 	read, err := sql.Open("sqlite", "file:"+path+"?"+pragmas.Encode())
@@ -386,6 +391,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ID implements store.Store.
+func (s *Store) ID() string { return s.id }
 
 // Close implements store.Store.
 func (s *Store) Close() error {

@@ -30,6 +30,7 @@ func TestReopenKeepsEverythingAndSkipsApplied(t *testing.T) {
 	if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", Destinations: []string{"d"}}}); err != nil {
 		t.Fatal(err)
 	}
+	id := s.ID()
 	s.Close()
 	s, err = sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
@@ -39,6 +40,9 @@ func TestReopenKeepsEverythingAndSkipsApplied(t *testing.T) {
 	c, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k"}})
 	if err != nil || !c[0].Duplicate {
 		t.Fatalf("after reopen: %+v %v, want a duplicate", c, err)
+	}
+	if s.ID() != id {
+		t.Fatalf("store id changed on reopen: %s, then %s", id, s.ID())
 	}
 }
 

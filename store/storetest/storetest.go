@@ -32,6 +32,7 @@ func Run(t *testing.T, open Open) {
 		{"DeadLetterAndRelease", testDeadAndRelease},
 		{"SweepKeepsPendingAndDead", testSweep},
 		{"ConcurrentLeasesNeverShareADelivery", testConcurrentLeases},
+		{"HasAnIdentity", testID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,6 +270,12 @@ func testSweep(t *testing.T, s store.Store) {
 	}
 	if c := mustClaim(t, s, event("pending", "d")); !c[0].Duplicate {
 		t.Fatal("a kept key is not a duplicate")
+	}
+}
+
+func testID(t *testing.T, s store.Store) {
+	if len(s.ID()) < 16 {
+		t.Fatalf("store id %q: want a random identity", s.ID())
 	}
 }
 

@@ -1,0 +1,9 @@
+-- A random identity for this database's events, made once. Layers that
+-- cache what the store committed (Redis) namespace their keys with it, so a
+-- cache left over from another database (a fresh schema, a test run, a
+-- rebuilt server) can never answer for this one.
+CREATE TABLE oncehook_meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+INSERT INTO oncehook_meta (name, value) VALUES ('store_id', md5(random()::text || clock_timestamp()::text));

@@ -1,0 +1,416 @@
+// Package postgres is oncehook's store for several replicas: every replica
+// claims keys through the same unique constraint, so the database, not any
+// process, decides each race.
+//
+// Intake reaches it through the group committer, as on SQLite: a batch of
+// claims is one multi-row INSERT ... SELECT FROM unnest(...) ON CONFLICT DO
+// NOTHING RETURNING. Workers of every replica lease deliveries with FOR
+// UPDATE SKIP LOCKED, so they share the work without delivering twice, and a
+// commit that creates deliveries sends a NOTIFY that wakes idle workers at
+// once.
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// notifyChannel is the LISTEN/NOTIFY channel that announces new deliveries.
+const notifyChannel = "oncehook_deliveries"
+
+// migrationLock is the advisory lock key that serializes migrations when
+// several replicas start at once ("oncehook" in ASCII, as an int64).
+const migrationLock = 0x6f6e6365686f6f6b
+
+// Store is the PostgreSQL backend of store.Store.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	id   string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune the PostgreSQL store.
+type Options struct {
+	Logger *slog.Logger
+}
+
+// Open connects to the database at url (postgres://...) and applies the
+// embedded migrations under an advisory lock.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{pool: pool, log: opts.Logger}
+	if _, err := s.Migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := pool.QueryRow(ctx, "SELECT value FROM oncehook_meta WHERE name = 'store_id'").Scan(&s.id); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: read store id: %w", err)
+	}
+	return s, nil
+}
+
+// Migrate applies every embedded migration not yet applied and returns the
+// versions it applied. Replicas starting together wait on an advisory lock,
+// so exactly one applies each migration.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, unavailable("migrate", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLock)); err != nil {
+		return nil, unavailable("migrate: lock", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLock))
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncehook_migrations (
+		version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM oncehook_migrations").Scan(&current); err != nil {
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var applied []int
+	for _, name := range names {
+		version, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("postgres: migration %s: name must start with its version", name)
+		}
+		if version <= current {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO oncehook_migrations (version) VALUES ($1)", version)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("postgres: migration %s: %w", name, err)
+		}
+		applied = append(applied, version)
+	}
+	return applied, nil
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("postgres: %s: %w: %w", op, store.ErrUnavailable, err)
+}
+
+// ClaimEvents implements store.Store.
+func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
+	n := len(events)
+	sources, keys, types := make([]string, n), make([]string, n), make([]string, n)
+	keyless, bodies := make([]bool, n), make([][]byte, n)
+	received, expires := make([]time.Time, n), make([]time.Time, n)
+	ord := make([]int32, n)
+	for i, e := range events {
+		sources[i], keys[i], types[i], keyless[i] = e.Source, e.Key, e.ContentType, e.Keyless
+		bodies[i] = e.Body
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+		received[i], expires[i], ord[i] = e.ReceivedAt, e.ExpiresAt, int32(i)
+	}
+	claims := make([]store.Claim, n)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `INSERT INTO events (source, key, keyless, content_type, body, received_at, expires_at)
+			SELECT source, key, keyless, content_type, body, received_at, expires_at
+			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[])
+				AS t(source, key, keyless, content_type, body, received_at, expires_at, ord)
+			ORDER BY ord
+			ON CONFLICT (source, key) DO NOTHING
+			RETURNING id, source, key`, sources, keys, keyless, types, bodies, received, expires, ord)
+		if err != nil {
+			return err
+		}
+		type ident struct{ source, key string }
+		ids := make(map[ident]int64, n)
+		for rows.Next() {
+			var id int64
+			var k ident
+			if err := rows.Scan(&id, &k.source, &k.key); err != nil {
+				rows.Close()
+				return err
+			}
+			ids[k] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var dEvents []int64
+		var dDests []string
+		var dAt []time.Time
+		for i, e := range events {
+			k := ident{e.Source, e.Key}
+			id, ok := ids[k]
+			if !ok {
+				claims[i] = store.Claim{Duplicate: true}
+				continue
+			}
+			delete(ids, k) // a later copy in this batch is a duplicate
+			claims[i] = store.Claim{EventID: id}
+			for _, d := range e.Destinations {
+				dEvents, dDests, dAt = append(dEvents, id), append(dDests, d), append(dAt, e.ReceivedAt)
+			}
+		}
+		if len(dEvents) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at)
+			SELECT event_id, destination, at, at FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS t(event_id, destination, at)`,
+			dEvents, dDests, dAt); err != nil {
+			return err
+		}
+		// Delivered on commit, to every replica's listener.
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
+		return err
+	})
+	if err != nil {
+		return nil, unavailable("claim events", err)
+	}
+	return claims, nil
+}
+
+func newToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// LeaseDeliveries implements store.Store. SKIP LOCKED lets every replica's
+// worker lease at once, each taking rows the others are not.
+func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.LeasedDelivery, error) {
+	token := newToken()
+	expires := now.Add(lease)
+	rows, err := s.pool.Query(ctx, `WITH due AS (
+			SELECT id FROM deliveries
+			WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+			ORDER BY next_attempt_at
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), leased AS (
+			UPDATE deliveries d SET lease_token = $3, lease_expires_at = $4, updated_at = $1
+			FROM due WHERE d.id = due.id
+			RETURNING d.id, d.event_id, d.destination, d.attempts
+		)
+		SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.body, e.received_at
+		FROM leased l JOIN events e ON e.id = l.event_id
+		ORDER BY l.id`, now, limit, token, expires)
+	if err != nil {
+		return nil, unavailable("lease deliveries", err)
+	}
+	leased, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeasedDelivery, error) {
+		var d store.LeasedDelivery
+		err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &d.Body, &d.ReceivedAt)
+		d.Attempt++
+		d.LeaseToken, d.LeaseExpiresAt = token, expires
+		return d, err
+	})
+	if err != nil {
+		return nil, unavailable("lease deliveries", err)
+	}
+	return leased, nil
+}
+
+var outcomeNames = map[store.OutcomeKind]string{
+	store.OutcomeDelivered: "delivered",
+	store.OutcomeRetry:     "retry",
+	store.OutcomeDead:      "dead",
+}
+
+// CompleteDeliveries implements store.Store: one pipelined batch in one
+// transaction. Each update names the lease it was leased under, so a
+// worker whose lease expired cannot overwrite the new owner's outcome.
+func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
+	now := time.Now()
+	batch := &pgx.Batch{}
+	for _, o := range outcomes {
+		switch o.Kind {
+		case store.OutcomeReleased:
+			batch.Queue(`UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, updated_at = $1
+				WHERE id = $2 AND lease_token = $3`, now, o.DeliveryID, o.LeaseToken)
+			continue
+		case store.OutcomeDelivered, store.OutcomeDead, store.OutcomeRetry:
+		default:
+			return fmt.Errorf("postgres: complete delivery %d: unknown outcome %d", o.DeliveryID, o.Kind)
+		}
+		state, next := string(store.Pending), o.NextAttemptAt
+		switch o.Kind {
+		case store.OutcomeDelivered:
+			state = string(store.Delivered)
+		case store.OutcomeDead:
+			state = string(store.Dead)
+		}
+		if next.IsZero() {
+			next = now
+		}
+		batch.Queue(`WITH u AS (
+				UPDATE deliveries SET state = $1, attempts = $2, next_attempt_at = $3, lease_token = NULL, lease_expires_at = NULL,
+					last_status = $4, last_error = $5, updated_at = $6
+				WHERE id = $7 AND lease_token = $8
+				RETURNING id)
+			INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
+			SELECT id, $2, $9, $10, $4, $5, $11 FROM u`,
+			state, o.Attempt, next, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken,
+			o.StartedAt, o.Duration.Milliseconds(), outcomeNames[o.Kind])
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
+		return unavailable("complete deliveries", err)
+	}
+	return nil
+}
+
+// NextDue implements store.Store.
+func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var next *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT MIN(GREATEST(next_attempt_at, COALESCE(lease_expires_at, '-infinity')))
+		FROM deliveries WHERE state = 'pending'`).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, unavailable("next due", err)
+	}
+	if next == nil {
+		return time.Time{}, false, nil
+	}
+	return *next, true, nil
+}
+
+// SweepExpired implements store.Store.
+func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE id IN (
+		SELECT e.id FROM events e WHERE e.expires_at < $1
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))
+		LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, limit)
+	if err != nil {
+		return 0, unavailable("sweep", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var st store.Stats
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT COUNT(*) FROM events),
+		(SELECT COUNT(*) FROM events WHERE keyless),
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'pending'),
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'),
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'dead'),
+		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Attempts)
+	if err != nil {
+		return st, unavailable("stats", err)
+	}
+	return st, nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// ID implements store.Store.
+func (s *Store) ID() string { return s.id }
+
+// Listen calls wake whenever another transaction (on any replica) commits
+// new deliveries, until ctx ends. It holds one connection of its own and
+// reconnects after failures; after each (re)connect it calls wake once,
+// since notifications sent while disconnected are lost.
+func (s *Store) Listen(ctx context.Context, wake func()) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listen(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("delivery notifications interrupted; reconnecting", "err", err, "retry_in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (s *Store) listen(ctx context.Context, wake func()) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection is not returned to the pool: LISTEN state must not
+	// leak into other queries.
+	listener := conn.Hijack()
+	defer listener.Close(context.WithoutCancel(ctx))
+	if _, err := listener.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	wake()
+	for {
+		if _, err := listener.WaitForNotification(ctx); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		wake()
+	}
+}

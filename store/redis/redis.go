@@ -1,0 +1,184 @@
+// Package redis puts Redis in front of a store as a hot dedup layer shared
+// by every replica.
+//
+// Redis is never the arbiter. It holds only keys the store has already
+// committed (set with SET ... EX until the key's window ends), so a hit is a
+// duplicate for certain and is answered without touching the store; a miss
+// goes through the store's atomic claim as if Redis were not there. Hence:
+//   - Redis flushed or restarted: every key is a miss, the store still
+//     decides, and no duplicate gets through; intake is only slower.
+//   - Redis down or slow: its errors count as misses (logged and counted),
+//     and intake goes on on the store alone. Redis never causes a 5xx.
+package redis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// Options tune the layer.
+type Options struct {
+	// Prefix namespaces oncehook's keys in a shared Redis (default "oncehook:").
+	Prefix string
+	// Timeout bounds each Redis round trip, so a slow Redis cannot hold
+	// intake up (default 100ms).
+	Timeout time.Duration
+	Logger  *slog.Logger
+	// OnHit and OnError, when set, are told of each hit and each failed
+	// Redis call, for metrics.
+	OnHit   func(n int)
+	OnError func(op string, err error)
+}
+
+// Store is a store.Store with a Redis hot layer in front of ClaimEvents.
+// Every other method goes straight to the wrapped store.
+type Store struct {
+	store.Store
+	client *goredis.Client
+	opts   Options
+}
+
+// Open connects to the Redis at url (redis://host:port/db) and wraps inner.
+// A Redis that is down at start is not an error: the layer misses until it
+// is back.
+func Open(url string, inner store.Store, opts Options) (*Store, error) {
+	ro, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 100 * time.Millisecond
+	}
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
+	ro.MaxRetries = -1 // a miss is cheaper than a retry: the store is there
+	return Wrap(goredis.NewClient(ro), inner, opts), nil
+}
+
+// Wrap puts client in front of inner.
+func Wrap(client *goredis.Client, inner store.Store, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "oncehook:"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 100 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{Store: inner, client: client, opts: opts}
+}
+
+// redisKey names a committed key in Redis: the prefix, then the store's
+// identity (so keys left by another database never answer for this one),
+// then source and key.
+func (s *Store) redisKey(e store.NewEvent) string {
+	return s.opts.Prefix + s.Store.ID() + ":" + e.Source + "\x00" + e.Key
+}
+
+func (s *Store) failed(op string, err error) {
+	s.opts.Logger.Warn("redis hot layer unavailable; the store alone decides", "op", op, "err", err)
+	if s.opts.OnError != nil {
+		s.opts.OnError(op, err)
+	}
+}
+
+// ClaimEvents implements store.Store: Redis hits are duplicates; misses go to
+// the wrapped store; what it commits (new or duplicate) is remembered.
+func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
+	claims := make([]store.Claim, len(events))
+	var lookup []string
+	var lookupIdx []int
+	for i, e := range events {
+		if !e.Keyless {
+			lookup = append(lookup, s.redisKey(e))
+			lookupIdx = append(lookupIdx, i)
+		}
+	}
+	hit := make([]bool, len(events))
+	if len(lookup) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+		vals, err := s.client.MGet(rctx, lookup...).Result()
+		cancel()
+		if err != nil {
+			s.failed("mget", err)
+		} else {
+			hits := 0
+			for j, v := range vals {
+				if v != nil {
+					hit[lookupIdx[j]] = true
+					hits++
+				}
+			}
+			if hits > 0 && s.opts.OnHit != nil {
+				s.opts.OnHit(hits)
+			}
+		}
+	}
+	var misses []store.NewEvent
+	var missIdx []int
+	for i, e := range events {
+		if hit[i] {
+			claims[i] = store.Claim{Duplicate: true}
+			continue
+		}
+		misses = append(misses, e)
+		missIdx = append(missIdx, i)
+	}
+	if len(misses) == 0 {
+		return claims, nil
+	}
+	got, err := s.Store.ClaimEvents(ctx, misses)
+	if err != nil {
+		return nil, err
+	}
+	for j, c := range got {
+		claims[missIdx[j]] = c
+	}
+	s.remember(ctx, misses)
+	return claims, nil
+}
+
+// remember records committed keys until their windows end.
+func (s *Store) remember(ctx context.Context, events []store.NewEvent) {
+	now := time.Now()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	queued := 0
+	for _, e := range events {
+		ttl := e.ExpiresAt.Sub(now)
+		if e.Keyless || ttl <= 0 {
+			continue
+		}
+		pipe.Set(rctx, s.redisKey(e), "1", ttl)
+		queued++
+	}
+	if queued == 0 {
+		return
+	}
+	if _, err := pipe.Exec(rctx); err != nil {
+		s.failed("set", err)
+	}
+}
+
+// Close closes the Redis client and the wrapped store.
+func (s *Store) Close() error {
+	s.client.Close()
+	return s.Store.Close()
+}
+
+// Listen passes the wrapped store's delivery notifications through, when it
+// has them (PostgreSQL).
+func (s *Store) Listen(ctx context.Context, wake func()) {
+	if l, ok := s.Store.(interface {
+		Listen(context.Context, func())
+	}); ok {
+		l.Listen(ctx, wake)
+	}
+}

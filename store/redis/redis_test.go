@@ -1,0 +1,159 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/postgres"
+	"github.com/oncehook/oncehook/store/redis"
+	"github.com/oncehook/oncehook/store/sqlite"
+	"github.com/oncehook/oncehook/store/storetest"
+)
+
+func prefix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "oncehook-test-" + hex.EncodeToString(b[:]) + ":"
+}
+
+func openSQLite(t *testing.T) store.Store {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func layer(t *testing.T, inner store.Store) *redis.Store {
+	s, err := redis.Open(testenv.Redis(t), inner, redis.Options{Prefix: prefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformanceOnSQLite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return layer(t, openSQLite(t)) })
+}
+
+func TestConformanceOnPostgres(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		pg, err := postgres.Open(context.Background(), testenv.Postgres(t), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return layer(t, pg)
+	})
+}
+
+// counting counts the claims that reach the store behind the layer.
+type counting struct {
+	store.Store
+	claimed atomic.Int64
+}
+
+func (c *counting) ClaimEvents(ctx context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+	c.claimed.Add(int64(len(evs)))
+	return c.Store.ClaimEvents(ctx, evs)
+}
+
+func ev(key string) store.NewEvent {
+	now := time.Now()
+	return store.NewEvent{Source: "src", Key: key, Body: []byte("{}"), ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"d"}}
+}
+
+func claim(t *testing.T, s store.Store, key string) store.Claim {
+	t.Helper()
+	c, err := s.ClaimEvents(context.Background(), []store.NewEvent{ev(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c[0]
+}
+
+func TestHitsSkipTheStoreAndAFlushLetsNoDuplicateThrough(t *testing.T) {
+	inner := &counting{Store: openSQLite(t)}
+	s := layer(t, inner)
+	defer s.Close()
+	if claim(t, s, "a").Duplicate {
+		t.Fatal("first claim was a duplicate")
+	}
+	if !claim(t, s, "a").Duplicate || inner.claimed.Load() != 1 {
+		t.Fatalf("second claim: want a duplicate answered by Redis, store saw %d claims", inner.claimed.Load())
+	}
+	// Redis loses everything (FLUSHALL, a restart without persistence).
+	opts, _ := goredis.ParseURL(testenv.Redis(t))
+	client := goredis.NewClient(opts)
+	defer client.Close()
+	if err := client.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !claim(t, s, "a").Duplicate {
+		t.Fatal("after FLUSHALL a duplicate got through")
+	}
+	if inner.claimed.Load() != 2 {
+		t.Fatalf("store saw %d claims, want 2 (the miss after the flush)", inner.claimed.Load())
+	}
+	if st, _ := s.Stats(context.Background()); st.Events != 1 || st.Pending != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Redis down: intake goes on, on the store alone, and says so.
+func TestRedisDownFallsBackToTheStore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	var failures atomic.Int64
+	s, err := redis.Open("redis://"+addr+"/0", openSQLite(t), redis.Options{OnError: func(string, error) { failures.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	if claim(t, s, "a").Duplicate || !claim(t, s, "a").Duplicate {
+		t.Fatal("without Redis the store must still decide")
+	}
+	if failures.Load() == 0 {
+		t.Fatal("Redis failures were not reported")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("two claims took %s with Redis down", took)
+	}
+}
+
+// A Redis left holding another database's keys (a fresh schema, a rebuilt
+// server, a previous test run) must not answer for this one: that would
+// call a new event a duplicate and lose it.
+func TestKeysOfAnotherStoreNeverAnswer(t *testing.T) {
+	shared := prefix()
+	open := func() *redis.Store {
+		s, err := redis.Open(testenv.Redis(t), openSQLite(t), redis.Options{Prefix: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	defer a.Close()
+	defer b.Close()
+	if claim(t, a, "k").Duplicate || !claim(t, a, "k").Duplicate {
+		t.Fatal("store a")
+	}
+	if claim(t, b, "k").Duplicate {
+		t.Fatal("store b took store a's Redis key for its own: the event would be lost")
+	}
+}
