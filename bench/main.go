@@ -11,6 +11,9 @@
 //  3. duplicates:  oncehook answering the same event again and again
 //  4. latency:     POST → delivery at a light fixed rate (-rate per second)
 //  5. delivery:    deliveries per second from the store to a local sink
+//  6. postgres:    unique events on PostgreSQL, one gateway
+//  7. postgres2:   unique events on PostgreSQL, two gateways (replicas) on one database
+//  8. redis:       duplicates answered by Redis in front of PostgreSQL
 //
 // The load generator runs in this process, on the same cores as the server.
 package main
@@ -23,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -32,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
@@ -43,13 +49,45 @@ import (
 
 const secret = "whsec_bench_secret"
 
+var pgBase, redisBase string
+
+// freshSchema makes an empty schema on the server at base and returns a URL
+// that uses it, and a func that drops it.
+func freshSchema(base string) (string, func(), error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(ctx)
+	schema := fmt.Sprintf("oncehook_bench_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return "", nil, err
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), func() {
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	}, nil
+}
+
 func main() {
 	duration := flag.Duration("duration", 5*time.Second, "how long each throughput scenario runs")
 	conns := flag.Int("conns", 64, "concurrent connections for the throughput scenarios")
 	rate := flag.Int("rate", 20, "requests per second for the latency scenario")
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: ceiling,unique,duplicates,latency,delivery")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: unique,duplicates,latency,delivery,postgres,postgres2,redis (the ceiling always runs)")
+	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
+	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -137,7 +175,7 @@ func run(duration time.Duration, conns, rate, deliveries int, want func(string) 
 
 	// 2 and 3. Intake on SQLite FULL, no destination: intake alone.
 	if want("unique") || want("duplicates") {
-		gwURL, stopGW, _, err := gateway(filepath.Join(dir, "intake.db"), "")
+		gwURL, stopGW, _, err := gateway("sqlite://"+filepath.Join(dir, "intake.db"), "", "", 0)
 		if err != nil {
 			return err
 		}
@@ -149,6 +187,53 @@ func run(duration time.Duration, conns, rate, deliveries int, want func(string) 
 			throughput = append(throughput, load("oncehook: duplicates", conns, duration, func() *http.Request { return same(gwURL + "/in/bench") }))
 		}
 		stopGW()
+	}
+
+	// 6-8. PostgreSQL: one gateway, two gateways (replicas) on the same
+	// database, and duplicates answered by Redis (the in-memory set off, so
+	// Redis is what is measured).
+	if want("postgres") || want("postgres2") || want("redis") {
+		pgURL, dropSchema, err := freshSchema(pgBase)
+		if err != nil {
+			return fmt.Errorf("postgres scenarios need %s: %w", pgBase, err)
+		}
+		defer dropSchema()
+		if want("postgres") {
+			gwURL, stopGW, _, err := gateway(pgURL, "", "", 0)
+			if err != nil {
+				return err
+			}
+			throughput = append(throughput, load("oncehook: unique events (PostgreSQL, 1 replica)", conns, duration, func() *http.Request { return unique(gwURL + "/in/bench") }))
+			fmt.Fprintf(os.Stderr, "  mean group-commit batch: %.1f events\n", meanBatch(gwURL))
+			stopGW()
+		}
+		if want("postgres2") {
+			a, stopA, _, err := gateway(pgURL, "", "", 0)
+			if err != nil {
+				return err
+			}
+			b, stopB, _, err := gateway(pgURL, "", "", 0)
+			if err != nil {
+				return err
+			}
+			var turn atomic.Int64
+			throughput = append(throughput, load("oncehook: unique events (PostgreSQL, 2 replicas)", conns, duration, func() *http.Request {
+				if turn.Add(1)%2 == 0 {
+					return unique(a + "/in/bench")
+				}
+				return unique(b + "/in/bench")
+			}))
+			stopA()
+			stopB()
+		}
+		if want("redis") {
+			gwURL, stopGW, _, err := gateway(pgURL, redisBase, "", -1)
+			if err != nil {
+				return err
+			}
+			throughput = append(throughput, load("oncehook: duplicates via Redis (PostgreSQL behind)", conns, duration, func() *http.Request { return same(gwURL + "/in/bench") }))
+			stopGW()
+		}
 	}
 
 	// 4. POST → delivery at a light fixed rate.
@@ -163,7 +248,7 @@ func run(duration time.Duration, conns, rate, deliveries int, want func(string) 
 	defer stopSink()
 	var lat, del *result
 	if want("latency") {
-		gwURL, stopGW, _, err := gateway(filepath.Join(dir, "latency.db"), sinkURL)
+		gwURL, stopGW, _, err := gateway("sqlite://"+filepath.Join(dir, "latency.db"), "", sinkURL, 0)
 		if err != nil {
 			return err
 		}
@@ -219,24 +304,27 @@ func serve(h http.Handler) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-func gateway(dbPath, sinkURL string) (string, func(), *oncehook.Gateway, error) {
+func gateway(storeURL, redisURL, sinkURL string, hotKeys int) (string, func(), *oncehook.Gateway, error) {
 	dests, destList := "", "[]"
 	if sinkURL != "" {
 		dests = fmt.Sprintf("destinations:\n  - name: sink\n    url: %s\n    timeout: 5s\n", sinkURL)
 		destList = "[sink]"
 	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: sqlite://%s
+	if redisURL != "" {
+		dests = "redis: " + redisURL + "\n" + dests
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: %q
 sources:
   - name: bench
     preset: stripe
     secrets: [%q]
     destinations: %s
-%s`, dbPath, secret, destList, dests)), os.LookupEnv)
+%s`, storeURL, secret, destList, dests)), os.LookupEnv)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{})
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{HotKeys: hotKeys})
 	if err != nil {
 		cancel()
 		return "", nil, nil, err
