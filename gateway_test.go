@@ -275,6 +275,23 @@ func TestRejectedInputLeavesNoTrace(t *testing.T) {
 	if n := len(sink.Deliveries()); n != 0 {
 		t.Fatalf("%d deliveries from rejected requests", n)
 	}
+	// Each rejection is counted by source and reason.
+	resp, err := http.Get(gw.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{
+		`oncehook_requests_total{outcome="unauthorized",source="stripe"} 5`,
+		`oncehook_requests_total{outcome="too_large",source="stripe"} 2`,
+		`oncehook_requests_total{outcome="unknown_source",source=""} 1`,
+		`oncehook_requests_total{outcome="missing_key",source="strict"} 1`,
+	} {
+		if !strings.Contains(string(text), line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
 }
 
 // stripeHeader signs body as Stripe would have at ts.

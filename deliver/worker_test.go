@@ -262,3 +262,39 @@ func TestBackoffGrowsWithFullJitterWithinBounds(t *testing.T) {
 		t.Errorf("attempt 500: %s, want the max delay", got)
 	}
 }
+
+// Graceful shutdown: an attempt still running when the grace period ends is
+// cut and its lease released at once (uncounted), so the next worker need
+// not wait for the lease to expire.
+func TestShutdownReleasesLeasesOfCutAttempts(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() }
+	claim(t, s, "evt_slow", "app")
+	w := deliver.New(s, deliver.Options{
+		Destinations:  []deliver.Destination{{Name: "app", URL: sink.URL, Timeout: time.Minute, Retry: deliver.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: time.Second}}},
+		Lease:         time.Hour,
+		ShutdownGrace: 100 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
+		t.Fatal("the attempt never started")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the grace period")
+	}
+	st, _ := s.Stats(context.Background())
+	if st.Pending != 1 || st.Attempts != 0 {
+		t.Fatalf("stats %+v: want the delivery pending with no attempt counted", st)
+	}
+	// Released: leasable now, not in an hour.
+	leased, err := s.LeaseDeliveries(context.Background(), time.Now(), time.Minute, 10)
+	if err != nil || len(leased) != 1 || leased[0].Attempt != 1 {
+		t.Fatalf("after shutdown: %+v %v, want the delivery leasable at once as attempt 1", leased, err)
+	}
+}
