@@ -34,11 +34,7 @@ func (p *eduzz) Verify(r *Request, _ time.Time) error {
 	if sig == nil {
 		return signatureError("missing or malformed x-signature")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha256.New, s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha256.New, p.secrets, r.Body).matches(sig) {
 		return signatureError("x-signature does not match")
 	}
 	return nil

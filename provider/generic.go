@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -77,11 +78,7 @@ func (p *generic) Verify(r *Request, _ time.Time) error {
 	if !ok || sig == nil {
 		return signatureError("%s is not %s%s", p.opts.Header, p.opts.Prefix, p.opts.Encoding)
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacSHA256(s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha256.New, p.secrets, r.Body).matches(sig) {
 		return signatureError("%s does not match", p.opts.Header)
 	}
 	return nil
@@ -94,7 +91,7 @@ func (*generic) Items(r *Request) ([]Item, error) {
 
 func (p *generic) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	h := r.Header
-	sig := hmacSHA256([]byte(secret), r.Body)
+	sig := hmacWith(sha256.New, []byte(secret), r.Body)
 	enc := hex.EncodeToString(sig)
 	if p.opts.Encoding == "base64" {
 		enc = base64.StdEncoding.EncodeToString(sig)

@@ -18,6 +18,23 @@ func hmacWith(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
+// hmacs are the signatures every configured secret would give a message.
+type hmacs [][]byte
+
+// signedBy computes, for each secret, the HMAC-h of the message made of
+// parts, so that a signature can be checked against all of them (rotation).
+func signedBy(h func() hash.Hash, secrets [][]byte, parts ...[]byte) hmacs {
+	out := make(hmacs, len(secrets))
+	for i, s := range secrets {
+		out[i] = hmacWith(h, s, parts...)
+	}
+	return out
+}
+
+// matches reports whether any of sigs equals any expected signature,
+// comparing in constant time.
+func (expected hmacs) matches(sigs ...[]byte) bool { return anyMatch(expected, sigs) }
+
 // tokenMatches compares a static token (Hotmart's hottok, Asaas's access
 // token, a secret in the URL) with every secret in constant time. Both sides
 // are hashed first so the comparison does not reveal the secret's length.

@@ -2,21 +2,11 @@ package provider
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"strconv"
 	"time"
 )
-
-// hmacSHA256 returns HMAC-SHA256(key, parts...).
-func hmacSHA256(key []byte, parts ...[]byte) []byte {
-	m := hmac.New(sha256.New, key)
-	for _, p := range parts {
-		m.Write(p)
-	}
-	return m.Sum(nil)
-}
 
 // anyMatch reports whether any candidate signature equals any expected one,
 // comparing in constant time. Candidates that do not decode never match.

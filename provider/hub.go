@@ -18,11 +18,7 @@ func verifyHubSignature(r *Request, secrets [][]byte) error {
 	if !ok || sig == nil {
 		return signatureError("X-Hub-Signature-256 is not sha256=<hex>")
 	}
-	expected := make([][]byte, len(secrets))
-	for i, s := range secrets {
-		expected[i] = hmacWith(sha256.New, s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha256.New, secrets, r.Body).matches(sig) {
 		return signatureError("X-Hub-Signature-256 does not match")
 	}
 	return nil

@@ -32,11 +32,7 @@ func (p *kiwify) Verify(r *Request, _ time.Time) error {
 	if sig == nil {
 		return signatureError("missing or malformed signature query parameter")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha1.New, s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha1.New, p.secrets, r.Body).matches(sig) {
 		return signatureError("signature does not match")
 	}
 	return nil

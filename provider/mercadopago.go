@@ -93,11 +93,7 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 	}
 	dataID := r.URL.Query().Get("data.id")
 	manifest := []byte(mpManifest(dataID, r.Header.Get("x-request-id"), ts))
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha256.New, s, manifest)
-	}
-	if !anyMatch(expected, sigs) {
+	if !signedBy(sha256.New, p.secrets, manifest).matches(sigs...) {
 		return signatureError("x-signature does not match")
 	}
 	var body mpBody

@@ -54,11 +54,7 @@ func (p *paddle) Verify(r *Request, now time.Time) error {
 	if ts == "" || len(sigs) == 0 {
 		return signatureError("Paddle-Signature is missing ts= or h1=")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha256.New, s, []byte(ts+":"), r.Body)
-	}
-	if !anyMatch(expected, sigs) {
+	if !signedBy(sha256.New, p.secrets, []byte(ts+":"), r.Body).matches(sigs...) {
 		return signatureError("no h1 signature matches")
 	}
 	return checkTimestamp(ts, now, p.tolerance)

@@ -36,11 +36,7 @@ func (p *pagarme) Verify(r *Request, _ time.Time) error {
 	if !ok || sig == nil {
 		return signatureError("no X-Hub-Signature: sha1=<hex> and no secret in the path")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha1.New, s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha1.New, p.secrets, r.Body).matches(sig) {
 		return signatureError("X-Hub-Signature does not match")
 	}
 	return nil

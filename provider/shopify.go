@@ -46,11 +46,7 @@ func (p *shopify) Verify(r *Request, _ time.Time) error {
 	if sig == nil {
 		return signatureError("X-Shopify-Hmac-Sha256 is not base64")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha256.New, s, r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha256.New, p.secrets, r.Body).matches(sig) {
 		return signatureError("X-Shopify-Hmac-Sha256 does not match")
 	}
 	return nil

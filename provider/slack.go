@@ -51,11 +51,7 @@ func (p *slack) Verify(r *Request, now time.Time) error {
 	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
 		return err
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacWith(sha256.New, s, []byte("v0:"+ts+":"), r.Body)
-	}
-	if !anyMatch(expected, [][]byte{sig}) {
+	if !signedBy(sha256.New, p.secrets, []byte("v0:"+ts+":"), r.Body).matches(sig) {
 		return signatureError("X-Slack-Signature does not match")
 	}
 	return nil

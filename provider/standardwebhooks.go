@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -36,7 +37,7 @@ func DecodeStandardSecret(secret string) ([]byte, error) {
 // SignStandard returns the "v1,<base64>" signature of a Standard Webhooks
 // message. oncehook also uses it to sign its own deliveries.
 func SignStandard(key []byte, id string, ts time.Time, body []byte) string {
-	sig := hmacSHA256(key, []byte(id), []byte("."), []byte(strconv.FormatInt(ts.Unix(), 10)), []byte("."), body)
+	sig := hmacWith(sha256.New, key, []byte(id), []byte("."), []byte(strconv.FormatInt(ts.Unix(), 10)), []byte("."), body)
 	return "v1," + base64.StdEncoding.EncodeToString(sig)
 }
 
@@ -93,11 +94,7 @@ func (p *standardWebhooks) Verify(r *Request, now time.Time) error {
 	if len(sigs) == 0 {
 		return signatureError("webhook-signature has no v1 entry")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, key := range p.secrets {
-		expected[i] = hmacSHA256(key, []byte(id), []byte("."), []byte(ts), []byte("."), r.Body)
-	}
-	if !anyMatch(expected, sigs) {
+	if !signedBy(sha256.New, p.secrets, []byte(id), []byte("."), []byte(ts), []byte("."), r.Body).matches(sigs...) {
 		return signatureError("no v1 signature matches")
 	}
 	return nil

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -66,11 +67,7 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 	if ts == "" || len(sigs) == 0 {
 		return signatureError("Stripe-Signature has no t= or no v1=")
 	}
-	expected := make([][]byte, len(p.secrets))
-	for i, s := range p.secrets {
-		expected[i] = hmacSHA256(s, []byte(ts), []byte("."), r.Body)
-	}
-	if !anyMatch(expected, sigs) {
+	if !signedBy(sha256.New, p.secrets, []byte(ts), []byte("."), r.Body).matches(sigs...) {
 		return signatureError("no v1 signature matches")
 	}
 	return checkTimestamp(ts, now, p.tolerance)
@@ -89,7 +86,7 @@ func (*stripe) Items(r *Request) ([]Item, error) {
 func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {
 	h := r.Header
 	ts := strconv.FormatInt(now.Unix(), 10)
-	sig := hmacSHA256([]byte(secret), []byte(ts), []byte("."), r.Body)
+	sig := hmacWith(sha256.New, []byte(secret), []byte(ts), []byte("."), r.Body)
 	h.Set("Stripe-Signature", fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(sig)))
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	return nil
