@@ -52,6 +52,10 @@ type Options struct {
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
 	Metrics       *metrics.Metrics
+	// IdlePoll is the longest an idle worker sleeps without looking at the
+	// store (default 5s): commits in this process wake it at once, but a
+	// replay made by another process (oncehook replay) is found this way.
+	IdlePoll time.Duration
 	// Now and Jitter are injected so tests can control time and randomness.
 	Now    func() time.Time
 	Jitter func(n int64) int64
@@ -80,6 +84,9 @@ func New(s store.Store, opts Options) *Worker {
 	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = opts.Lease
+	}
+	if opts.IdlePoll <= 0 {
+		opts.IdlePoll = 5 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -192,27 +199,20 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 		// Nothing more is due: sleep until woken by a commit, a freed slot,
 		// or the next due time.
-		wait := time.Duration(-1)
+		wait := w.opts.IdlePoll
 		if next, ok, err := w.store.NextDue(ctx); err != nil {
-			wait = time.Second
+			wait = min(wait, time.Second)
 		} else if ok {
-			wait = max(next.Sub(w.opts.Now()), time.Millisecond)
+			wait = min(wait, max(next.Sub(w.opts.Now()), time.Millisecond))
 		}
-		var timer *time.Timer
-		var due <-chan time.Time
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			due = timer.C
-		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-w.wake:
 		case <-freed:
-		case <-due:
+		case <-timer.C:
 		}
-		if timer != nil {
-			timer.Stop()
-		}
+		timer.Stop()
 	}
 
 	grace := time.AfterFunc(w.opts.ShutdownGrace, cutAttempts)

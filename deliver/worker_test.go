@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,5 +297,43 @@ func TestShutdownReleasesLeasesOfCutAttempts(t *testing.T) {
 	leased, err := s.LeaseDeliveries(context.Background(), time.Now(), time.Minute, 10)
 	if err != nil || len(leased) != 1 || leased[0].Attempt != 1 {
 		t.Fatalf("after shutdown: %+v %v, want the delivery leasable at once as attempt 1", leased, err)
+	}
+}
+
+// An operator fixes the destination and replays a dead letter from another
+// process: the idle worker finds it by itself and delivers it under the
+// same Idempotency-Key.
+func TestReplayedDeadLetterIsDelivered(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
+		if broken.Load() {
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	claim(t, s, "evt_replay", "app")
+	w := deliver.New(s, deliver.Options{
+		Destinations: []deliver.Destination{{Name: "app", URL: sink.URL, Timeout: time.Second, Retry: deliver.RetryPolicy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}}},
+		IdlePoll:     100 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
+
+	broken.Store(false)
+	if n, err := s.Replay(context.Background(), "src", "evt_replay", time.Now()); err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	// No Notify: the worker has to find it.
+	waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+	ds := sink.Deliveries()
+	if len(ds) != 2 || ds[0].Key != ds[1].Key || ds[1].Key != "src:evt_replay" {
+		t.Fatalf("deliveries %+v: want the dead attempt and the replay, with one Idempotency-Key", ds)
 	}
 }

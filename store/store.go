@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// ErrNotFound is returned when no stored event has the given source and key.
+var ErrNotFound = errors.New("no such event")
+
 // ErrUnavailable wraps every error that means the store could not be reached
 // or could not commit. Intake answers 503 for it, never 200.
 var ErrUnavailable = errors.New("store unavailable")
@@ -126,6 +129,18 @@ type Store interface {
 	// many it deleted. Callers loop in small batches so intake is never
 	// blocked for long.
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// Replay is an operator's deliberate redelivery: every delivery of the
+	// event (source, key), delivered or dead-lettered, is due again at now
+	// with its attempt count reset (the attempts stay on record). The event
+	// keeps its key, so the destination sees the same Idempotency-Key, and
+	// inbound dedup is not involved. A delivery leased right now is left to
+	// its worker. It returns how many deliveries it requeued, or ErrNotFound.
+	Replay(ctx context.Context, source, key string, now time.Time) (int, error)
+
+	// ReplayDead requeues every dead letter, or only destination's when it
+	// is not empty, as Replay does, and returns how many.
+	ReplayDead(ctx context.Context, destination string, now time.Time) (int, error)
 
 	Stats(ctx context.Context) (Stats, error)
 	Ping(ctx context.Context) error

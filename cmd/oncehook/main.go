@@ -21,6 +21,8 @@ Usage:
   oncehook init [--force] [path]            write a commented sample config
   oncehook send --url URL --preset P ...    sign a payload as provider P does and send it
   oncehook migrate [--config oncehook.yaml] apply the store's pending migrations
+  oncehook replay --source S --key K        redeliver one stored event (same Idempotency-Key)
+  oncehook replay --dead [--destination D]  redeliver the dead letters
   oncehook version                          print the version
 
 Run 'oncehook <command> --help' for a command's flags.
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return send(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return replay(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "oncehook", versionString())
 		return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
@@ -25,20 +26,21 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	switch cfg.StoreKind() {
-	case "postgres":
-		s, err := postgres.Open(ctx, cfg.Store, postgres.Options{})
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-	default:
-		s, err := sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
-		if err != nil {
-			return err
-		}
-		defer s.Close()
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
 	}
+	defer st.Close()
 	fmt.Fprintf(stdout, "%s store: schema is up to date\n", cfg.StoreKind())
 	return nil
+}
+
+// openStore opens the configured store (which applies pending migrations)
+// for the commands that work on it directly. Redis is left out: these
+// commands claim nothing.
+func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if cfg.StoreKind() == "postgres" {
+		return postgres.Open(ctx, cfg.Store, postgres.Options{})
+	}
+	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
 }

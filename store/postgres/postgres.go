@@ -335,6 +335,53 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 	return int(tag.RowsAffected()), nil
 }
 
+const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = $1, lease_token = NULL, lease_expires_at = NULL, updated_at = $1`
+
+// Replay implements store.Store.
+func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, `SELECT id FROM events WHERE source = $1 AND key = $2`, source, key).Scan(&id); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
+			WHERE event_id = $2 AND NOT (state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $1)`, now, id)
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("replay %s:%s: %w", source, key, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, unavailable("replay", err)
+	}
+	return n, nil
+}
+
+// ReplayDead implements store.Store.
+func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Time) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
+			WHERE state = 'dead' AND ($2 = '' OR destination = $2)`, now, destination)
+		if err != nil {
+			return err
+		}
+		n = int(tag.RowsAffected())
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
+		return err
+	})
+	if err != nil {
+		return 0, unavailable("replay dead letters", err)
+	}
+	return n, nil
+}
+
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats

@@ -367,6 +367,48 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 	return int(n), nil
 }
 
+// requeue is the part of a replay every backend's SQL shares: due now,
+// attempts reset, no lease.
+const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?`
+
+// Replay implements store.Store.
+func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, unavailable("begin replay", err)
+	}
+	defer tx.Rollback()
+	var id int64
+	err = tx.QueryRowContext(ctx, `SELECT id FROM events WHERE source = ? AND key = ?`, source, key).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("replay %s:%s: %w", source, key, store.ErrNotFound)
+	}
+	if err != nil {
+		return 0, unavailable("replay", err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+`
+		WHERE event_id = ? AND NOT (state = 'pending' AND lease_expires_at > ?)`, ms(now), ms(now), id, ms(now))
+	if err != nil {
+		return 0, unavailable("replay", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, unavailable("commit replay", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// ReplayDead implements store.Store.
+func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Time) (int, error) {
+	res, err := s.write.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+`
+		WHERE state = 'dead' AND (? = '' OR destination = ?)`, ms(now), ms(now), destination, destination)
+	if err != nil {
+		return 0, unavailable("replay dead letters", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats

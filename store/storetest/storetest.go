@@ -33,6 +33,7 @@ func Run(t *testing.T, open Open) {
 		{"SweepKeepsPendingAndDead", testSweep},
 		{"ConcurrentLeasesNeverShareADelivery", testConcurrentLeases},
 		{"HasAnIdentity", testID},
+		{"ReplayRequeuesDeliveredAndDead", testReplay},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,6 +271,48 @@ func testSweep(t *testing.T, s store.Store) {
 	}
 	if c := mustClaim(t, s, event("pending", "d")); !c[0].Duplicate {
 		t.Fatal("a kept key is not a duplicate")
+	}
+}
+
+func testReplay(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustClaim(t, s, event("ok", "d1", "d2"), event("bad", "d1"))
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		kind := store.OutcomeDelivered
+		if d.Key == "bad" {
+			kind = store.OutcomeDead
+		}
+		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: 1})
+	}
+	later := base.Add(time.Hour)
+	n, err := s.Replay(ctx, "src", "ok", later)
+	if err != nil || n != 2 {
+		t.Fatalf("Replay = %d, %v; want both deliveries of the event", n, err)
+	}
+	if _, err := s.Replay(ctx, "src", "never", later); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Replay of an unknown event: %v, want ErrNotFound", err)
+	}
+	if ds := lease(t, s, later.Add(-time.Second), time.Minute, 10); len(ds) != 0 {
+		t.Fatal("a replay was due before the time it was made")
+	}
+	ds := lease(t, s, later, time.Minute, 10)
+	if len(ds) != 2 || ds[0].Key != "ok" || ds[0].Attempt != 1 {
+		t.Fatalf("after replay leased %+v: want the two deliveries of ok, as attempt 1", ds)
+	}
+	// A leased delivery is its worker's: replaying now leaves it alone.
+	if n, _ := s.Replay(ctx, "src", "ok", later); n != 0 {
+		t.Fatalf("replay took %d deliveries away from their worker", n)
+	}
+	n, err = s.ReplayDead(ctx, "other", later)
+	if err != nil || n != 0 {
+		t.Fatalf("ReplayDead(other) = %d, %v", n, err)
+	}
+	n, err = s.ReplayDead(ctx, "", later)
+	if err != nil || n != 1 {
+		t.Fatalf("ReplayDead = %d, %v; want the one dead letter", n, err)
+	}
+	if st := stats(t, s); st.Dead != 0 || st.Pending != 3 || st.Attempts != 3 {
+		t.Fatalf("stats %+v: want nothing dead, 3 pending, the 3 earlier attempts kept", st)
 	}
 }
 
