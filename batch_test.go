@@ -101,3 +101,51 @@ destinations:
 		t.Fatalf("delivered body %s", d.Body)
 	}
 }
+
+// Evolution's history sync carries arrays: each item is its own event, a
+// resend is all duplicates, and an item repeated inside the batch is a
+// duplicate of its first copy.
+func TestEvolutionHistorySyncIsSplitBeforeDedup(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: evo
+    preset: evolution
+    secrets: [evo_secret]
+    destinations: [app]
+destinations:
+  - name: app
+    url: %s
+`, sink.URL))
+	var items []string
+	for i := range 200 {
+		items = append(items, fmt.Sprintf(`{"key":{"id":"MSG%03d","remoteJid":"55@s.whatsapp.net"},"message":{"conversation":"oi"}}`, i))
+	}
+	items = append(items, items[0]) // Evolution resending one inside the batch
+	body := []byte(`{"event":"messages.set","instance":"inst1","data":[` + strings.Join(items, ",") + `]}`)
+	post := func() answer {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/evo/evo_secret", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		return do(t, http.DefaultClient, req)
+	}
+	a := post()
+	if a.Status != 200 || len(a.Body.Events) != 201 {
+		t.Fatalf("first: %d, %d events", a.Status, len(a.Body.Events))
+	}
+	if last := a.Body.Events[200]; last.Status != receive.StatusDuplicate || last.Key != "messages.set:inst1:MSG000" {
+		t.Fatalf("the repeated item: %+v", last)
+	}
+	a = post()
+	for _, e := range a.Body.Events {
+		if e.Status != receive.StatusDuplicate {
+			t.Fatalf("resent batch: %s is %s", e.Key, e.Status)
+		}
+	}
+	if st := stats(t, gw); st.Events != 200 {
+		t.Fatalf("stored %d, want 200", st.Events)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.ByKey()) == 200 }) {
+		t.Fatalf("delivered %d", len(sink.ByKey()))
+	}
+}
