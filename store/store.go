@@ -76,6 +76,22 @@ const (
 	OutcomeReleased                     // the worker gave the lease back without an attempt (shutdown)
 )
 
+// String names the outcome as attempts are recorded: delivered, retry,
+// dead, released.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeDelivered:
+		return "delivered"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeDead:
+		return "dead"
+	case OutcomeReleased:
+		return "released"
+	}
+	return "unknown"
+}
+
 // Outcome is the result of one attempt (or a released lease), written back by
 // the worker. An outcome whose LeaseToken no longer matches (the lease expired
 // and another worker took the delivery) is ignored: that worker owns it now.

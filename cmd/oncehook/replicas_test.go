@@ -123,6 +123,22 @@ func storm(t *testing.T, ps []*process, ids []string, copies int, during func())
 	return codes
 }
 
+// allAnswered200 fails unless every copy of every id was answered 200, and
+// returns the Idempotency-Keys the destination should then see once each.
+func allAnswered200(t *testing.T, all []string, codes map[string][]int) map[string]bool {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range all {
+		for _, c := range codes[id] {
+			if c != 200 {
+				t.Fatalf("%s answered %v", id, codes[id])
+			}
+		}
+		want["stripe:"+id] = true
+	}
+	return want
+}
+
 func ids(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -160,15 +176,7 @@ func TestThreeReplicasStoreAndDeliverEachEventOnce(t *testing.T) {
 	ps := startReplicas(t, 3, replicaConfig(t, pg, "", sink.URL))
 	all := ids("rep", 2000)
 	codes := storm(t, ps, all, 5, nil)
-	want := map[string]bool{}
-	for _, id := range all {
-		for _, c := range codes[id] {
-			if c != 200 {
-				t.Fatalf("%s answered %v", id, codes[id])
-			}
-		}
-		want["stripe:"+id] = true
-	}
+	want := allAnswered200(t, all, codes)
 	if st := pgStats(t, pg); st.Events != 2000 {
 		t.Fatalf("stored %d events, want 2000", st.Events)
 	}
@@ -265,15 +273,7 @@ func TestRedisFlushMidStormLetsNoDuplicateThrough(t *testing.T) {
 			t.Errorf("FLUSHALL: %v", err)
 		}
 	})
-	want := map[string]bool{}
-	for _, id := range all {
-		for _, c := range codes[id] {
-			if c != 200 {
-				t.Fatalf("%s answered %v", id, codes[id])
-			}
-		}
-		want["stripe:"+id] = true
-	}
+	want := allAnswered200(t, all, codes)
 	if st := pgStats(t, pg); st.Events != 500 {
 		t.Fatalf("stored %d events, want 500", st.Events)
 	}

@@ -258,12 +258,6 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 	return leased, nil
 }
 
-var outcomeNames = map[store.OutcomeKind]string{
-	store.OutcomeDelivered: "delivered",
-	store.OutcomeRetry:     "retry",
-	store.OutcomeDead:      "dead",
-}
-
 // CompleteDeliveries implements store.Store: one pipelined batch in one
 // transaction. Each update names the lease it was leased under, so a
 // worker whose lease expired cannot overwrite the new owner's outcome.
@@ -298,7 +292,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 			INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
 			SELECT id, $2, $9, $10, $4, $5, $11 FROM u`,
 			state, o.Attempt, next, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken,
-			o.StartedAt, o.Duration.Milliseconds(), outcomeNames[o.Kind])
+			o.StartedAt, o.Duration.Milliseconds(), o.Kind.String())
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, batch).Close()

@@ -289,12 +289,6 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 	return leased, nil
 }
 
-var outcomeNames = map[store.OutcomeKind]string{
-	store.OutcomeDelivered: "delivered",
-	store.OutcomeRetry:     "retry",
-	store.OutcomeDead:      "dead",
-}
-
 // CompleteDeliveries implements store.Store.
 func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
 	tx, err := s.write.BeginTx(ctx, nil)
@@ -332,7 +326,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 		if n, _ := res.RowsAffected(); n == 0 {
 			continue // the lease was lost to another worker: its attempt is the one on record
 		}
-		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, outcomeNames[o.Kind]); err != nil {
+		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String()); err != nil {
 			return unavailable("record attempt", err)
 		}
 	}
