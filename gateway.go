@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		}
 		sources[i] = receive.Source{
 			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Destinations: s.Destinations,
-			RejectMissingKey: s.OnMissingKey == "reject",
+			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
 		}
 	}
 	g.intake = receive.New(receive.Options{

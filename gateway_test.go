@@ -302,6 +302,39 @@ func stripeHeader(ts int64, body []byte) string {
 	return r.Header.Get("Stripe-Signature")
 }
 
+// Invariant 4's other answer: a source set to discard answers a bad
+// signature with 200 (so the provider does not pause the endpoint) and still
+// stores nothing.
+func TestBadSignatureOnADiscardingSourceIs200AndStoresNothing(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: asaas
+    preset: asaas
+    secrets: [tok]
+    on_bad_signature: discard
+    destinations: [app]
+destinations:
+  - name: app
+    url: %s
+`, sink.URL))
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/asaas", strings.NewReader(`{"id":"evt_forged"}`))
+	req.Header.Set("asaas-access-token", "guess")
+	a := do(t, http.DefaultClient, req)
+	if a.Status != 200 || a.Body.Status != receive.StatusDiscarded || len(a.Body.Events) != 0 {
+		t.Fatalf("got %d %+v, want 200 discarded", a.Status, a.Body)
+	}
+	if st := stats(t, gw); st.Events != 0 {
+		t.Fatalf("stored %d events from a forged request", st.Events)
+	}
+	req, _ = http.NewRequest(http.MethodPost, gw.URL+"/in/asaas", strings.NewReader(`{"id":"evt_real"}`))
+	req.Header.Set("asaas-access-token", "tok")
+	if a := do(t, http.DefaultClient, req); a.Status != 200 || a.Body.Status != receive.StatusAccepted {
+		t.Fatalf("a genuine request: %d %+v", a.Status, a.Body)
+	}
+}
+
 // Events without a key are accepted by default (losing an event is worse
 // than a possible duplicate), flagged keyless, counted, and delivered.
 func TestMissingKeyIsAcceptedAsKeylessAndDelivered(t *testing.T) {

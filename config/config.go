@@ -68,6 +68,9 @@ type Source struct {
 	// OnMissingKey is accept (default: stored as keyless, without dedup) or
 	// reject (422).
 	OnMissingKey string `yaml:"on_missing_key"`
+	// OnBadSignature is reject (default: 401) or discard (200, nothing
+	// stored), for providers that disable an endpoint after failures.
+	OnBadSignature string `yaml:"on_bad_signature"`
 	// Tolerance for signed timestamps (default: the preset's).
 	Tolerance Duration `yaml:"tolerance"`
 	// Signature describes the generic preset's signature header.
@@ -291,6 +294,9 @@ func (c *Config) setDefaults() error {
 		if s.OnMissingKey == "" {
 			s.OnMissingKey = "accept"
 		}
+		if s.OnBadSignature == "" {
+			s.OnBadSignature = "reject"
+		}
 		if s.Window == 0 && s.Preset != "" {
 			if p, err := provider.New(s.Preset, s.ProviderOptions()); err == nil {
 				s.Window = Duration(p.DefaultWindow())
@@ -377,6 +383,9 @@ func (c *Config) Validate() error {
 		}
 		if s.OnMissingKey != "accept" && s.OnMissingKey != "reject" {
 			fail(f+".on_missing_key", "%q: want accept or reject", s.OnMissingKey)
+		}
+		if s.OnBadSignature != "reject" && s.OnBadSignature != "discard" {
+			fail(f+".on_bad_signature", "%q: want reject or discard", s.OnBadSignature)
 		}
 		if s.Window <= 0 {
 			fail(f+".window", "must be positive")

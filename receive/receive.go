@@ -41,6 +41,11 @@ type Source struct {
 	// event is accepted without dedup and flagged keyless: losing an event
 	// is worse than a possible duplicate.
 	RejectMissingKey bool
+	// DiscardUnauthorized answers a request that fails verification with
+	// 200 instead of 401, and still stores nothing: for providers that pause
+	// or disable an endpoint after repeated failures (Asaas pauses its queue
+	// after 15), so that forged traffic cannot switch real events off.
+	DiscardUnauthorized bool
 }
 
 // Claimer claims events durably; the group committer is one.
@@ -126,6 +131,7 @@ type ErrorResponse struct {
 const (
 	StatusAccepted  = "accepted"
 	StatusDuplicate = "duplicate"
+	StatusDiscarded = "discarded" // failed verification on a source that answers 200 anyway
 )
 
 // Reasons intake rejects a request, used in error bodies and metrics.
@@ -138,6 +144,7 @@ const (
 	ReasonMalformed     = "malformed"
 	ReasonMissingKey    = "missing_key"
 	ReasonUnavailable   = "unavailable"
+	ReasonDiscarded     = "discarded_unauthorized"
 )
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -191,6 +198,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// 2. Authenticity, before anything in the body is trusted or parsed.
 	if err := src.Preset.Verify(preq, now); err != nil {
+		if src.DiscardUnauthorized {
+			h.metrics.Requests.WithLabelValues(name, ReasonDiscarded).Inc()
+			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", err.Error(), "remote", r.RemoteAddr)
+			writeJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
+			return
+		}
 		h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
 		return
 	}
