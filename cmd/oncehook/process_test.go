@@ -131,12 +131,19 @@ func (p *process) kill() {
 
 const secret = "whsec_crash_secret"
 
-func writeConfig(t *testing.T, dir, sinkURL string) string {
+// writeConfig writes, into dir, a config with one Stripe source delivering
+// to sinkURL, on storeURL (and Redis in front when redisURL is set). The
+// lease (4s) outlasts the destination timeout (3s), as it must.
+func writeConfig(t *testing.T, dir, storeURL, redisURL, sinkURL string) string {
 	t.Helper()
 	path := filepath.Join(dir, "oncehook.yaml")
+	redisLine := ""
+	if redisURL != "" {
+		redisLine = "redis: " + redisURL + "\n"
+	}
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-store: sqlite://./events.db
-delivery:
+store: %q
+%sdelivery:
   lease: 4s
 sources:
   - name: stripe
@@ -148,7 +155,7 @@ destinations:
     url: %s
     timeout: 3s
     retry: {max_attempts: 20, base_delay: 50ms, max_delay: 200ms}
-`, secret, sinkURL)
+`, storeURL, redisLine, secret, sinkURL)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +213,7 @@ func (s *okSink) delivered() map[string]int {
 func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 	dir := t.TempDir()
 	sink := newOKSink(t)
-	cfg := writeConfig(t, dir, sink.URL)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
 	p := startProcess(t, dir, "--config", cfg)
 
 	const events = 200
@@ -264,7 +271,7 @@ func TestRestartDoesNotLetADuplicateThrough(t *testing.T) {
 	dir := t.TempDir()
 	sink := newOKSink(t)
 	sink.open.Store(true)
-	cfg := writeConfig(t, dir, sink.URL)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
 	p := startProcess(t, dir, "--config", cfg)
 	if status, body := sendEvent(t, p.URL, "evt_once"); status != 200 || !strings.Contains(body, `"accepted"`) {
 		t.Fatalf("first: %d %s", status, body)
@@ -328,7 +335,7 @@ func TestReplayCommandRedeliversDeadLetters(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	}
-	cfg := writeConfig(t, dir, sink.URL)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
 	p := startProcess(t, dir, "--config", cfg)
 	if status, body := sendEvent(t, p.URL, "evt_dead"); status != 200 {
 		t.Fatalf("%d %s", status, body)

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,31 +40,7 @@ func newCountingSink(t *testing.T, delay time.Duration) *countingSink {
 }
 
 func replicaConfig(t *testing.T, storeURL, redisURL, sinkURL string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "oncehook.yaml")
-	redisLine := ""
-	if redisURL != "" {
-		redisLine = "redis: " + redisURL + "\n"
-	}
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-store: %q
-%sdelivery:
-  lease: 3s
-sources:
-  - name: stripe
-    preset: stripe
-    secrets: [%q]
-    destinations: [app]
-destinations:
-  - name: app
-    url: %s
-    timeout: 2s
-    retry: {max_attempts: 20, base_delay: 50ms, max_delay: 500ms}
-`, storeURL, redisLine, secret, sinkURL)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeConfig(t, t.TempDir(), storeURL, redisURL, sinkURL)
 }
 
 func startReplicas(t *testing.T, n int, cfg string) []*process {
