@@ -358,6 +358,9 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 		return 0, -1, err
 	}
 	h := req.Header
+	for k, v := range d.Header { // the provider's routing headers, as received
+		h[k] = v
+	}
 	for k, v := range dest.Headers {
 		h.Set(k, v)
 	}

@@ -25,6 +25,12 @@ func newGitHub(opts Options) (Preset, error) {
 
 func (*github) Name() string { return "github" }
 
+// ForwardHeaders: GitHub says what happened only in X-GitHub-Event.
+func (*github) ForwardHeaders() []string {
+	return []string{"X-GitHub-Event", "X-GitHub-Delivery", "X-GitHub-Hook-ID",
+		"X-GitHub-Hook-Installation-Target-Type", "X-GitHub-Hook-Installation-Target-ID"}
+}
+
 // GitHub does not retry by itself; redeliveries are manual and can come days
 // later, so keys are kept for a week.
 func (*github) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }

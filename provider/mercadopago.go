@@ -35,6 +35,9 @@ func newMercadoPago(opts Options) (Preset, error) {
 
 func (*mercadoPago) Name() string { return "mercadopago" }
 
+// ForwardHeaders: the request id, for matching Mercado Pago's support logs.
+func (*mercadoPago) ForwardHeaders() []string { return []string{"X-Request-Id"} }
+
 // Retries run 0, 15 min, 30 min, 6 h, 48 h, then 96 h three times: ~15 days.
 func (*mercadoPago) DefaultWindow() time.Duration { return 16 * 24 * time.Hour }
 

@@ -54,6 +54,14 @@ type Reply struct {
 	Body        []byte
 }
 
+// Forwarder is implemented by presets whose provider puts what a
+// destination routes on in headers rather than the body (X-GitHub-Event,
+// X-Shopify-Topic, ...). Those headers are stored with the event and sent
+// with each delivery. Credentials are never on such a list.
+type Forwarder interface {
+	ForwardHeaders() []string
+}
+
 // Handshaker is implemented by presets whose provider checks the endpoint
 // before (or besides) sending events: WhatsApp's GET hub.challenge, Slack's
 // url_verification. A handshake is answered and creates no event.
@@ -185,6 +193,22 @@ func requireSecrets(opts Options) error {
 type keyed struct {
 	Preset
 	rule KeyRule
+}
+
+// ForwardHeaders passes the wrapped preset's list through.
+func (k keyed) ForwardHeaders() []string {
+	if f, ok := k.Preset.(Forwarder); ok {
+		return f.ForwardHeaders()
+	}
+	return nil
+}
+
+// Handshake passes the wrapped preset's handshake through.
+func (k keyed) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
+	if h, ok := k.Preset.(Handshaker); ok {
+		return h.Handshake(r, now)
+	}
+	return nil, false, nil
 }
 
 func (k keyed) Items(r *Request) ([]Item, error) {

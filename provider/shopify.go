@@ -25,6 +25,12 @@ func newShopify(opts Options) (Preset, error) {
 
 func (*shopify) Name() string { return "shopify" }
 
+// ForwardHeaders: the topic and the shop are only in headers.
+func (*shopify) ForwardHeaders() []string {
+	return []string{"X-Shopify-Topic", "X-Shopify-Shop-Domain", "X-Shopify-Webhook-Id", "X-Shopify-Event-Id",
+		"X-Shopify-Triggered-At", "X-Shopify-API-Version", "Shopify-Topic", "Shopify-Shop-Domain", "Shopify-Event-Id"}
+}
+
 // Shopify retries 8 times over 4 hours; a day leaves room for late resends.
 func (*shopify) DefaultWindow() time.Duration { return 2 * 24 * time.Hour }
 

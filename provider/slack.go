@@ -38,6 +38,9 @@ func newSlack(opts Options) (Preset, error) {
 
 func (*slack) Name() string { return "slack" }
 
+// ForwardHeaders: why Slack retried, for the destination's logs.
+func (*slack) ForwardHeaders() []string { return []string{"X-Slack-Retry-Num", "X-Slack-Retry-Reason"} }
+
 // Slack retries 3 times within about 5 minutes.
 func (*slack) DefaultWindow() time.Duration { return 24 * time.Hour }
 

@@ -39,6 +39,9 @@ func newTwilio(opts Options) (Preset, error) {
 
 func (*twilio) Name() string { return "twilio" }
 
+// ForwardHeaders: Twilio's own idempotency token.
+func (*twilio) ForwardHeaders() []string { return []string{"I-Twilio-Idempotency-Token"} }
+
 // Twilio retries once by default (up to 5 with #rc=); a day covers it.
 func (*twilio) DefaultWindow() time.Duration { return 24 * time.Hour }
 

@@ -219,12 +219,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	contentType := r.Header.Get("Content-Type")
+	var forward http.Header
+	if f, ok := src.Preset.(provider.Forwarder); ok {
+		for _, name := range f.ForwardHeaders() {
+			if v := r.Header.Values(name); len(v) > 0 {
+				if forward == nil {
+					forward = http.Header{}
+				}
+				forward[http.CanonicalHeaderKey(name)] = v
+			}
+		}
+	}
 	events := make([]store.NewEvent, len(items))
 	for i, it := range items {
 		e := store.NewEvent{
 			Source:       name,
 			Key:          it.Key,
 			ContentType:  contentType,
+			Header:       forward,
 			Body:         it.Body,
 			ReceivedAt:   now,
 			ExpiresAt:    now.Add(src.Window),

@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 )
 
@@ -29,6 +30,7 @@ type NewEvent struct {
 	Key          string // the provider's stable event key, or a generated one when Keyless
 	Keyless      bool   // no key was found; the event is accepted without dedup
 	ContentType  string
+	Header       http.Header // the provider's headers to forward (no credentials)
 	Body         []byte
 	ReceivedAt   time.Time
 	ExpiresAt    time.Time // ReceivedAt + the source's window: the key is kept at least until then
@@ -60,6 +62,7 @@ type LeasedDelivery struct {
 	Destination    string
 	Attempt        int // the number of this attempt, from 1
 	ContentType    string
+	Header         http.Header // as stored with the event
 	Body           []byte
 	ReceivedAt     time.Time
 	LeaseToken     string

@@ -106,6 +106,22 @@ func TestEveryPresetEndToEnd(t *testing.T) {
 		t.Errorf("delivered %d distinct events, want %d: %v", len(got), len(wantDelivered), got)
 	}
 
+	// Headers a destination routes on travel with the event; credentials
+	// never do.
+	for _, d := range sink.Deliveries() {
+		switch {
+		case strings.HasPrefix(d.Key, "github:") && d.Header.Get("X-GitHub-Event") != "ping":
+			t.Errorf("GitHub delivery without X-GitHub-Event: %v", d.Header)
+		case strings.HasPrefix(d.Key, "shopify:") && d.Header.Get("X-Shopify-Topic") != "orders/create":
+			t.Errorf("Shopify delivery without X-Shopify-Topic: %v", d.Header)
+		case strings.HasPrefix(d.Key, "hotmart:") && d.Header.Get("X-Hotmart-Hottok") != "":
+			t.Errorf("Hotmart's token was forwarded to the destination")
+		}
+		if d.Header.Get("Stripe-Signature") != "" || d.Header.Get("Authorization") != "" {
+			t.Errorf("%s: a provider credential or signature was forwarded: %v", d.Key, d.Header)
+		}
+	}
+
 	// Handshakes answer without creating events.
 	resp, err := http.Get(p.URL + "/in/whatsapp?hub.mode=subscribe&hub.verify_token=vt_e2e&hub.challenge=8817")
 	if err != nil {

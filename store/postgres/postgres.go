@@ -144,12 +144,13 @@ func unavailable(op string, err error) error {
 // ClaimEvents implements store.Store.
 func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
 	n := len(events)
-	sources, keys, types := make([]string, n), make([]string, n), make([]string, n)
+	sources, keys, types, headers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	keyless, bodies := make([]bool, n), make([][]byte, n)
 	received, expires := make([]time.Time, n), make([]time.Time, n)
 	ord := make([]int32, n)
 	for i, e := range events {
 		sources[i], keys[i], types[i], keyless[i] = e.Source, e.Key, e.ContentType, e.Keyless
+		headers[i] = store.EncodeHeader(e.Header)
 		bodies[i] = e.Body
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
@@ -158,13 +159,13 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 	}
 	claims := make([]store.Claim, n)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `INSERT INTO events (source, key, keyless, content_type, body, received_at, expires_at)
-			SELECT source, key, keyless, content_type, body, received_at, expires_at
-			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[])
-				AS t(source, key, keyless, content_type, body, received_at, expires_at, ord)
+		rows, err := tx.Query(ctx, `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
+			SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at
+			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[])
+				AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers)
 			ORDER BY ord
 			ON CONFLICT (source, key) DO NOTHING
-			RETURNING id, source, key`, sources, keys, keyless, types, bodies, received, expires, ord)
+			RETURNING id, source, key`, sources, keys, keyless, types, bodies, received, expires, ord, headers)
 		if err != nil {
 			return err
 		}
@@ -239,7 +240,7 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 			FROM due WHERE d.id = due.id
 			RETURNING d.id, d.event_id, d.destination, d.attempts
 		)
-		SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.body, e.received_at
+		SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, e.body, e.received_at
 		FROM leased l JOIN events e ON e.id = l.event_id
 		ORDER BY l.id`, now, limit, token, expires)
 	if err != nil {
@@ -247,7 +248,9 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 	}
 	leased, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeasedDelivery, error) {
 		var d store.LeasedDelivery
-		err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &d.Body, &d.ReceivedAt)
+		var header string
+		err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &d.ReceivedAt)
+		d.Header = store.DecodeHeader(header)
 		d.Attempt++
 		d.LeaseToken, d.LeaseExpiresAt = token, expires
 		return d, err

@@ -58,8 +58,8 @@ type statements struct {
 
 func (s *Store) prepare(ctx context.Context) error {
 	for dst, query := range map[**sql.Stmt]string{
-		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, body, received_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING RETURNING id`,
+		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING RETURNING id`,
 		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)`,
 		&s.stmt.leaseDue: `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, updated_at = ?
 			WHERE id IN (
@@ -67,7 +67,7 @@ func (s *Store) prepare(ctx context.Context) error {
 				WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
-		&s.stmt.loadEvent: `SELECT source, key, content_type, body, received_at FROM events WHERE id = ?`,
+		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at FROM events WHERE id = ?`,
 		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, updated_at = ?
 			WHERE id = ? AND lease_token = ?`,
 		&s.stmt.finish: `UPDATE deliveries SET state = ?, attempts = ?, lease_token = NULL, lease_expires_at = NULL,
@@ -211,7 +211,7 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 			body = []byte{} // an empty body is still a body, not NULL
 		}
 		var id int64
-		err := insertEvent.QueryRowContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, body, ms(e.ReceivedAt), ms(e.ExpiresAt)).Scan(&id)
+		err := insertEvent.QueryRowContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt)).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			claims[i] = store.Claim{Duplicate: true}
 			continue
@@ -278,9 +278,11 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 	for i := range leased {
 		d := &leased[i]
 		var received int64
-		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &d.Body, &received); err != nil {
+		var header string
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received); err != nil {
 			return nil, unavailable("load event", err)
 		}
+		d.Header = store.DecodeHeader(header)
 		d.ReceivedAt = fromMS(received)
 	}
 	if err := tx.Commit(); err != nil {

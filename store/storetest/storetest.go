@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ var base = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func event(key string, dests ...string) store.NewEvent {
 	return store.NewEvent{
 		Source: "src", Key: key, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`),
+		Header:     http.Header{"X-Github-Event": {"push"}},
 		ReceivedAt: base, ExpiresAt: base.Add(time.Hour), Destinations: dests,
 	}
 }
@@ -113,7 +115,7 @@ func testClaim(t *testing.T, s store.Store) {
 		t.Fatalf("leased %d, want 3", len(ds))
 	}
 	for _, d := range ds {
-		if d.Key != "a" || string(d.Body) != `{"id":"a"}` || d.ContentType != "application/json" || d.Attempt != 1 {
+		if d.Key != "a" || string(d.Body) != `{"id":"a"}` || d.ContentType != "application/json" || d.Attempt != 1 || d.Header.Get("X-GitHub-Event") != "push" {
 			t.Fatalf("leased %+v", d)
 		}
 	}
