@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/oncehook/oncehook/store"
 )
@@ -41,6 +42,7 @@ type Committer struct {
 	queue     chan *request
 	committed func(deliveries int) // called after each commit that created deliveries
 	observe   func(events int)     // called with the size of each batch
+	linger    time.Duration
 
 	mu     sync.RWMutex
 	closed bool
@@ -53,6 +55,12 @@ type Options struct {
 	Writers   int                  // concurrent transactions (default 1: SQLite has one writer)
 	Committed func(deliveries int) // optional: told how many deliveries each commit created, to wake delivery
 	Observe   func(events int)     // optional: told each batch's size, for metrics
+	// Linger is how long a writer under load waits for more requests
+	// before committing (only after a commit that carried several). On a
+	// CPU-bound machine, fewer and bigger commits leave more CPU for
+	// requests: 300µs raised durable SQLite intake from 35% to 41% of bare
+	// net/http (see BENCHMARKS.md). Zero: commit whatever is queued.
+	Linger time.Duration
 }
 
 // New starts a Committer's writers.
@@ -69,6 +77,7 @@ func New(claim ClaimFunc, opts Options) *Committer {
 		queue:     make(chan *request, 4*opts.MaxBatch),
 		committed: opts.Committed,
 		observe:   opts.Observe,
+		linger:    opts.Linger,
 	}
 	for range opts.Writers {
 		c.wg.Add(1)
@@ -119,9 +128,17 @@ func (c *Committer) write() {
 	defer c.wg.Done()
 	batch := make([]*request, 0, 64)
 	events := make([]store.NewEvent, 0, c.maxBatch)
+	lastRequests := 0
 	for first := range c.queue {
 		batch = append(batch[:0], first)
 		events = append(events[:0], first.events...)
+		// Under load, wait a moment for company: the previous commit
+		// carried several requests, so more are on their way. A lone
+		// request after a quiet spell commits at once.
+		var linger *time.Timer
+		if c.linger > 0 && lastRequests > 1 {
+			linger = time.NewTimer(c.linger)
+		}
 	gather:
 		for len(events) < c.maxBatch {
 			select {
@@ -131,10 +148,27 @@ func (c *Committer) write() {
 				}
 				batch = append(batch, req)
 				events = append(events, req.events...)
+				continue
 			default:
+			}
+			if linger == nil {
+				break
+			}
+			select {
+			case req, ok := <-c.queue:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, req)
+				events = append(events, req.events...)
+			case <-linger.C:
 				break gather
 			}
 		}
+		if linger != nil {
+			linger.Stop()
+		}
+		lastRequests = len(batch)
 		c.commit(batch, events)
 	}
 }

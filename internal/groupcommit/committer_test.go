@@ -71,6 +71,29 @@ func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
 	t.Logf("%d claims in %d commits", callers*perCaller, commits.Load())
 }
 
+// Lingering is for load: a lone request after a quiet spell is committed
+// at once, not after the linger.
+func TestALoneClaimDoesNotLinger(t *testing.T) {
+	var commits atomic.Int64
+	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+		commits.Add(1)
+		return make([]store.Claim, len(evs)), nil
+	}, groupcommit.Options{Linger: time.Hour})
+	defer c.Close()
+	for i := range 3 {
+		start := time.Now()
+		if _, err := c.Claim(context.Background(), []store.NewEvent{ev(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("claim %d took %s: a lone request lingered", i, took)
+		}
+	}
+	if commits.Load() != 3 {
+		t.Fatalf("%d commits, want 3", commits.Load())
+	}
+}
+
 func TestFailedCommitFailsEveryCallerInIt(t *testing.T) {
 	boom := errors.New("disk on fire")
 	c := groupcommit.New(func(context.Context, []store.NewEvent) ([]store.Claim, error) { return nil, boom }, groupcommit.Options{})

@@ -1,0 +1,7 @@
+//go:build !mattn && !ncruces
+
+package drivers
+
+import _ "modernc.org/sqlite"
+
+const driverName = "sqlite"
