@@ -6,16 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
@@ -23,45 +21,10 @@ import (
 
 const stripeSecret = "whsec_test_stripe_secret"
 
-// gateway is a running Gateway on real HTTP and a real SQLite file.
-type gateway struct {
-	*oncehook.Gateway
-	URL  string
-	stop func()
-}
+type gateway = oncehooktest.Gateway
 
 // startGateway serves cfg (store in a temp dir) until the test ends.
-func startGateway(t *testing.T, cfgText string) *gateway {
-	t.Helper()
-	dir := t.TempDir()
-	cfgText = strings.ReplaceAll(cfgText, "$DIR", dir)
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return &gateway{Gateway: gw, URL: "http://" + ln.Addr().String(), stop: stop}
-}
+func startGateway(t *testing.T, cfgText string) *gateway { return oncehooktest.Start(t, cfgText) }
 
 func stripeConfig(sinkURL string, extra string) string {
 	return fmt.Sprintf(`
