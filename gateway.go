@@ -36,6 +36,9 @@ type Options struct {
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// and deliveries when it stops (default 30s).
 	ShutdownTimeout time.Duration
+	// SweepInterval is how often keys past their window are swept
+	// (default 1 minute).
+	SweepInterval time.Duration
 	// HotKeys is how many recently committed keys intake remembers in
 	// memory, to answer their duplicates without a trip to the store
 	// (default 100,000, about 100 bytes each; negative: none).
@@ -69,6 +72,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	}
 	if opts.HotKeys == 0 {
 		opts.HotKeys = 100_000
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Minute
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -232,7 +238,7 @@ func (g *Gateway) Run(ctx context.Context) {
 const sweepBatch = 500
 
 func (g *Gateway) sweep(ctx context.Context) {
-	tick := time.NewTicker(time.Minute)
+	tick := time.NewTicker(g.opts.SweepInterval)
 	defer tick.Stop()
 	for {
 		for ctx.Err() == nil {

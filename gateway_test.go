@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/provider"
@@ -319,6 +320,46 @@ func TestMissingKeyIsAcceptedAsKeylessAndDelivered(t *testing.T) {
 		if !strings.HasPrefix(d.Key, "stripe:keyless:") {
 			t.Errorf("Idempotency-Key %q: want a stored keyless key", d.Key)
 		}
+	}
+}
+
+// Invariant 10: windows are explicit. Inside its window a key is a
+// duplicate; once the window has passed and the sweep has run, the key is
+// gone from the store (and from the in-memory set) and the same key is a new
+// event again: the provider's retries are long over by then.
+func TestKeysAreSweptAfterTheirWindow(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := oncehooktest.StartWith(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [%q]
+    window: 1s
+    destinations: [app]
+destinations:
+  - name: app
+    url: %s
+`, stripeSecret, sink.URL), oncehook.Options{SweepInterval: 50 * time.Millisecond})
+	send := func() string {
+		a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_window"), ""))
+		return a.Body.Status
+	}
+	if s := send(); s != receive.StatusAccepted {
+		t.Fatalf("first: %s", s)
+	}
+	if s := send(); s != receive.StatusDuplicate {
+		t.Fatalf("inside the window: %s", s)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
+		t.Fatal("not delivered")
+	}
+	// Past the window, the delivered event is swept.
+	if !testenv.WaitFor(5*time.Second, func() bool { return stats(t, gw).Events == 0 }) {
+		t.Fatalf("not swept: %+v", stats(t, gw))
+	}
+	if s := send(); s != receive.StatusAccepted {
+		t.Fatalf("after the window: %s, want a new event", s)
 	}
 }
 

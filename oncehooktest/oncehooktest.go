@@ -45,13 +45,22 @@ type Gateway struct {
 // ${ENV} references are not expanded: write secrets in the YAML.
 func Start(t testing.TB, yaml string) *Gateway {
 	t.Helper()
+	return StartWith(t, yaml, oncehook.Options{})
+}
+
+// StartWith is Start with gateway options (a short SweepInterval, say).
+func StartWith(t testing.TB, yaml string, opts oncehook.Options) *Gateway {
+	t.Helper()
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 5 * time.Second
+	}
 	yaml = strings.ReplaceAll(yaml, "$DIR", t.TempDir())
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("oncehooktest: config: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{ShutdownTimeout: 5 * time.Second})
+	gw, err := oncehook.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		t.Fatalf("oncehooktest: %v", err)
