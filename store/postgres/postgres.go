@@ -141,79 +141,80 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %w: %w", op, store.ErrUnavailable, err)
 }
 
+// claimSQL claims a batch in one statement (one round trip, one implicit
+// transaction): insert the events that are new, give each inserted event
+// its deliveries, and NOTIFY the replicas when there are any. A key that
+// appears twice in the batch is inserted once (ON CONFLICT sees the first
+// copy) and gets its deliveries once (DISTINCT ON).
+const claimSQL = `WITH input AS (
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[])
+			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations)
+	), inserted AS (
+		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
+		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at FROM input ORDER BY ord
+		ON CONFLICT (source, key) DO NOTHING
+		RETURNING id, source, key
+	), delivered AS (
+		INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at)
+		SELECT inserted.id, d.destination, i.received_at, i.received_at
+		FROM inserted
+		JOIN (SELECT DISTINCT ON (source, key) source, key, received_at, destinations FROM input ORDER BY source, key, ord) i
+			USING (source, key)
+		CROSS JOIN LATERAL unnest(string_to_array(i.destinations, ',')) AS d(destination)
+		WHERE i.destinations <> ''
+		RETURNING 1
+	), notified AS (
+		SELECT pg_notify('` + notifyChannel + `', '') FROM (SELECT 1 FROM delivered LIMIT 1) AS any_delivery
+	)
+	SELECT id, source, key FROM inserted LEFT JOIN (SELECT count(*) FROM notified) AS n ON true`
+
 // ClaimEvents implements store.Store.
 func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
 	n := len(events)
-	sources, keys, types, headers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	sources, keys, types, headers, dests := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	keyless, bodies := make([]bool, n), make([][]byte, n)
 	received, expires := make([]time.Time, n), make([]time.Time, n)
 	ord := make([]int32, n)
 	for i, e := range events {
 		sources[i], keys[i], types[i], keyless[i] = e.Source, e.Key, e.ContentType, e.Keyless
 		headers[i] = store.EncodeHeader(e.Header)
+		// Destination names cannot hold a comma (config validates them).
+		dests[i] = strings.Join(e.Destinations, ",")
 		bodies[i] = e.Body
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
 		received[i], expires[i], ord[i] = e.ReceivedAt, e.ExpiresAt, int32(i)
 	}
-	claims := make([]store.Claim, n)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
-			SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at
-			FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[])
-				AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers)
-			ORDER BY ord
-			ON CONFLICT (source, key) DO NOTHING
-			RETURNING id, source, key`, sources, keys, keyless, types, bodies, received, expires, ord, headers)
-		if err != nil {
-			return err
-		}
-		type ident struct{ source, key string }
-		ids := make(map[ident]int64, n)
-		for rows.Next() {
-			var id int64
-			var k ident
-			if err := rows.Scan(&id, &k.source, &k.key); err != nil {
-				rows.Close()
-				return err
-			}
-			ids[k] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		var dEvents []int64
-		var dDests []string
-		var dAt []time.Time
-		for i, e := range events {
-			k := ident{e.Source, e.Key}
-			id, ok := ids[k]
-			if !ok {
-				claims[i] = store.Claim{Duplicate: true}
-				continue
-			}
-			delete(ids, k) // a later copy in this batch is a duplicate
-			claims[i] = store.Claim{EventID: id}
-			for _, d := range e.Destinations {
-				dEvents, dDests, dAt = append(dEvents, id), append(dDests, d), append(dAt, e.ReceivedAt)
-			}
-		}
-		if len(dEvents) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at)
-			SELECT event_id, destination, at, at FROM unnest($1::bigint[], $2::text[], $3::timestamptz[]) AS t(event_id, destination, at)`,
-			dEvents, dDests, dAt); err != nil {
-			return err
-		}
-		// Delivered on commit, to every replica's listener.
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
-		return err
-	})
+	rows, err := s.pool.Query(ctx, claimSQL, sources, keys, keyless, types, bodies, received, expires, ord, headers, dests)
 	if err != nil {
 		return nil, unavailable("claim events", err)
+	}
+	type ident struct{ source, key string }
+	ids := make(map[ident]int64, n)
+	for rows.Next() {
+		var id int64
+		var k ident
+		if err := rows.Scan(&id, &k.source, &k.key); err != nil {
+			rows.Close()
+			return nil, unavailable("claim events", err)
+		}
+		ids[k] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("claim events", err)
+	}
+	claims := make([]store.Claim, n)
+	for i, e := range events {
+		k := ident{e.Source, e.Key}
+		id, ok := ids[k]
+		if !ok {
+			claims[i] = store.Claim{Duplicate: true}
+			continue
+		}
+		delete(ids, k) // a later copy in this batch is a duplicate
+		claims[i] = store.Claim{EventID: id}
 	}
 	return claims, nil
 }
