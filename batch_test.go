@@ -41,17 +41,7 @@ func postWhatsApp(t *testing.T, url string, body []byte) answer {
 // stores only the new, with a verdict per item.
 func TestWhatsAppBatchIsSplitBeforeDedup(t *testing.T) {
 	sink := testenv.NewSink(t)
-	gw := startGateway(t, fmt.Sprintf(`
-store: sqlite://$DIR/oncehook.db
-sources:
-  - name: wa
-    preset: whatsapp
-    secrets: [meta_app_secret_test]
-    destinations: [app]
-destinations:
-  - name: app
-    url: %s
-`, sink.URL))
+	gw := startGateway(t, sourceConfig("wa", "whatsapp", "meta_app_secret_test", sink.URL, ""))
 	url := gw.URL + "/in/wa"
 	count := func(a answer, status string) int {
 		n := 0
@@ -107,17 +97,7 @@ destinations:
 // duplicate of its first copy.
 func TestEvolutionHistorySyncIsSplitBeforeDedup(t *testing.T) {
 	sink := testenv.NewSink(t)
-	gw := startGateway(t, fmt.Sprintf(`
-store: sqlite://$DIR/oncehook.db
-sources:
-  - name: evo
-    preset: evolution
-    secrets: [evo_secret]
-    destinations: [app]
-destinations:
-  - name: app
-    url: %s
-`, sink.URL))
+	gw := startGateway(t, sourceConfig("evo", "evolution", "evo_secret", sink.URL, ""))
 	var items []string
 	for i := range 200 {
 		items = append(items, fmt.Sprintf(`{"key":{"id":"MSG%03d","remoteJid":"55@s.whatsapp.net"},"message":{"conversation":"oi"}}`, i))

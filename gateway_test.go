@@ -27,12 +27,16 @@ type gateway = oncehooktest.Gateway
 // startGateway serves cfg (store in a temp dir) until the test ends.
 func startGateway(t *testing.T, cfgText string) *gateway { return oncehooktest.Start(t, cfgText) }
 
-func stripeConfig(sinkURL string, extra string) string {
+// sourceConfig is a gateway config with one source delivering to sinkURL
+// (fast retries), on SQLite in the test's directory. extra is YAML added
+// after the source: more of its fields (indented 4) or more sources
+// (indented 2).
+func sourceConfig(name, preset, secret, sinkURL, extra string) string {
 	return fmt.Sprintf(`
 store: sqlite://$DIR/oncehook.db
 sources:
-  - name: stripe
-    preset: stripe
+  - name: %s
+    preset: %s
     secrets: [%q]
     destinations: [app]
 %s
@@ -41,7 +45,11 @@ destinations:
     url: %s
     timeout: 2s
     retry: {max_attempts: 5, base_delay: 10ms, max_delay: 50ms}
-`, stripeSecret, extra, sinkURL)
+`, name, preset, secret, extra, sinkURL)
+}
+
+func stripeConfig(sinkURL, extra string) string {
+	return sourceConfig("stripe", "stripe", stripeSecret, sinkURL, extra)
 }
 
 func stripeEvent(id string) []byte {
@@ -271,18 +279,7 @@ func stripeHeader(ts int64, body []byte) string {
 // stores nothing.
 func TestBadSignatureOnADiscardingSourceIs200AndStoresNothing(t *testing.T) {
 	sink := testenv.NewSink(t)
-	gw := startGateway(t, fmt.Sprintf(`
-store: sqlite://$DIR/oncehook.db
-sources:
-  - name: asaas
-    preset: asaas
-    secrets: [tok]
-    on_bad_signature: discard
-    destinations: [app]
-destinations:
-  - name: app
-    url: %s
-`, sink.URL))
+	gw := startGateway(t, sourceConfig("asaas", "asaas", "tok", sink.URL, "    on_bad_signature: discard"))
 	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/asaas", strings.NewReader(`{"id":"evt_forged"}`))
 	req.Header.Set("asaas-access-token", "guess")
 	a := do(t, http.DefaultClient, req)
@@ -329,18 +326,7 @@ func TestMissingKeyIsAcceptedAsKeylessAndDelivered(t *testing.T) {
 // event again: the provider's retries are long over by then.
 func TestKeysAreSweptAfterTheirWindow(t *testing.T) {
 	sink := testenv.NewSink(t)
-	gw := oncehooktest.StartWith(t, fmt.Sprintf(`
-store: sqlite://$DIR/oncehook.db
-sources:
-  - name: stripe
-    preset: stripe
-    secrets: [%q]
-    window: 1s
-    destinations: [app]
-destinations:
-  - name: app
-    url: %s
-`, stripeSecret, sink.URL), oncehook.Options{SweepInterval: 50 * time.Millisecond})
+	gw := oncehooktest.StartWith(t, stripeConfig(sink.URL, "    window: 1s"), oncehook.Options{SweepInterval: 50 * time.Millisecond})
 	send := func() string {
 		a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_window"), ""))
 		return a.Body.Status
