@@ -8,13 +8,16 @@
 //   - Redis flushed or restarted: every key is a miss, the store still
 //     decides, and no duplicate gets through; intake is only slower.
 //   - Redis down or slow: its errors count as misses (logged and counted),
-//     and intake goes on on the store alone. Redis never causes a 5xx.
+//     and intake goes on on the store alone. Redis never causes a 5xx. After
+//     a failure the layer stands aside for a second (Backoff), so a Redis
+//     that hangs costs one timeout, not one per batch.
 package redis
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -29,6 +32,9 @@ type Options struct {
 	// Timeout bounds each Redis round trip, so a slow Redis cannot hold
 	// intake up (default 100ms).
 	Timeout time.Duration
+	// Backoff is how long the layer stands aside after a failed call
+	// (default 1s); claims go straight to the store meanwhile.
+	Backoff time.Duration
 	Logger  *slog.Logger
 	// OnHit and OnError, when set, are told of each hit and each failed
 	// Redis call, for metrics.
@@ -42,6 +48,9 @@ type Store struct {
 	store.Store
 	client *goredis.Client
 	opts   Options
+	// asideUntil (unix nanos) is when Redis may be tried again after a
+	// failure.
+	asideUntil atomic.Int64
 }
 
 // Open connects to the Redis at url (redis://host:port/db) and wraps inner.
@@ -71,6 +80,9 @@ func Wrap(client *goredis.Client, inner store.Store, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = time.Second
+	}
 	return &Store{Store: inner, client: client, opts: opts}
 }
 
@@ -82,6 +94,7 @@ func (s *Store) redisKey(e store.NewEvent) string {
 }
 
 func (s *Store) failed(op string, err error) {
+	s.asideUntil.Store(time.Now().Add(s.opts.Backoff).UnixNano())
 	s.opts.Logger.Warn("redis hot layer unavailable; the store alone decides", "op", op, "err", err)
 	if s.opts.OnError != nil {
 		s.opts.OnError(op, err)
@@ -101,12 +114,14 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		}
 	}
 	hit := make([]bool, len(events))
-	if len(lookup) > 0 {
+	aside := time.Now().UnixNano() < s.asideUntil.Load()
+	if len(lookup) > 0 && !aside {
 		rctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 		vals, err := s.client.MGet(rctx, lookup...).Result()
 		cancel()
 		if err != nil {
 			s.failed("mget", err)
+			aside = true // and do not try to remember either
 		} else {
 			hits := 0
 			for j, v := range vals {
@@ -140,7 +155,9 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 	for j, c := range got {
 		claims[missIdx[j]] = c
 	}
-	s.remember(ctx, misses)
+	if !aside {
+		s.remember(ctx, misses)
+	}
 	return claims, nil
 }
 

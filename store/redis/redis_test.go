@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync/atomic"
@@ -155,5 +156,49 @@ func TestKeysOfAnotherStoreNeverAnswer(t *testing.T) {
 	}
 	if claim(t, b, "k").Duplicate {
 		t.Fatal("store b took store a's Redis key for its own: the event would be lost")
+	}
+}
+
+// A Redis that accepts connections and never answers (a hung server, a
+// black-holed network) costs one timeout, then the layer stands aside and
+// claims go straight to the store.
+func TestHungRedisCostsOneTimeoutNotOnePerClaim(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, say nothing
+		}
+	}()
+	var failures atomic.Int64
+	s, err := redis.Open("redis://"+ln.Addr().String()+"/0", openSQLite(t), redis.Options{
+		Timeout: 200 * time.Millisecond, Backoff: time.Minute,
+		OnError: func(string, error) { failures.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	for i := range 20 {
+		if claim(t, s, fmt.Sprint("k", i)).Duplicate {
+			t.Fatal("a new key was a duplicate")
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("20 claims took %s with a hung Redis: want one timeout, not twenty", took)
+	}
+	if failures.Load() != 1 {
+		t.Fatalf("%d failed Redis calls, want 1 before standing aside", failures.Load())
+	}
+	if !claim(t, s, "k3").Duplicate {
+		t.Fatal("the store must still decide while Redis stands aside")
 	}
 }
