@@ -141,29 +141,25 @@ func (c *Committer) write() {
 		}
 	gather:
 		for len(events) < c.maxBatch {
+			var req *request
+			var ok bool
 			select {
-			case req, ok := <-c.queue:
-				if !ok {
+			case req, ok = <-c.queue:
+			default: // nothing queued: commit now, or linger for more
+				if linger == nil {
 					break gather
 				}
-				batch = append(batch, req)
-				events = append(events, req.events...)
-				continue
-			default:
-			}
-			if linger == nil {
-				break
-			}
-			select {
-			case req, ok := <-c.queue:
-				if !ok {
+				select {
+				case req, ok = <-c.queue:
+				case <-linger.C:
 					break gather
 				}
-				batch = append(batch, req)
-				events = append(events, req.events...)
-			case <-linger.C:
+			}
+			if !ok {
 				break gather
 			}
+			batch = append(batch, req)
+			events = append(events, req.events...)
 		}
 		if linger != nil {
 			linger.Stop()

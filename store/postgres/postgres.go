@@ -12,9 +12,7 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -219,16 +217,10 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 	return claims, nil
 }
 
-func newToken() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // LeaseDeliveries implements store.Store. SKIP LOCKED lets every replica's
 // worker lease at once, each taking rows the others are not.
 func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.LeasedDelivery, error) {
-	token := newToken()
+	token := store.NewLeaseToken()
 	expires := now.Add(lease)
 	rows, err := s.pool.Query(ctx, `WITH due AS (
 			SELECT id FROM deliveries

@@ -10,10 +10,8 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -232,12 +230,6 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 	return claims, nil
 }
 
-func newToken() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // LeaseDeliveries implements store.Store. The select and the update run in
 // one IMMEDIATE transaction, which holds SQLite's write lock, so no other
 // writer can lease the same rows in between.
@@ -247,7 +239,7 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 		return nil, unavailable("begin lease", err)
 	}
 	defer tx.Rollback()
-	token := newToken()
+	token := store.NewLeaseToken()
 	expires := now.Add(lease)
 	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(now), ms(now), ms(now), limit)
 	if err != nil {

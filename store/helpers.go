@@ -1,9 +1,19 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 )
+
+// NewLeaseToken names one lease. Outcomes carry it back, so that a worker
+// whose lease expired and was taken over cannot record over the new owner.
+func NewLeaseToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // EncodeHeader is how backends store an event's forwarded headers.
 func EncodeHeader(h http.Header) string {
