@@ -307,8 +307,9 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 	log := w.log.With("source", d.Source, "key", d.Key, "destination", dest.Name, "attempt", d.Attempt)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		// Shutdown cut the attempt: give the lease back, uncounted.
+		// Shutdown cut the attempt: give the lease back, uncounted, due now.
 		out.Kind = store.OutcomeReleased
+		out.NextAttemptAt = w.opts.Now()
 		return out
 	case err == nil && status >= 200 && status < 300:
 		out.Kind = store.OutcomeDelivered

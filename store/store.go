@@ -76,7 +76,7 @@ const (
 	OutcomeDelivered OutcomeKind = iota // 2xx: the delivery is done
 	OutcomeRetry                        // retryable failure: try again at NextAttemptAt
 	OutcomeDead                         // permanent failure or attempts exhausted
-	OutcomeReleased                     // the worker gave the lease back without an attempt (shutdown)
+	OutcomeReleased                     // the worker gave the lease back without an attempt (shutdown): due again at NextAttemptAt (now if zero)
 )
 
 // String names the outcome as attempts are recorded: delivered, retry,
@@ -139,8 +139,10 @@ type Store interface {
 	// transaction.
 	CompleteDeliveries(ctx context.Context, outcomes []Outcome) error
 
-	// NextDue returns when the earliest pending delivery becomes due (or its
-	// lease expires), and false when there is none.
+	// NextDue returns when the earliest pending delivery becomes due, and
+	// false when there is none. A lease moves a delivery's due time to the
+	// lease's expiry (when another worker may take it over), so this is one
+	// indexed MIN, however large the backlog.
 	NextDue(ctx context.Context) (time.Time, bool, error)
 
 	// SweepExpired deletes up to limit events whose window ended before now

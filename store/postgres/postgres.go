@@ -229,7 +229,7 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
 		), leased AS (
-			UPDATE deliveries d SET lease_token = $3, lease_expires_at = $4, updated_at = $1
+			UPDATE deliveries d SET lease_token = $3, lease_expires_at = $4, next_attempt_at = $4, updated_at = $1
 			FROM due WHERE d.id = due.id
 			RETURNING d.id, d.event_id, d.destination, d.attempts
 		)
@@ -263,8 +263,12 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 	for _, o := range outcomes {
 		switch o.Kind {
 		case store.OutcomeReleased:
-			batch.Queue(`UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, updated_at = $1
-				WHERE id = $2 AND lease_token = $3`, now, o.DeliveryID, o.LeaseToken)
+			due := o.NextAttemptAt
+			if due.IsZero() {
+				due = now
+			}
+			batch.Queue(`UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = $1, updated_at = $2
+				WHERE id = $3 AND lease_token = $4`, due, now, o.DeliveryID, o.LeaseToken)
 			continue
 		case store.OutcomeDelivered, store.OutcomeDead, store.OutcomeRetry:
 		default:
@@ -302,8 +306,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 // NextDue implements store.Store.
 func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	var next *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT MIN(GREATEST(next_attempt_at, COALESCE(lease_expires_at, '-infinity')))
-		FROM deliveries WHERE state = 'pending'`).Scan(&next)
+	err := s.pool.QueryRow(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'`).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, unavailable("next due", err)
 	}

@@ -48,3 +48,39 @@ func BenchmarkClaimEvents(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNextDue measures how long an idle worker's "when is the next
+// delivery due?" takes with a large backlog (a destination down for hours),
+// which it asks after every wake.
+func BenchmarkNextDue(b *testing.B) {
+	for _, backlog := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("pending=%d", backlog), func(b *testing.B) {
+			s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "due.db"), sqlite.Options{Synchronous: "OFF"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now()
+			for i := 0; i < backlog; i += 1000 {
+				batch := make([]store.NewEvent, 1000)
+				for j := range batch {
+					batch[j] = store.NewEvent{Source: "s", Key: fmt.Sprint(i + j), Body: []byte("{}"), ReceivedAt: now.Add(time.Duration(i+j) * time.Millisecond),
+						ExpiresAt: now.Add(time.Hour), Destinations: []string{"d"}}
+				}
+				if _, err := s.ClaimEvents(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Some are leased, as in a running worker.
+			if _, err := s.LeaseDeliveries(context.Background(), now.Add(time.Second), time.Minute, 64); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, _, err := s.NextDue(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -59,14 +59,14 @@ func (s *Store) prepare(ctx context.Context) error {
 		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING RETURNING id`,
 		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)`,
-		&s.stmt.leaseDue: `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, updated_at = ?
+		&s.stmt.leaseDue: `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, next_attempt_at = ?, updated_at = ?
 			WHERE id IN (
 				SELECT id FROM deliveries
 				WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
 		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at FROM events WHERE id = ?`,
-		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?
 			WHERE id = ? AND lease_token = ?`,
 		&s.stmt.finish: `UPDATE deliveries SET state = ?, attempts = ?, lease_token = NULL, lease_expires_at = NULL,
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
@@ -241,7 +241,7 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 	defer tx.Rollback()
 	token := store.NewLeaseToken()
 	expires := now.Add(lease)
-	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(now), ms(now), ms(now), limit)
+	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(expires), ms(now), ms(now), ms(now), limit)
 	if err != nil {
 		return nil, unavailable("lease deliveries", err)
 	}
@@ -299,7 +299,11 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 		var res sql.Result
 		switch o.Kind {
 		case store.OutcomeReleased:
-			res, err = release.ExecContext(ctx, now, o.DeliveryID, o.LeaseToken)
+			due := now
+			if !o.NextAttemptAt.IsZero() {
+				due = ms(o.NextAttemptAt)
+			}
+			res, err = release.ExecContext(ctx, due, now, o.DeliveryID, o.LeaseToken)
 		case store.OutcomeDelivered, store.OutcomeDead:
 			state := store.Delivered
 			if o.Kind == store.OutcomeDead {
@@ -333,7 +337,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 // NextDue implements store.Store.
 func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
-	err := s.read.QueryRowContext(ctx, `SELECT MIN(MAX(next_attempt_at, COALESCE(lease_expires_at, 0))) FROM deliveries WHERE state = 'pending'`).Scan(&next)
+	err := s.read.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'`).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, unavailable("next due", err)
 	}

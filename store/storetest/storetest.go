@@ -234,7 +234,7 @@ func testDeadAndRelease(t *testing.T, s store.Store) {
 	}
 	complete(t, s,
 		store.Outcome{DeliveryID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Kind: store.OutcomeDead, Attempt: 1, StatusCode: 422, Error: "permanent"},
-		store.Outcome{DeliveryID: ds[1].ID, LeaseToken: ds[1].LeaseToken, Kind: store.OutcomeReleased},
+		store.Outcome{DeliveryID: ds[1].ID, LeaseToken: ds[1].LeaseToken, Kind: store.OutcomeReleased, NextAttemptAt: base},
 	)
 	st := stats(t, s)
 	if st.Dead != 1 || st.Pending != 1 || st.Attempts != 1 {
