@@ -51,7 +51,7 @@ type Store struct {
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
 	insertEvent, insertDelivery, leaseDue, loadEvent *sql.Stmt
-	release, finish, retry, insertAttempt, sweep     *sql.Stmt
+	release, finish, retry, insertAttempt            *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -74,10 +74,6 @@ func (s *Store) prepare(ctx context.Context) error {
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
 		&s.stmt.insertAttempt: `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		&s.stmt.sweep: `DELETE FROM events WHERE id IN (
-			SELECT e.id FROM events e WHERE e.expires_at < ?
-			AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))
-			LIMIT ?)`,
 	} {
 		st, err := s.write.PrepareContext(ctx, query)
 		if err != nil {
@@ -347,11 +343,38 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	return fromMS(next.Int64), true, nil
 }
 
-// SweepExpired implements store.Store. Events with a pending delivery or a
-// dead letter are kept: the first must still be delivered, the second is the
-// operator's to replay or purge.
+// sweepable is the condition for deleting an event: its window is over and
+// no delivery of it is still pending or dead-lettered (the first must still
+// be delivered, the second is the operator's to replay).
+const sweepable = `expires_at < ? AND NOT EXISTS (
+	SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.state IN ('pending', 'dead'))`
+
+// SweepExpired implements store.Store. Candidates are found on a reader
+// connection, beside the writer (WAL), so however many expired events are
+// kept back, intake never waits on that scan; the write transaction deletes
+// only the batch found, checking the condition again.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
-	res, err := s.stmt.sweep.ExecContext(ctx, ms(now), limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT id FROM events WHERE `+sweepable+` LIMIT ?`, ms(now), limit)
+	if err != nil {
+		return 0, unavailable("sweep", err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, unavailable("sweep", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, unavailable("sweep", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := append([]any{ms(now)}, ids...)
+	res, err := s.write.ExecContext(ctx, `DELETE FROM events WHERE `+sweepable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
 	if err != nil {
 		return 0, unavailable("sweep", err)
 	}
