@@ -413,15 +413,24 @@ func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (
 	return int(n), nil
 }
 
-// ReplayDead implements store.Store.
+// ReplayDead implements store.Store, in transactions of 1,000 so that
+// replaying a large pile of dead letters never holds intake's writer long.
 func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Time) (int, error) {
-	res, err := s.write.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+`
-		WHERE state = 'dead' AND (? = '' OR destination = ?)`, ms(now), ms(now), destination, destination)
-	if err != nil {
-		return 0, unavailable("replay dead letters", err)
+	const batch = 1000
+	total := 0
+	for {
+		res, err := s.write.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+`
+			WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND (? = '' OR destination = ?) LIMIT ?)`,
+			ms(now), ms(now), destination, destination, batch)
+		if err != nil {
+			return total, unavailable("replay dead letters", err)
+		}
+		n, _ := res.RowsAffected()
+		total += int(n)
+		if n < batch {
+			return total, nil
+		}
 	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
 }
 
 // Stats implements store.Store.
