@@ -304,7 +304,6 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 	status, after, err := w.post(ctx, dest, d)
 	out.Duration = w.opts.Now().Sub(start)
 	out.StatusCode = status
-	log := w.log.With("source", d.Source, "key", d.Key, "destination", dest.Name, "attempt", d.Attempt)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Shutdown cut the attempt: give the lease back, uncounted, due now.
@@ -334,19 +333,29 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 			delay = max(after, dest.Retry.BaseDelay)
 		}
 		out.NextAttemptAt = w.opts.Now().Add(delay)
-		log.Info("delivery failed; will retry", "status", status, "err", out.Error, "retry_in", delay.Round(time.Millisecond))
+		w.logAttempt(slog.LevelInfo, d, "delivery failed; will retry", "status", status, "err", out.Error, "retry_in", delay.Round(time.Millisecond))
 	}
 	switch out.Kind {
 	case store.OutcomeDelivered:
 		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "delivered").Inc()
-		log.Debug("delivered", "status", status, "duration", out.Duration)
+		w.logAttempt(slog.LevelDebug, d, "delivered", "status", status, "duration", out.Duration)
 	case store.OutcomeDead:
 		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "dead").Inc()
-		log.Warn("dead letter", "status", status, "reason", out.Error)
+		w.logAttempt(slog.LevelWarn, d, "dead letter", "status", status, "reason", out.Error)
 	case store.OutcomeRetry:
 		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "retry").Inc()
 	}
 	return out
+}
+
+// logAttempt logs about one attempt with its identity. It builds nothing
+// when the level is off: a success is logged at debug, on the hot path.
+func (w *Worker) logAttempt(level slog.Level, d store.LeasedDelivery, msg string, args ...any) {
+	if !w.log.Enabled(context.Background(), level) {
+		return
+	}
+	w.log.Log(context.Background(), level, msg, append([]any{"source", d.Source, "key", d.Key,
+		"destination", d.Destination, "attempt", d.Attempt}, args...)...)
 }
 
 // post makes one HTTP attempt. It returns the status (0 without an answer),

@@ -109,10 +109,8 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 	trimmed := strings.TrimSpace(string(data))
 	if !strings.HasPrefix(trimmed, "[") {
 		var it evoItem
-		dec := json.NewDecoder(strings.NewReader(trimmed))
-		dec.UseNumber()
-		if len(trimmed) > 0 && dec.Decode(&it) != nil {
-			it = evoItem{}
+		if len(trimmed) > 0 && decodeJSON(data, &it) != nil {
+			it = evoItem{} // data that is no object: keyless, not malformed
 		}
 		return single(evoKey(event, instance, it), r.Body), nil
 	}
@@ -123,9 +121,7 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 	items := make([]Item, 0, len(list))
 	for _, raw := range list {
 		var it evoItem
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.UseNumber()
-		if dec.Decode(&it) != nil {
+		if decodeJSON(raw, &it) != nil {
 			it = evoItem{}
 		}
 		one := make(evoEnvelope, len(env))

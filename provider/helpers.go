@@ -97,7 +97,7 @@ func joinKey(parts ...string) string {
 // single is the one item of a request that is not a batch.
 func single(key string, body []byte) []Item { return []Item{{Key: key, Body: body}} }
 
-// bodyID returns the top-level "id" of a JSON body as key text.
+// bodyField returns a top-level field of a JSON body as key text.
 func bodyField(body []byte, field string) (string, error) {
 	var doc map[string]any
 	if err := decodeJSON(body, &doc); err != nil {

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -56,10 +54,8 @@ func (kr KeyRule) NeedsJSON() bool {
 func (kr KeyRule) Extract(h http.Header, body []byte) (string, error) {
 	var doc any
 	if kr.NeedsJSON() {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		if err := dec.Decode(&doc); err != nil {
-			return "", malformed("body is not JSON: %v", err)
+		if err := decodeJSON(body, &doc); err != nil {
+			return "", err
 		}
 	}
 	vals := make([]string, 0, len(kr.parts))
@@ -96,13 +92,8 @@ func lookupJSON(doc any, path []string) string {
 			return ""
 		}
 	}
-	switch v := cur.(type) {
-	case string:
-		return v
-	case json.Number:
-		return v.String()
-	case bool:
-		return strconv.FormatBool(v)
+	if b, ok := cur.(bool); ok {
+		return strconv.FormatBool(b)
 	}
-	return ""
+	return jsonText(cur)
 }

@@ -22,11 +22,7 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, cfg)
+	cfg, st, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
@@ -35,12 +31,19 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// openStore opens the configured store (which applies pending migrations)
-// for the commands that work on it directly. Redis is left out: these
-// commands claim nothing.
-func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	if cfg.StoreKind() == "postgres" {
-		return postgres.Open(ctx, cfg.Store, postgres.Options{})
+// openStore loads the config at path and opens its store (which applies
+// pending migrations), for the commands that work on the store directly.
+// Redis is left out: these commands claim nothing.
+func openStore(ctx context.Context, path string) (*config.Config, store.Store, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
 	}
-	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
+	var st store.Store
+	if cfg.StoreKind() == "postgres" {
+		st, err = postgres.Open(ctx, cfg.Store, postgres.Options{})
+	} else {
+		st, err = sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
+	}
+	return cfg, st, err
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/oncehook/oncehook/config"
 )
 
 // replay requeues stored events for delivery, on purpose: one event by its
@@ -29,11 +27,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errors.New("give either --source and --key, or --dead")
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, cfg)
+	_, st, err := openStore(ctx, *path)
 	if err != nil {
 		return err
 	}
