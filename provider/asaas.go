@@ -39,6 +39,6 @@ func (*asaas) Items(r *Request) ([]Item, error) {
 
 func (*asaas) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	r.Header.Set("asaas-access-token", secret)
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

@@ -50,6 +50,6 @@ func (*eduzz) Items(r *Request) ([]Item, error) {
 
 func (*eduzz) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	r.Header.Set("x-signature", hex.EncodeToString(hmacWith(sha256.New, []byte(secret), r.Body)))
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

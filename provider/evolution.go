@@ -41,6 +41,9 @@ func newEvolution(opts Options) (Preset, error) {
 
 func (*evolution) Name() string { return "evolution" }
 
+// AcceptsPathSecret: the global webhook sends no custom headers.
+func (*evolution) AcceptsPathSecret() bool { return true }
+
 // Evolution retries in memory for about 20 minutes (lost on its restart).
 func (*evolution) DefaultWindow() time.Duration { return 24 * time.Hour }
 
@@ -116,7 +119,7 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(data, &list); err != nil {
-		return nil, malformed("data: %v", err)
+		return nil, jsonError("data (a list)", err)
 	}
 	items := make([]Item, 0, len(list))
 	for _, raw := range list {
@@ -131,7 +134,7 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 		one["data"] = raw
 		body, err := json.Marshal(one)
 		if err != nil {
-			return nil, malformed("%v", err)
+			return nil, jsonError("an item of data", err)
 		}
 		items = append(items, Item{Key: evoKey(event, instance, it), Body: body})
 	}
@@ -147,6 +150,6 @@ func (*evolution) Sign(r *Request, secret string, now time.Time, _ string) error
 		return errors.New("sign JWT: " + err.Error())
 	}
 	r.Header.Set("Authorization", "Bearer "+tok)
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

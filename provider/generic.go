@@ -97,8 +97,6 @@ func (p *generic) Sign(r *Request, secret string, _ time.Time, _ string) error {
 		enc = base64.StdEncoding.EncodeToString(sig)
 	}
 	h.Set(p.opts.Header, p.opts.Prefix+enc)
-	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
-	}
+	setDefault(h, "Content-Type", "application/json")
 	return nil
 }

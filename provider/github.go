@@ -52,6 +52,6 @@ func (*github) Sign(r *Request, secret string, _ time.Time, id string) error {
 	if h.Get("X-GitHub-Event") == "" {
 		h.Set("X-GitHub-Event", "ping")
 	}
-	h.Set("Content-Type", "application/json")
+	setDefault(h, "Content-Type", "application/json")
 	return nil
 }

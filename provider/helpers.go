@@ -5,8 +5,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"hash"
-	"strings"
+	"io"
+	"net/http"
+	"reflect"
 )
 
 // hmacWith returns HMAC-h(key, parts...).
@@ -61,14 +64,65 @@ func secretBytes(secrets []string) [][]byte {
 	return out
 }
 
-// decodeJSON decodes body into v, reporting ErrMalformed when it is not JSON.
+// decodeJSON decodes body into v, reporting ErrMalformed (in words a
+// provider's engineer understands) when it is not JSON or not of the
+// expected shape.
 func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		return malformed("body is not JSON: %v", err)
+		return jsonError("body", err)
 	}
 	return nil
+}
+
+// jsonError says what is wrong with the JSON in what (the body, or a part of
+// it), without Go's type names: not JSON at all, or JSON of another shape
+// than the provider sends.
+func jsonError(what string, err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return malformed("%s is not JSON (at byte %d: %s)", what, syntax.Offset, syntax.Error())
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return malformed("%s is JSON, but a JSON %s where a JSON %s was expected", what, typ.Value, jsonKind(typ.Type))
+		}
+		return malformed("%s is JSON, but its field %q is a JSON %s where a JSON %s was expected", what, field, typ.Value, jsonKind(typ.Type))
+	case errors.Is(err, io.EOF):
+		return malformed("%s is empty; JSON was expected", what)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return malformed("%s is not JSON: it ends too early", what)
+	}
+	return malformed("%s is not JSON", what)
+}
+
+// jsonKind names the JSON kind a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "string"
+		}
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "value"
 }
 
 // jsonText turns a decoded JSON scalar into key text: strings as they are,
@@ -83,15 +137,12 @@ func jsonText(v any) string {
 	return ""
 }
 
-// joinKey joins key parts with ":", or returns "" when any part is missing:
-// a partial key would merge events that differ.
-func joinKey(parts ...string) string {
-	for _, p := range parts {
-		if p == "" {
-			return ""
-		}
+// setDefault sets a header that the caller did not set: Sign never
+// overwrites what a user asked for (a form-encoded GitHub delivery, say).
+func setDefault(h http.Header, name, value string) {
+	if h.Get(name) == "" {
+		h.Set(name, value)
 	}
-	return strings.Join(parts, ":")
 }
 
 // single is the one item of a request that is not a batch.

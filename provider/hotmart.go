@@ -41,6 +41,6 @@ func (*hotmart) Items(r *Request) ([]Item, error) {
 
 func (*hotmart) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	r.Header.Set("X-HOTMART-HOTTOK", secret)
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // KeyRule extracts an event key from a header or a JSON path, or a
-// composite of several joined with ":". A composite is found only when every
-// part is found: a half key would merge events that differ.
+// composite of several, each part escaped and joined with ":" (see joinKey).
+// A composite is found only when every part is found: a half key would merge
+// events that differ.
 type KeyRule struct {
 	parts []keyPart
 }
@@ -71,7 +72,10 @@ func (kr KeyRule) Extract(h http.Header, body []byte) (string, error) {
 		}
 		vals = append(vals, v)
 	}
-	return strings.Join(vals, ":"), nil
+	if len(vals) == 1 {
+		return vals[0], nil // one part: every key of this rule has one, so it needs no escaping
+	}
+	return joinKey(vals...), nil
 }
 
 // lookupJSON follows path through objects (and arrays, by index) and returns

@@ -50,6 +50,6 @@ func (*kiwify) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	q := r.URL.Query()
 	q.Set("signature", hex.EncodeToString(hmacWith(sha1.New, []byte(secret), r.Body)))
 	r.URL.RawQuery = q.Encode()
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

@@ -129,7 +129,7 @@ func (*mercadoPago) Items(r *Request) ([]Item, error) {
 	}
 	key := joinKey(body.Type, id)
 	if key != "" && body.Action != "" {
-		key += ":" + body.Action
+		key = joinKey(body.Type, id, body.Action)
 	}
 	return single(key, r.Body), nil
 }
@@ -156,6 +156,6 @@ func (*mercadoPago) Sign(r *Request, secret string, now time.Time, id string) er
 	}
 	sig := hmacWith(sha256.New, []byte(secret), []byte(mpManifest(dataID, id, ts)))
 	r.Header.Set("x-signature", "ts="+ts+",v1="+hex.EncodeToString(sig))
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

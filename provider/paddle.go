@@ -71,6 +71,6 @@ func (*paddle) Items(r *Request) ([]Item, error) {
 func (*paddle) Sign(r *Request, secret string, now time.Time, _ string) error {
 	ts := strconv.FormatInt(now.Unix(), 10)
 	r.Header.Set("Paddle-Signature", "ts="+ts+";h1="+hex.EncodeToString(hmacWith(sha256.New, []byte(secret), []byte(ts+":"), r.Body)))
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

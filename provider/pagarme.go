@@ -24,6 +24,9 @@ func newPagarme(opts Options) (Preset, error) {
 
 func (*pagarme) Name() string { return "pagarme" }
 
+// AcceptsPathSecret: v5 signs nothing, so its secret travels in the URL.
+func (*pagarme) AcceptsPathSecret() bool { return true }
+
 // The resend count is configurable per account; a week covers it.
 func (*pagarme) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
@@ -52,6 +55,6 @@ func (*pagarme) Items(r *Request) ([]Item, error) {
 
 func (*pagarme) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	r.Header.Set("X-Hub-Signature", "sha1="+hex.EncodeToString(hmacWith(sha1.New, []byte(secret), r.Body)))
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

@@ -33,6 +33,13 @@ func TestMoreVectors(t *testing.T) {
 			reqURL("POST", "https://x/in/shop", `{"id":820982911946154508,"email":"jon@example.com"}`, map[string]string{
 				"X-Shopify-Hmac-Sha256": "LnwdZPLBbdjkBwPD/lDL1/rYEGby/GHPtL1aAH6Dxjc=", "X-Shopify-Webhook-Id": "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"}),
 			"b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"},
+		// Shopify's duplicate rule: one X-Shopify-Event-Id on several webhooks
+		// (several subscriptions to one topic) is one event.
+		{"shopify keys on the event id when sent", "shopify", Options{Secrets: []string{"shpss_test_secret"}}, at,
+			reqURL("POST", "https://x/in/shop", `{"id":820982911946154508,"email":"jon@example.com"}`, map[string]string{
+				"X-Shopify-Hmac-Sha256": "LnwdZPLBbdjkBwPD/lDL1/rYEGby/GHPtL1aAH6Dxjc=", "X-Shopify-Webhook-Id": "sub-2-delivery",
+				"X-Shopify-Event-Id": "98880550-7158-44d4-b7cd-2c97c8a091b5"}),
+			"98880550-7158-44d4-b7cd-2c97c8a091b5"},
 		{"shopify during rotation", "shopify", Options{Secrets: []string{"shpss_new", "shpss_test_secret"}}, at,
 			reqURL("POST", "https://x/in/shop", `{"id":820982911946154508,"email":"jon@example.com"}`, map[string]string{
 				"X-Shopify-Hmac-Sha256": "LnwdZPLBbdjkBwPD/lDL1/rYEGby/GHPtL1aAH6Dxjc=", "X-Shopify-Webhook-Id": "w1"}),
@@ -69,10 +76,23 @@ func TestMoreVectors(t *testing.T) {
 			reqURL("POST", "https://mycompany.com/myapp.php?foo=1&bar=2", "CallSid=CA1234567890ABCDE&Caller=%2B12349013030&Digits=1234&From=%2B12349013030&To=%2B18005551212", map[string]string{
 				"X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="}),
 			"CA1234567890ABCDE"},
-		{"twilio behind a proxy", "twilio", Options{Secrets: []string{"twilio_test_token"}, PublicURL: "https://example.com/twilio"}, at,
-			reqURL("POST", "http://10.0.0.5:8080/sms", "MessageSid=SM123&From=%2B15550001111&To=%2B15550002222&Body=Hi", map[string]string{
+		// public_url is the URL configured at Twilio, as the README shows it;
+		// the proxy forwards to another host and path.
+		{"twilio behind a proxy", "twilio", Options{Secrets: []string{"twilio_test_token"}, PublicURL: "https://example.com/twilio/sms"}, at,
+			reqURL("POST", "http://10.0.0.5:8080/in/twilio", "MessageSid=SM123&From=%2B15550001111&To=%2B15550002222&Body=Hi", map[string]string{
 				"X-Twilio-Signature": "jhERA+ZCEcC34xez9AikhwZJE0U="}),
 			"SM123"},
+		// Twilio's documented example (its SDKs' RequestValidator gives the
+		// same signature), received behind a proxy: the query stays.
+		{"twilio official behind a proxy", "twilio", Options{Secrets: []string{"12345"}, PublicURL: "https://mycompany.com/myapp.php"}, at,
+			reqURL("POST", "http://10.0.0.5/in/twilio?foo=1&bar=2", "CallSid=CA1234567890ABCDE&Caller=%2B12349013030&Digits=1234&From=%2B12349013030&To=%2B18005551212", map[string]string{
+				"X-Twilio-Signature": "0/KCTR6DLpKmkAf8muzZqo1nDgQ="}),
+			"CA1234567890ABCDE"},
+		// A status callback sent by GET: the parameters are in the signed URL.
+		{"twilio GET status callback", "twilio", Options{Secrets: []string{"twilio_test_token"}}, at,
+			reqURL("GET", "https://example.com/twilio/status?MessageSid=SM9&MessageStatus=delivered&To=%2B15550002222", "", map[string]string{
+				"X-Twilio-Signature": "nebnI8E01Y9PseWHWMCJo3Ug5kk="}),
+			"SM9:delivered"},
 		{"paddle", "paddle", Options{Secrets: []string{"pdl_ntfset_test_secret"}}, at.Add(2 * time.Second),
 			reqURL("POST", "https://x/in/paddle", `{"event_id":"evt_01test","event_type":"transaction.completed"}`, map[string]string{
 				"Paddle-Signature": "ts=1700000000;h1=f3201a354cfcd9b0e365e6d5fcbdf7fea3923c1219c4cbc55f29ec66b02eed51"}),

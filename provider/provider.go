@@ -71,6 +71,27 @@ type Handshaker interface {
 	Handshake(r *Request, now time.Time) (reply *Reply, ok bool, err error)
 }
 
+// PathSecreter is implemented by presets whose provider can send no header,
+// so that a secret travels in the URL: POST /in/{source}/{secret}. For
+// every other preset, a path under /in/{source}/ is not found.
+type PathSecreter interface {
+	AcceptsPathSecret() bool
+}
+
+// GetAccepter is implemented by presets whose provider may send events by
+// GET, its parameters in the query (Twilio's status callbacks, when the
+// callback method is set to GET). AcceptsGet reports whether r is one.
+type GetAccepter interface {
+	AcceptsGet(r *Request) bool
+}
+
+// ContentTyper is implemented by presets whose stored body is not what the
+// request carried as is (a GET's query, kept as a form body): ContentType is
+// what that body is.
+type ContentTyper interface {
+	ContentType(r *Request) string
+}
+
 // Item is one event of a request. A request carries one item unless the
 // provider batches.
 type Item struct {
@@ -201,6 +222,26 @@ func (k keyed) ForwardHeaders() []string {
 		return f.ForwardHeaders()
 	}
 	return nil
+}
+
+// AcceptsPathSecret passes the wrapped preset's answer through.
+func (k keyed) AcceptsPathSecret() bool {
+	ps, ok := k.Preset.(PathSecreter)
+	return ok && ps.AcceptsPathSecret()
+}
+
+// AcceptsGet passes the wrapped preset's answer through.
+func (k keyed) AcceptsGet(r *Request) bool {
+	ga, ok := k.Preset.(GetAccepter)
+	return ok && ga.AcceptsGet(r)
+}
+
+// ContentType passes the wrapped preset's answer through.
+func (k keyed) ContentType(r *Request) string {
+	if ct, ok := k.Preset.(ContentTyper); ok {
+		return ct.ContentType(r)
+	}
+	return r.Header.Get("Content-Type")
 }
 
 // Handshake passes the wrapped preset's handshake through.

@@ -11,9 +11,12 @@ import (
 // for up to an hour, so configure both. The newer Events product sends the
 // same headers without the X- prefix; both are read.
 //
-// The key is X-Shopify-Webhook-Id, which Shopify's own library calls the
-// idempotency key. The trap: the body's id is the resource (the order), shared
-// by every webhook about it.
+// The key is X-Shopify-Event-Id when sent, else X-Shopify-Webhook-Id.
+// Shopify's "ignore duplicates" page keys on the event id: it is the same on
+// every webhook about one event, including the copies that several
+// subscriptions to one topic each deliver, which the per-delivery webhook id
+// tells apart. The trap: the body's id is the resource (the order), shared by
+// every webhook about it.
 type shopify struct{ secrets [][]byte }
 
 func newShopify(opts Options) (Preset, error) {
@@ -59,18 +62,19 @@ func (p *shopify) Verify(r *Request, _ time.Time) error {
 }
 
 func (*shopify) Items(r *Request) ([]Item, error) {
-	return single(firstHeader(r, "X-Shopify-Webhook-Id", "Shopify-Webhook-Id", "X-Shopify-Event-Id", "Shopify-Event-Id"), r.Body), nil
+	return single(firstHeader(r, "X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id"), r.Body), nil
 }
 
 func (*shopify) Sign(r *Request, secret string, now time.Time, id string) error {
 	r.Header.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(hmacWith(sha256.New, []byte(secret), r.Body)))
 	if id != "" {
 		r.Header.Set("X-Shopify-Webhook-Id", id)
+		setDefault(r.Header, "X-Shopify-Event-Id", id)
 	}
 	if r.Header.Get("X-Shopify-Topic") == "" {
 		r.Header.Set("X-Shopify-Topic", "orders/create")
 	}
 	r.Header.Set("X-Shopify-Triggered-At", now.UTC().Format(time.RFC3339Nano))
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }

@@ -109,9 +109,9 @@ func (*slack) Sign(r *Request, secret string, now time.Time, _ string) error {
 	r.Header.Set("X-Slack-Request-Timestamp", ts)
 	r.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(hmacWith(sha256.New, []byte(secret), []byte("v0:"+ts+":"), r.Body)))
 	if strings.HasPrefix(strings.TrimSpace(string(r.Body)), "{") {
-		r.Header.Set("Content-Type", "application/json")
+		setDefault(r.Header, "Content-Type", "application/json")
 	} else {
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		setDefault(r.Header, "Content-Type", "application/x-www-form-urlencoded")
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func (*standardWebhooks) Sign(r *Request, secret string, now time.Time, id strin
 	h.Set("webhook-id", id)
 	h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
 	h.Set("webhook-signature", SignStandard(key, id, now, r.Body))
-	h.Set("Content-Type", "application/json")
+	setDefault(h, "Content-Type", "application/json")
 	return nil
 }
 

@@ -3,7 +3,6 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -75,12 +74,12 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 
 func (*stripe) Items(r *Request) ([]Item, error) {
 	var env struct {
-		ID string `json:"id"`
+		ID any `json:"id"`
 	}
-	if err := json.Unmarshal(r.Body, &env); err != nil {
-		return nil, malformed("body is not JSON: %v", err)
+	if err := decodeJSON(r.Body, &env); err != nil {
+		return nil, err
 	}
-	return []Item{{Key: env.ID, Body: r.Body}}, nil
+	return []Item{{Key: jsonText(env.ID), Body: r.Body}}, nil
 }
 
 func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {
@@ -88,6 +87,6 @@ func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {
 	ts := strconv.FormatInt(now.Unix(), 10)
 	sig := hmacWith(sha256.New, []byte(secret), []byte(ts), []byte("."), r.Body)
 	h.Set("Stripe-Signature", fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(sig)))
-	h.Set("Content-Type", "application/json; charset=utf-8")
+	setDefault(h, "Content-Type", "application/json; charset=utf-8")
 	return nil
 }

@@ -14,9 +14,15 @@ import (
 
 // twilio verifies X-Twilio-Signature: base64(HMAC-SHA1(auth token, URL +
 // every POST parameter as name+value, sorted by name)). The URL is the full
-// URL Twilio called, query string included, so behind a proxy that rewrites
-// it, set the source's public_url. Twilio's SDKs accept the URL with and
-// without the default port (:443, :80); so does this.
+// URL Twilio called, query string included. Behind a proxy that rewrites the
+// URL, set the source's public_url to the URL configured at Twilio (the one
+// Twilio calls, e.g. https://hooks.example.com/in/twilio); the request's
+// query string is added to it. Twilio's SDKs accept the URL with and without
+// the default port (:443, :80); so does this.
+//
+// Status callbacks can be sent by GET (the callback method is set per
+// number): their parameters are in the query, signed as part of the URL,
+// and the event's body is that query, kept as a form body.
 //
 // JSON bodies: the URL carries bodySHA256=<hex sha256(raw body)>, the
 // signature covers the URL alone, and the hash must match the body.
@@ -45,13 +51,28 @@ func (*twilio) ForwardHeaders() []string { return []string{"I-Twilio-Idempotency
 // Twilio retries once by default (up to 5 with #rc=); a day covers it.
 func (*twilio) DefaultWindow() time.Duration { return 24 * time.Hour }
 
-// signedURL is the URL Twilio signed: the configured public URL with this
-// request's path and query, or the request's own absolute URL.
+// signedURL is the URL Twilio signed: the configured public URL (the one
+// Twilio calls) with this request's query string, or the request's own
+// absolute URL.
 func (p *twilio) signedURL(r *Request) string {
 	if p.publicURL != "" {
-		return p.publicURL + r.URL.RequestURI()
+		if r.URL.RawQuery != "" {
+			return p.publicURL + "?" + r.URL.RawQuery
+		}
+		return p.publicURL
 	}
 	return r.URL.String()
+}
+
+// AcceptsGet: a status callback whose method is set to GET.
+func (*twilio) AcceptsGet(r *Request) bool { return r.Method == "GET" && r.URL.RawQuery != "" }
+
+// ContentType: a GET callback's parameters are stored as a form body.
+func (*twilio) ContentType(r *Request) string {
+	if r.Method == "GET" {
+		return "application/x-www-form-urlencoded"
+	}
+	return r.Header.Get("Content-Type")
 }
 
 // portVariants returns u as given, plus the same URL with the default port
@@ -118,7 +139,9 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 	}
 	var expected [][]byte
 	for _, u := range portVariants(signed) {
-		data, err := twilioData(u, r.Body, bodyHash != "")
+		// A GET carries its parameters in the signed URL; a JSON body is
+		// covered by bodySHA256, in the URL too.
+		data, err := twilioData(u, r.Body, bodyHash != "" || r.Method == "GET")
 		if err != nil {
 			return signatureError("form body does not parse: %v", err)
 		}
@@ -133,25 +156,32 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 }
 
 func (*twilio) Items(r *Request) ([]Item, error) {
+	body := r.Body
+	if r.Method == "GET" {
+		body = []byte(r.URL.RawQuery)
+	}
 	if token := r.Header.Get("I-Twilio-Idempotency-Token"); token != "" {
-		return single(token, r.Body), nil
+		return single(joinKey(token), body), nil
 	}
-	if r.URL.Query().Get("bodySHA256") != "" {
-		return single("", r.Body), nil
+	if r.Method != "GET" && r.URL.Query().Get("bodySHA256") != "" {
+		// A JSON callback without Twilio's idempotency token: Twilio
+		// documents no event id in these bodies, so it is stored keyless
+		// (never deduplicated). A source's key: rules can name one.
+		return single("", body), nil
 	}
-	form, err := url.ParseQuery(string(r.Body))
+	form, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, malformed("form body: %v", err)
+		return nil, malformed("form parameters: %v", err)
 	}
 	for _, pair := range [][2]string{{"MessageSid", "MessageStatus"}, {"SmsSid", "SmsStatus"}, {"CallSid", "CallStatus"}} {
 		if sid := form.Get(pair[0]); sid != "" {
 			if status := form.Get(pair[1]); status != "" {
-				return single(sid+":"+status, r.Body), nil
+				return single(joinKey(sid, status), body), nil
 			}
-			return single(sid, r.Body), nil
+			return single(joinKey(sid), body), nil
 		}
 	}
-	return single("", r.Body), nil
+	return single("", body), nil
 }
 
 // Sign signs for r.URL as given (send the request to the URL Twilio would
@@ -163,9 +193,9 @@ func (*twilio) Sign(r *Request, secret string, _ time.Time, id string) error {
 		q := r.URL.Query()
 		q.Set("bodySHA256", hex.EncodeToString(sum[:]))
 		r.URL.RawQuery = q.Encode()
-		r.Header.Set("Content-Type", "application/json")
+		setDefault(r.Header, "Content-Type", "application/json")
 	} else {
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		setDefault(r.Header, "Content-Type", "application/x-www-form-urlencoded")
 	}
 	data, err := twilioData(r.URL.String(), r.Body, jsonBody)
 	if err != nil {

@@ -81,7 +81,7 @@ type waUpdate struct {
 func (*whatsapp) Items(r *Request) ([]Item, error) {
 	var p waPayload
 	if err := json.Unmarshal(r.Body, &p); err != nil {
-		return nil, malformed("body is not a WhatsApp webhook: %v", err)
+		return nil, jsonError("body (a WhatsApp webhook: {object, entry: [{changes: [...]}]})", err)
 	}
 	var items []Item
 	for _, entry := range p.Entry {
@@ -118,20 +118,20 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 				}
 				var updates []json.RawMessage
 				if err := json.Unmarshal(raw, &updates); err != nil {
-					return nil, malformed("value.%s is not a list: %v", list, err)
+					return nil, jsonError("value."+list+" (a list of updates)", err)
 				}
 				for _, u := range updates {
 					var id waUpdate
 					if err := json.Unmarshal(u, &id); err != nil {
-						return nil, malformed("value.%s item: %v", list, err)
+						return nil, jsonError("an item of value."+list+" (an object with id)", err)
 					}
-					key := id.ID
+					key := joinKey(id.ID)
 					if list == "statuses" {
 						key = joinKey(id.ID, id.Status)
 					}
 					body, err := envelope(list, u)
 					if err != nil {
-						return nil, malformed("%v", err)
+						return nil, jsonError("an update", err)
 					}
 					items = append(items, Item{Key: key, Body: body})
 					found = true
@@ -142,7 +142,7 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 				// with no stable id Meta documents, so keyless.
 				body, err := envelope("", nil)
 				if err != nil {
-					return nil, malformed("%v", err)
+					return nil, jsonError("a change", err)
 				}
 				items = append(items, Item{Body: body})
 			}
@@ -153,6 +153,6 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 
 func (*whatsapp) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	signHub(r, secret)
-	r.Header.Set("Content-Type", "application/json")
+	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }
