@@ -23,6 +23,12 @@ var ErrNotFound = errors.New("no such event")
 // or could not commit. Intake answers 503 for it, never 200.
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrRejected wraps an error that means the store refused the data it was
+// given (a value it cannot hold, a constraint), not that it is down. Another
+// batch would commit: the group committer then commits each request on its
+// own, so that only the request that carries the offending data fails.
+var ErrRejected = errors.New("store rejected the data")
+
 // NewEvent is one provider event, after its batch was split and its key
 // extracted, on its way to being claimed.
 type NewEvent struct {
@@ -41,6 +47,10 @@ type NewEvent struct {
 type Claim struct {
 	EventID   int64
 	Duplicate bool // the (source, key) was already stored: nothing was written
+	// ExpiresAt is when the stored key's window ends: the new event's own,
+	// or for a duplicate the stored event's. Zero when the store cannot
+	// say; a cache of committed keys must then not remember the key.
+	ExpiresAt time.Time
 }
 
 // DeliveryState is where a delivery stands.
@@ -128,11 +138,20 @@ type Store interface {
 	// seen before, stores the event and one pending delivery per destination,
 	// all in one transaction. It returns only after that transaction is
 	// durable, with one Claim per input in order. Within a call, a key that
-	// appears twice is claimed by its first occurrence.
+	// appears twice is claimed by its first occurrence. It never deadlocks
+	// with a concurrent call holding the same keys (the backend locks keys
+	// in one global order, or retries). An error wraps ErrRejected when the
+	// data itself was refused (another batch without it would commit), or
+	// ErrUnavailable.
 	ClaimEvents(ctx context.Context, events []NewEvent) ([]Claim, error)
 
 	// LeaseDeliveries leases up to limit pending deliveries that are due at
-	// now and not leased by anyone else (or whose lease has expired).
+	// now and not leased by anyone else (or whose lease has expired). A lease
+	// counts the attempt it is for: LeasedDelivery.Attempt is the stored
+	// count plus one, stored at once. So an attempt that never reports (its
+	// worker crashed, or ran past the lease) still counts toward the
+	// destination's max_attempts, and its repeat carries the next number. An
+	// OutcomeReleased gives the count back.
 	LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]LeasedDelivery, error)
 
 	// CompleteDeliveries records attempts and moves deliveries on, in one
@@ -152,11 +171,14 @@ type Store interface {
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// Replay is an operator's deliberate redelivery: every delivery of the
-	// event (source, key), delivered or dead-lettered, is due again at now
-	// with its attempt count reset (the attempts stay on record). The event
-	// keeps its key, so the destination sees the same Idempotency-Key, and
-	// inbound dedup is not involved. A delivery leased right now is left to
-	// its worker. It returns how many deliveries it requeued, or ErrNotFound.
+	// event (source, key) that no worker holds right now (delivered,
+	// dead-lettered, or pending in backoff) is due again at now with its
+	// attempt count reset (the attempts stay on record). The event keeps its
+	// key, so the destination sees the same Idempotency-Key, and inbound
+	// dedup is not involved. A delivery leased right now is left to its
+	// worker. It returns how many deliveries it requeued, or ErrNotFound.
+	// A replay that returned a count is never undone by a concurrent
+	// SweepExpired: the event and its requeued deliveries stay.
 	Replay(ctx context.Context, source, key string, now time.Time) (int, error)
 
 	// ReplayDead requeues every dead letter, or only destination's when it
@@ -164,6 +186,8 @@ type Store interface {
 	ReplayDead(ctx context.Context, destination string, now time.Time) (int, error)
 
 	Stats(ctx context.Context) (Stats, error)
+	// Ping checks that the store can commit now: a small durable write, not
+	// only a connection (a full disk still answers reads).
 	Ping(ctx context.Context) error
 	Close() error
 

@@ -11,18 +11,22 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncehook/oncehook/store"
@@ -32,6 +36,8 @@ import (
 var migrations embed.FS
 
 // notifyChannel is the LISTEN/NOTIFY channel that announces new deliveries.
+// Channels are shared by every schema of a database, so the payload names
+// the schema, and a listener wakes only for its own.
 const notifyChannel = "oncehook_deliveries"
 
 // migrationLock is the advisory lock key that serializes migrations when
@@ -40,9 +46,10 @@ const migrationLock = 0x6f6e6365686f6f6b
 
 // Store is the PostgreSQL backend of store.Store.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	id   string
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	id     string
+	schema string // where oncehook's tables are: the payload of its notifications
 }
 
 var _ store.Store = (*Store)(nil)
@@ -62,19 +69,38 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Durable before 200 needs the commit flushed before it returns. A
+	// server (or role) set to synchronous_commit=off would acknowledge
+	// events it can still lose, so oncehook's sessions turn it back on,
+	// unless the URL asks for a level explicitly.
+	if _, explicit := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; !explicit {
+		cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			var level string
+			if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&level); err != nil {
+				return err
+			}
+			if level == "off" {
+				_, err := conn.Exec(ctx, "SET synchronous_commit TO on")
+				return err
+			}
+			return nil
+		}
+	} else if v := cfg.ConnConfig.RuntimeParams["synchronous_commit"]; v == "off" {
+		opts.Logger.Warn("synchronous_commit=off in the store URL: PostgreSQL may lose events oncehook has acknowledged")
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{pool: pool, log: opts.Logger}
 	if _, err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	if err := pool.QueryRow(ctx, "SELECT value FROM oncehook_meta WHERE name = 'store_id'").Scan(&s.id); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT value, current_schema() FROM oncehook_meta WHERE name = 'store_id'").Scan(&s.id, &s.schema); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: read store id: %w", err)
 	}
@@ -139,19 +165,76 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %w: %w", op, store.ErrUnavailable, err)
 }
 
+// failed wraps an error of a write: ErrRejected when PostgreSQL refused the
+// values themselves (SQLSTATE class 22, data exception, such as a NUL in
+// text; 23, a constraint; 54, a program limit), so that the group committer
+// retries the batch's other requests without them; else ErrUnavailable.
+func failed(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "22", "23", "54":
+			return fmt.Errorf("postgres: %s: %w: %w", op, store.ErrRejected, err)
+		}
+	}
+	return unavailable(op, err)
+}
+
+// retryable reports a deadlock (40P01) or serialization failure (40001):
+// the transaction was rolled back and can simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// withRetry runs fn again, up to twice, after a deadlock or a serialization
+// failure, with jitter so the two transactions do not meet again.
+func withRetry(ctx context.Context, fn func() error) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = fn(); err == nil || !retryable(err) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(1+rand.IntN(10*(try+1))) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
+}
+
 // claimSQL claims a batch in one statement (one round trip, one implicit
-// transaction): insert the events that are new, give each inserted event
-// its deliveries, and NOTIFY the replicas when there are any. A key that
-// appears twice in the batch is inserted once (ON CONFLICT sees the first
-// copy) and gets its deliveries once (DISTINCT ON).
+// transaction): insert the events that are new and give each inserted
+// event its deliveries; the deliveries_notify trigger wakes the replicas. A
+// key that appears twice in the batch is inserted once (ON CONFLICT sees the
+// first copy) and gets its deliveries once (DISTINCT ON).
+//
+// Lock order: rows are inserted in one global order, (source, key) in byte
+// order, then arrival. Two batches holding overlapping keys each wait on the
+// other's uncommitted unique-index entry when they insert in arrival order,
+// and PostgreSQL kills one of them as a deadlock (40P01). In one order, the
+// second batch waits for the first at the first key they share and never
+// holds a key the first still needs. (The order is the Sort feeding the
+// insert; ClaimEvents also retries a deadlock, should a plan ever differ.)
+//
+// existing reads the stored expiry of keys already there, for the duplicate
+// answers; a key committed by another transaction after this statement
+// began is not visible to it, and its expiry is then reported as unknown.
 const claimSQL = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[])
 			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations)
+	), existing AS (
+		SELECT e.source, e.key, e.expires_at FROM events e
+		WHERE (e.source, e.key) IN (SELECT source, key FROM input)
 	), inserted AS (
 		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
-		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at FROM input ORDER BY ord
+		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at FROM input
+		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
-		RETURNING id, source, key
+		RETURNING id, source, key, expires_at
 	), delivered AS (
 		INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at)
 		SELECT inserted.id, d.destination, i.received_at, i.received_at
@@ -160,11 +243,11 @@ const claimSQL = `WITH input AS (
 			USING (source, key)
 		CROSS JOIN LATERAL unnest(string_to_array(i.destinations, ',')) AS d(destination)
 		WHERE i.destinations <> ''
-		RETURNING 1
-	), notified AS (
-		SELECT pg_notify('` + notifyChannel + `', '') FROM (SELECT 1 FROM delivered LIMIT 1) AS any_delivery
+		ORDER BY inserted.id, d.destination
 	)
-	SELECT id, source, key FROM inserted LEFT JOIN (SELECT count(*) FROM notified) AS n ON true`
+	SELECT id, source, key, expires_at FROM inserted
+	UNION ALL
+	SELECT 0, source, key, expires_at FROM existing`
 
 // ClaimEvents implements store.Store.
 func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
@@ -184,35 +267,51 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		}
 		received[i], expires[i], ord[i] = e.ReceivedAt, e.ExpiresAt, int32(i)
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, sources, keys, keyless, types, bodies, received, expires, ord, headers, dests)
-	if err != nil {
-		return nil, unavailable("claim events", err)
-	}
 	type ident struct{ source, key string }
-	ids := make(map[ident]int64, n)
-	for rows.Next() {
-		var id int64
-		var k ident
-		if err := rows.Scan(&id, &k.source, &k.key); err != nil {
-			rows.Close()
-			return nil, unavailable("claim events", err)
-		}
-		ids[k] = id
+	type row struct {
+		id      int64
+		expires time.Time
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("claim events", err)
+	var ids, stored map[ident]row
+	err := withRetry(ctx, func() error {
+		ids, stored = make(map[ident]row, n), map[ident]row{}
+		rows, err := s.pool.Query(ctx, claimSQL, sources, keys, keyless, types, bodies, received, expires, ord, headers, dests)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var r row
+			var k ident
+			if err := rows.Scan(&r.id, &k.source, &k.key, &r.expires); err != nil {
+				rows.Close()
+				return err
+			}
+			if r.id == 0 {
+				stored[k] = r
+			} else {
+				ids[k] = r
+			}
+		}
+		rows.Close()
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, failed("claim events", err)
 	}
 	claims := make([]store.Claim, n)
 	for i, e := range events {
 		k := ident{e.Source, e.Key}
-		id, ok := ids[k]
+		r, ok := ids[k]
 		if !ok {
 			claims[i] = store.Claim{Duplicate: true}
+			if r, ok := stored[k]; ok {
+				claims[i].ExpiresAt = r.expires
+			}
 			continue
 		}
-		delete(ids, k) // a later copy in this batch is a duplicate
-		claims[i] = store.Claim{EventID: id}
+		delete(ids, k) // a later copy in this batch is a duplicate of this one
+		stored[k] = r
+		claims[i] = store.Claim{EventID: r.id, ExpiresAt: r.expires}
 	}
 	return claims, nil
 }
@@ -229,7 +328,9 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
 		), leased AS (
-			UPDATE deliveries d SET lease_token = $3, lease_expires_at = $4, next_attempt_at = $4, updated_at = $1
+			-- A lease counts the attempt it is for (see store.Store).
+			UPDATE deliveries d SET lease_token = $3, lease_expires_at = $4, next_attempt_at = $4, updated_at = $1,
+				attempts = d.attempts + 1
 			FROM due WHERE d.id = due.id
 			RETURNING d.id, d.event_id, d.destination, d.attempts
 		)
@@ -244,7 +345,6 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 		var header string
 		err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &d.ReceivedAt)
 		d.Header = store.DecodeHeader(header)
-		d.Attempt++
 		d.LeaseToken, d.LeaseExpiresAt = token, expires
 		return d, err
 	})
@@ -256,9 +356,11 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 
 // CompleteDeliveries implements store.Store: one pipelined batch in one
 // transaction. Each update names the lease it was leased under, so a
-// worker whose lease expired cannot overwrite the new owner's outcome.
+// worker whose lease expired cannot overwrite the new owner's outcome. Rows
+// are updated in id order, the one lock order of every multi-row write here.
 func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
 	now := time.Now()
+	outcomes = slices.SortedStableFunc(slices.Values(outcomes), func(a, b store.Outcome) int { return cmp.Compare(a.DeliveryID, b.DeliveryID) })
 	batch := &pgx.Batch{}
 	for _, o := range outcomes {
 		switch o.Kind {
@@ -267,7 +369,9 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 			if due.IsZero() {
 				due = now
 			}
-			batch.Queue(`UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = $1, updated_at = $2
+			// The attempt was counted when leased, and never made.
+			batch.Queue(`UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = $1, updated_at = $2,
+					attempts = GREATEST(attempts - 1, 0)
 				WHERE id = $3 AND lease_token = $4`, due, now, o.DeliveryID, o.LeaseToken)
 			continue
 		case store.OutcomeDelivered, store.OutcomeDead, store.OutcomeRetry:
@@ -294,8 +398,10 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 			state, o.Attempt, next, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken,
 			o.StartedAt, o.Duration.Milliseconds(), o.Kind.String())
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return tx.SendBatch(ctx, batch).Close()
+	err := withRetry(ctx, func() error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			return tx.SendBatch(ctx, batch).Close()
+		})
 	})
 	if err != nil {
 		return unavailable("complete deliveries", err)
@@ -316,35 +422,62 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	return *next, true, nil
 }
 
-// SweepExpired implements store.Store.
+// keptBack is true for an event that must not be swept: a delivery of it is
+// still pending (to deliver) or dead (the operator's, to replay).
+const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))`
+
+// SweepExpired implements store.Store, in two statements of one
+// transaction. The first locks a batch of candidates, skipping events that a
+// Replay holds (FOR SHARE). The second deletes those that are still not
+// kept back, judged on a snapshot of its own: a replay that committed after
+// the first statement looked (its requeued deliveries pending again) is seen
+// there, so its event stays. A replay that starts later waits for this
+// transaction, and then finds the event gone (ErrNotFound), never half of it.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE id IN (
-		SELECT e.id FROM events e WHERE e.expires_at < $1
-		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))
-		LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, limit)
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
+			ORDER BY e.id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack, ids)
+		n = int(tag.RowsAffected())
+		return err
+	})
 	if err != nil {
 		return 0, unavailable("sweep", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = $1, lease_token = NULL, lease_expires_at = NULL, updated_at = $1`
+
+// leasedNow is true for a delivery a worker holds right now; a delivery in
+// backoff has no lease and is replayed.
+const leasedNow = `(state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $1)`
 
 // Replay implements store.Store.
 func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// FOR SHARE: the sweep's SKIP LOCKED passes this event by while the
+		// replay runs (see SweepExpired).
 		var id int64
-		if err := tx.QueryRow(ctx, `SELECT id FROM events WHERE source = $1 AND key = $2`, source, key).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT id FROM events WHERE source = $1 AND key = $2 FOR SHARE`, source, key).Scan(&id); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
-			WHERE event_id = $2 AND NOT (state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $1)`, now, id)
+			WHERE id IN (SELECT id FROM deliveries WHERE event_id = $2 AND NOT `+leasedNow+` ORDER BY id FOR UPDATE)`, now, id)
 		if err != nil {
 			return err
 		}
 		n = int(tag.RowsAffected())
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -361,12 +494,12 @@ func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Tim
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
-			WHERE state = 'dead' AND ($2 = '' OR destination = $2)`, now, destination)
+			WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND ($2 = '' OR destination = $2) ORDER BY id FOR UPDATE)`, now, destination)
 		if err != nil {
 			return err
 		}
 		n = int(tag.RowsAffected())
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", notifyChannel)
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
 		return err
 	})
 	if err != nil {
@@ -391,9 +524,12 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return st, nil
 }
 
-// Ping implements store.Store.
+// Ping implements store.Store: a small durable write, since a server that
+// answers may still refuse commits (a full disk, a read-only replica).
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	_, err := s.pool.Exec(ctx, `INSERT INTO oncehook_meta (name, value) VALUES ('ready_probe', now()::text)
+		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`)
+	if err != nil {
 		return unavailable("ping", err)
 	}
 	return nil
@@ -445,12 +581,15 @@ func (s *Store) listen(ctx context.Context, wake func()) error {
 	}
 	wake()
 	for {
-		if _, err := listener.WaitForNotification(ctx); err != nil {
+		n, err := listener.WaitForNotification(ctx)
+		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return err
 		}
-		wake()
+		if n.Payload == s.schema {
+			wake()
+		}
 	}
 }

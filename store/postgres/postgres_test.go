@@ -2,9 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/store"
@@ -13,13 +16,33 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := postgres.Open(context.Background(), testenv.Postgres(t), postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	storetest.Run(t, openFresh, attach)
+}
+
+// urls remembers which database each test store is on, so that attach can
+// open another replica on it.
+var urls sync.Map
+
+func openFresh(t *testing.T) store.Store {
+	url := testenv.Postgres(t)
+	s, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls.Store(store.Store(s), url)
+	return s
+}
+
+func attach(t *testing.T, s store.Store) store.Store {
+	url, ok := urls.Load(s)
+	if !ok {
+		t.Fatal("attach: not a store of this test")
+	}
+	r, err := postgres.Open(context.Background(), url.(string), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // Replicas starting together must not race on migrations: one applies
@@ -49,9 +72,63 @@ func TestConcurrentStartsApplyMigrationsOnce(t *testing.T) {
 	}
 }
 
-// LISTEN/NOTIFY: a commit that creates deliveries wakes listeners of other
-// connections (other replicas) at once.
-func TestCommitWithDeliveriesNotifiesListeners(t *testing.T) {
+// LISTEN/NOTIFY: every claim that creates deliveries notifies a raw
+// LISTEN on another connection (another replica), and a claim of nothing
+// but duplicates does not. Before the trigger, the planner dropped the
+// claim's pg_notify and most claims woke nobody.
+func TestClaimsNotifyARawListener(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN oncehook_deliveries"); err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	// Other tests' schemas share the channel: only this schema's count.
+	notified := func(within time.Duration) bool {
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		for {
+			n, err := conn.WaitForNotification(wctx)
+			if err != nil {
+				return false
+			}
+			if n.Payload == schema {
+				return true
+			}
+		}
+	}
+	for i := range 6 {
+		key := fmt.Sprintf("k%d", i)
+		if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: key, Destinations: []string{"d"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if !notified(5 * time.Second) {
+			t.Fatalf("claim %d created a delivery and notified no one", i)
+		}
+		if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: key, Destinations: []string{"d"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if notified(100 * time.Millisecond) {
+			t.Fatalf("a duplicate claim %d notified", i)
+		}
+	}
+}
+
+// The Listen loop wakes its worker for a claim made by another replica.
+func TestListenWakesForAnotherReplicasClaim(t *testing.T) {
 	url := testenv.Postgres(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -67,16 +144,17 @@ func TestCommitWithDeliveriesNotifiesListeners(t *testing.T) {
 	defer b.Close()
 	woken := make(chan struct{}, 16)
 	go b.Listen(ctx, func() { woken <- struct{}{} })
-	wait := func(what string) {
-		select {
-		case <-woken:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no wake %s", what)
-		}
+	select {
+	case <-woken: // the wake after connecting
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake after connecting")
 	}
-	wait("after connecting")
 	if _, err := a.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", Destinations: []string{"d"}}}); err != nil {
 		t.Fatal(err)
 	}
-	wait("after a commit with a delivery")
+	select {
+	case <-woken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake after another replica's claim")
+	}
 }

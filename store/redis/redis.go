@@ -2,9 +2,10 @@
 // by every replica.
 //
 // Redis is never the arbiter. It holds only keys the store has already
-// committed (set with SET ... EX until the key's window ends), so a hit is a
-// duplicate for certain and is answered without touching the store; a miss
-// goes through the store's atomic claim as if Redis were not there. Hence:
+// committed, each until the stored key's own expiry (the store says when; a
+// duplicate's copy never extends it), so a hit is a duplicate for certain
+// and is answered without touching the store; a miss goes through the
+// store's atomic claim as if Redis were not there. Hence:
 //   - Redis flushed or restarted: every key is a miss, the store still
 //     decides, and no duplicate gets through; intake is only slower.
 //   - Redis down or slow: its errors count as misses (logged and counted),
@@ -17,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +95,9 @@ func (s *Store) redisKey(e store.NewEvent) string {
 	return s.opts.Prefix + s.Store.ID() + ":" + e.Source + "\x00" + e.Key
 }
 
+// Prefix is the namespace of this layer's keys in Redis.
+func (s *Store) Prefix() string { return s.opts.Prefix }
+
 func (s *Store) failed(op string, err error) {
 	s.asideUntil.Store(time.Now().Add(s.opts.Backoff).UnixNano())
 	s.opts.Logger.Warn("redis hot layer unavailable; the store alone decides", "op", op, "err", err)
@@ -125,10 +130,17 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		} else {
 			hits := 0
 			for j, v := range vals {
-				if v != nil {
-					hit[lookupIdx[j]] = true
-					hits++
+				// The value is the stored expiry (unix ms); anything else
+				// was not written by this layer and is not trusted.
+				text, _ := v.(string)
+				expires, err := strconv.ParseInt(text, 10, 64)
+				if v == nil || err != nil || expires <= time.Now().UnixMilli() {
+					continue
 				}
+				i := lookupIdx[j]
+				hit[i] = true
+				claims[i] = store.Claim{Duplicate: true, ExpiresAt: time.UnixMilli(expires)}
+				hits++
 			}
 			if hits > 0 && s.opts.OnHit != nil {
 				s.opts.OnHit(hits)
@@ -139,7 +151,6 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 	var missIdx []int
 	for i, e := range events {
 		if hit[i] {
-			claims[i] = store.Claim{Duplicate: true}
 			continue
 		}
 		misses = append(misses, e)
@@ -156,24 +167,25 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		claims[missIdx[j]] = c
 	}
 	if !aside {
-		s.remember(ctx, misses)
+		s.remember(ctx, misses, got)
 	}
 	return claims, nil
 }
 
-// remember records committed keys until their windows end.
-func (s *Store) remember(ctx context.Context, events []store.NewEvent) {
+// remember records committed keys until the stored expiry the store
+// reported for each; a key whose expiry the store could not say is left out.
+func (s *Store) remember(ctx context.Context, events []store.NewEvent, claims []store.Claim) {
 	now := time.Now()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
 	queued := 0
-	for _, e := range events {
-		ttl := e.ExpiresAt.Sub(now)
-		if e.Keyless || ttl <= 0 {
+	for i, e := range events {
+		expires := claims[i].ExpiresAt
+		if e.Keyless || !expires.After(now) {
 			continue
 		}
-		pipe.Set(rctx, s.redisKey(e), "1", ttl)
+		pipe.SetArgs(rctx, s.redisKey(e), strconv.FormatInt(expires.UnixMilli(), 10), goredis.SetArgs{ExpireAt: expires})
 		queued++
 	}
 	if queued == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,17 +45,37 @@ func layer(t *testing.T, inner store.Store) *redis.Store {
 }
 
 func TestConformanceOnSQLite(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return layer(t, openSQLite(t)) })
+	storetest.Run(t, func(t *testing.T) store.Store { return layer(t, openSQLite(t)) }, nil)
 }
 
 func TestConformanceOnPostgres(t *testing.T) {
+	var urls sync.Map
 	storetest.Run(t, func(t *testing.T) store.Store {
-		pg, err := postgres.Open(context.Background(), testenv.Postgres(t), postgres.Options{})
+		url := testenv.Postgres(t)
+		pg, err := postgres.Open(context.Background(), url, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return layer(t, pg)
+		s := layer(t, pg)
+		urls.Store(store.Store(s), url)
+		return s
+	}, func(t *testing.T, s store.Store) store.Store {
+		url, _ := urls.Load(s)
+		pg, err := postgres.Open(context.Background(), url.(string), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another replica: its own Redis client, the same Redis keys.
+		return redis.Wrap(goredis.NewClient(mustParse(t, testenv.Redis(t))), pg, redis.Options{Prefix: s.(*redis.Store).Prefix()})
 	})
+}
+
+func mustParse(t *testing.T, url string) *goredis.Options {
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // counting counts the claims that reach the store behind the layer.

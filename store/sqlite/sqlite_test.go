@@ -1,9 +1,13 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -17,7 +21,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return s
-	})
+	}, nil)
 }
 
 func TestReopenKeepsEverythingAndSkipsApplied(t *testing.T) {
@@ -50,5 +54,61 @@ func TestSynchronousLevelIsValidated(t *testing.T) {
 	_, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), sqlite.Options{Synchronous: "SOMETIMES"})
 	if err == nil {
 		t.Fatal("an unknown synchronous level was accepted")
+	}
+}
+
+// The write-ahead log does not keep the size one large transaction gave it:
+// one commit of 40 bodies of 5 MiB, then 3,000 small commits, and the -wal
+// file is back under the limit (before journal_size_limit: 201 MiB for good).
+func TestWALShrinksAfterALargeCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 200 MiB commit")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "wal.db")
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	big := make([]store.NewEvent, 40)
+	for i := range big {
+		big[i] = store.NewEvent{Source: "s", Key: fmt.Sprint("big-", i), Body: bytes.Repeat([]byte("x"), 5<<20), ReceivedAt: now, ExpiresAt: now.Add(time.Hour)}
+	}
+	if _, err := s.ClaimEvents(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	grown := walSize()
+	for i := range 3000 {
+		if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: fmt.Sprint("small-", i), Body: []byte("{}"), ReceivedAt: now, ExpiresAt: now.Add(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("WAL %d MiB after the large commit, %d MiB after 3,000 small ones", grown>>20, walSize()>>20)
+	if grown < 150<<20 {
+		t.Fatalf("the large commit grew the WAL to %d MiB only: the test proves nothing", grown>>20)
+	}
+	if n := walSize(); n > 64<<20 {
+		t.Fatalf("WAL is %d MiB after 3,000 more commits: it never shrank", n>>20)
+	}
+}
+
+// Invariant 1: an empty or in-memory path would acknowledge events stored
+// nowhere durable.
+func TestNoDurableFileNoStore(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file::memory:?cache=shared", "file:x?mode=memory"} {
+		if s, err := sqlite.Open(context.Background(), p, sqlite.Options{}); err == nil {
+			s.Close()
+			t.Errorf("path %q opened a store", p)
+		}
 	}
 }
