@@ -13,6 +13,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,11 +23,17 @@ import (
 // ErrClosed is returned for claims submitted after Close.
 var ErrClosed = errors.New("groupcommit: committer closed")
 
+// ErrTimeout is returned, wrapping store.ErrUnavailable, when a commit did
+// not finish within CommitTimeout: a hung connection must not hold intake
+// (or shutdown) forever.
+var ErrTimeout = fmt.Errorf("groupcommit: commit timed out: %w", store.ErrUnavailable)
+
 // ClaimFunc commits a batch of events and returns one claim per event.
 type ClaimFunc func(ctx context.Context, events []store.NewEvent) ([]store.Claim, error)
 
 type request struct {
 	events []store.NewEvent
+	bytes  int
 	done   chan result
 }
 
@@ -39,10 +46,19 @@ type result struct {
 type Committer struct {
 	claim     ClaimFunc
 	maxBatch  int
+	maxBytes  int
+	timeout   time.Duration
 	queue     chan *request
 	committed func(deliveries int) // called after each commit that created deliveries
 	observe   func(events int)     // called with the size of each batch
+	outcome   func(err error)      // called after each commit, with its error
 	linger    time.Duration
+
+	// stop cancels the commits in progress once Close has waited
+	// closeWait: a hung store must not hang shutdown.
+	stop      context.Context
+	cancel    context.CancelFunc
+	closeWait time.Duration
 
 	mu     sync.RWMutex
 	closed bool
@@ -51,10 +67,26 @@ type Committer struct {
 
 // Options tune a Committer.
 type Options struct {
-	MaxBatch  int                  // most events in one transaction (default 256)
-	Writers   int                  // concurrent transactions (default 1: SQLite has one writer)
-	Committed func(deliveries int) // optional: told how many deliveries each commit created, to wake delivery
-	Observe   func(events int)     // optional: told each batch's size, for metrics
+	MaxBatch int // most events in one transaction (default 256)
+	// MaxBatchBytes bounds the bodies in one transaction (default 32 MiB):
+	// a batch of large bodies stops growing there, and a request larger
+	// than the bound commits alone. (210 bodies of 5 MiB in one batch went
+	// over PostgreSQL's 1 GiB message limit and failed every one of them.)
+	MaxBatchBytes int
+	// CommitTimeout bounds one commit (default 30s). A commit that takes
+	// longer fails its requests with ErrTimeout (503): the transaction
+	// itself is cancelled, so nothing it held is acknowledged.
+	CommitTimeout time.Duration
+	// Outcome, when set, is told the result of every commit: nil, or the
+	// error its requests got. Readiness reads it: a store that answers
+	// pings may still refuse commits.
+	Outcome func(err error)
+	// CloseTimeout bounds how long Close lets queued commits run (default
+	// 10s); then they are cancelled, and their requests fail (503).
+	CloseTimeout time.Duration
+	Writers      int                  // concurrent transactions (default 1: SQLite has one writer)
+	Committed    func(deliveries int) // optional: told how many deliveries each commit created, to wake delivery
+	Observe      func(events int)     // optional: told each batch's size, for metrics
 	// Linger is how long a writer under load waits for more requests
 	// before committing (only after a commit that carried several). On a
 	// CPU-bound machine, fewer and bigger commits leave more CPU for
@@ -71,14 +103,28 @@ func New(claim ClaimFunc, opts Options) *Committer {
 	if opts.Writers <= 0 {
 		opts.Writers = 1
 	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = 32 << 20
+	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = 30 * time.Second
+	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = 10 * time.Second
+	}
 	c := &Committer{
 		claim:     claim,
 		maxBatch:  opts.MaxBatch,
+		maxBytes:  opts.MaxBatchBytes,
+		timeout:   opts.CommitTimeout,
 		queue:     make(chan *request, 4*opts.MaxBatch),
 		committed: opts.Committed,
 		observe:   opts.Observe,
+		outcome:   opts.Outcome,
 		linger:    opts.Linger,
+		closeWait: opts.CloseTimeout,
 	}
+	c.stop, c.cancel = context.WithCancel(context.Background())
 	for range opts.Writers {
 		c.wg.Add(1)
 		go c.write()
@@ -92,6 +138,9 @@ func New(claim ClaimFunc, opts Options) *Committer {
 // not assume they were not stored.
 func (c *Committer) Claim(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
 	req := &request{events: events, done: make(chan result, 1)}
+	for _, e := range events {
+		req.bytes += len(e.Body)
+	}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -113,7 +162,8 @@ func (c *Committer) Claim(ctx context.Context, events []store.NewEvent) ([]store
 }
 
 // Close stops accepting claims, commits everything already queued, and
-// waits for the writers to finish.
+// waits for the writers to finish: at most CloseTimeout, after which the
+// commits still running are cancelled and what is left fails fast.
 func (c *Committer) Close() {
 	c.mu.Lock()
 	if !c.closed {
@@ -121,7 +171,15 @@ func (c *Committer) Close() {
 		close(c.queue)
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.closeWait):
+		c.cancel()
+		<-done
+	}
+	c.cancel()
 }
 
 func (c *Committer) write() {
@@ -129,9 +187,19 @@ func (c *Committer) write() {
 	batch := make([]*request, 0, 64)
 	events := make([]store.NewEvent, 0, c.maxBatch)
 	lastRequests := 0
-	for first := range c.queue {
+	var next *request // a request that did not fit the last batch
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			var ok bool
+			if first, ok = <-c.queue; !ok {
+				return
+			}
+		}
 		batch = append(batch[:0], first)
 		events = append(events[:0], first.events...)
+		bytes := first.bytes
 		// Under load, wait a moment for company: the previous commit
 		// carried several requests, so more are on their way. A lone
 		// request after a quiet spell commits at once.
@@ -140,7 +208,7 @@ func (c *Committer) write() {
 			linger = time.NewTimer(c.linger)
 		}
 	gather:
-		for len(events) < c.maxBatch {
+		for len(events) < c.maxBatch && bytes < c.maxBytes {
 			var req *request
 			var ok bool
 			select {
@@ -158,8 +226,13 @@ func (c *Committer) write() {
 			if !ok {
 				break gather
 			}
+			if bytes+req.bytes > c.maxBytes {
+				next = req // it opens the next batch (alone, if it is that large)
+				break gather
+			}
 			batch = append(batch, req)
 			events = append(events, req.events...)
+			bytes += req.bytes
 		}
 		if linger != nil {
 			linger.Stop()
@@ -170,14 +243,21 @@ func (c *Committer) write() {
 }
 
 func (c *Committer) commit(batch []*request, events []store.NewEvent) {
-	// The transaction is not tied to any one request's context: a caller that
-	// gives up must not abort the commit the others are waiting for.
 	if c.observe != nil {
 		c.observe(len(events))
 	}
-	claims, err := c.claim(context.Background(), events)
-	if err == nil && len(claims) != len(events) {
-		err = errors.New("groupcommit: store returned a wrong number of claims")
+	claims, err := c.run(events)
+	if errors.Is(err, store.ErrRejected) && len(batch) > 1 {
+		// The store refused something one request carries (invariant 13:
+		// one event fails only itself). Commit each request on its own, so
+		// that only the request that carries it gets the error.
+		for _, req := range batch {
+			c.commit([]*request{req}, req.events)
+		}
+		return
+	}
+	if c.outcome != nil {
+		c.outcome(err)
 	}
 	deliveries := 0
 	off := 0
@@ -199,4 +279,23 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent) {
 	if deliveries > 0 && c.committed != nil {
 		c.committed(deliveries)
 	}
+}
+
+// run commits one batch. The transaction is not tied to any one request's
+// context: a caller that gives up must not abort the commit the others are
+// waiting for. It has a deadline of its own instead.
+func (c *Committer) run(events []store.NewEvent) ([]store.Claim, error) {
+	ctx, cancel := context.WithTimeout(c.stop, c.timeout)
+	defer cancel()
+	claims, err := c.claim(ctx, events)
+	if err != nil && ctx.Err() != nil {
+		if c.stop.Err() != nil {
+			return nil, fmt.Errorf("groupcommit: cancelled at shutdown: %w: %w", store.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("%w after %s: %w", ErrTimeout, c.timeout, err)
+	}
+	if err == nil && len(claims) != len(events) {
+		err = errors.New("groupcommit: store returned a wrong number of claims")
+	}
+	return claims, err
 }

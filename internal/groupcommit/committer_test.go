@@ -147,3 +147,146 @@ func TestCloseCommitsWhatIsQueued(t *testing.T) {
 		t.Fatalf("committed %d of 10", committed.Load())
 	}
 }
+
+// Invariant 13: one request that carries what the store refuses (here a
+// source whose destinations repeat a name, which breaks UNIQUE(event_id,
+// destination)) fails alone; the 180 healthy requests committed in the same
+// batches still get their verdicts. Before, 168 of them got its error.
+func TestOneBadRequestFailsOnlyItself(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var outcomes, failures atomic.Int64
+	c := groupcommit.New(s.ClaimEvents, groupcommit.Options{Linger: 5 * time.Millisecond, Outcome: func(err error) {
+		outcomes.Add(1)
+		if err != nil {
+			failures.Add(1)
+		}
+	}})
+	defer c.Close()
+	const requests = 200
+	var wg sync.WaitGroup
+	errs := make([]error, requests)
+	start := make(chan struct{})
+	for i := range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := ev(fmt.Sprintf("k%d", i))
+			if i%10 == 0 {
+				e.Destinations = []string{"app", "app"}
+			}
+			<-start
+			_, errs[i] = c.Claim(context.Background(), []store.NewEvent{e})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		bad := i%10 == 0
+		if bad && !errors.Is(err, store.ErrRejected) {
+			t.Errorf("bad request %d: %v, want ErrRejected", i, err)
+		}
+		if !bad && err != nil {
+			t.Errorf("healthy request %d: %v", i, err)
+		}
+	}
+	if st, _ := s.Stats(context.Background()); st.Events != requests-requests/10 {
+		t.Fatalf("stored %d events, want %d", st.Events, requests-requests/10)
+	}
+	if failures.Load() != requests/10 {
+		t.Errorf("%d of %d commits failed, want exactly the %d bad requests", failures.Load(), outcomes.Load(), requests/10)
+	}
+}
+
+// Batches are bounded by bytes as well as events; a request larger than the
+// bound still commits, alone.
+func TestBatchesAreBoundedByBytes(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	release := make(chan struct{})
+	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+		<-release
+		n := 0
+		for _, e := range evs {
+			n += len(e.Body)
+		}
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		return make([]store.Claim, len(evs)), nil
+	}, groupcommit.Options{MaxBatchBytes: 1000})
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := ev(fmt.Sprint(i))
+			e.Body = make([]byte, 300)
+			if i == 11 {
+				e.Body = make([]byte, 5000) // over the bound on its own
+			}
+			if _, err := c.Claim(context.Background(), []store.NewEvent{e}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // all queued behind the first commit
+	close(release)
+	wg.Wait()
+	total := 0
+	for _, n := range sizes {
+		total += n
+		if n > 1000 && n != 5000 && n != 5300 {
+			t.Errorf("a batch of %d bytes", n)
+		}
+	}
+	if total != 11*300+5000 {
+		t.Fatalf("committed %d bytes in %v", total, sizes)
+	}
+}
+
+// A commit that hangs (a dead connection) fails its requests with 503
+// after CommitTimeout instead of holding intake forever, and Close is
+// bounded too.
+func TestHungCommitTimesOutAndCloseIsBounded(t *testing.T) {
+	c := groupcommit.New(func(ctx context.Context, _ []store.NewEvent) ([]store.Claim, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, groupcommit.Options{CommitTimeout: 100 * time.Millisecond, CloseTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	_, err := c.Claim(context.Background(), []store.NewEvent{ev("a")})
+	if !errors.Is(err, groupcommit.ErrTimeout) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrTimeout (unavailable)", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the timeout took %s", took)
+	}
+	c.Close()
+
+	hung := groupcommit.New(func(ctx context.Context, _ []store.NewEvent) ([]store.Claim, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, groupcommit.Options{CommitTimeout: time.Hour, CloseTimeout: 100 * time.Millisecond})
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := hung.Claim(context.Background(), []store.NewEvent{ev("b")})
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	start = time.Now()
+	hung.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Close took %s with a hung commit", took)
+	}
+	for range 3 {
+		if err := <-errs; !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("a request cut at shutdown: %v, want unavailable (503)", err)
+		}
+	}
+}
