@@ -39,6 +39,17 @@ type Destination struct {
 	Retry      RetryPolicy
 }
 
+// LeaseMargin is how long before its lease expires an attempt is cut, at
+// most: the outcome must be written while the lease still holds, or another
+// worker takes the delivery over and delivers it a second time, at once.
+const LeaseMargin = 5 * time.Second
+
+// AttemptMargin is the margin for a lease of the given length: LeaseMargin,
+// or a fifth of a short lease. A lease must be at least the longest
+// destination timeout plus this margin (the config checks it); an attempt
+// is bounded by both.
+func AttemptMargin(lease time.Duration) time.Duration { return min(LeaseMargin, lease/5) }
+
 // Options configure a Worker.
 type Options struct {
 	Destinations []Destination
@@ -301,7 +312,28 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		w.log.Warn("dead letter", "source", d.Source, "key", d.Key, "destination", d.Destination, "reason", out.Error)
 		return out
 	}
-	status, after, err := w.post(ctx, dest, d)
+	if d.Attempt > dest.Retry.MaxAttempts {
+		// The lease counted attempts that never reported: their worker
+		// died mid-attempt, or they ran past their lease. They count, or a
+		// delivery that crashes its worker would be retried forever.
+		out.Kind, out.Attempt = store.OutcomeDead, d.Attempt-1
+		out.Error = fmt.Sprintf("gave up after %d attempts (the last never reported an outcome: a worker crashed or an attempt outlived its lease)", d.Attempt-1)
+		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "dead").Inc()
+		w.logAttempt(slog.LevelWarn, d, "dead letter", "reason", out.Error)
+		return out
+	}
+	// An attempt ends before its lease does (less the margin to record it),
+	// whatever the destination's timeout: past the lease, another worker may
+	// already be delivering the same event.
+	timeout := dest.Timeout
+	if !d.LeaseExpiresAt.IsZero() {
+		timeout = min(timeout, d.LeaseExpiresAt.Add(-AttemptMargin(w.opts.Lease)).Sub(start))
+	}
+	if timeout <= 0 {
+		out.Kind, out.NextAttemptAt = store.OutcomeReleased, start
+		return out
+	}
+	status, after, location, err := w.post(ctx, dest, d, timeout)
 	out.Duration = w.opts.Now().Sub(start)
 	out.StatusCode = status
 	switch {
@@ -316,6 +348,12 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 	case err == nil && IsPermanent(status):
 		out.Kind = store.OutcomeDead
 		out.Error = fmt.Sprintf("permanent failure: HTTP %d", status)
+	case err == nil && status >= 300 && status < 400:
+		// A redirect is the destination's misconfiguration (a wrong URL, a
+		// missing slash, http to https): no retry fixes it, and following
+		// it would POST the event somewhere nobody configured.
+		out.Kind = store.OutcomeDead
+		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, bounded(location))
 	default:
 		if err != nil {
 			out.Error = err.Error()
@@ -330,7 +368,9 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		out.Kind = store.OutcomeRetry
 		delay := dest.Retry.Backoff(d.Attempt, w.opts.Jitter)
 		if after >= 0 {
-			delay = max(after, dest.Retry.BaseDelay)
+			// Retry-After is honoured, within the destination's own bounds:
+			// a day-long Retry-After does not park a delivery past max_delay.
+			delay = min(max(after, dest.Retry.BaseDelay), dest.Retry.MaxDelay)
 		}
 		out.NextAttemptAt = w.opts.Now().Add(delay)
 		w.logAttempt(slog.LevelInfo, d, "delivery failed; will retry", "status", status, "err", out.Error, "retry_in", delay.Round(time.Millisecond))
@@ -358,14 +398,24 @@ func (w *Worker) logAttempt(level slog.Level, d store.LeasedDelivery, msg string
 		"destination", d.Destination, "attempt", d.Attempt}, args...)...)
 }
 
-// post makes one HTTP attempt. It returns the status (0 without an answer),
-// the Retry-After delay to honour (-1 when none), and a transport error.
-func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDelivery) (int, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, dest.Timeout)
+// bounded cuts a value a destination sent back (a Location) before it is
+// stored or logged.
+func bounded(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "…"
+	}
+	return s
+}
+
+// post makes one HTTP attempt, bounded by timeout. It returns the status (0
+// without an answer), the Retry-After delay to honour (-1 when none), the
+// Location of a redirect, and a transport error.
+func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDelivery, timeout time.Duration) (int, time.Duration, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest.URL, bytes.NewReader(d.Body))
 	if err != nil {
-		return 0, -1, err
+		return 0, -1, "", err
 	}
 	h := req.Header
 	for k, v := range d.Header { // the provider's routing headers, as received
@@ -391,9 +441,9 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 	resp, err := w.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("timed out after %s", dest.Timeout)
+			err = fmt.Errorf("timed out after %s", timeout)
 		}
-		return 0, -1, err
+		return 0, -1, "", err
 	}
 	defer resp.Body.Close()
 	// Drain a little so the connection can be reused; the body is not ours.
@@ -402,5 +452,5 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 	if ra, ok := retryAfter(resp, w.opts.Now()); ok {
 		after = ra
 	}
-	return resp.StatusCode, after, nil
+	return resp.StatusCode, after, resp.Header.Get("Location"), nil
 }

@@ -2,8 +2,11 @@ package deliver_test
 
 import (
 	"context"
+	"database/sql"
+	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,7 +145,8 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}
 	claim(t, s, "evt_slow_down", "app")
-	runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+	runWorker(t, s, deliver.Destination{URL: sink.URL,
+		Retry: deliver.RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Second}}, time.Minute)
 	waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
 	ds := sink.Deliveries()
 	if len(ds) != 2 {
@@ -150,6 +154,68 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	}
 	if gap := ds[1].At.Sub(ds[0].At); gap < 2*time.Second {
 		t.Fatalf("second attempt %s after a 429 with Retry-After: 2", gap)
+	}
+}
+
+// A Retry-After longer than the destination's max_delay (a day, or a value
+// that used to overflow to nothing) waits max_delay: neither parked for a
+// day nor retried at once.
+func TestRetryAfterIsCappedAtMaxDelay(t *testing.T) {
+	for _, ra := range []string{"86400", "9300000000", "18446744074", "99999999999999999999999"} {
+		t.Run(ra, func(t *testing.T) {
+			s := openStore(t)
+			sink := testenv.NewSink(t)
+			sink.Respond = func(w http.ResponseWriter, _ *http.Request, n int) {
+				if n == 1 {
+					w.Header().Set("Retry-After", ra)
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			}
+			claim(t, s, "evt_parked", "app")
+			runWorker(t, s, deliver.Destination{URL: sink.URL,
+				Retry: deliver.RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 700 * time.Millisecond}}, time.Minute)
+			waitStats(t, s, func(st store.Stats) bool { return st.Delivered == 1 })
+			ds := sink.Deliveries()
+			if gap := ds[1].At.Sub(ds[0].At); gap < 650*time.Millisecond || gap > 5*time.Second {
+				t.Fatalf("second attempt %s after Retry-After: %s; want max_delay (700ms)", gap, ra)
+			}
+		})
+	}
+}
+
+// A redirect is a misconfigured destination: dead at once, with where it
+// pointed, instead of max_attempts retries of the same redirect.
+func TestRedirectIsDeadLetteredAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "redirect.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("Location", "https://app.example.com/webhooks/")
+		w.WriteHeader(http.StatusPermanentRedirect)
+	}
+	claim(t, s, "evt_moved", "app")
+	runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+	waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
+	if n := len(sink.Deliveries()); n != 1 {
+		t.Fatalf("%d attempts at a redirecting destination, want 1", n)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var lastErr string
+	if err := db.QueryRow(`SELECT last_error FROM deliveries`).Scan(&lastErr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lastErr, "https://app.example.com/webhooks/") || !strings.Contains(lastErr, "308") {
+		t.Fatalf("dead letter error %q: want the status and the Location", lastErr)
 	}
 }
 
@@ -246,7 +312,10 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsWithFullJitterWithinBounds(t *testing.T) {
+// Every retry is jittered, the first one too: deliveries that failed
+// together (a destination that was down) come back spread over half the
+// ceiling, not at one instant.
+func TestBackoffGrowsWithJitterOnEveryRetry(t *testing.T) {
 	p := deliver.RetryPolicy{MaxAttempts: 12, BaseDelay: time.Second, MaxDelay: time.Minute}
 	top := func(n int64) int64 { return n - 1 }
 	bottom := func(int64) int64 { return 0 }
@@ -255,12 +324,19 @@ func TestBackoffGrowsWithFullJitterWithinBounds(t *testing.T) {
 		if got := p.Backoff(i+1, top); got != w {
 			t.Errorf("attempt %d: ceiling %s, want %s", i+1, got, w)
 		}
-		if got := p.Backoff(i+1, bottom); got != time.Second {
-			t.Errorf("attempt %d: floor %s, want the base delay", i+1, got)
+		if got := p.Backoff(i+1, bottom); got != w/2 {
+			t.Errorf("attempt %d: floor %s, want half the ceiling (%s)", i+1, got, w/2)
 		}
 	}
 	if got := p.Backoff(500, top); got != time.Minute {
 		t.Errorf("attempt 500: %s, want the max delay", got)
+	}
+	first := map[time.Duration]bool{}
+	for range 50 {
+		first[p.Backoff(1, rand.Int64N)] = true
+	}
+	if len(first) < 10 {
+		t.Errorf("50 first retries took %d distinct delays: the first retry is not jittered", len(first))
 	}
 }
 
