@@ -4,11 +4,12 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/provider"
 )
 
@@ -32,7 +34,14 @@ type Config struct {
 	SQLite SQLite `yaml:"sqlite"`
 	// MaxBodySize bounds a request body; larger bodies get 413.
 	MaxBodySize ByteSize `yaml:"max_body_size"`
-	Delivery    Delivery `yaml:"delivery"`
+	// MaxInflightBytes bounds the request bodies held in memory at once
+	// (default 64 MiB, at least max_body_size); over it, intake answers 503
+	// with Retry-After instead of running out of memory.
+	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
+	// TrustedProxies are the reverse proxies (addresses or CIDR prefixes)
+	// whose X-Forwarded-For is believed for the client address in logs.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	Delivery       Delivery `yaml:"delivery"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
@@ -79,8 +88,9 @@ type Source struct {
 	Unsigned bool `yaml:"unsigned"`
 	// VerifyToken answers WhatsApp's GET hub.verify_token handshake.
 	VerifyToken string `yaml:"verify_token"`
-	// PublicURL is this source's URL as the provider calls it, for presets
-	// that sign the URL (twilio) behind a proxy that rewrites it.
+	// PublicURL is this source's full URL as the provider calls it (the URL
+	// configured at the provider), for presets that sign the URL (twilio)
+	// behind a proxy that rewrites it; the request's query is added to it.
 	PublicURL string `yaml:"public_url"`
 }
 
@@ -110,41 +120,55 @@ type Retry struct {
 	MaxDelay    Duration `yaml:"max_delay"`
 }
 
-// Duration is a time.Duration that also reads days ("7d", "1d12h").
+// Duration is a time.Duration that also reads days ("7d", "1d12h"). A
+// duration written in the config must be positive and at most MaxDuration:
+// a zero would silently mean "the default", and a huge number of days
+// would overflow into something short.
 type Duration time.Duration
+
+// MaxDuration is the longest duration a config accepts (ten years).
+const MaxDuration = 3650 * 24 * time.Hour
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return err
+	}
+	if v <= 0 {
+		return fmt.Errorf("duration %q must be positive (leave the field out for its default)", n.Value)
 	}
 	*d = Duration(v)
 	return nil
 }
 
-// ParseDuration is time.ParseDuration with a leading whole number of days.
+// ParseDuration is time.ParseDuration with a leading whole number of days,
+// refusing anything longer than MaxDuration (before it can overflow).
 func ParseDuration(s string) (time.Duration, error) {
-	if days, rest, ok := strings.Cut(s, "d"); ok {
+	bad := fmt.Errorf("duration %q: want e.g. 90s, 72h or 7d", s)
+	var d time.Duration
+	rest := s
+	if days, after, ok := strings.Cut(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 0 {
-			return 0, fmt.Errorf("duration %q: want e.g. 90s, 72h or 7d", s)
+			return 0, bad
 		}
-		d := time.Duration(n) * 24 * time.Hour
+		if int64(n) > int64(MaxDuration/(24*time.Hour)) {
+			return 0, fmt.Errorf("duration %q is longer than %dd", s, MaxDuration/(24*time.Hour))
+		}
+		d, rest = time.Duration(n)*24*time.Hour, after
 		if rest == "" {
 			return d, nil
 		}
-		r, err := time.ParseDuration(rest)
-		if err != nil {
-			return 0, fmt.Errorf("duration %q: want e.g. 90s, 72h or 7d", s)
-		}
-		return d + r, nil
 	}
-	d, err := time.ParseDuration(s)
+	r, err := time.ParseDuration(rest)
 	if err != nil {
-		return 0, fmt.Errorf("duration %q: want e.g. 90s, 72h or 7d", s)
+		return 0, bad
 	}
-	return d, nil
+	if r > MaxDuration || d+r > MaxDuration {
+		return 0, fmt.Errorf("duration %q is longer than %dd", s, MaxDuration/(24*time.Hour))
+	}
+	return d + r, nil
 }
 
 // ByteSize is a size in bytes that also reads KiB, MiB and GiB ("5MiB").
@@ -164,43 +188,129 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 		}
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v <= 0 {
-		return fmt.Errorf("line %d: size %q: want e.g. 5MiB, 512KiB or 1048576", n.Line, n.Value)
+	if err != nil || v <= 0 || v > (1<<40)/mult {
+		return fmt.Errorf("size %q: want e.g. 5MiB, 512KiB or 1048576", n.Value)
 	}
 	*b = ByteSize(v * mult)
 	return nil
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// expandEnv replaces environment references in every scalar value of the
+// document (never in keys or comments, and never as YAML structure), the
+// way a shell does:
+//
+//	${NAME}            the variable; unset is an error
+//	${NAME:-default}   default when NAME is unset or empty
+//	${NAME-default}    default when NAME is unset
+//	$NAME              as ${NAME}
+//	$$                 a literal $
+//
+// Any other use of $ is an error naming the field, so that no secret can
+// silently become the text "${NOPE:-x}" or "$SECRET". An expanded value is
+// never expanded again.
+func expandEnv(root *yaml.Node, lookup func(string) (string, bool)) []error {
+	var errs []error
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			if !strings.Contains(n.Value, "$") {
+				return
+			}
+			v, err := expandValue(n.Value, lookup)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				return
+			}
+			// The value is text, whatever YAML would make of it ("true",
+			// "a: b"), unless the field wants a number (concurrency).
+			n.Value, n.Tag, n.Style = v, "", 0
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], join(path, n.Content[i].Value))
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	walk(root, "")
+	return errs
+}
 
-// expandEnv replaces ${NAME} in every scalar value of the document (not in
-// comments, and never as YAML structure) with the environment variable's
-// value. An unset variable is an error: an empty secret must never pass
-// silently.
-func expandEnv(doc *yaml.Node, lookup func(string) (string, bool)) error {
-	var missing []string
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
-			n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
-				name := ref[2 : len(ref)-1]
-				v, ok := lookup(name)
-				if !ok {
-					missing = append(missing, fmt.Sprintf("%s (line %d)", name, n.Line))
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func isNameStart(c byte) bool { return c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' }
+func isNameChar(c byte) bool  { return isNameStart(c) || c >= '0' && c <= '9' }
+
+// expandValue expands one scalar (see expandEnv).
+func expandValue(s string, lookup func(string) (string, bool)) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' {
+			b.WriteByte(s[i])
+			continue
+		}
+		rest := s[i+1:]
+		switch {
+		case strings.HasPrefix(rest, "$"):
+			b.WriteByte('$')
+			i++
+		case strings.HasPrefix(rest, "{"):
+			end := strings.IndexByte(rest, '}')
+			if end < 0 {
+				return "", fmt.Errorf("%q: an unclosed ${", s)
+			}
+			ref := rest[1:end]
+			j := 0
+			for j < len(ref) && isNameChar(ref[j]) {
+				j++
+			}
+			name, op := ref[:j], ref[j:]
+			if name == "" || !isNameStart(name[0]) {
+				return "", fmt.Errorf("${%s}: want ${NAME}, ${NAME:-default} or ${NAME-default} (write $$ for a literal $)", ref)
+			}
+			v, set := lookup(name)
+			switch {
+			case op == "":
+				if !set {
+					return "", fmt.Errorf("environment variable %s is not set", name)
 				}
-				return v
-			})
-			return
-		}
-		for _, c := range n.Content {
-			walk(c)
+			case strings.HasPrefix(op, ":-"):
+				if !set || v == "" {
+					v = op[2:]
+				}
+			case strings.HasPrefix(op, "-"):
+				if !set {
+					v = op[1:]
+				}
+			default:
+				return "", fmt.Errorf("${%s}: only ${NAME}, ${NAME:-default} and ${NAME-default} are supported (write $$ for a literal $)", ref)
+			}
+			b.WriteString(v)
+			i += end + 1
+		case rest != "" && isNameStart(rest[0]):
+			j := 1
+			for j < len(rest) && isNameChar(rest[j]) {
+				j++
+			}
+			v, set := lookup(rest[:j])
+			if !set {
+				return "", fmt.Errorf("environment variable %s ($%s) is not set (write $$ for a literal $)", rest[:j], rest[:j])
+			}
+			b.WriteString(v)
+			i += j
+		default:
+			return "", fmt.Errorf("%q: a $ that starts no variable; write $$ for a literal $", s)
 		}
 	}
-	walk(doc)
-	if len(missing) > 0 {
-		return fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
-	}
-	return nil
+	return b.String(), nil
 }
 
 // Load reads and validates the file at path.
@@ -216,28 +326,38 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse expands ${ENV} references, decodes strictly (unknown fields are
-// errors), applies defaults and validates.
+// ErrEmpty is returned for a config with no settings at all.
+var ErrEmpty = errors.New("the config is empty: it needs at least sources (oncehook init writes a commented sample)")
+
+// Parse checks field names and types (every error names the field:
+// sources[0].presett: unknown field), expands environment references,
+// applies defaults and validates. When a field is misspelled or of the
+// wrong type, only those errors are reported: validating the rest would
+// add errors that are only their echo (a misspelled preset is also a
+// missing one).
 func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(text, &doc); err != nil {
 		return nil, err
 	}
-	if err := expandEnv(&doc, lookupEnv); err != nil {
-		return nil, err
+	if len(doc.Content) == 0 {
+		return nil, ErrEmpty
 	}
-	if strings.Contains(string(text), "${") {
-		// Decode the expanded document strictly (yaml.Node.Decode cannot
-		// reject unknown fields), so write it back out first.
-		var err error
-		if text, err = yaml.Marshal(&doc); err != nil {
-			return nil, err
-		}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, ErrEmpty
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: the config must be a mapping of settings (listen, store, sources, destinations, ...)", root.Line)
+	}
+	if errs := expandEnv(root, lookupEnv); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if errs := checkNode(root, reflect.TypeFor[Config](), ""); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(text))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	if err := root.Decode(&cfg); err != nil {
 		return nil, err
 	}
 	if err := cfg.setDefaults(); err != nil {
@@ -249,11 +369,145 @@ func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	return &cfg, nil
 }
 
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// checkNode checks that n can be decoded into a value of type t, naming the
+// field path of every problem: unknown fields, a list where a value is
+// wanted, a number or duration that does not parse.
+func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	where := path
+	if where == "" {
+		where = "config"
+	}
+	fail := func(format string, args ...any) []error {
+		return []error{fmt.Errorf("%s: %s (line %d)", where, fmt.Sprintf(format, args...), n.Line)}
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // an empty value: the default
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		if n.Kind != yaml.ScalarNode {
+			return fail("want a single value")
+		}
+		if err := reflect.New(t).Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
+			return fail("%v", err)
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return fail("want a mapping of fields")
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		var errs []error
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i].Value, n.Content[i+1]
+			ft, ok := fields[key]
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("%s: unknown field (line %d)%s", join(path, key), n.Content[i].Line, suggest(key, fields)))
+			case seen[key]:
+				errs = append(errs, fmt.Errorf("%s: given twice (line %d)", join(path, key), n.Content[i].Line))
+			default:
+				errs = append(errs, checkNode(val, ft, join(path, key))...)
+			}
+			seen[key] = true
+		}
+		return errs
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return fail("want a list")
+		}
+		var errs []error
+		for i, c := range n.Content {
+			errs = append(errs, checkNode(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return errs
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return fail("want a mapping")
+		}
+		var errs []error
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = append(errs, checkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+		}
+		return errs
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			return fail("want a single value")
+		}
+	case reflect.Int, reflect.Int64:
+		if n.Kind != yaml.ScalarNode {
+			return fail("want a number")
+		}
+		if _, err := strconv.Atoi(n.Value); err != nil {
+			return fail("%q: want a whole number", n.Value)
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode {
+			return fail("want true or false")
+		}
+		if _, err := strconv.ParseBool(n.Value); err != nil {
+			return fail("%q: want true or false", n.Value)
+		}
+	}
+	return nil
+}
+
+// suggest names the known field closest to a misspelled one.
+func suggest(key string, fields map[string]reflect.Type) string {
+	best, bestDist := "", 3
+	for name := range fields {
+		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
+			best, bestDist = name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %s?", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 // Defaults every config gets.
 const (
-	DefaultListen      = "127.0.0.1:8080"
-	DefaultStore       = "sqlite://./oncehook.db"
-	DefaultMaxBodySize = 5 << 20
+	DefaultListen           = "127.0.0.1:8080"
+	DefaultStore            = "sqlite://./oncehook.db"
+	DefaultMaxBodySize      = 5 << 20
+	DefaultMaxInflightBytes = 64 << 20
+	// MaxMaxBodySize bounds max_body_size: a body is stored whole and sent
+	// in one database message (PostgreSQL refuses messages over 1 GiB).
+	MaxMaxBodySize = 256 << 20
 )
 
 func (c *Config) setDefaults() error {
@@ -265,6 +519,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxBodySize == 0 {
 		c.MaxBodySize = DefaultMaxBodySize
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = max(DefaultMaxInflightBytes, c.MaxBodySize)
 	}
 	if c.Delivery.Concurrency == 0 {
 		c.Delivery.Concurrency = 64
@@ -328,12 +585,28 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	switch c.StoreKind() {
-	case "sqlite", "postgres":
+	case "sqlite":
+		if p := c.SQLitePath(); p == "" || p == ":memory:" || strings.HasPrefix(p, "file::memory:") || strings.Contains(p, "mode=memory") {
+			fail("store", "%q: want sqlite://path/to/file.db (an empty path or an in-memory database is not durable: every 200 would be a lie)", c.Store)
+		}
+	case "postgres":
 	default:
-		fail("store", "%q: want sqlite://path or postgres://...", c.Store)
+		fail("store", "%q: want sqlite://path or postgres://...", Redact(c.Store))
 	}
 	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
-		fail("redis", "%q: want redis://host:port/db", c.Redis)
+		fail("redis", "%q: want redis://host:port/db", Redact(c.Redis))
+	}
+	if c.MaxBodySize > MaxMaxBodySize {
+		fail("max_body_size", "%d bytes: at most 256MiB", c.MaxBodySize)
+	}
+	if c.MaxInflightBytes < c.MaxBodySize {
+		fail("max_inflight_bytes", "%d bytes is below max_body_size (%d): one request could never be taken in", c.MaxInflightBytes, c.MaxBodySize)
+	}
+	if _, err := c.TrustedProxyPrefixes(); err != nil {
+		fail("trusted_proxies", "%v", err)
+	}
+	if c.Delivery.Concurrency < 1 {
+		fail("delivery.concurrency", "must be at least 1")
 	}
 	dests := map[string]bool{}
 	for i, d := range c.Destinations {
@@ -357,6 +630,14 @@ func (c *Config) Validate() error {
 		}
 		if d.Retry.BaseDelay > d.Retry.MaxDelay {
 			fail(f+".retry", "base_delay %s is above max_delay %s", time.Duration(d.Retry.BaseDelay), time.Duration(d.Retry.MaxDelay))
+		}
+		// A lease shorter than an attempt lets a second worker take the
+		// delivery over while the first still waits on the destination:
+		// the event is delivered twice, at once, again and again.
+		lease := time.Duration(c.Delivery.Lease)
+		if margin := deliver.AttemptMargin(lease); lease < time.Duration(d.Timeout)+margin {
+			fail("delivery.lease", "%s is shorter than %s's timeout (%s) plus a %s margin: an attempt would outlive its lease and be made twice at once; use at least %s",
+				lease, f, time.Duration(d.Timeout), margin, time.Duration(d.Timeout)+deliver.LeaseMargin)
 		}
 	}
 	sources := map[string]bool{}
@@ -390,10 +671,15 @@ func (c *Config) Validate() error {
 		if s.Window <= 0 {
 			fail(f+".window", "must be positive")
 		}
+		named := map[string]bool{}
 		for j, d := range s.Destinations {
-			if !dests[d] {
+			switch {
+			case !dests[d]:
 				fail(fmt.Sprintf("%s.destinations[%d]", f, j), "no destination named %q", d)
+			case named[d]:
+				fail(fmt.Sprintf("%s.destinations[%d]", f, j), "%q is listed twice (an event has one delivery per destination)", d)
 			}
+			named[d] = true
 		}
 	}
 	return errors.Join(errs...)
@@ -413,4 +699,77 @@ func (c *Config) StoreKind() string {
 // SQLitePath returns the file path of a sqlite:// store URL.
 func (c *Config) SQLitePath() string {
 	return strings.TrimPrefix(c.Store, "sqlite://")
+}
+
+// TrustedProxyPrefixes parses trusted_proxies: addresses or CIDR prefixes.
+func (c *Config) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, p := range c.TrustedProxies {
+		if pr, err := netip.ParsePrefix(p); err == nil {
+			out = append(out, pr.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(p)
+		if err != nil {
+			return nil, fmt.Errorf("[%d] %q: want an address or a CIDR prefix (10.0.0.0/8)", i, p)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// Warnings are settings that are valid but weaken a promise or do nothing;
+// serve and validate print them.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.StoreKind() == "sqlite" {
+		switch strings.ToUpper(c.SQLite.Synchronous) {
+		case "OFF":
+			w = append(w, "sqlite.synchronous: OFF: a crash of the machine (not only of oncehook) can lose events already answered 200")
+		case "NORMAL":
+			w = append(w, "sqlite.synchronous: NORMAL: a power loss can lose the last events already answered 200")
+		}
+	}
+	for i, s := range c.Sources {
+		if len(s.Destinations) == 0 {
+			w = append(w, fmt.Sprintf("sources[%d] (%s) has no destinations: its events are stored and deduplicated, but delivered nowhere", i, s.Name))
+		}
+	}
+	return w
+}
+
+// credentialParams are query parameters that carry secrets in store and
+// Redis URLs.
+var credentialParams = []string{"password", "passwd", "pass", "sslpassword", "secret", "token"}
+
+// Redact returns a URL fit for logs and banners: the password of its
+// user info, and any query parameter that carries a credential, become
+// "xxxxx". A value that is not a URL is not printed at all.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for name := range q {
+			for _, c := range credentialParams {
+				if strings.EqualFold(name, c) {
+					q.Set(name, "xxxxx")
+					changed = true
+				}
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.String()
 }

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ destinations: [{name: app, url: "http://x"}]`, "sources[0]"},
 destinations: [{name: app, url: "ftp://x"}]`, "destinations[0].url"},
 		{`sources: [{name: s, preset: stripe, secrets: [x]}]
 destinations: [{name: app, url: "http://x", secret: "whsec_!!"}]`, "destinations[0].secret"},
-		{`sources: [{name: s, preset: stripe, secrets: [x], windw: 1h}]`, "field windw not found"},
+		{`sources: [{name: s, preset: stripe, secrets: [x], windw: 1h}]`, "sources[0].windw: unknown field"},
 		{`sources: [{name: s, preset: stripe, secrets: [x], window: 3x}]`, "duration"},
 		{`max_body_size: lots
 sources: [{name: s, preset: stripe, secrets: [x]}]`, "size"},
@@ -97,6 +98,163 @@ func TestExpandedValuesStayText(t *testing.T) {
 		}
 		if time.Duration(cfg.Sources[0].Window) != 2*time.Hour {
 			t.Errorf("window %s", time.Duration(cfg.Sources[0].Window))
+		}
+	}
+}
+
+// A misspelled field is named by its path, and it is the only error: the
+// preset it should have set is not also reported missing.
+func TestMisspelledFieldIsTheOnlyError(t *testing.T) {
+	_, err := config.Parse([]byte(`
+sources:
+  - name: s
+    presett: stripe
+    secrets: [x]
+destinations:
+  - name: app
+    url: http://127.0.0.1:9000
+    retry: {max_atempts: 3}
+`), env(nil))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{"sources[0].presett: unknown field (line 4); did you mean preset?", "destinations[0].retry.max_atempts: unknown field"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("err = %q, want it to say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "preset: required") || strings.Count(msg, "\n") > 1 {
+		t.Errorf("spurious errors beside the misspellings: %q", msg)
+	}
+}
+
+func TestEmptyConfigSaysSo(t *testing.T) {
+	for _, text := range []string{"", "\n\n", "# only a comment\n", "~"} {
+		if _, err := config.Parse([]byte(text), env(nil)); !errors.Is(err, config.ErrEmpty) {
+			t.Errorf("%q: err = %v, want ErrEmpty", text, err)
+		}
+	}
+}
+
+// Environment references work the way a shell's do, and every other $ is
+// an error naming the field: a secret never silently becomes the literal
+// text "${NOPE:-default}".
+func TestEnvironmentReferences(t *testing.T) {
+	vars := env(map[string]string{"SET": "s3cret", "EMPTY": ""})
+	secret := func(ref string) (string, error) {
+		cfg, err := config.Parse([]byte("sources:\n  - name: s\n    preset: stripe\n    secrets: ['"+ref+"']\n"), vars)
+		if err != nil {
+			return "", err
+		}
+		return cfg.Sources[0].Secrets[0], nil
+	}
+	good := map[string]string{
+		"${SET}":          "s3cret",
+		"$SET":            "s3cret",
+		"pre-${SET}-post": "pre-s3cret-post",
+		"${NOPE:-dflt}":   "dflt",
+		"${EMPTY:-dflt}":  "dflt",
+		"${NOPE-dflt}":    "dflt",
+		"x${EMPTY-dflt}x": "xx",
+		"a$$b":            "a$b",
+		"${SET:-ignored}": "s3cret",
+		"$SET.$SET":       "s3cret.s3cret",
+	}
+	for ref, want := range good {
+		got, err := secret(ref)
+		if err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", ref, got, err, want)
+		}
+	}
+	for _, ref := range []string{"${NOPE}", "$NOPE", "${SET:?msg}", "${SET:+x}", "${1}", "${", "a$", "pa$5word", "${ SET }"} {
+		if got, err := secret(ref); err == nil || !strings.Contains(err.Error(), "sources[0].secrets[0]") {
+			t.Errorf("%s = %q, %v; want an error naming sources[0].secrets[0]", ref, got, err)
+		}
+	}
+	// A number from the environment still reads as a number.
+	cfg, err := config.Parse([]byte("delivery: {concurrency: '${N}'}\nsources: [{name: s, preset: stripe, secrets: [x]}]\n"), env(map[string]string{"N": "8"}))
+	if err != nil || cfg.Delivery.Concurrency != 8 {
+		t.Fatalf("concurrency from the environment: %v %v", cfg, err)
+	}
+}
+
+func TestDurationsMustMakeSense(t *testing.T) {
+	for _, c := range []struct{ field, value string }{
+		{"tolerance", "0s"}, {"tolerance", "-5s"}, {"window", "0"}, {"window", "213504d"}, {"window", "9999999h"}, {"window", "1d-30h"},
+	} {
+		_, err := config.Parse([]byte("sources: [{name: s, preset: stripe, secrets: [x], "+c.field+": "+c.value+"}]"), env(nil))
+		if err == nil || !strings.Contains(err.Error(), "sources[0]."+c.field) {
+			t.Errorf("%s: %s accepted or not named: %v", c.field, c.value, err)
+		}
+	}
+}
+
+// Invariant 1 needs a file: an empty or in-memory SQLite path would answer
+// 200 for events stored nowhere.
+func TestSQLiteStoreMustBeAFile(t *testing.T) {
+	for _, store := range []string{"sqlite://", "sqlite://${DB_PATH}", "sqlite://:memory:", "sqlite://file::memory:?cache=shared", "sqlite://file:x.db?mode=memory"} {
+		_, err := config.Parse([]byte("store: '"+store+"'\nsources: [{name: s, preset: stripe, secrets: [x]}]"), env(map[string]string{"DB_PATH": ""}))
+		if err == nil || !strings.Contains(err.Error(), "store:") {
+			t.Errorf("store %s: err = %v, want a config error on store", store, err)
+		}
+	}
+}
+
+func TestSettingsThatMustFitTogether(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app, app]}]
+destinations: [{name: app, url: "http://x"}]`, "sources[0].destinations[1]"},
+		{`delivery: {lease: 12s}
+sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
+destinations: [{name: app, url: "http://x", timeout: 10s}]`, "delivery.lease"},
+		{`max_body_size: 10MiB
+max_inflight_bytes: 5MiB
+sources: [{name: s, preset: stripe, secrets: [x]}]`, "max_inflight_bytes"},
+		{`trusted_proxies: [10.0.0.0/33]
+sources: [{name: s, preset: stripe, secrets: [x]}]`, "trusted_proxies"},
+	}
+	for _, c := range cases {
+		_, err := config.Parse([]byte(c.yaml), env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config:\n%s\nerr = %v, want it to name %q", c.yaml, err, c.want)
+		}
+	}
+	cfg, err := config.Parse([]byte(`delivery: {lease: 15s}
+trusted_proxies: [10.0.0.0/8, 192.168.1.1]
+sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
+destinations: [{name: app, url: "http://x", timeout: 10s}]`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := cfg.TrustedProxyPrefixes(); len(p) != 2 || p[1].Bits() != 32 {
+		t.Fatalf("trusted proxies %v", p)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	cfg, err := config.Parse([]byte(`sqlite: {synchronous: "OFF"}
+sources: [{name: lonely, preset: stripe, secrets: [x]}]`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(cfg.Warnings(), "\n")
+	if !strings.Contains(w, "synchronous: OFF") || !strings.Contains(w, "lonely") {
+		t.Fatalf("warnings: %q", w)
+	}
+}
+
+func TestRedactHidesCredentials(t *testing.T) {
+	cases := map[string]string{
+		"postgres://oncehook:s3cret@db:5432/x?sslmode=require": "postgres://oncehook:xxxxx@db:5432/x?sslmode=require",
+		"postgres://db/x?user=u&password=s3cret":               "postgres://db/x?password=xxxxx&user=u",
+		"redis://:s3cret@cache:6379/0":                         "redis://:xxxxx@cache:6379/0",
+		"redis://cache:6379/0":                                 "redis://cache:6379/0",
+		"sqlite://./oncehook.db":                               "sqlite://./oncehook.db",
+	}
+	for in, want := range cases {
+		if got := config.Redact(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

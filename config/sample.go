@@ -6,8 +6,10 @@ import (
 )
 
 // Sample is the commented configuration `oncehook init` writes.
-const Sample = `# oncehook configuration. Values like ${NAME} are read from the environment;
-# an unset variable is an error, so a secret is never silently empty.
+const Sample = `# oncehook configuration. Values like ${NAME} (or $NAME) are read from the
+# environment; an unset variable is an error, so a secret is never silently
+# empty. ${NAME:-default} gives a default; $$ is a literal $.
+# Check this file without serving: oncehook validate --config oncehook.yaml
 
 listen: 127.0.0.1:8080
 
@@ -18,10 +20,12 @@ sqlite:
   synchronous: FULL          # FULL (default) | EXTRA | NORMAL | OFF
 
 max_body_size: 5MiB          # larger requests get 413
+# max_inflight_bytes: 64MiB  # bodies held in memory at once; over it, 503 + Retry-After
+# trusted_proxies: [10.0.0.0/8]   # proxies whose X-Forwarded-For names the client in logs
 
 delivery:
   concurrency: 64            # attempts in flight at once
-  # lease: 40s               # default: the longest destination timeout + 30s
+  # lease: 40s               # default: the longest destination timeout + 30s (at least timeout + 5s)
 
 sources:
   - name: stripe             # receives at POST /in/stripe
