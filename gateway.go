@@ -56,9 +56,34 @@ type Gateway struct {
 	worker    *deliver.Worker
 	intake    *receive.Handler
 	mux       *http.ServeMux
+	health    writeHealth
 
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// writeHealth remembers the outcome of the store's latest write, an intake
+// commit or a readiness probe: readiness is whether the store can commit,
+// and a store that answers reads may refuse writes (a full disk).
+type writeHealth struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+func (h *writeHealth) record(err error) {
+	if errors.Is(err, store.ErrRejected) {
+		err = nil // the data was refused; the store itself is fine
+	}
+	h.mu.Lock()
+	h.at, h.err = time.Now(), err
+	h.mu.Unlock()
+}
+
+func (h *writeHealth) latest() (time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.at, h.err
 }
 
 // New opens the store, applies migrations and builds every part. Nothing
@@ -79,6 +104,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	for _, w := range cfg.Warnings() {
+		opts.Logger.Warn("config: " + w)
+	}
+	proxies, _ := cfg.TrustedProxyPrefixes() // validated above
 	m := metrics.New()
 	st, writers, linger, err := openStore(ctx, cfg, opts.Logger, m)
 	if err != nil {
@@ -108,6 +137,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		Linger:    linger,
 		Committed: func(int) { g.worker.Notify() },
 		Observe:   func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
+		Outcome:   g.health.record,
 	})
 
 	sources := make([]receive.Source, len(cfg.Sources))
@@ -124,11 +154,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	}
 	g.intake = receive.New(receive.Options{
 		Sources: sources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
+		MaxInflightBytes: int64(cfg.MaxInflightBytes), TrustedProxies: proxies,
 		Seen:   seen.New(opts.HotKeys),
 		Logger: opts.Logger.With("component", "receive"), Metrics: g.metrics,
 	})
 
 	g.mux = http.NewServeMux()
+	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		g.metrics.Requests.WithLabelValues("", receive.ReasonNotFound).Inc()
+		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "nothing here: sources receive at POST /in/{source}", Reason: receive.ReasonNotFound})
+	})
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -194,11 +229,26 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // Store is the gateway's store, for reading what it holds.
 func (g *Gateway) Store() store.Store { return g.store }
 
+// readyFresh is how long the latest write's outcome stands for the store's
+// health. Under load, commits answer readiness without touching the store
+// (a probe would queue behind them, and flap); when idle, a probe writes.
+const readyFresh = 5 * time.Second
+
+// ready answers /readyz: 200 when the store can commit. That is the latest
+// write's outcome (an intake commit or a probe) when it is recent, else a
+// probe: a small durable write. Reads are not enough: a full disk answers
+// them and refuses every commit.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := g.store.Ping(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "store unreachable"})
+	at, err := g.health.latest()
+	if time.Since(at) > readyFresh {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		err = g.store.Ping(ctx)
+		cancel()
+		g.health.record(err)
+	}
+	if err != nil {
+		g.log.Warn("not ready: the store cannot commit", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

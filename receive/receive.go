@@ -20,10 +20,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -58,6 +64,18 @@ type Options struct {
 	Sources     []Source
 	Claimer     Claimer
 	MaxBodySize int64
+	// MaxInflightBytes bounds the request bodies held at once, from the
+	// first byte read until the answer (a body waits for its commit in
+	// memory). A request that would go over it waits up to InflightWait,
+	// then gets 503 with Retry-After: memory stays bounded however many
+	// large requests arrive together. Default: 64 MiB, and never less than
+	// MaxBodySize.
+	MaxInflightBytes int64
+	InflightWait     time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed when logging a request's client address. Without them, the
+	// logged address is the connection's peer.
+	TrustedProxies []netip.Prefix
 	// Seen, when set, answers events already known to be committed without
 	// queueing for the store. It never decides a new event: misses go to
 	// the Claimer.
@@ -69,13 +87,16 @@ type Options struct {
 
 // Handler serves POST /in/{source}.
 type Handler struct {
-	sources map[string]*Source
-	claimer Claimer
-	seen    *seen.Set
-	maxBody int64
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	now     func() time.Time
+	sources  map[string]*Source
+	claimer  Claimer
+	seen     *seen.Set
+	maxBody  int64
+	inflight *semaphore.Weighted
+	wait     time.Duration
+	proxies  []netip.Prefix
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	now      func() time.Time
 }
 
 // New creates a Handler.
@@ -92,6 +113,16 @@ func New(opts Options) *Handler {
 	if h.maxBody <= 0 {
 		h.maxBody = 5 << 20
 	}
+	budget := opts.MaxInflightBytes
+	if budget <= 0 {
+		budget = 64 << 20
+	}
+	h.inflight = semaphore.NewWeighted(max(budget, h.maxBody))
+	h.wait = opts.InflightWait
+	if h.wait <= 0 {
+		h.wait = time.Second
+	}
+	h.proxies = opts.TrustedProxies
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -144,7 +175,17 @@ const (
 	ReasonMalformed     = "malformed"
 	ReasonMissingKey    = "missing_key"
 	ReasonUnavailable   = "unavailable"
+	ReasonOverloaded    = "overloaded"     // over the in-flight byte budget: 503, retry later
+	ReasonNotFound      = "not_found"      // a path under /in/{source}/ the source does not serve
+	ReasonStoreRejected = "store_rejected" // the store refused this request's data: 500
 	ReasonDiscarded     = "discarded_unauthorized"
+)
+
+// Limits on what intake stores beside the body.
+const (
+	maxContentType  = 256  // bytes of Content-Type
+	maxForwardValue = 1024 // bytes of one forwarded header value; a longer one is not forwarded
+	maxDetail       = 256  // bytes of a rejection's detail, in the answer and the log
 )
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -156,12 +197,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, "", http.StatusNotFound, ReasonUnknownSource, "no source named "+name)
 		return
 	}
-	// 1. The raw body, bounded. Verification needs the exact bytes.
+	token := r.PathValue("token")
+	if token != "" {
+		if ps, ok := src.Preset.(provider.PathSecreter); !ok || !ps.AcceptsPathSecret() {
+			h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" is at /in/"+name+"; its preset takes no secret in the path")
+			return
+		}
+	}
+
+	// 1. The raw body, bounded, within the in-flight byte budget.
+	// Verification needs the exact bytes.
 	if r.ContentLength > h.maxBody {
 		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	reserve := h.maxBody // a body of unknown length may be as large as the limit
+	if r.ContentLength >= 0 {
+		reserve = r.ContentLength
+	}
+	if reserve > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), h.wait)
+		err := h.inflight.Acquire(ctx, reserve)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+			return
+		}
+		defer h.inflight.Release(reserve)
+	}
+	body, err := readBody(w, r, h.maxBody)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -171,7 +236,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	preq := &provider.Request{Method: r.Method, URL: absoluteURL(r), Header: r.Header, Body: body, PathToken: r.PathValue("token")}
+	preq := &provider.Request{Method: r.Method, URL: absoluteURL(r), Header: r.Header, Body: body, PathToken: token}
 	now := h.now()
 
 	// A provider's endpoint check (WhatsApp's GET, Slack's url_verification)
@@ -184,6 +249,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			h.metrics.Requests.WithLabelValues(name, "handshake").Inc()
+			// The reply echoes what the caller sent (hub.challenge): never
+			// let a browser sniff it into something else.
+			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.Header().Set("Content-Type", reply.ContentType)
 			w.WriteHeader(reply.Status)
 			w.Write(reply.Body)
@@ -191,16 +259,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		h.reject(w, r, name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
-		return
+		if ga, ok := src.Preset.(provider.GetAccepter); !ok || r.Method != http.MethodGet || !ga.AcceptsGet(preq) {
+			w.Header().Set("Allow", http.MethodPost)
+			h.reject(w, r, name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
+			return
+		}
 	}
 
 	// 2. Authenticity, before anything in the body is trusted or parsed.
 	if err := src.Preset.Verify(preq, now); err != nil {
 		if src.DiscardUnauthorized {
 			h.metrics.Requests.WithLabelValues(name, ReasonDiscarded).Inc()
-			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", err.Error(), "remote", r.RemoteAddr)
+			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", h.client(r))
 			writeJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
 			return
 		}
@@ -219,22 +289,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	contentType := r.Header.Get("Content-Type")
-	var forward http.Header
-	if f, ok := src.Preset.(provider.Forwarder); ok {
-		for _, name := range f.ForwardHeaders() {
-			if v := r.Header.Values(name); len(v) > 0 {
-				if forward == nil {
-					forward = http.Header{}
-				}
-				forward[http.CanonicalHeaderKey(name)] = v
-			}
-		}
+	if ct, ok := src.Preset.(provider.ContentTyper); ok {
+		contentType = ct.ContentType(preq)
 	}
+	if len(contentType) > maxContentType || !utf8.ValidString(contentType) {
+		// It is stored and sent back out with every delivery: a value no
+		// store or destination would take must fail here, alone.
+		h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8")
+		return
+	}
+	forward := forwardHeaders(src.Preset, r.Header)
 	events := make([]store.NewEvent, len(items))
 	for i, it := range items {
 		e := store.NewEvent{
 			Source:       name,
-			Key:          it.Key,
+			Key:          provider.SafeKey(it.Key),
 			ContentType:  contentType,
 			Header:       forward,
 			Body:         it.Body,
@@ -242,7 +311,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ExpiresAt:    now.Add(src.Window),
 			Destinations: src.Destinations,
 		}
-		if e.Key == "" {
+		if it.Key == "" {
 			if src.RejectMissingKey {
 				h.reject(w, r, name, http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request")
 				return
@@ -265,8 +334,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(pending) > 0 {
 		got, err := h.claimer.Claim(r.Context(), pending)
+		if errors.Is(err, store.ErrRejected) {
+			h.log.Error("the store refused this request's events; answering 500", "source", name, "err", bounded(err.Error()))
+			h.reject(w, r, name, http.StatusInternalServerError, ReasonStoreRejected, "the events could not be stored")
+			return
+		}
 		if err != nil {
-			h.log.Error("claim failed; answering 503", "source", name, "err", err)
+			h.log.Error("claim failed; answering 503", "source", name, "err", bounded(err.Error()))
 			w.Header().Set("Retry-After", "5")
 			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later")
 			return
@@ -277,8 +351,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				continue // answered by the hot set
 			}
 			claims[i] = got[j]
-			if e := pending[j]; !e.Keyless {
-				h.seen.Add(name, e.Key, e.ExpiresAt) // committed: new or not, the key is in the store
+			if c := got[j]; !pending[j].Keyless && !c.ExpiresAt.IsZero() {
+				// Committed, new or not: the key is in the store until the
+				// stored expiry, and the set must not outlive it.
+				h.seen.Add(name, pending[j].Key, c.ExpiresAt)
 			}
 			j++
 		}
@@ -307,11 +383,118 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// readBody reads the whole body, up to limit bytes. When the length is
+// known the buffer is allocated once, at that size: growing it by doubling
+// would hold up to twice the body for a moment.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength < 0 {
+		return io.ReadAll(rd)
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(rd, body); err != nil {
+		return nil, err
+	}
+	// Anything past the announced length is the client's error; net/http
+	// already stops the body at Content-Length.
+	return body, nil
+}
+
+// forwardHeaders picks the preset's routing headers out of the request.
+// A value that is long or not UTF-8 is left out: it travels with every
+// delivery, and a destination (or the store) could refuse it.
+func forwardHeaders(p provider.Preset, h http.Header) http.Header {
+	f, ok := p.(provider.Forwarder)
+	if !ok {
+		return nil
+	}
+	var out http.Header
+	for _, name := range f.ForwardHeaders() {
+		for _, v := range h.Values(name) {
+			if len(v) > maxForwardValue || !utf8.ValidString(v) {
+				continue
+			}
+			if out == nil {
+				out = http.Header{}
+			}
+			k := http.CanonicalHeaderKey(name)
+			out[k] = append(out[k], v)
+		}
+	}
+	return out
+}
+
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {
+	msg = bounded(msg)
 	h.metrics.Requests.WithLabelValues(source, reason).Inc()
 	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
-		"detail", msg, "remote", r.RemoteAddr)
+		"detail", msg, "client", h.client(r))
 	writeJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
+}
+
+// bounded cuts a message that may quote the request (an id, a header) to
+// maxDetail bytes, so that neither a log line nor an answer grows with what
+// a client sends.
+func bounded(msg string) string {
+	if len(msg) <= maxDetail {
+		return msg
+	}
+	cut := maxDetail
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "… (" + strconv.Itoa(len(msg)-cut) + " more bytes)"
+}
+
+// client is the address logged for a request: the connection's peer, or,
+// when that peer is a trusted proxy, the nearest address in
+// X-Forwarded-For that is not a trusted proxy (the rightmost untrusted one:
+// anything left of it could have been written by the client itself).
+func (h *Handler) client(r *http.Request) string {
+	return ClientAddr(r, h.proxies)
+}
+
+// ClientAddr is the address a request came from, believing X-Forwarded-For
+// only as far as it was written by proxies in trusted.
+func ClientAddr(r *http.Request, trusted []netip.Prefix) string {
+	peer := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(peer); err == nil {
+		peer = host
+	}
+	if len(trusted) == 0 || !isTrusted(peer, trusted) {
+		return peer
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		for _, hop := range strings.Split(v, ",") {
+			if hop = strings.TrimSpace(hop); hop != "" {
+				hops = append(hops, hop)
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		if !isTrusted(hops[i], trusted) {
+			return hops[i]
+		}
+	}
+	if len(hops) > 0 {
+		return hops[0]
+	}
+	return peer
+}
+
+func isTrusted(addr string, trusted []netip.Prefix) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // absoluteURL is the URL the provider called, as far as this request tells:

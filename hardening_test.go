@@ -1,0 +1,287 @@
+package oncehook_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/receive"
+)
+
+func genericConfig(sinkURL, keys string) string {
+	return fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: acme, preset: generic, unsigned: true, key: [%s], destinations: [app]}
+destinations:
+  - name: app
+    url: %s
+    timeout: 2s
+    retry: {max_attempts: 3, base_delay: 10ms, max_delay: 50ms}
+`, keys, sinkURL)
+}
+
+func postJSON(t *testing.T, url, body string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, http.DefaultClient, req)
+}
+
+// Invariant 12: parts that contain ":" no longer run together. Before,
+// {"a":"x:y","b":"z"} and {"a":"x","b":"y:z"} shared the key x:y:z, and
+// the second event was answered "duplicate" and lost.
+func TestCompositeKeysKeepDistinctEventsDistinct(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, genericConfig(sink.URL, `"json:a", "json:b"`))
+	first := postJSON(t, gw.URL+"/in/acme", `{"a":"x:y","b":"z"}`)
+	second := postJSON(t, gw.URL+"/in/acme", `{"a":"x","b":"y:z"}`)
+	if first.Body.Status != receive.StatusAccepted || second.Body.Status != receive.StatusAccepted {
+		t.Fatalf("answers %+v then %+v: want two accepted events", first.Body, second.Body)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.ByKey()) == 2 }) {
+		t.Fatalf("delivered %v, want two events", sink.ByKey())
+	}
+}
+
+// Invariant 12's second half: every key intake accepts can be delivered.
+// Keys with CR LF, NUL, non-ASCII, invalid UTF-8 or a megabyte of id are
+// accepted, stored with a header-safe key, deduplicated exactly, and
+// delivered with that key as Idempotency-Key. Before, the first four failed
+// every attempt ("invalid header field value") until dead-lettered, and the
+// fifth was refused by the destination (431).
+func TestEveryAcceptedKeyIsDeliverable(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, genericConfig(sink.URL, `"json:id"`))
+	ids := map[string]string{
+		`o2\r\nX-Evil: 1`:          "o2%0D%0AX-Evil:%201",
+		`a\u0000b`:                 "a%00b",
+		`café`:                     "caf%C3%A9",
+		`\"\u00e9\" is not \ud800`: "",
+		strings.Repeat("k", 1<<20): provider.SafeKey(strings.Repeat("k", 1<<20)),
+	}
+	want := map[string]bool{}
+	for id, key := range ids {
+		body := `{"id":"` + id + `"}`
+		a := postJSON(t, gw.URL+"/in/acme", body)
+		if a.Status != http.StatusOK || a.Body.Status != receive.StatusAccepted {
+			t.Fatalf("id %.40q: %d %+v %+v", id, a.Status, a.Body, a.Error)
+		}
+		got := a.Body.Events[0].Key
+		if key != "" && got != key {
+			t.Errorf("id %.40q answered key %q, want %q", id, got, key)
+		}
+		if len(got) > provider.MaxKeyLen {
+			t.Errorf("a key of %d bytes", len(got))
+		}
+		if b := postJSON(t, gw.URL+"/in/acme", body); b.Body.Status != receive.StatusDuplicate || b.Body.Events[0].Key != got {
+			t.Errorf("id %.40q again: %+v, want a duplicate with the same key", id, b.Body)
+		}
+		want["acme:"+got] = true
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.ByKey()) == len(ids) }) {
+		t.Fatalf("delivered %d of %d; stats %+v", len(sink.ByKey()), len(ids), stats(t, gw))
+	}
+	for key, n := range sink.ByKey() {
+		if !want[key] || n != 1 {
+			t.Errorf("delivered %q %d times", key, n)
+		}
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return stats(t, gw).Delivered == int64(len(ids)) }) || stats(t, gw).Dead != 0 {
+		t.Fatalf("stats %+v: every accepted event must be delivered", stats(t, gw))
+	}
+}
+
+// Invariant 13's intake side: a Content-Type that no store or destination
+// would take (invalid UTF-8) is refused with 400 for that request alone,
+// instead of failing a whole commit batch.
+func TestUnstorableContentTypeIsRefusedAlone(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, genericConfig(sink.URL, `"json:id"`))
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/acme", strings.NewReader(`{"id":"ct1"}`))
+	req.Header.Set("Content-Type", "application/json; charset=\xff\xfe")
+	if a := do(t, http.DefaultClient, req); a.Status != http.StatusBadRequest || a.Error.Reason != receive.ReasonMalformed {
+		t.Fatalf("got %d %+v, want 400 malformed", a.Status, a.Error)
+	}
+	if st := stats(t, gw); st.Events != 0 {
+		t.Fatalf("stored %d events", st.Events)
+	}
+}
+
+// Every path outside the API answers 404 in the same JSON shape; a secret
+// in the path is only for presets that take one.
+func TestUnknownPathsAre404InOneShape(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, `
+  - {name: evo, preset: evolution, secrets: [evo_secret], destinations: [app]}
+`))
+	for _, path := range []string{"/in/stripe/anything", "/in/stripe/", "/in/stripe/a/b", "/nope", "/in/"} {
+		req := testenv.SignedRequest(t, gw.URL+path, "stripe", stripeSecret, stripeEvent("evt_path"), "")
+		a := do(t, http.DefaultClient, req)
+		if a.Status != http.StatusNotFound || a.Error.Reason == "" {
+			t.Errorf("POST %s: %d %+v, want a JSON 404", path, a.Status, a.Error)
+		}
+	}
+	if st := stats(t, gw); st.Events != 0 {
+		t.Fatalf("stored %d events from unknown paths", st.Events)
+	}
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/evo/evo_secret", strings.NewReader(`{"event":"messages.upsert","instance":"i","data":{"key":{"id":"M1"}}}`))
+	if a := do(t, http.DefaultClient, req); a.Status != 200 {
+		t.Fatalf("a path secret where the preset takes one: %d %+v", a.Status, a.Error)
+	}
+}
+
+// Invariant 13's memory half: however many large requests arrive at once,
+// the bodies held stay within max_inflight_bytes; what is over it is told
+// 503 with Retry-After (and retried by the provider), never dropped after a
+// 200, and the process never runs out of memory. 48 concurrent 4 MiB
+// bodies against a 16 MiB budget: the gateway's heap stays near the budget
+// instead of near 200 MiB.
+func TestMemoryIsBoundedUnderManyLargeBodies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large bodies")
+	}
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+max_body_size: 4MiB
+max_inflight_bytes: 16MiB
+sources:
+  - {name: big, preset: generic, unsigned: true, key: ["header:X-Id"]}
+`)
+	const senders, size = 48, 4 << 20
+	var peak uint64
+	stop := make(chan struct{})
+	var sampled sync.WaitGroup
+	sampled.Add(1)
+	go func() {
+		defer sampled.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				if h := heapInUse(); h > peak {
+					peak = h
+				}
+			}
+		}
+	}()
+	base := heapInUse()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: senders}}
+	for i := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The body streams from a generator: the sender holds nothing.
+			req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/big", io.LimitReader(zeros{}, size))
+			req.ContentLength = size
+			req.Header.Set("X-Id", fmt.Sprint("big-", i))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sampled.Wait()
+	if statuses[200] == 0 || statuses[200]+statuses[503] != senders {
+		t.Fatalf("answers %v: want 200s and 503s only", statuses)
+	}
+	if st := stats(t, gw); st.Events != int64(statuses[200]) {
+		t.Fatalf("%d answered 200, %d stored", statuses[200], st.Events)
+	}
+	grew := int64(peak) - int64(base)
+	t.Logf("answers %v; heap grew %d MiB at peak (bodies offered: %d MiB)", statuses, grew>>20, senders*size>>20)
+	if grew > 64<<20 {
+		t.Fatalf("heap grew %d MiB with a 16 MiB budget", grew>>20)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// Invariant 1 at the readiness probe: a store that answers but cannot
+// commit (its disk is full) is not ready. The database lives on a 4 MiB
+// tmpfs, filled up once the gateway runs; intake answers 503 and /readyz
+// 503 (before, /readyz said ready). Freed, both recover without a restart.
+func TestReadinessFollowsWhetherTheStoreCanCommit(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v: %s); the disk-full case needs one", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, strings.ReplaceAll(stripeConfig(sink.URL, ""), "$DIR", dir))
+	send := func(id string) int {
+		body := []byte(fmt.Sprintf(`{"id":%q,"object":"event","pad":%q}`, id, strings.Repeat("x", 256<<10)))
+		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, "")).Status
+	}
+	ready := func() int {
+		resp, err := http.Get(gw.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := send("evt_room"); s != 200 || ready() != 200 {
+		t.Fatalf("before the disk filled: intake %d", s)
+	}
+	filler := filepath.Join(dir, "filler")
+	f, _ := os.Create(filler)
+	io.Copy(f, io.LimitReader(zeros{}, 8<<20)) // stops at ENOSPC
+	f.Close()
+	full := 0
+	for i := range 5 {
+		if send(fmt.Sprintf("evt_full_%d", i)) == http.StatusServiceUnavailable {
+			full++
+		}
+	}
+	if full == 0 {
+		t.Fatal("the disk is full and intake still answered 200")
+	}
+	if s := ready(); s != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d while commits fail, want 503", s)
+	}
+	os.Remove(filler)
+	if !testenv.WaitFor(15*time.Second, func() bool { return ready() == 200 }) {
+		t.Fatal("/readyz never recovered once the disk had room")
+	}
+	if s := send("evt_after"); s != 200 {
+		t.Fatalf("after the disk had room: intake %d", s)
+	}
+}
+
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
