@@ -18,6 +18,7 @@ const usage = `oncehook: every webhook event takes effect exactly once.
 
 Usage:
   oncehook serve [--config oncehook.yaml]   run the gateway (no config: demo mode on SQLite)
+  oncehook validate [--config F]            check a config without serving
   oncehook init [--force] [path]            write a commented sample config
   oncehook send --url URL --preset P ...    sign a payload as provider P does and send it
   oncehook migrate [--config oncehook.yaml] apply the store's pending migrations
@@ -32,7 +33,9 @@ Run 'oncehook <command> --help' for a command's flags.
 var version = ""
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (a closed terminal, some supervisors' "reload") drains like
+	// SIGTERM rather than killing the process mid-commit.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, errUsage) {
@@ -52,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
 	case "init":
 		return initConfig(args[1:], stdout, stderr)
 	case "send":

@@ -39,11 +39,14 @@ func openStore(ctx context.Context, path string) (*config.Config, store.Store, e
 	if err != nil {
 		return nil, nil, err
 	}
-	var st store.Store
-	if cfg.StoreKind() == "postgres" {
-		st, err = postgres.Open(ctx, cfg.Store, postgres.Options{})
-	} else {
-		st, err = sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
-	}
+	st, err := openConfigStore(ctx, cfg)
 	return cfg, st, err
+}
+
+// openConfigStore opens cfg's store (applying pending migrations).
+func openConfigStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if cfg.StoreKind() == "postgres" {
+		return postgres.Open(ctx, cfg.Store, postgres.Options{})
+	}
+	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
 }

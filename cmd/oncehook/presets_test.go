@@ -132,6 +132,10 @@ func TestEveryPresetEndToEnd(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != "8817" {
 		t.Fatalf("WhatsApp handshake: %d %q", resp.StatusCode, b)
 	}
+	// The challenge is echoed as the caller sent it: never sniffed as HTML.
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("WhatsApp handshake headers %v: want X-Content-Type-Options: nosniff", resp.Header)
+	}
 	if resp, _ := http.Get(p.URL + "/in/whatsapp?hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1"); resp == nil || resp.StatusCode != 401 {
 		t.Fatalf("WhatsApp handshake with a wrong token: %v", resp)
 	}

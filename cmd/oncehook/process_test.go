@@ -353,7 +353,7 @@ func TestReplayCommandRedeliversDeadLetters(t *testing.T) {
 		cmd.Dir = dir // the config's store path is relative to it, as for serve
 		out, err = cmd.CombinedOutput()
 		return err != nil || !strings.Contains(string(out), "requeued 0 ")
-	}) || err != nil || !strings.Contains(string(out), "requeued 1 deliveries") {
+	}) || err != nil || !strings.Contains(string(out), "requeued 1 delivery") {
 		t.Fatalf("oncehook replay --dead: %v\n%s", err, out)
 	}
 	if !testenv.WaitFor(15*time.Second, func() bool { return len(sink.Deliveries()) == 2 }) {

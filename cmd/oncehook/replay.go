@@ -6,7 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/oncehook/oncehook/config"
 )
 
 // replay requeues stored events for delivery, on purpose: one event by its
@@ -27,7 +31,18 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return errors.New("give either --source and --key, or --dead")
 	}
-	_, st, err := openStore(ctx, *path)
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	// An unknown name is a typo, not "nothing to replay".
+	if *source != "" && !slices.ContainsFunc(cfg.Sources, func(s config.Source) bool { return s.Name == *source }) {
+		return fmt.Errorf("--source %q: no such source in %s (%s)", *source, *path, names(cfg.Sources, func(s config.Source) string { return s.Name }))
+	}
+	if *destination != "" && !slices.ContainsFunc(cfg.Destinations, func(d config.Destination) bool { return d.Name == *destination }) {
+		return fmt.Errorf("--destination %q: no such destination in %s (%s)", *destination, *path, names(cfg.Destinations, func(d config.Destination) string { return d.Name }))
+	}
+	st, err := openConfigStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -41,6 +56,17 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "requeued %d deliveries\n", n)
+	fmt.Fprintf(stdout, "requeued %s\n", plural(n, "delivery", "deliveries"))
 	return nil
+}
+
+func names[T any](items []T, name func(T) string) string {
+	if len(items) == 0 {
+		return "none configured"
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = name(it)
+	}
+	return "known: " + strings.Join(out, ", ")
 }

@@ -79,9 +79,7 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *id == "" {
-		var b [12]byte
-		rand.Read(b[:])
-		*id = "msg_" + hex.EncodeToString(b[:])
+		*id = deliveryID(*preset)
 	}
 	target, err := neturl.Parse(*url)
 	if err != nil {
@@ -139,7 +137,33 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "sent %d: %s\n", *repeat, strings.Join(parts, ", "))
 	}
+	// A script must be able to tell: anything but 2xx is a failure.
+	failed := 0
+	for status, n := range counts {
+		if len(status) != 3 || status[0] != '2' {
+			failed += n
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d requests were not answered 2xx", failed, *repeat)
+	}
 	return nil
+}
+
+// deliveryID is a fresh delivery id the way the preset's provider makes
+// one: a UUID for GitHub (X-GitHub-Delivery) and Shopify, msg_... for the
+// others.
+func deliveryID(preset string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	switch preset {
+	case "github", "shopify":
+		b[6] = b[6]&0x0f | 0x40 // version 4
+		b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+		h := hex.EncodeToString(b[:])
+		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	}
+	return "msg_" + hex.EncodeToString(b[:12])
 }
 
 func sendOne(ctx context.Context, client *http.Client, url string, h http.Header, payload []byte) (line, status string) {

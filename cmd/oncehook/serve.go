@@ -15,12 +15,18 @@ import (
 
 const defaultConfigPath = "oncehook.yaml"
 
+// configEnv names a config file to use, as --config does. A deployment
+// that sets it can never start the demo by accident: a missing file is an
+// error.
+const configEnv = "ONCEHOOK_CONFIG"
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default: ./oncehook.yaml if present, else demo mode)")
+	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml if present, else the demo)")
 	listen := fs.String("listen", "", "override the config's listen address")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	demoFlag := fs.Bool("demo", false, "run the demo (a public secret) even where a config exists, or on a non-loopback address")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -29,24 +35,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var cfg *config.Config
-	demo := false
-	switch {
-	case *path != "":
-		cfg, err = config.Load(*path)
-	default:
-		if _, statErr := os.Stat(defaultConfigPath); statErr == nil {
-			*path = defaultConfigPath
-			cfg, err = config.Load(defaultConfigPath)
-		} else if errors.Is(statErr, os.ErrNotExist) {
-			demo = true
-			cfg = config.Demo(*listen)
-		} else {
-			err = statErr
-		}
-	}
+	cfg, source, err := resolveConfig(*path, *demoFlag)
 	if err != nil {
 		return err
+	}
+	demo := cfg == nil
+	if demo {
+		if *listen != "" && !*demoFlag && !isLoopback(*listen) {
+			return fmt.Errorf("no config (%s unset, no %s here): the demo, whose secret %s is public, listens only on loopback; "+
+				"pass --demo to run it on %s anyway, or write a config with oncehook init", configEnv, defaultConfigPath, config.DemoSecret, *listen)
+		}
+		cfg = config.Demo(*listen)
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
@@ -66,8 +65,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	addr := ln.Addr().String()
+	store := config.Redact(cfg.Store)
 	if demo {
-		fmt.Fprintf(stdout, `oncehook is listening on http://%s in demo mode (no %s here).
+		fmt.Fprintf(stdout, `oncehook is listening on http://%s in DEMO mode (no config: %s unset, no %s here).
+  This is the demo: its source's secret %s is public. Do not expose it; run a real config with --config.
   store:  %s (synchronous=FULL)
   source: "demo" (preset stripe, secret %s) delivers to the built-in demo sink
 
@@ -77,14 +78,90 @@ Send it a test event; send the same one again and the answer says "duplicate":
   (from a checkout: go run ./cmd/oncehook send ...)
 
 Write a real config with: oncehook init
-`, addr, defaultConfigPath, cfg.Store, config.DemoSecret, addr, config.DemoSecret)
+`, addr, configEnv, defaultConfigPath, config.DemoSecret, store, config.DemoSecret, addr, config.DemoSecret)
+		log.Warn("running the DEMO: no config was found, and the demo source's secret is public", "config_env", configEnv)
 	} else {
-		fmt.Fprintf(stdout, "oncehook is listening on http://%s (config %s, store %s, %d sources)\n", addr, *path, cfg.Store, len(cfg.Sources))
+		fmt.Fprintf(stdout, "oncehook is listening on http://%s (config %s, store %s, %s)\n", addr, source, store, plural(len(cfg.Sources), "source", "sources"))
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stdout, "  warning:", w)
+		}
 	}
-	log.Info("serving", "addr", addr, "store", cfg.Store)
+	log.Info("serving", "addr", addr, "store", store, "demo", demo)
 	err = gw.Serve(ctx, ln)
 	log.Info("stopped")
 	return err
+}
+
+// resolveConfig finds the config serve and validate use: --config, else
+// $ONCEHOOK_CONFIG, else ./oncehook.yaml when present. It returns a nil
+// config (and no error) when none is given and none is here: the demo. A
+// config that is named and missing is an error, never the demo.
+func resolveConfig(path string, demo bool) (*config.Config, string, error) {
+	if demo {
+		if path != "" {
+			return nil, "", errors.New("--demo and --config: choose one")
+		}
+		return nil, "", nil
+	}
+	if path == "" {
+		path = os.Getenv(configEnv)
+	}
+	if path != "" {
+		cfg, err := config.Load(path)
+		return cfg, path, err
+	}
+	if _, err := os.Stat(defaultConfigPath); err == nil {
+		cfg, err := config.Load(defaultConfigPath)
+		return cfg, defaultConfigPath, err
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	return nil, "", nil
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// plural writes n with the noun that fits it: "1 source", "2 sources".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// validate checks a config without serving: field names and types,
+// settings that must fit together, and warnings.
+func validate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	cfg, source, err := resolveConfig(*path, false)
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		return fmt.Errorf("no config to validate: pass --config, set %s, or write %s (oncehook init)", configEnv, defaultConfigPath)
+	}
+	fmt.Fprintf(stdout, "%s is valid: %s store, %s, %s\n", source, cfg.StoreKind(),
+		plural(len(cfg.Sources), "source", "sources"), plural(len(cfg.Destinations), "destination", "destinations"))
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, "  warning:", w)
+	}
+	return nil
 }
 
 func initConfig(args []string, stdout, stderr io.Writer) error {

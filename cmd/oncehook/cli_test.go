@@ -1,0 +1,192 @@
+package main_test
+
+// The CLI's answers to an operator's mistakes: each one exits non-zero and
+// says what is wrong, and no secret reaches a terminal or a log.
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+)
+
+// oncehook runs the binary in dir with env added, and returns its combined
+// output and whether it exited 0.
+func oncehook(t *testing.T, dir string, env []string, args ...string) (string, bool) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	out, err := cmd.CombinedOutput()
+	timer.Stop()
+	return string(out), err == nil
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", `store: sqlite://./x.db
+sources: [{name: stripe, preset: stripe, secrets: [whsec_x], destinations: [app]}, {name: gh, preset: github, secrets: [x]}]
+destinations: [{name: app, url: "http://127.0.0.1:9000"}]
+`)
+	out, ok := oncehook(t, dir, nil, "validate", "--config", good)
+	if !ok || !strings.Contains(out, "is valid: sqlite store, 2 sources, 1 destination") || !strings.Contains(out, "sources[1] (gh) has no destinations") {
+		t.Fatalf("validate of a good config:\n%s", out)
+	}
+	cases := []struct{ text, want string }{
+		{"", "the config is empty"},
+		{"sources: [{name: s, presett: stripe}]\n", "sources[0].presett: unknown field"},
+		{"sources: [{name: s, preset: stripe, secrets: [x], tolerance: 0s}]\n", "sources[0].tolerance"},
+	}
+	for _, c := range cases {
+		out, ok := oncehook(t, dir, nil, "validate", "--config", write("bad.yaml", c.text))
+		if ok || !strings.Contains(out, c.want) {
+			t.Errorf("validate of %q exited ok=%v:\n%s\nwant it to fail saying %q", c.text, ok, out, c.want)
+		}
+	}
+	// ONCEHOOK_CONFIG names the file the same way.
+	if out, ok := oncehook(t, dir, []string{"ONCEHOOK_CONFIG=" + good}, "validate"); !ok || !strings.Contains(out, "is valid") {
+		t.Fatalf("validate with ONCEHOOK_CONFIG:\n%s", out)
+	}
+}
+
+// A deployment must be able to require its config: a named config that is
+// missing is an error, never the demo; and the demo, whose secret is public,
+// refuses a non-loopback address unless asked for by name.
+func TestServeNeverFallsBackToTheDemoByAccident(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.yaml")
+	if out, ok := oncehook(t, dir, nil, "serve", "--config", missing); ok || !strings.Contains(out, "nope.yaml") {
+		t.Fatalf("serve --config with a missing file:\n%s", out)
+	}
+	if out, ok := oncehook(t, dir, []string{"ONCEHOOK_CONFIG=" + missing}, "serve", "--listen", "127.0.0.1:0"); ok || !strings.Contains(out, "nope.yaml") {
+		t.Fatalf("serve with ONCEHOOK_CONFIG naming a missing file:\n%s", out)
+	}
+	out, ok := oncehook(t, dir, nil, "serve", "--listen", "0.0.0.0:0")
+	if ok || !strings.Contains(out, "--demo") {
+		t.Fatalf("the demo on a public address:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oncehook.db")); err == nil {
+		t.Fatal("a refused demo created a store")
+	}
+	p := startProcess(t, dir, "--listen", "127.0.0.1:0")
+	if !strings.Contains(p.stdout.String(), "DEMO mode") {
+		t.Fatalf("the demo does not say it is the demo:\n%s", p.stdout)
+	}
+}
+
+// No password of a store or Redis URL is printed: not in the banner, not
+// in the log, not in an error.
+func TestCredentialsAreNeverPrinted(t *testing.T) {
+	const password = "s3cret-pw"
+	pg, err := url.Parse(testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.User = url.UserPassword(pg.User.Username(), password) // trust auth: any password is let in
+	redisURL := "redis://:" + password + "@" + strings.TrimPrefix(testenv.Redis(t), "redis://")
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	cfg := writeConfig(t, dir, pg.String(), redisURL, sink.URL)
+	p := startProcess(t, dir, "--config", cfg, "--log-level", "debug")
+	sendEvent(t, p.URL, "evt_redacted")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	for name, text := range map[string]string{"stdout": p.stdout.String(), "stderr": p.stderr.String()} {
+		if strings.Contains(text, password) {
+			t.Errorf("%s shows the password:\n%s", name, text)
+		}
+	}
+	if !strings.Contains(p.stdout.String(), "xxxxx@") {
+		t.Errorf("banner does not show the redacted store URL:\n%s", p.stdout)
+	}
+	bad := writeConfig(t, t.TempDir(), "mysql://root:"+password+"@db/x", "", sink.URL)
+	if out, ok := oncehook(t, dir, nil, "validate", "--config", bad); ok || strings.Contains(out, password) {
+		t.Fatalf("a config error shows the password (ok=%v):\n%s", ok, out)
+	}
+}
+
+// SIGHUP drains like SIGTERM: in-flight work finishes, the process exits 0.
+func TestSIGHUPDrainsInsteadOfKilling(t *testing.T) {
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
+	p := startProcess(t, dir, "--config", cfg)
+	if status, _ := sendEvent(t, p.URL, "evt_hup"); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	err := p.cmd.Wait()
+	if err != nil || !strings.Contains(p.stderr.String(), "stopped") {
+		t.Fatalf("after SIGHUP: %v\n%s", err, p.stderr)
+	}
+}
+
+func TestSendExitsNonZeroWhenRefused(t *testing.T) {
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
+	p := startProcess(t, dir, "--config", cfg)
+	body := `{"id":"evt_send","object":"event"}`
+	out, ok := oncehook(t, dir, nil, "send", "--url", p.URL+"/in/stripe", "--preset", "stripe", "--secret", "wrong", "--body", body, "--repeat", "2")
+	if ok || !strings.Contains(out, "2 of 2 requests were not answered 2xx") {
+		t.Fatalf("send with a wrong secret (ok=%v):\n%s", ok, out)
+	}
+	out, ok = oncehook(t, dir, nil, "send", "--url", "http://127.0.0.1:1/in/stripe", "--preset", "stripe", "--secret", secret, "--body", body)
+	if ok {
+		t.Fatalf("send to nowhere exited 0:\n%s", out)
+	}
+	if out, ok = oncehook(t, dir, nil, "send", "--url", p.URL+"/in/stripe", "--preset", "stripe", "--secret", secret, "--body", body); !ok {
+		t.Fatalf("send of a good event:\n%s", out)
+	}
+}
+
+// GitHub's deliveries, reproduced: a UUID delivery id, X-GitHub-Event, and
+// a Content-Type the user chose (form-encoded) kept under the signature.
+func TestSendSignsAsGitHubDoes(t *testing.T) {
+	sink := testenv.NewSink(t)
+	out, ok := oncehook(t, t.TempDir(), nil, "send", "--url", sink.URL, "--preset", "github", "--secret", "s",
+		"--header", "Content-Type: application/x-www-form-urlencoded", "--body", "payload=%7B%7D")
+	if !ok {
+		t.Fatalf("send: %s", out)
+	}
+	h := sink.Deliveries()[0].Header
+	if ct := h.Get("Content-Type"); ct != "application/x-www-form-urlencoded" {
+		t.Errorf("Content-Type %q: the user's was overwritten", ct)
+	}
+	if id := h.Get("X-GitHub-Delivery"); len(id) != 36 || strings.Count(id, "-") != 4 {
+		t.Errorf("X-GitHub-Delivery %q: want a UUID", id)
+	}
+	if h.Get("X-GitHub-Event") == "" || !strings.HasPrefix(h.Get("X-Hub-Signature-256"), "sha256=") {
+		t.Errorf("headers %v", h)
+	}
+}
+
+func TestReplayRefusesUnknownNames(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", "http://127.0.0.1:9")
+	for _, args := range [][]string{{"--dead", "--destination", "nope"}, {"--source", "nosuch", "--key", "k"}} {
+		out, ok := oncehook(t, dir, nil, append([]string{"replay", "--config", cfg}, args...)...)
+		if ok || !strings.Contains(out, "no such") || !strings.Contains(out, "known:") {
+			t.Errorf("replay %v (ok=%v):\n%s", args, ok, out)
+		}
+	}
+	out, ok := oncehook(t, dir, nil, "replay", "--config", cfg, "--dead")
+	if !ok || !strings.Contains(out, "requeued 0 deliveries") {
+		t.Fatalf("replay --dead: %s", out)
+	}
+}
