@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +51,10 @@ type Store struct {
 	log    *slog.Logger
 	id     string
 	schema string // where oncehook's tables are: the payload of its notifications
+
+	clock    func() time.Time
+	skew     atomic.Int64 // the database's clock minus this process's, in ns (see clock.go)
+	stopSkew context.CancelFunc
 }
 
 var _ store.Store = (*Store)(nil)
@@ -57,6 +62,9 @@ var _ store.Store = (*Store)(nil)
 // Options tune the PostgreSQL store.
 type Options struct {
 	Logger *slog.Logger
+	// Clock is this process's clock, the one callers read their now from
+	// (default time.Now). The store measures it against the database's.
+	Clock func() time.Time
 }
 
 // Open connects to the database at url (postgres://...) and applies the
@@ -95,7 +103,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool, log: opts.Logger}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	s := &Store{pool: pool, log: opts.Logger, clock: opts.Clock}
 	if _, err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -104,6 +115,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: read store id: %w", err)
 	}
+	skew, err := s.measureSkew(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: read the database's clock: %w", err)
+	}
+	if skew != 0 {
+		s.log.Warn("this replica's clock differs from the database's; times are kept on the database's clock", "offset", skew)
+	}
+	s.skew.Store(int64(skew))
+	var skewCtx context.Context
+	skewCtx, s.stopSkew = context.WithCancel(context.Background())
+	go s.trackSkew(skewCtx)
 	return s, nil
 }
 
@@ -265,7 +288,7 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
-		received[i], expires[i], ord[i] = e.ReceivedAt, e.ExpiresAt, int32(i)
+		received[i], expires[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
 	}
 	type ident struct{ source, key string }
 	type row struct {
@@ -305,13 +328,13 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		if !ok {
 			claims[i] = store.Claim{Duplicate: true}
 			if r, ok := stored[k]; ok {
-				claims[i].ExpiresAt = r.expires
+				claims[i].ExpiresAt = s.fromDB(r.expires)
 			}
 			continue
 		}
 		delete(ids, k) // a later copy in this batch is a duplicate of this one
 		stored[k] = r
-		claims[i] = store.Claim{EventID: r.id, ExpiresAt: r.expires}
+		claims[i] = store.Claim{EventID: r.id, ExpiresAt: s.fromDB(r.expires)}
 	}
 	return claims, nil
 }
@@ -320,6 +343,7 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 // worker lease at once, each taking rows the others are not.
 func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.LeasedDelivery, error) {
 	token := store.NewLeaseToken()
+	now = s.toDB(now)
 	expires := now.Add(lease)
 	rows, err := s.pool.Query(ctx, `WITH due AS (
 			SELECT id FROM deliveries
@@ -345,7 +369,8 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 		var header string
 		err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &d.ReceivedAt)
 		d.Header = store.DecodeHeader(header)
-		d.LeaseToken, d.LeaseExpiresAt = token, expires
+		d.ReceivedAt = s.fromDB(d.ReceivedAt)
+		d.LeaseToken, d.LeaseExpiresAt = token, s.fromDB(expires)
 		return d, err
 	})
 	if err != nil {
@@ -359,13 +384,13 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 // worker whose lease expired cannot overwrite the new owner's outcome. Rows
 // are updated in id order, the one lock order of every multi-row write here.
 func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
-	now := time.Now()
+	now := s.toDB(s.clock())
 	outcomes = slices.SortedStableFunc(slices.Values(outcomes), func(a, b store.Outcome) int { return cmp.Compare(a.DeliveryID, b.DeliveryID) })
 	batch := &pgx.Batch{}
 	for _, o := range outcomes {
 		switch o.Kind {
 		case store.OutcomeReleased:
-			due := o.NextAttemptAt
+			due := s.toDB(o.NextAttemptAt)
 			if due.IsZero() {
 				due = now
 			}
@@ -378,7 +403,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 		default:
 			return fmt.Errorf("postgres: complete delivery %d: unknown outcome %d", o.DeliveryID, o.Kind)
 		}
-		state, next := string(store.Pending), o.NextAttemptAt
+		state, next := string(store.Pending), s.toDB(o.NextAttemptAt)
 		switch o.Kind {
 		case store.OutcomeDelivered:
 			state = string(store.Delivered)
@@ -396,7 +421,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 			INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
 			SELECT id, $2, $9, $10, $4, $5, $11 FROM u`,
 			state, o.Attempt, next, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken,
-			o.StartedAt, o.Duration.Milliseconds(), o.Kind.String())
+			s.toDB(o.StartedAt), o.Duration.Milliseconds(), o.Kind.String())
 	}
 	err := withRetry(ctx, func() error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -419,7 +444,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	if next == nil {
 		return time.Time{}, false, nil
 	}
-	return *next, true, nil
+	return s.fromDB(*next), true, nil
 }
 
 // keptBack is true for an event that must not be swept: a delivery of it is
@@ -434,6 +459,7 @@ const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND
 // there, so its event stays. A replay that starts later waits for this
 // transaction, and then finds the event gone (ErrNotFound), never half of it.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	now = s.toDB(now)
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
@@ -463,6 +489,7 @@ const leasedNow = `(state = 'pending' AND lease_expires_at IS NOT NULL AND lease
 
 // Replay implements store.Store.
 func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {
+	now = s.toDB(now)
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// FOR SHARE: the sweep's SKIP LOCKED passes this event by while the
@@ -491,6 +518,7 @@ func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (
 
 // ReplayDead implements store.Store.
 func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Time) (int, error) {
+	now = s.toDB(now)
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
@@ -537,6 +565,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
+	s.stopSkew()
 	s.pool.Close()
 	return nil
 }

@@ -158,3 +158,50 @@ func TestListenWakesForAnotherReplicasClaim(t *testing.T) {
 		t.Fatal("no wake after another replica's claim")
 	}
 }
+
+// A replica whose clock runs ten minutes ahead works on the database's
+// clock: it cannot take over a lease another replica took a moment ago, nor
+// sweep a key whose window is not over, though by its own clock both have
+// expired.
+func TestAReplicaWithAFastClockUsesTheDatabasesClock(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	a, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	fast := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	b, err := postgres.Open(ctx, url, postgres.Options{Clock: fast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now()
+	if _, err := a.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", ReceivedAt: now, ExpiresAt: now.Add(5 * time.Minute), Destinations: []string{"d"}}}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.LeaseDeliveries(ctx, time.Now(), time.Minute, 10)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("lease: %v %v", held, err)
+	}
+	taken, err := b.LeaseDeliveries(ctx, fast(), time.Minute, 10)
+	if err != nil || len(taken) != 0 {
+		t.Fatalf("the fast replica took over a fresh lease: %+v %v", taken, err)
+	}
+	// The lease it reports is on its own clock.
+	if err := a.CompleteDeliveries(ctx, []store.Outcome{{DeliveryID: held[0].ID, LeaseToken: held[0].LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.SweepExpired(ctx, fast(), 10); err != nil || n != 0 {
+		t.Fatalf("the fast replica swept %d keys inside their window (%v)", n, err)
+	}
+	c, err := b.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", ReceivedAt: fast(), ExpiresAt: fast().Add(time.Hour)}})
+	if err != nil || !c[0].Duplicate {
+		t.Fatalf("claim on the fast replica: %+v %v", c, err)
+	}
+	// The stored expiry, told on the fast replica's clock: ten minutes on.
+	if d := c[0].ExpiresAt.Sub(now.Add(15 * time.Minute)); d < -2*time.Second || d > 2*time.Second {
+		t.Fatalf("stored expiry on the fast clock %v, want about %v", c[0].ExpiresAt, now.Add(15*time.Minute))
+	}
+}
