@@ -33,8 +33,9 @@ type Options struct {
 	// DemoSink mounts POST /_demo/sink, a destination that logs what it
 	// receives; `oncehook serve` without a config delivers there.
 	DemoSink bool
-	// ShutdownTimeout bounds how long Serve waits for in-flight requests
-	// and deliveries when it stops (default 30s).
+	// ShutdownTimeout bounds how long Serve waits for in-flight requests,
+	// and then for in-flight deliveries, when it stops (default 30s); an
+	// attempt still running then is cut and its lease given back.
 	ShutdownTimeout time.Duration
 	// SweepInterval is how often keys past their window are swept
 	// (default 1 minute).
@@ -125,20 +126,28 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated above
 		}
 	}
+	// One writer for everything: intake's claims, the worker's outcomes and
+	// its leases share commits, and a new event's deliveries are handed to
+	// the worker in memory at the commit that stores them.
+	lease := time.Duration(cfg.Delivery.Lease)
+	g.committer = groupcommit.New(st.Commit, groupcommit.Options{
+		Writers: writers,
+		Linger:  linger,
+		Observe: func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
+		Outcome: g.health.record,
+		Lease:   lease,
+		Logger:  opts.Logger.With("component", "writer"),
+	})
 	g.worker = deliver.New(st, deliver.Options{
-		Destinations: dests,
-		Concurrency:  cfg.Delivery.Concurrency,
-		Lease:        time.Duration(cfg.Delivery.Lease),
-		Logger:       opts.Logger.With("component", "deliver"),
-		Metrics:      g.metrics,
+		Writer:        g.committer,
+		Destinations:  dests,
+		Concurrency:   cfg.Delivery.Concurrency,
+		Lease:         lease,
+		ShutdownGrace: min(opts.ShutdownTimeout, lease),
+		Logger:        opts.Logger.With("component", "deliver"),
+		Metrics:       g.metrics,
 	})
-	g.committer = groupcommit.New(st.ClaimEvents, groupcommit.Options{
-		Writers:   writers,
-		Linger:    linger,
-		Committed: func(int) { g.worker.Notify() },
-		Observe:   func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
-		Outcome:   g.health.record,
-	})
+	g.committer.Attach(g.worker)
 
 	sources := make([]receive.Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
@@ -317,8 +326,9 @@ func (g *Gateway) sweep(ctx context.Context) {
 
 // Serve accepts requests on ln and runs delivery until ctx ends. Then it
 // shuts down in order: stop accepting and finish in-flight requests (each
-// waits for its own commit), commit what is queued, let in-flight deliveries
-// finish or release their leases, and close the store.
+// waits for its own commit), let in-flight deliveries finish or give their
+// leases back, commit everything queued (claims and outcomes), and close the
+// store.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.mux,
@@ -344,7 +354,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if sErr := srv.Shutdown(shutdownCtx); sErr != nil {
 		g.log.Warn("http shutdown", "err", sErr)
 	}
-	g.committer.Close()
+	// The worker stops before the writer: its last outcomes (and the
+	// deliveries it gives back) must ride the writer's last commits.
 	stopBackground()
 	<-bgDone
 	if cErr := g.Close(); cErr != nil {
@@ -356,8 +367,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close closes the committer and the store. Serve calls it; call it yourself
-// only when you used Handler and Run instead of Serve.
+// Close commits what is queued and closes the store. Serve calls it; call
+// it yourself only when you used Handler and Run instead of Serve, after Run
+// has returned.
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() {
 		g.committer.Close()

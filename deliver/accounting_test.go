@@ -69,7 +69,7 @@ func TestDeliveryThatKillsItsWorkerEveryTimeIsDeadLettered(t *testing.T) {
 	sink := testenv.NewSink(t)
 	claim(t, s, "evt_poison", "app")
 	for i := range 3 {
-		ds, err := s.LeaseDeliveries(context.Background(), time.Now(), 50*time.Millisecond, 10)
+		ds, err := store.LeaseDeliveries(context.Background(), s, time.Now(), 50*time.Millisecond, 10)
 		if err != nil || len(ds) != 1 || ds[0].Attempt != i+1 {
 			t.Fatalf("crash %d: leased %+v (%v)", i+1, ds, err)
 		}

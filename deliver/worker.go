@@ -1,10 +1,17 @@
-// Package deliver hands stored events to their destinations: it leases due
-// deliveries from the store, POSTs each one with the event's key as
-// Idempotency-Key, and writes back the outcome (delivered, retry at a later
-// time, or dead letter). A worker that dies leaves leases behind that expire,
+// Package deliver hands stored events to their destinations: it takes the
+// deliveries the gateway's writer leases to it, POSTs each one with the
+// event's key as Idempotency-Key, and hands the outcome (delivered, retry at
+// a later time, or dead letter) back to the writer, which commits it with
+// its next transaction. A worker that dies leaves leases behind that expire,
 // so another worker (or the same one restarted) takes the deliveries over:
 // everything stored is delivered at least once, and the key lets the
 // destination make it exactly once.
+//
+// The worker never writes on its own: on SQLite's single writer, a lease
+// transaction and an outcome transaction per batch each paid a commit, and
+// queued with intake's. The writer carries them in its own commits instead
+// (see internal/groupcommit), and hands a new event's deliveries over in
+// memory, with the body, at the commit that stores it.
 package deliver
 
 import (
@@ -20,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncehook/oncehook/internal/metrics"
@@ -50,8 +58,19 @@ const LeaseMargin = 5 * time.Second
 // is bounded by both.
 func AttemptMargin(lease time.Duration) time.Duration { return min(LeaseMargin, lease/5) }
 
+// Writer is where a worker's outcomes go and where it gets deliveries: the
+// gateway's group committer. Outcomes are committed with the writer's next
+// transaction; WantDue asks it to lease deliveries that are due in the
+// store, as far as the worker has room (see Worker.Reserve).
+type Writer interface {
+	Complete(outcomes ...store.Outcome)
+	WantDue()
+}
+
 // Options configure a Worker.
 type Options struct {
+	// Writer commits outcomes and leases deliveries (required).
+	Writer       Writer
 	Destinations []Destination
 	// Concurrency is how many attempts run at once.
 	Concurrency int
@@ -73,19 +92,79 @@ type Options struct {
 	Client *http.Client
 }
 
-// Worker delivers events. Create it with New, start it with Run, and wake it
-// with Notify whenever new deliveries were committed.
+// Worker delivers events. Create it with New, attach it to its Writer as
+// the receiver of leased deliveries, start it with Run, and wake it with
+// Notify when another process may have made deliveries due (a NOTIFY, a
+// replay).
 type Worker struct {
 	store  store.Store
+	writer Writer
 	dests  map[string]*Destination
 	opts   Options
 	client *http.Client
 	log    *slog.Logger
 	wake   chan struct{}
-	done   chan store.Outcome
+
+	// room is how many more deliveries the worker can take: concurrency
+	// less attempts running and room the writer reserved for a commit in
+	// flight.
+	room     atomic.Int64
+	inflight countingGroup
+
+	// Attempts run under a context of their own, so that a shutdown lets
+	// them finish; it is cut only when the grace period is over.
+	attemptCtx  context.Context
+	cutAttempts context.CancelFunc
+
+	mu       sync.Mutex
+	stopping bool // Reserve gives no more room
+	stopped  bool // Run has returned: what is handed now goes straight back
 }
 
-// New creates a Worker.
+// countingGroup counts attempts running. Unlike a WaitGroup, it may grow
+// again from zero while someone waits (the writer hands deliveries over
+// while Run drains).
+type countingGroup struct {
+	mu   sync.Mutex
+	n    int
+	zero sync.Cond
+}
+
+func (g *countingGroup) Add(n int) {
+	g.mu.Lock()
+	g.n += n
+	g.mu.Unlock()
+}
+
+func (g *countingGroup) Done() {
+	g.mu.Lock()
+	g.n--
+	if g.n == 0 && g.zero.L != nil {
+		g.zero.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// Wait returns once nothing is running.
+func (g *countingGroup) Wait() {
+	g.mu.Lock()
+	if g.zero.L == nil {
+		g.zero.L = &g.mu
+	}
+	for g.n > 0 {
+		g.zero.Wait()
+	}
+	g.mu.Unlock()
+}
+
+func (g *countingGroup) Load() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// New creates a Worker. The store is only read (when is the next delivery
+// due); every write goes through opts.Writer.
 func New(s store.Store, opts Options) *Worker {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 64
@@ -127,13 +206,15 @@ func New(s store.Store, opts Options) *Worker {
 	}
 	w := &Worker{
 		store:  s,
+		writer: opts.Writer,
 		dests:  map[string]*Destination{},
 		opts:   opts,
 		client: client,
 		log:    opts.Logger,
 		wake:   make(chan struct{}, 1),
-		done:   make(chan store.Outcome, opts.Concurrency),
 	}
+	w.attemptCtx, w.cutAttempts = context.WithCancel(context.Background())
+	w.room.Store(int64(opts.Concurrency))
 	for i := range opts.Destinations {
 		d := opts.Destinations[i]
 		w.dests[d.Name] = &d
@@ -141,7 +222,7 @@ func New(s store.Store, opts Options) *Worker {
 	return w
 }
 
-// Notify wakes the worker to look for due deliveries now. It never blocks.
+// Notify wakes the worker to ask for due deliveries now. It never blocks.
 func (w *Worker) Notify() {
 	select {
 	case w.wake <- struct{}{}:
@@ -149,145 +230,122 @@ func (w *Worker) Notify() {
 	}
 }
 
-// Run delivers until ctx ends, then lets in-flight attempts finish (up to
-// ShutdownGrace), records their outcomes and returns.
-func (w *Worker) Run(ctx context.Context) {
-	// Attempts run under their own context so that a shutdown lets them
-	// finish; it is cut only when the grace period is over.
-	attemptCtx, cutAttempts := context.WithCancel(context.Background())
-	defer cutAttempts()
-
-	var completing sync.WaitGroup
-	completing.Add(1)
-	go func() {
-		defer completing.Done()
-		w.complete()
-	}()
-
-	slots := make(chan struct{}, w.opts.Concurrency)
-	var inflight sync.WaitGroup
-	freed := make(chan struct{}, 1)
-	backoff := time.Duration(0)
-
-	for ctx.Err() == nil {
-		// Lease in batches: waiting until a quarter of the slots are free
-		// keeps each lease transaction (and its fsync) worth its cost,
-		// while an idle worker still leases a single new event at once.
-		free := cap(slots) - len(slots)
-		if free == 0 || (free < cap(slots)/4 && len(slots) > 0) {
-			select {
-			case <-ctx.Done():
-			case <-freed:
-			}
-			continue
+// Reserve reserves room for up to n deliveries, for a commit about to lease
+// them, and says how many it reserved. It is how the hand-off stays bounded:
+// what the worker has no room for stays in the store, due.
+func (w *Worker) Reserve(n int) int {
+	w.mu.Lock()
+	stopping := w.stopping
+	w.mu.Unlock()
+	if stopping {
+		return 0
+	}
+	for {
+		r := w.room.Load()
+		if r <= 0 {
+			return 0
 		}
-		ds, err := w.store.LeaseDeliveries(ctx, w.opts.Now(), w.opts.Lease, min(free, 256))
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-			w.log.Error("lease deliveries", "err", err, "retry_in", backoff)
-			w.sleep(ctx, backoff)
-			continue
+		k := min(r, int64(n))
+		if w.room.CompareAndSwap(r, r-k) {
+			return int(k)
 		}
-		backoff = 0
+	}
+}
+
+// Hand takes the deliveries a commit leased to this worker (they fit in the
+// room reserved for them), starts their attempts at once, and gives back the
+// room they did not use. After Run has stopped, they are released instead,
+// for the next start.
+func (w *Worker) Hand(ds []store.LeasedDelivery, reserved int) {
+	w.mu.Lock()
+	stopped := w.stopped
+	if !stopped {
+		w.inflight.Add(len(ds))
+	}
+	w.mu.Unlock()
+	if stopped {
+		w.release(ds)
+	} else {
 		for _, d := range ds {
-			slots <- struct{}{}
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				w.done <- w.attempt(attemptCtx, d)
-				<-slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}()
+			go w.run(d)
 		}
-		if len(ds) == min(free, 256) {
-			continue // there may be more due right now
-		}
-		// Nothing more is due: sleep until woken by a commit, a freed slot,
-		// or the next due time.
-		wait := w.opts.IdlePoll
-		if next, ok, err := w.store.NextDue(ctx); err != nil {
-			wait = min(wait, time.Second)
-		} else if ok {
-			wait = min(wait, max(next.Sub(w.opts.Now()), time.Millisecond))
-		}
-		timer := time.NewTimer(wait)
+	}
+	if unused := reserved - len(ds); unused > 0 {
+		w.room.Add(int64(unused))
+	}
+}
+
+// run makes one attempt and hands its outcome to the writer.
+func (w *Worker) run(d store.LeasedDelivery) {
+	defer w.inflight.Done()
+	o := w.attempt(w.attemptCtx, d)
+	w.writer.Complete(o)
+	w.room.Add(1)
+}
+
+// release gives leased deliveries back, unattempted and uncounted, due now.
+func (w *Worker) release(ds []store.LeasedDelivery) {
+	if len(ds) == 0 {
+		return
+	}
+	now := w.opts.Now()
+	out := make([]store.Outcome, len(ds))
+	for i, d := range ds {
+		out[i] = store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeReleased, Attempt: d.Attempt, NextAttemptAt: now}
+	}
+	w.writer.Complete(out...)
+}
+
+// Run asks for due deliveries until ctx ends (attempts start as soon as
+// the writer hands deliveries over, Run or not), then lets in-flight
+// attempts finish (up to ShutdownGrace), hands every outcome to the writer
+// and returns; deliveries handed over after that are given back at once.
+// Close the writer after Run returns: it commits those last outcomes.
+func (w *Worker) Run(ctx context.Context) {
+	// At start, and then whenever nothing says otherwise, look at the store
+	// (a backlog, another replica's expired leases, a replay made by
+	// another process): at the next due time, or every IdlePoll.
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-w.wake:
-		case <-freed:
-		case <-timer.C:
+			w.writer.WantDue()
+		case <-poll.C:
+			w.writer.WantDue()
+			poll.Reset(w.nextPoll(ctx))
 		}
-		timer.Stop()
 	}
 
-	grace := time.AfterFunc(w.opts.ShutdownGrace, cutAttempts)
-	inflight.Wait()
-	grace.Stop()
-	close(w.done)
-	completing.Wait()
-}
-
-func (w *Worker) sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
-// complete writes outcomes back in batches: one transaction (one fsync) for
-// every outcome that is ready, as the group committer does for intake.
-func (w *Worker) complete() {
-	batch := make([]store.Outcome, 0, 256)
-	for o := range w.done {
-		batch = append(batch[:0], o)
-	gather:
-		for len(batch) < 256 {
-			select {
-			case o, ok := <-w.done:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, o)
-			default:
-				break gather
-			}
-		}
-		w.write(batch)
-	}
-}
-
-func (w *Worker) write(batch []store.Outcome) {
-	retried := false
-	for try := 0; ; try++ {
-		err := w.store.CompleteDeliveries(context.Background(), batch)
-		if err == nil {
-			break
-		}
-		if try == 4 {
-			// The leases will expire and the deliveries be attempted again:
-			// at least once still holds, and Idempotency-Key lets the
-			// destination drop the repeat.
-			w.log.Error("record delivery outcomes; deliveries will be retried after their leases expire", "err", err, "outcomes", len(batch))
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	grace := time.AfterFunc(w.opts.ShutdownGrace, w.cutAttempts)
+	defer grace.Stop()
+	for {
+		w.inflight.Wait()
+		// Nothing is handed over from here on: what comes is given back.
+		w.mu.Lock()
+		if w.inflight.Load() == 0 {
+			w.stopped = true
+			w.mu.Unlock()
 			return
 		}
-		time.Sleep(time.Duration(100<<try) * time.Millisecond)
+		w.mu.Unlock()
 	}
-	for _, o := range batch {
-		if o.Kind == store.OutcomeRetry || o.Kind == store.OutcomeReleased {
-			retried = true
-		}
+}
+
+// nextPoll is how long until the store's next delivery is due, at most
+// IdlePoll.
+func (w *Worker) nextPoll(ctx context.Context) time.Duration {
+	wait := w.opts.IdlePoll
+	if next, ok, err := w.store.NextDue(ctx); err != nil {
+		wait = min(wait, time.Second)
+	} else if ok {
+		wait = min(wait, max(next.Sub(w.opts.Now()), time.Millisecond))
 	}
-	if retried {
-		w.Notify() // the next due time may have moved earlier
-	}
+	return wait
 }
 
 // IdempotencyKey is what every delivery of an event carries: stable across

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
@@ -31,7 +33,7 @@ func openStore(t *testing.T) *sqlite.Store {
 func claim(t *testing.T, s store.Store, key string, dests ...string) {
 	t.Helper()
 	now := time.Now()
-	_, err := s.ClaimEvents(context.Background(), []store.NewEvent{{
+	_, err := store.ClaimEvents(context.Background(), s, []store.NewEvent{{
 		Source: "src", Key: key, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`),
 		ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: dests,
 	}})
@@ -52,12 +54,32 @@ func runWorker(t *testing.T, s store.Store, dest deliver.Destination, lease time
 	if dest.Retry.MaxAttempts == 0 {
 		dest.Retry = deliver.RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}
 	}
-	w := deliver.New(s, deliver.Options{Destinations: []deliver.Destination{dest}, Lease: lease, ShutdownGrace: time.Second})
+	w, _ := startWorker(t, s, deliver.Options{Destinations: []deliver.Destination{dest}, Lease: lease, ShutdownGrace: time.Second})
+	return w
+}
+
+// startWorker runs a worker over s, with the writer it commits through (as
+// the gateway wires them), until the test ends or stop is called: stop
+// ends the worker, then commits its last outcomes.
+func startWorker(t *testing.T, s store.Store, opts deliver.Options) (*deliver.Worker, func()) {
+	t.Helper()
+	c := groupcommit.New(s.Commit, groupcommit.Options{Lease: opts.Lease})
+	opts.Writer = c
+	w := deliver.New(s, opts)
+	c.Attach(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return w
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			c.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return w, stop
 }
 
 func waitStats(t *testing.T, s store.Store, cond func(store.Stats) bool) store.Stats {
@@ -290,7 +312,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	sink := testenv.NewSink(t)
 	claim(t, s, "evt_abandoned", "app")
 	// A worker leases the delivery and dies without a word.
-	leased, err := s.LeaseDeliveries(context.Background(), time.Now(), 300*time.Millisecond, 10)
+	leased, err := store.LeaseDeliveries(context.Background(), s, time.Now(), 300*time.Millisecond, 10)
 	if err != nil || len(leased) != 1 {
 		t.Fatalf("lease: %v %v", leased, err)
 	}
@@ -301,7 +323,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 		t.Fatalf("delivered after %s, before the abandoned lease expired", took)
 	}
 	// The dead worker's late outcome must not overwrite the new owner's.
-	err = s.CompleteDeliveries(context.Background(), []store.Outcome{{
+	err = store.CompleteDeliveries(context.Background(), s, []store.Outcome{{
 		DeliveryID: leased[0].ID, LeaseToken: leased[0].LeaseToken, Kind: store.OutcomeDead, Attempt: 1, Error: "late",
 	}})
 	if err != nil {
@@ -348,20 +370,18 @@ func TestShutdownReleasesLeasesOfCutAttempts(t *testing.T) {
 	sink := testenv.NewSink(t)
 	sink.Respond = func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() }
 	claim(t, s, "evt_slow", "app")
-	w := deliver.New(s, deliver.Options{
+	_, stop := startWorker(t, s, deliver.Options{
 		Destinations:  []deliver.Destination{{Name: "app", URL: sink.URL, Timeout: time.Minute, Retry: deliver.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: time.Second}}},
 		Lease:         time.Hour,
 		ShutdownGrace: 100 * time.Millisecond,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
 	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
 		t.Fatal("the attempt never started")
 	}
-	cancel()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
 	select {
-	case <-done:
+	case <-stopped:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after the grace period")
 	}
@@ -370,7 +390,7 @@ func TestShutdownReleasesLeasesOfCutAttempts(t *testing.T) {
 		t.Fatalf("stats %+v: want the delivery pending with no attempt counted", st)
 	}
 	// Released: leasable now, not in an hour.
-	leased, err := s.LeaseDeliveries(context.Background(), time.Now(), time.Minute, 10)
+	leased, err := store.LeaseDeliveries(context.Background(), s, time.Now(), time.Minute, 10)
 	if err != nil || len(leased) != 1 || leased[0].Attempt != 1 {
 		t.Fatalf("after shutdown: %+v %v, want the delivery leasable at once as attempt 1", leased, err)
 	}
@@ -392,14 +412,10 @@ func TestReplayedDeadLetterIsDelivered(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}
 	claim(t, s, "evt_replay", "app")
-	w := deliver.New(s, deliver.Options{
+	startWorker(t, s, deliver.Options{
 		Destinations: []deliver.Destination{{Name: "app", URL: sink.URL, Timeout: time.Second, Retry: deliver.RetryPolicy{MaxAttempts: 3, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}}},
 		IdlePoll:     100 * time.Millisecond,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
 
 	broken.Store(false)

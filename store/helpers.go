@@ -1,10 +1,12 @@
 package store
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"time"
 )
 
 // NewLeaseToken names one lease. Outcomes carry it back, so that a worker
@@ -36,4 +38,25 @@ func DecodeHeader(s string) http.Header {
 		return nil
 	}
 	return h
+}
+
+// ClaimEvents claims events in a commit of their own (see Store.Commit).
+// The gateway's writer batches claims with everything else; this is for
+// tools and tests.
+func ClaimEvents(ctx context.Context, s Store, events []NewEvent) ([]Claim, error) {
+	c, err := s.Commit(ctx, Batch{Events: events})
+	return c.Claims, err
+}
+
+// LeaseDeliveries leases up to limit pending deliveries due at now, in a
+// commit of their own.
+func LeaseDeliveries(ctx context.Context, s Store, now time.Time, lease time.Duration, limit int) ([]LeasedDelivery, error) {
+	c, err := s.Commit(ctx, Batch{Lease: Lease{Max: limit, Due: true, Now: now, For: lease}})
+	return c.Leased, err
+}
+
+// CompleteDeliveries records outcomes in a commit of their own.
+func CompleteDeliveries(ctx context.Context, s Store, outcomes []Outcome) error {
+	_, err := s.Commit(ctx, Batch{Outcomes: outcomes})
+	return err
 }

@@ -130,33 +130,67 @@ type Stats struct {
 	Attempts  int64
 }
 
+// Batch is everything one tick of the writer commits, in one transaction:
+// the events intake claims, the outcomes of attempts, and the deliveries
+// leased to this process's worker. One commit (one fsync) carries all three,
+// where each used to pay a commit of its own.
+type Batch struct {
+	Events   []NewEvent
+	Outcomes []Outcome
+	Lease    Lease
+}
+
+// Lease asks a commit to lease deliveries to the caller, in the same
+// transaction, up to Max in all:
+//   - first the deliveries the batch itself creates ("hand-off"): they are
+//     inserted already leased, as attempt 1, and returned with the bodies
+//     the batch carried; nothing is read back;
+//   - then, when Due is set, pending deliveries due at Now and not leased
+//     by anyone (or whose lease expired), as LeaseDeliveries does.
+//
+// A delivery the batch creates beyond Max is stored unleased and due now,
+// for any worker to lease.
+type Lease struct {
+	Max int
+	Due bool
+	Now time.Time
+	For time.Duration
+}
+
+// Committed is what a commit did.
+type Committed struct {
+	Claims []Claim          // one per Batch.Events, in order
+	Leased []LeasedDelivery // handed off first, then due
+}
+
 // Store is what a backend implements. Every method that waits takes a
 // context; every error that means "could not reach or commit" wraps
 // ErrUnavailable.
 type Store interface {
-	// ClaimEvents claims every event's (source, key) and, for each one not
-	// seen before, stores the event and one pending delivery per destination,
-	// all in one transaction. It returns only after that transaction is
-	// durable, with one Claim per input in order. Within a call, a key that
-	// appears twice is claimed by its first occurrence. It never deadlocks
-	// with a concurrent call holding the same keys (the backend locks keys
-	// in one global order, or retries). An error wraps ErrRejected when the
-	// data itself was refused (another batch without it would commit), or
-	// ErrUnavailable.
-	ClaimEvents(ctx context.Context, events []NewEvent) ([]Claim, error)
-
-	// LeaseDeliveries leases up to limit pending deliveries that are due at
-	// now and not leased by anyone else (or whose lease has expired). A lease
-	// counts the attempt it is for: LeasedDelivery.Attempt is the stored
-	// count plus one, stored at once. So an attempt that never reports (its
-	// worker crashed, or ran past the lease) still counts toward the
-	// destination's max_attempts, and its repeat carries the next number. An
-	// OutcomeReleased gives the count back.
-	LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]LeasedDelivery, error)
-
-	// CompleteDeliveries records attempts and moves deliveries on, in one
-	// transaction.
-	CompleteDeliveries(ctx context.Context, outcomes []Outcome) error
+	// Commit applies a Batch in one transaction and returns only after it
+	// is durable.
+	//
+	// Claims: every event's (source, key) is claimed and, for each one not
+	// seen before, the event is stored with one pending delivery per
+	// destination. Within a batch, a key that appears twice is claimed by
+	// its first occurrence. A commit never deadlocks with a concurrent one
+	// holding the same keys (the backend locks keys in one global order, or
+	// retries).
+	//
+	// Outcomes record attempts and move deliveries on. An outcome whose
+	// LeaseToken no longer matches (the lease expired and another worker
+	// took the delivery) is ignored.
+	//
+	// Leases count the attempt they are for: LeasedDelivery.Attempt is the
+	// stored count plus one, stored at once. So an attempt that never
+	// reports (its worker crashed, or ran past the lease) still counts
+	// toward the destination's max_attempts, and its repeat carries the next
+	// number. An OutcomeReleased gives the count back.
+	//
+	// An error wraps ErrRejected when the data itself was refused (another
+	// batch without it would commit), or ErrUnavailable; either way nothing
+	// of the batch was written.
+	Commit(ctx context.Context, b Batch) (Committed, error)
 
 	// NextDue returns when the earliest pending delivery becomes due, and
 	// false when there is none. A lease moves a delivery's due time to the

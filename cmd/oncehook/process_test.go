@@ -6,6 +6,8 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +24,8 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/testenv"
+
+	_ "modernc.org/sqlite" // to hold the database's write lock from outside
 )
 
 var binary string
@@ -368,5 +372,86 @@ func TestReplayCommandRedeliversDeadLetters(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no such event") {
 		t.Fatalf("replay of an unknown key: %v\n%s", err, out)
+	}
+}
+
+// One writer: outcomes ride the writer's next commit. kill -9 after the
+// destination answered but before those outcomes committed (the writer is
+// held by another process's write lock on the database): after a restart,
+// exactly the attempts that went unrecorded are made again, each once, with
+// the same Idempotency-Key and the next X-Oncehook-Attempt, and nothing
+// else repeats.
+func TestKillNineBeforeOutcomesCommitRepeatsOnlyThoseAttempts(t *testing.T) {
+	dir := t.TempDir()
+	release := make(chan struct{})
+	var mu sync.Mutex
+	seen := map[string][]string{} // key → X-Oncehook-Attempt of each delivery
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, r *http.Request, _ int) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		mu.Lock()
+		seen[r.Header.Get("Idempotency-Key")] = append(seen[r.Header.Get("Idempotency-Key")], r.Header.Get("X-Oncehook-Attempt"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
+	p := startProcess(t, dir, "--config", cfg)
+	const events = 50
+	for i := range events {
+		if status, body := sendEvent(t, p.URL, fmt.Sprintf("evt_unrecorded_%02d", i)); status != 200 {
+			t.Fatalf("%d %s", status, body)
+		}
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) == events }) {
+		t.Fatalf("%d attempts in flight, want %d", len(sink.Deliveries()), events)
+	}
+	// Another process takes the database's write lock: the gateway's
+	// writer can commit nothing from here on.
+	db, err := sql.Open("sqlite", filepath.Join(dir, "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the destination answers 200 to every attempt
+	if !testenv.WaitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == events }) {
+		t.Fatal("the destination did not answer every attempt")
+	}
+	time.Sleep(200 * time.Millisecond) // the outcomes wait for the writer
+	p.kill()
+	conn.ExecContext(context.Background(), "ROLLBACK")
+	conn.Close()
+
+	p2 := startProcess(t, dir, "--config", cfg)
+	defer p2.kill()
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, attempts := range seen {
+			if len(attempts) < 2 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("after the restart the unrecorded attempts were not made again; stderr:\n%s", p2.stderr)
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for key, attempts := range seen {
+		if len(attempts) != 2 || attempts[0] != "1" || attempts[1] != "2" {
+			t.Errorf("%s delivered as attempts %v; want 1 before the crash, then 2 once", key, attempts)
+		}
 	}
 }

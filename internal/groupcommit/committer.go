@@ -1,19 +1,31 @@
-// Package groupcommit shares one durable commit among many concurrent
-// requests.
+// Package groupcommit is oncehook's writer: every write the gateway makes in
+// its hot path goes through it, and many share one durable commit.
 //
 // A durable commit costs an fsync, and an fsync costs the same for one event
-// as for two hundred. So requests do not commit on their own: each hands its
-// events to the Committer and waits. The writer takes everything queued
-// (up to a batch limit), claims it all in one store transaction, and then
-// wakes each request with its own verdicts. Each request still waits for the
-// commit that holds its events; only the cost is shared. Under light load a
-// batch is a single request and nothing waits for company.
+// as for two hundred. So nothing commits on its own. Intake hands its events
+// to the Committer and waits; the delivery worker hands it the outcomes of
+// its attempts and asks it for deliveries. Each tick, a writer takes
+// everything queued and commits it as one store.Batch: the claims, the
+// outcomes, and the leases of deliveries for the worker, in one transaction.
+// Then it wakes each request with its own verdicts and hands the worker the
+// deliveries leased to it, with their bodies: a new event's delivery is
+// created already leased to this process (the hand-off), so it needs no
+// lease transaction and no read of its own, and its outcome rides the next
+// commit. Each request still waits for the commit that holds its events;
+// only the cost is shared. Under light load a batch is a single request and
+// nothing waits for company.
+//
+// The hand-off is bounded by the worker's free room (Receiver.Reserve): what
+// the worker cannot take now is stored unleased and due, for any worker, so
+// memory never grows with a backlog. The store stays the source of truth: a
+// crash leaves leases that expire and are taken over.
 package groupcommit
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -28,8 +40,18 @@ var ErrClosed = errors.New("groupcommit: committer closed")
 // (or shutdown) forever.
 var ErrTimeout = fmt.Errorf("groupcommit: commit timed out: %w", store.ErrUnavailable)
 
-// ClaimFunc commits a batch of events and returns one claim per event.
-type ClaimFunc func(ctx context.Context, events []store.NewEvent) ([]store.Claim, error)
+// CommitFunc commits a batch: a store's Commit.
+type CommitFunc func(ctx context.Context, b store.Batch) (store.Committed, error)
+
+// Receiver is the delivery worker, as the writer sees it.
+type Receiver interface {
+	// Reserve reserves room for up to n deliveries and says how many it
+	// reserved (0 when the worker is full or stopping).
+	Reserve(n int) int
+	// Hand gives the worker the deliveries a commit leased to it, and
+	// gives back the part of the reservation they did not use.
+	Hand(ds []store.LeasedDelivery, reserved int)
+}
 
 type request struct {
 	events []store.NewEvent
@@ -42,17 +64,36 @@ type result struct {
 	err    error
 }
 
-// Committer batches claims from concurrent callers into shared transactions.
+// Committer batches the gateway's writes into shared transactions.
 type Committer struct {
-	claim     ClaimFunc
-	maxBatch  int
-	maxBytes  int
-	timeout   time.Duration
-	queue     chan *request
-	committed func(deliveries int) // called after each commit that created deliveries
-	observe   func(events int)     // called with the size of each batch
-	outcome   func(err error)      // called after each commit, with its error
-	linger    time.Duration
+	commitFn CommitFunc
+	maxBatch int
+	maxBytes int
+	maxLease int
+	timeout  time.Duration
+	lease    time.Duration
+	now      func() time.Time
+	queue    chan *request
+	observe  func(events int)
+	outcome  func(err error)
+	linger   time.Duration
+	log      *slog.Logger
+
+	// What the delivery worker asked for, taken by the next tick.
+	work     sync.Mutex
+	outcomes []store.Outcome
+	due      uint64 // incremented by WantDue: a tick clears "due" only if no new ask came meanwhile
+	dueDone  uint64 // the due generation the last short lease satisfied
+	holdTill time.Time
+	lastWait time.Duration
+	// outcomeTimer commits queued outcomes after outcomeDelay when no
+	// claim has carried them by then.
+	outcomeTimer *time.Timer
+	outcomeDelay time.Duration
+	receiver     Receiver
+	dueTimer     *time.Timer
+	dueAt        time.Time
+	signal       chan struct{}
 
 	// stop cancels the commits in progress once Close has waited
 	// closeWait: a hung store must not hang shutdown.
@@ -73,30 +114,38 @@ type Options struct {
 	// than the bound commits alone. (210 bodies of 5 MiB in one batch went
 	// over PostgreSQL's 1 GiB message limit and failed every one of them.)
 	MaxBatchBytes int
-	// CommitTimeout bounds one commit (default 30s). A commit that takes
-	// longer fails its requests with ErrTimeout (503): the transaction
-	// itself is cancelled, so nothing it held is acknowledged.
-	CommitTimeout time.Duration
-	// Outcome, when set, is told the result of every commit: nil, or the
-	// error its requests got. Readiness reads it: a store that answers
-	// pings may still refuse commits.
-	Outcome func(err error)
-	// CloseTimeout bounds how long Close lets queued commits run (default
-	// 10s); then they are cancelled, and their requests fail (503).
-	CloseTimeout time.Duration
-	Writers      int                  // concurrent transactions (default 1: SQLite has one writer)
-	Committed    func(deliveries int) // optional: told how many deliveries each commit created, to wake delivery
-	Observe      func(events int)     // optional: told each batch's size, for metrics
+	Writers       int              // concurrent transactions (default 1: SQLite has one writer)
+	Observe       func(events int) // optional: told each batch's size, for metrics
 	// Linger is how long a writer under load waits for more requests
 	// before committing (only after a commit that carried several). On a
 	// CPU-bound machine, fewer and bigger commits leave more CPU for
 	// requests: 300µs raised durable SQLite intake from 35% to 41% of bare
 	// net/http (see BENCHMARKS.md). Zero: commit whatever is queued.
 	Linger time.Duration
+	// CommitTimeout bounds one commit (default 30s). A commit that takes
+	// longer fails its requests with ErrTimeout (503): the transaction
+	// itself is cancelled, so nothing it held is acknowledged.
+	CommitTimeout time.Duration
+	// CloseTimeout bounds how long Close lets queued commits run (default
+	// 10s); then they are cancelled, and their requests fail (503).
+	CloseTimeout time.Duration
+	// Outcome, when set, is told the result of every commit: nil, or the
+	// error its requests got. Readiness reads it: a store that answers
+	// pings may still refuse commits.
+	Outcome func(err error)
+	// Lease is how long a delivery leased to the Receiver is its own
+	// (default 1 minute); MaxLease, the most one commit leases (default 256).
+	Lease    time.Duration
+	MaxLease int
+	// OutcomeDelay is the longest an outcome waits for a commit that
+	// intake makes anyway (default 10ms).
+	OutcomeDelay time.Duration
+	Now          func() time.Time
+	Logger       *slog.Logger
 }
 
 // New starts a Committer's writers.
-func New(claim ClaimFunc, opts Options) *Committer {
+func New(commit CommitFunc, opts Options) *Committer {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 256
 	}
@@ -112,17 +161,37 @@ func New(claim ClaimFunc, opts Options) *Committer {
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = 10 * time.Second
 	}
+	if opts.Lease <= 0 {
+		opts.Lease = time.Minute
+	}
+	if opts.MaxLease <= 0 {
+		opts.MaxLease = 256
+	}
+	if opts.OutcomeDelay <= 0 {
+		opts.OutcomeDelay = 10 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	c := &Committer{
-		claim:     claim,
-		maxBatch:  opts.MaxBatch,
-		maxBytes:  opts.MaxBatchBytes,
-		timeout:   opts.CommitTimeout,
-		queue:     make(chan *request, 4*opts.MaxBatch),
-		committed: opts.Committed,
-		observe:   opts.Observe,
-		outcome:   opts.Outcome,
-		linger:    opts.Linger,
-		closeWait: opts.CloseTimeout,
+		commitFn:     commit,
+		maxBatch:     opts.MaxBatch,
+		maxBytes:     opts.MaxBatchBytes,
+		maxLease:     opts.MaxLease,
+		timeout:      opts.CommitTimeout,
+		lease:        opts.Lease,
+		now:          opts.Now,
+		queue:        make(chan *request, 4*opts.MaxBatch),
+		observe:      opts.Observe,
+		outcome:      opts.Outcome,
+		linger:       opts.Linger,
+		log:          opts.Logger,
+		signal:       make(chan struct{}, 1),
+		closeWait:    opts.CloseTimeout,
+		outcomeDelay: opts.OutcomeDelay,
 	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	for range opts.Writers {
@@ -130,6 +199,15 @@ func New(claim ClaimFunc, opts Options) *Committer {
 		go c.write()
 	}
 	return c
+}
+
+// Attach names the worker that commits lease deliveries to. Without one,
+// nothing is leased and every delivery waits in the store.
+func (c *Committer) Attach(r Receiver) {
+	c.work.Lock()
+	c.receiver = r
+	c.work.Unlock()
+	c.WantDue()
 }
 
 // Claim submits events and waits until the transaction holding them has
@@ -161,9 +239,78 @@ func (c *Committer) Claim(ctx context.Context, events []store.NewEvent) ([]store
 	}
 }
 
-// Close stops accepting claims, commits everything already queued, and
-// waits for the writers to finish: at most CloseTimeout, after which the
-// commits still running are cancelled and what is left fails fast.
+// Complete queues outcomes for the next commit. It never blocks. The worker
+// sends each attempt's outcome here; until it commits, the delivery stays
+// leased, so a crash in between only repeats that attempt.
+//
+// An outcome is not worth a commit of its own: nobody waits for it, and
+// its lease holds it for a long while. So it rides the next commit intake
+// makes anyway, or, when intake is quiet, a commit OutcomeDelay later (at
+// once when many are queued). Measured: waking the writer for every outcome
+// added a commit (an fsync) between intake's, and cost 10% of intake with a
+// destination.
+func (c *Committer) Complete(outcomes ...store.Outcome) {
+	c.work.Lock()
+	c.outcomes = append(c.outcomes, outcomes...)
+	n := len(c.outcomes)
+	arm := c.outcomeTimer == nil && n < c.maxLease
+	if arm {
+		c.outcomeTimer = time.AfterFunc(c.outcomeDelay, c.outcomesDue)
+	}
+	c.work.Unlock()
+	if n >= c.maxLease {
+		c.wake()
+	}
+}
+
+func (c *Committer) outcomesDue() {
+	c.work.Lock()
+	c.outcomeTimer = nil
+	c.work.Unlock()
+	c.wake()
+}
+
+// WantDue asks the next commit to lease deliveries that are due in the
+// store (a backlog, retries, replays, another replica's expired leases), as
+// far as the worker has room.
+func (c *Committer) WantDue() {
+	c.work.Lock()
+	c.due++
+	c.work.Unlock()
+	c.wake()
+}
+
+func (c *Committer) wake() {
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// wantDueAt asks for due deliveries at t: when a retry committed now falls
+// due. One timer serves the earliest such time.
+func (c *Committer) wantDueAt(t time.Time) {
+	c.work.Lock()
+	defer c.work.Unlock()
+	if c.dueTimer != nil && !c.dueAt.After(t) {
+		return
+	}
+	if c.dueTimer != nil {
+		c.dueTimer.Stop()
+	}
+	c.dueAt = t
+	c.dueTimer = time.AfterFunc(max(time.Until(t), 0), func() {
+		c.work.Lock()
+		c.dueTimer = nil
+		c.work.Unlock()
+		c.WantDue()
+	})
+}
+
+// Close stops accepting claims, commits everything already queued (claims
+// and outcomes), and waits for the writers to finish: at most CloseTimeout,
+// after which the commits still running are cancelled and what is left
+// fails fast. Stop the worker first: its last outcomes must commit here.
 func (c *Committer) Close() {
 	c.mu.Lock()
 	if !c.closed {
@@ -171,6 +318,15 @@ func (c *Committer) Close() {
 		close(c.queue)
 	}
 	c.mu.Unlock()
+	c.work.Lock()
+	c.receiver = nil
+	if c.dueTimer != nil {
+		c.dueTimer.Stop()
+	}
+	if c.outcomeTimer != nil {
+		c.outcomeTimer.Stop()
+	}
+	c.work.Unlock()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {
@@ -180,6 +336,43 @@ func (c *Committer) Close() {
 		<-done
 	}
 	c.cancel()
+}
+
+// tick is what one commit carries besides claims.
+type tick struct {
+	outcomes []store.Outcome
+	dueGen   uint64 // the due generation asked for; 0: no due lease
+	receiver Receiver
+	reserved int
+}
+
+// take collects the worker's side of a tick: its outcomes, whether it asked
+// for due deliveries, and room reserved for what this commit leases: the
+// deliveries its events may create, and more when due ones are asked for.
+// (Reserving only that leaves room for a second writer's hand-off.)
+func (c *Committer) take(events []store.NewEvent, final bool) tick {
+	c.work.Lock()
+	defer c.work.Unlock()
+	var t tick
+	if !final && c.now().Before(c.holdTill) {
+		return t // backing off after failures; claims still go through
+	}
+	t.outcomes, c.outcomes = c.outcomes, nil
+	if c.receiver != nil && !final {
+		want := 0
+		for _, e := range events {
+			want += len(e.Destinations)
+		}
+		if c.due != c.dueDone {
+			t.dueGen = c.due
+			want = c.maxLease
+		}
+		if want > 0 {
+			t.receiver = c.receiver
+			t.reserved = c.receiver.Reserve(min(want, c.maxLease))
+		}
+	}
+	return t
 }
 
 func (c *Committer) write() {
@@ -192,110 +385,218 @@ func (c *Committer) write() {
 		first := next
 		next = nil
 		if first == nil {
-			var ok bool
-			if first, ok = <-c.queue; !ok {
-				return
+			select {
+			case req, ok := <-c.queue:
+				if !ok {
+					c.commit(nil, nil, c.take(nil, true)) // the worker's last outcomes
+					return
+				}
+				first = req
+			case <-c.signal:
+				// Woken for the worker: take claims already queued too,
+				// rather than commit its outcomes on their own.
+				select {
+				case req, ok := <-c.queue:
+					if ok {
+						first = req
+					} else {
+						c.commit(nil, nil, c.take(nil, true))
+						return
+					}
+				default:
+				}
 			}
 		}
-		batch = append(batch[:0], first)
-		events = append(events[:0], first.events...)
-		bytes := first.bytes
-		// Under load, wait a moment for company: the previous commit
-		// carried several requests, so more are on their way. A lone
-		// request after a quiet spell commits at once.
-		var linger *time.Timer
-		if c.linger > 0 && lastRequests > 1 {
-			linger = time.NewTimer(c.linger)
-		}
-	gather:
-		for len(events) < c.maxBatch && bytes < c.maxBytes {
-			var req *request
-			var ok bool
-			select {
-			case req, ok = <-c.queue:
-			default: // nothing queued: commit now, or linger for more
-				if linger == nil {
-					break gather
-				}
+		batch, events = batch[:0], events[:0]
+		if first != nil {
+			batch = append(batch, first)
+			events = append(events, first.events...)
+			bytes := first.bytes
+			// Under load, wait a moment for company: the previous commit
+			// carried several requests, so more are on their way. A lone
+			// request after a quiet spell commits at once.
+			var linger *time.Timer
+			if c.linger > 0 && lastRequests > 1 {
+				linger = time.NewTimer(c.linger)
+			}
+		gather:
+			for len(events) < c.maxBatch && bytes < c.maxBytes {
+				var req *request
+				var ok bool
 				select {
 				case req, ok = <-c.queue:
-				case <-linger.C:
+				default: // nothing queued: commit now, or linger for more
+					if linger == nil {
+						break gather
+					}
+					select {
+					case req, ok = <-c.queue:
+					case <-linger.C:
+						break gather
+					}
+				}
+				if !ok {
 					break gather
 				}
+				if bytes+req.bytes > c.maxBytes {
+					next = req // it opens the next batch (alone, if it is that large)
+					break gather
+				}
+				batch = append(batch, req)
+				events = append(events, req.events...)
+				bytes += req.bytes
 			}
-			if !ok {
-				break gather
+			if linger != nil {
+				linger.Stop()
 			}
-			if bytes+req.bytes > c.maxBytes {
-				next = req // it opens the next batch (alone, if it is that large)
-				break gather
-			}
-			batch = append(batch, req)
-			events = append(events, req.events...)
-			bytes += req.bytes
-		}
-		if linger != nil {
-			linger.Stop()
 		}
 		lastRequests = len(batch)
-		c.commit(batch, events)
+		c.commit(batch, events, c.take(events, false))
 	}
 }
 
-func (c *Committer) commit(batch []*request, events []store.NewEvent) {
-	if c.observe != nil {
+// commit commits one tick and answers everyone in it.
+func (c *Committer) commit(batch []*request, events []store.NewEvent, t tick) {
+	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease}
+	if len(events) == 0 && len(t.outcomes) == 0 && (lease.Max == 0 || !lease.Due) {
+		if t.receiver != nil {
+			t.receiver.Hand(nil, t.reserved)
+		}
+		return
+	}
+	if c.observe != nil && len(events) > 0 {
 		c.observe(len(events))
 	}
-	claims, err := c.run(events)
-	if errors.Is(err, store.ErrRejected) && len(batch) > 1 {
-		// The store refused something one request carries (invariant 13:
-		// one event fails only itself). Commit each request on its own, so
-		// that only the request that carries it gets the error.
-		for _, req := range batch {
-			c.commit([]*request{req}, req.events)
-		}
+	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease})
+	if errors.Is(err, store.ErrRejected) && (len(batch) > 1 || len(batch) == 1 && len(t.outcomes) > 0) {
+		c.split(batch, t)
 		return
 	}
 	if c.outcome != nil {
 		c.outcome(err)
 	}
-	deliveries := 0
+	if err != nil {
+		for _, req := range batch {
+			req.done <- result{err: err}
+		}
+		if t.receiver != nil {
+			t.receiver.Hand(nil, t.reserved)
+		}
+		c.failed(t, err)
+		return
+	}
+	// The worker first: its attempts start while the requests are answered.
+	if t.receiver != nil {
+		t.receiver.Hand(res.Leased, t.reserved)
+	}
+	created := 0
 	off := 0
 	for _, req := range batch {
 		n := len(req.events)
-		if err != nil {
-			req.done <- result{err: err}
-			continue
-		}
-		mine := claims[off : off+n : off+n]
+		mine := res.Claims[off : off+n : off+n]
 		off += n
 		for i, cl := range mine {
 			if !cl.Duplicate {
-				deliveries += len(req.events[i].Destinations)
+				created += len(req.events[i].Destinations)
 			}
 		}
 		req.done <- result{claims: mine}
 	}
-	if deliveries > 0 && c.committed != nil {
-		c.committed(deliveries)
+	c.settled(t, created, len(res.Leased))
+}
+
+// settled updates what the worker is owed after a commit: deliveries left
+// unleased (more were created than it had room for) or maybe still due (a
+// due lease came back full) keep "due" asked; retries the commit recorded
+// ask again when they fall due.
+func (c *Committer) settled(t tick, created, leased int) {
+	handed := min(created, t.reserved)
+	c.work.Lock()
+	c.holdTill = time.Time{}
+	switch {
+	case created > handed:
+		c.due++ // deliveries wait in the store, due now
+	case t.dueGen != 0 && leased < t.reserved:
+		c.dueDone = t.dueGen // nothing more is due: unless asked again since
+	}
+	c.work.Unlock()
+	for _, o := range t.outcomes {
+		switch o.Kind {
+		case store.OutcomeRetry:
+			c.wantDueAt(o.NextAttemptAt)
+		case store.OutcomeReleased:
+			c.wantDueAt(o.NextAttemptAt) // due again at once, or when shutdown said
+		}
+	}
+}
+
+// failed keeps a failed tick's outcomes for the next one, and backs off the
+// worker's side of the ticks (not the claims, which must fail fast) so that
+// a store that is down is not hammered.
+func (c *Committer) failed(t tick, err error) {
+	c.work.Lock()
+	defer c.work.Unlock()
+	c.outcomes = append(t.outcomes, c.outcomes...)
+	wait := 100 * time.Millisecond
+	if !c.holdTill.IsZero() {
+		wait = min(2*c.lastWait, time.Second)
+	}
+	c.lastWait = wait
+	c.holdTill = c.now().Add(wait)
+	if len(c.outcomes) > 0 || c.due != c.dueDone {
+		time.AfterFunc(wait, c.wake)
+	}
+	c.log.Warn("commit failed; outcomes kept for the next commit", "err", err, "outcomes", len(c.outcomes), "retry_in", wait)
+}
+
+// split commits a batch the store refused piece by piece (invariant 13: one
+// event fails only itself): the worker's side first, then each request on
+// its own, so that only the request that carries the offending data gets
+// the error.
+func (c *Committer) split(batch []*request, t tick) {
+	if len(t.outcomes) > 0 || t.reserved > 0 {
+		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease}})
+		switch {
+		case errors.Is(err, store.ErrRejected):
+			// Not retried: their leases expire and the deliveries are
+			// attempted again, under the same Idempotency-Key.
+			c.log.Error("the store refused delivery outcomes; their deliveries will be retried when their leases expire", "err", err, "outcomes", len(t.outcomes))
+			if t.receiver != nil {
+				t.receiver.Hand(nil, t.reserved)
+			}
+		case err != nil:
+			if t.receiver != nil {
+				t.receiver.Hand(nil, t.reserved)
+			}
+			c.failed(t, err)
+		default:
+			c.settled(t, 0, len(res.Leased))
+			if t.receiver != nil {
+				t.receiver.Hand(res.Leased, t.reserved)
+			}
+		}
+	}
+	for _, req := range batch {
+		c.commit([]*request{req}, req.events, tick{})
 	}
 }
 
 // run commits one batch. The transaction is not tied to any one request's
 // context: a caller that gives up must not abort the commit the others are
-// waiting for. It has a deadline of its own instead.
-func (c *Committer) run(events []store.NewEvent) ([]store.Claim, error) {
+// waiting for. It has a deadline of its own instead, and ends at a
+// timed-out Close.
+func (c *Committer) run(b store.Batch) (store.Committed, error) {
 	ctx, cancel := context.WithTimeout(c.stop, c.timeout)
 	defer cancel()
-	claims, err := c.claim(ctx, events)
+	res, err := c.commitFn(ctx, b)
 	if err != nil && ctx.Err() != nil {
 		if c.stop.Err() != nil {
-			return nil, fmt.Errorf("groupcommit: cancelled at shutdown: %w: %w", store.ErrUnavailable, err)
+			return store.Committed{}, fmt.Errorf("groupcommit: cancelled at shutdown: %w: %w", store.ErrUnavailable, err)
 		}
-		return nil, fmt.Errorf("%w after %s: %w", ErrTimeout, c.timeout, err)
+		return store.Committed{}, fmt.Errorf("%w after %s: %w", ErrTimeout, c.timeout, err)
 	}
-	if err == nil && len(claims) != len(events) {
+	if err == nil && len(res.Claims) != len(b.Events) {
 		err = errors.New("groupcommit: store returned a wrong number of claims")
 	}
-	return claims, err
+	return res, err
 }

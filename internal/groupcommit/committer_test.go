@@ -27,11 +27,11 @@ func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var commits, deliveries atomic.Int64
-	c := groupcommit.New(func(ctx context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+	var commits atomic.Int64
+	c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
 		commits.Add(1)
-		return s.ClaimEvents(ctx, evs)
-	}, groupcommit.Options{Committed: func(n int) { deliveries.Add(int64(n)) }})
+		return s.Commit(ctx, b)
+	}, groupcommit.Options{})
 	defer c.Close()
 
 	const callers, perCaller = 64, 20
@@ -62,8 +62,8 @@ func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := s.Stats(context.Background())
-	if want := int64(callers*perCaller + perCaller); st.Events != want || deliveries.Load() != want || st.Pending != want {
-		t.Fatalf("stored %d, %d deliveries, told of %d; want %d", st.Events, st.Pending, deliveries.Load(), want)
+	if want := int64(callers*perCaller + perCaller); st.Events != want || st.Pending != want {
+		t.Fatalf("stored %d, %d deliveries; want %d", st.Events, st.Pending, want)
 	}
 	if n := commits.Load(); n >= callers*perCaller {
 		t.Fatalf("%d commits for %d claims: nothing was shared", n, callers*perCaller)
@@ -75,9 +75,9 @@ func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
 // at once, not after the linger.
 func TestALoneClaimDoesNotLinger(t *testing.T) {
 	var commits atomic.Int64
-	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+	c := groupcommit.New(func(_ context.Context, b store.Batch) (store.Committed, error) {
 		commits.Add(1)
-		return make([]store.Claim, len(evs)), nil
+		return store.Committed{Claims: make([]store.Claim, len(b.Events))}, nil
 	}, groupcommit.Options{Linger: time.Hour})
 	defer c.Close()
 	for i := range 3 {
@@ -96,7 +96,7 @@ func TestALoneClaimDoesNotLinger(t *testing.T) {
 
 func TestFailedCommitFailsEveryCallerInIt(t *testing.T) {
 	boom := errors.New("disk on fire")
-	c := groupcommit.New(func(context.Context, []store.NewEvent) ([]store.Claim, error) { return nil, boom }, groupcommit.Options{})
+	c := groupcommit.New(func(context.Context, store.Batch) (store.Committed, error) { return store.Committed{}, boom }, groupcommit.Options{})
 	defer c.Close()
 	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("a")}); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
@@ -104,8 +104,8 @@ func TestFailedCommitFailsEveryCallerInIt(t *testing.T) {
 }
 
 func TestClaimAfterCloseFails(t *testing.T) {
-	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
-		return make([]store.Claim, len(evs)), nil
+	c := groupcommit.New(func(_ context.Context, b store.Batch) (store.Committed, error) {
+		return store.Committed{Claims: make([]store.Claim, len(b.Events))}, nil
 	}, groupcommit.Options{})
 	c.Close()
 	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("a")}); !errors.Is(err, groupcommit.ErrClosed) {
@@ -118,10 +118,10 @@ func TestClaimAfterCloseFails(t *testing.T) {
 func TestCloseCommitsWhatIsQueued(t *testing.T) {
 	release := make(chan struct{})
 	var committed atomic.Int64
-	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+	c := groupcommit.New(func(_ context.Context, b store.Batch) (store.Committed, error) {
 		<-release
-		committed.Add(int64(len(evs)))
-		return make([]store.Claim, len(evs)), nil
+		committed.Add(int64(len(b.Events)))
+		return store.Committed{Claims: make([]store.Claim, len(b.Events))}, nil
 	}, groupcommit.Options{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
@@ -159,7 +159,7 @@ func TestOneBadRequestFailsOnlyItself(t *testing.T) {
 	}
 	defer s.Close()
 	var outcomes, failures atomic.Int64
-	c := groupcommit.New(s.ClaimEvents, groupcommit.Options{Linger: 5 * time.Millisecond, Outcome: func(err error) {
+	c := groupcommit.New(s.Commit, groupcommit.Options{Linger: 5 * time.Millisecond, Outcome: func(err error) {
 		outcomes.Add(1)
 		if err != nil {
 			failures.Add(1)
@@ -207,16 +207,16 @@ func TestBatchesAreBoundedByBytes(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	release := make(chan struct{})
-	c := groupcommit.New(func(_ context.Context, evs []store.NewEvent) ([]store.Claim, error) {
+	c := groupcommit.New(func(_ context.Context, b store.Batch) (store.Committed, error) {
 		<-release
 		n := 0
-		for _, e := range evs {
+		for _, e := range b.Events {
 			n += len(e.Body)
 		}
 		mu.Lock()
 		sizes = append(sizes, n)
 		mu.Unlock()
-		return make([]store.Claim, len(evs)), nil
+		return store.Committed{Claims: make([]store.Claim, len(b.Events))}, nil
 	}, groupcommit.Options{MaxBatchBytes: 1000})
 	defer c.Close()
 	var wg sync.WaitGroup
@@ -253,9 +253,9 @@ func TestBatchesAreBoundedByBytes(t *testing.T) {
 // after CommitTimeout instead of holding intake forever, and Close is
 // bounded too.
 func TestHungCommitTimesOutAndCloseIsBounded(t *testing.T) {
-	c := groupcommit.New(func(ctx context.Context, _ []store.NewEvent) ([]store.Claim, error) {
+	c := groupcommit.New(func(ctx context.Context, _ store.Batch) (store.Committed, error) {
 		<-ctx.Done()
-		return nil, ctx.Err()
+		return store.Committed{}, ctx.Err()
 	}, groupcommit.Options{CommitTimeout: 100 * time.Millisecond, CloseTimeout: 100 * time.Millisecond})
 	start := time.Now()
 	_, err := c.Claim(context.Background(), []store.NewEvent{ev("a")})
@@ -267,9 +267,9 @@ func TestHungCommitTimesOutAndCloseIsBounded(t *testing.T) {
 	}
 	c.Close()
 
-	hung := groupcommit.New(func(ctx context.Context, _ []store.NewEvent) ([]store.Claim, error) {
+	hung := groupcommit.New(func(ctx context.Context, _ store.Batch) (store.Committed, error) {
 		<-ctx.Done()
-		return nil, ctx.Err()
+		return store.Committed{}, ctx.Err()
 	}, groupcommit.Options{CommitTimeout: time.Hour, CloseTimeout: 100 * time.Millisecond})
 	errs := make(chan error, 3)
 	for range 3 {
@@ -289,4 +289,144 @@ func TestHungCommitTimesOutAndCloseIsBounded(t *testing.T) {
 			t.Fatalf("a request cut at shutdown: %v, want unavailable (503)", err)
 		}
 	}
+}
+
+// fakeWorker is a Receiver with a fixed amount of room.
+type fakeWorker struct {
+	mu     sync.Mutex
+	room   int
+	handed []store.LeasedDelivery
+}
+
+func (w *fakeWorker) Reserve(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := min(n, w.room)
+	w.room -= k
+	return k
+}
+
+func (w *fakeWorker) Hand(ds []store.LeasedDelivery, reserved int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handed = append(w.handed, ds...)
+	w.room += reserved - len(ds)
+}
+
+func (w *fakeWorker) take() []store.LeasedDelivery {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.handed
+	w.handed = nil
+	w.room += len(out)
+	return out
+}
+
+// The hand-off is bounded by the worker's room: of 5 new deliveries, the 2
+// it has room for are handed over with their bodies; the other 3 wait in the
+// store, unleased and due, and are leased (read back) once it has room.
+func TestHandOffIsBoundedByTheWorkersRoom(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var commits atomic.Int64
+	c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
+		commits.Add(1)
+		return s.Commit(ctx, b)
+	}, groupcommit.Options{})
+	defer c.Close()
+	w := &fakeWorker{room: 2}
+	c.Attach(w)
+	evs := make([]store.NewEvent, 5)
+	for i := range evs {
+		evs[i] = ev(fmt.Sprint("k", i))
+	}
+	if _, err := c.Claim(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	first := w.take()
+	if len(first) != 2 || string(first[0].Body) != "{}" || first[0].Attempt != 1 {
+		t.Fatalf("handed %+v, want 2 deliveries with their bodies", first)
+	}
+	st, _ := s.Stats(context.Background())
+	if st.Pending != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The worker finishes both: their outcomes free room, and the next
+	// commit records them and leases the rest.
+	for _, d := range first {
+		c.Complete(store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1})
+	}
+	got := 0
+	if !testenvWaitFor(5*time.Second, func() bool {
+		for _, d := range w.take() {
+			got++
+			if string(d.Body) != "{}" {
+				t.Errorf("leased later without its body: %+v", d)
+			}
+			c.Complete(store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1})
+		}
+		return got == 3
+	}) {
+		t.Fatalf("the 3 deliveries without room were not leased later (%d)", got)
+	}
+	if !testenvWaitFor(5*time.Second, func() bool { st, _ := s.Stats(context.Background()); return st.Delivered == 5 }) {
+		st, _ := s.Stats(context.Background())
+		t.Fatalf("stats %+v: want all 5 delivered", st)
+	}
+}
+
+// An outcome is not worth a commit of its own: it rides the next commit
+// intake makes, or one OutcomeDelay later.
+func TestOutcomesRideIntakesCommits(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var batches []store.Batch
+	var mu sync.Mutex
+	c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
+		mu.Lock()
+		batches = append(batches, b)
+		mu.Unlock()
+		return s.Commit(ctx, b)
+	}, groupcommit.Options{OutcomeDelay: time.Hour})
+	defer c.Close()
+	w := &fakeWorker{room: 10}
+	c.Attach(w)
+	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("a")}); err != nil {
+		t.Fatal(err)
+	}
+	d := w.take()[0]
+	c.Complete(store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1})
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	n := len(batches)
+	mu.Unlock()
+	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("b")}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	last := batches[len(batches)-1]
+	if len(batches) != n+1 || len(last.Events) != 1 || len(last.Outcomes) != 1 {
+		t.Fatalf("the outcome was committed on its own (%d commits; last %d events, %d outcomes)", len(batches)-n, len(last.Events), len(last.Outcomes))
+	}
+	if st, _ := s.Stats(context.Background()); st.Delivered != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testenvWaitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cond()
 }

@@ -11,7 +11,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -19,7 +18,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -229,11 +227,14 @@ func withRetry(ctx context.Context, fn func() error) error {
 	return err
 }
 
-// claimSQL claims a batch in one statement (one round trip, one implicit
-// transaction): insert the events that are new and give each inserted
-// event its deliveries; the deliveries_notify trigger wakes the replicas. A
-// key that appears twice in the batch is inserted once (ON CONFLICT sees the
-// first copy) and gets its deliveries once (DISTINCT ON).
+// commitSQL claims a batch's events and leases deliveries to the caller, in
+// one statement (one round trip): insert the events that are new, give each
+// its deliveries, the first $11 of them created already leased to the caller
+// under $12 until $13 (the hand-off: nothing is read back), and, when $14 is
+// set, lease due deliveries up to $11 in all. A key that appears twice in
+// the batch is inserted once (ON CONFLICT sees the first copy) and gets its
+// deliveries once (DISTINCT ON). The deliveries_notify trigger wakes the
+// other replicas for the deliveries left unleased.
 //
 // Lock order: rows are inserted in one global order, (source, key) in byte
 // order, then arrival. Two batches holding overlapping keys each wait on the
@@ -241,196 +242,281 @@ func withRetry(ctx context.Context, fn func() error) error {
 // and PostgreSQL kills one of them as a deadlock (40P01). In one order, the
 // second batch waits for the first at the first key they share and never
 // holds a key the first still needs. (The order is the Sort feeding the
-// insert; ClaimEvents also retries a deadlock, should a plan ever differ.)
+// insert; Commit also retries a deadlock, should a plan ever differ.)
 //
 // existing reads the stored expiry of keys already there, for the duplicate
 // answers; a key committed by another transaction after this statement
 // began is not visible to it, and its expiry is then reported as unknown.
-const claimSQL = `WITH input AS (
+// due cannot see the deliveries this statement inserts (one snapshot), so it
+// never leases a handed-off delivery twice.
+//
+// The rows that come back are of four kinds: 1, an inserted event; 2, an
+// existing one; 3, a handed-off delivery; 4, a due delivery, with its event.
+const commitSQL = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[])
 			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations)
-	), existing AS (
-		SELECT e.source, e.key, e.expires_at FROM events e
-		WHERE (e.source, e.key) IN (SELECT source, key FROM input)
 	), inserted AS (
 		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
 		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at FROM input
 		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
 		RETURNING id, source, key, expires_at
-	), delivered AS (
-		INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at)
-		SELECT inserted.id, d.destination, i.received_at, i.received_at
+	), existing AS (
+		-- Only the keys that were not inserted: a batch of new events
+		-- looks nothing up.
+		SELECT e.source, e.key, e.expires_at FROM input i JOIN events e USING (source, key)
+		WHERE NOT EXISTS (SELECT 1 FROM inserted n WHERE n.source = i.source AND n.key = i.key)
+	), fresh AS (
+		SELECT inserted.id AS event_id, d.destination, i.received_at,
+			row_number() OVER (ORDER BY inserted.id, d.destination) AS n
 		FROM inserted
 		JOIN (SELECT DISTINCT ON (source, key) source, key, received_at, destinations FROM input ORDER BY source, key, ord) i
 			USING (source, key)
 		CROSS JOIN LATERAL unnest(string_to_array(i.destinations, ',')) AS d(destination)
 		WHERE i.destinations <> ''
-		ORDER BY inserted.id, d.destination
+	), delivered AS (
+		INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, lease_token, lease_expires_at, attempts)
+		SELECT event_id, destination,
+			CASE WHEN n <= $11 THEN $13 ELSE received_at END, received_at,
+			CASE WHEN n <= $11 THEN $12 END, CASE WHEN n <= $11 THEN $13::timestamptz END,
+			CASE WHEN n <= $11 THEN 1 ELSE 0 END
+		FROM fresh ORDER BY event_id, destination
+		RETURNING id, event_id, destination, lease_token IS NOT NULL AS leased
+	), due AS (
+		SELECT id FROM deliveries
+		WHERE $14 AND state = 'pending' AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
+		ORDER BY next_attempt_at
+		LIMIT GREATEST($11 - (SELECT count(*) FROM fresh WHERE n <= $11), 0)
+		FOR UPDATE SKIP LOCKED
+	), leased AS (
+		-- A lease counts the attempt it is for (see store.Store).
+		UPDATE deliveries d SET lease_token = $12, lease_expires_at = $13, next_attempt_at = $13, updated_at = $15,
+			attempts = d.attempts + 1
+		FROM due WHERE d.id = due.id
+		RETURNING d.id, d.event_id, d.destination, d.attempts
 	)
-	SELECT id, source, key, expires_at FROM inserted
+	SELECT 1, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz FROM inserted
 	UNION ALL
-	SELECT 0, source, key, expires_at FROM existing`
+	SELECT 2, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL FROM existing
+	UNION ALL
+	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL
+	FROM delivered dl JOIN inserted i ON i.id = dl.event_id WHERE dl.leased
+	UNION ALL
+	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, e.body, e.received_at
+	FROM leased l JOIN events e ON e.id = l.event_id`
 
-// ClaimEvents implements store.Store.
-func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
-	n := len(events)
-	sources, keys, types, headers, dests := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	keyless, bodies := make([]bool, n), make([][]byte, n)
-	received, expires := make([]time.Time, n), make([]time.Time, n)
-	ord := make([]int32, n)
-	for i, e := range events {
-		sources[i], keys[i], types[i], keyless[i] = e.Source, e.Key, e.ContentType, e.Keyless
-		headers[i] = store.EncodeHeader(e.Header)
-		// Destination names cannot hold a comma (config validates them).
-		dests[i] = strings.Join(e.Destinations, ",")
-		bodies[i] = e.Body
-		if bodies[i] == nil {
-			bodies[i] = []byte{}
+// Commit implements store.Store: one pipeline, run by PostgreSQL as one
+// implicit transaction and sent in one round trip: the outcomes statement,
+// then the claim-and-lease statement.
+func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, error) {
+	l := b.Lease
+	if l.Now.IsZero() {
+		l.Now = s.clock()
+	}
+	now := s.toDB(l.Now)
+	expires := now.Add(l.For)
+	token := ""
+	if l.Max > 0 {
+		token = store.NewLeaseToken()
+	}
+	// Outcomes first: a delivery whose lease ran out while its outcome
+	// waited for this commit must be recorded, not leased again below.
+	batch := &pgx.Batch{}
+	if err := s.queueOutcomes(batch, b.Outcomes); err != nil {
+		return store.Committed{}, err
+	}
+	outcomes := batch.Len()
+	claiming := len(b.Events) > 0 || (l.Max > 0 && l.Due)
+	if claiming {
+		n := len(b.Events)
+		sources, keys, types, headers, dests := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		keyless, bodies := make([]bool, n), make([][]byte, n)
+		received, expiry := make([]time.Time, n), make([]time.Time, n)
+		ord := make([]int32, n)
+		for i, e := range b.Events {
+			sources[i], keys[i], types[i], keyless[i] = e.Source, e.Key, e.ContentType, e.Keyless
+			headers[i] = store.EncodeHeader(e.Header)
+			// Destination names cannot hold a comma (config validates them).
+			dests[i] = strings.Join(e.Destinations, ",")
+			bodies[i] = e.Body
+			if bodies[i] == nil {
+				bodies[i] = []byte{}
+			}
+			received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
 		}
-		received[i], expires[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
+		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
+			l.Max, token, expires, l.Due, now)
 	}
-	type ident struct{ source, key string }
-	type row struct {
-		id      int64
-		expires time.Time
+	if batch.Len() == 0 {
+		return store.Committed{}, nil
 	}
-	var ids, stored map[ident]row
+	var rows []commitRow
 	err := withRetry(ctx, func() error {
-		ids, stored = make(map[ident]row, n), map[ident]row{}
-		rows, err := s.pool.Query(ctx, claimSQL, sources, keys, keyless, types, bodies, received, expires, ord, headers, dests)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var r row
-			var k ident
-			if err := rows.Scan(&r.id, &k.source, &k.key, &r.expires); err != nil {
-				rows.Close()
+		rows = rows[:0]
+		br := s.pool.SendBatch(ctx, batch)
+		for range outcomes {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
 				return err
 			}
-			if r.id == 0 {
-				stored[k] = r
-			} else {
-				ids[k] = r
+		}
+		if claiming {
+			rs, err := br.Query()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			for rs.Next() {
+				var r commitRow
+				if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
+					&r.contentType, &r.headers, &r.body, &r.received); err != nil {
+					rs.Close()
+					br.Close()
+					return err
+				}
+				rows = append(rows, r)
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				br.Close()
+				return err
 			}
 		}
-		rows.Close()
-		return rows.Err()
+		return br.Close()
 	})
 	if err != nil {
-		return nil, failed("claim events", err)
+		return store.Committed{}, failed("commit", err)
 	}
-	claims := make([]store.Claim, n)
+	return s.committed(b.Events, rows, token, expires), nil
+}
+
+type commitRow struct {
+	kind                 int
+	eventID, deliveryID  int64
+	source, key          string
+	expires, received    *time.Time
+	destination          string
+	attempt              int
+	contentType, headers *string
+	body                 []byte
+}
+
+// committed turns commitSQL's rows into claims (one per event, in order)
+// and leased deliveries (handed off first, then due).
+func (s *Store) committed(events []store.NewEvent, rows []commitRow, token string, expires time.Time) store.Committed {
+	type ident struct{ source, key string }
+	inserted, stored := map[ident]commitRow{}, map[ident]commitRow{}
+	for _, r := range rows {
+		switch r.kind {
+		case 1:
+			inserted[ident{r.source, r.key}] = r
+		case 2:
+			stored[ident{r.source, r.key}] = r
+		}
+	}
+	out := store.Committed{Claims: make([]store.Claim, len(events))}
+	first := map[ident]int{} // the event whose copy was inserted
 	for i, e := range events {
 		k := ident{e.Source, e.Key}
-		r, ok := ids[k]
+		r, ok := inserted[k]
 		if !ok {
-			claims[i] = store.Claim{Duplicate: true}
-			if r, ok := stored[k]; ok {
-				claims[i].ExpiresAt = s.fromDB(r.expires)
+			out.Claims[i] = store.Claim{Duplicate: true}
+			if r, ok := stored[k]; ok && r.expires != nil {
+				out.Claims[i].ExpiresAt = s.fromDB(*r.expires)
 			}
 			continue
 		}
-		delete(ids, k) // a later copy in this batch is a duplicate of this one
+		delete(inserted, k) // a later copy in this batch is a duplicate of this one
 		stored[k] = r
-		claims[i] = store.Claim{EventID: r.id, ExpiresAt: s.fromDB(r.expires)}
+		first[k] = i
+		out.Claims[i] = store.Claim{EventID: r.eventID, ExpiresAt: s.fromDB(*r.expires)}
 	}
-	return claims, nil
-}
-
-// LeaseDeliveries implements store.Store. SKIP LOCKED lets every replica's
-// worker lease at once, each taking rows the others are not.
-func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.LeasedDelivery, error) {
-	token := store.NewLeaseToken()
-	now = s.toDB(now)
-	expires := now.Add(lease)
-	rows, err := s.pool.Query(ctx, `WITH due AS (
-			SELECT id FROM deliveries
-			WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-			ORDER BY next_attempt_at
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED
-		), leased AS (
-			-- A lease counts the attempt it is for (see store.Store).
-			UPDATE deliveries d SET lease_token = $3, lease_expires_at = $4, next_attempt_at = $4, updated_at = $1,
-				attempts = d.attempts + 1
-			FROM due WHERE d.id = due.id
-			RETURNING d.id, d.event_id, d.destination, d.attempts
-		)
-		SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, e.body, e.received_at
-		FROM leased l JOIN events e ON e.id = l.event_id
-		ORDER BY l.id`, now, limit, token, expires)
-	if err != nil {
-		return nil, unavailable("lease deliveries", err)
-	}
-	leased, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeasedDelivery, error) {
-		var d store.LeasedDelivery
-		var header string
-		err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &d.ReceivedAt)
-		d.Header = store.DecodeHeader(header)
-		d.ReceivedAt = s.fromDB(d.ReceivedAt)
-		d.LeaseToken, d.LeaseExpiresAt = token, s.fromDB(expires)
-		return d, err
-	})
-	if err != nil {
-		return nil, unavailable("lease deliveries", err)
-	}
-	return leased, nil
-}
-
-// CompleteDeliveries implements store.Store: one pipelined batch in one
-// transaction. Each update names the lease it was leased under, so a
-// worker whose lease expired cannot overwrite the new owner's outcome. Rows
-// are updated in id order, the one lock order of every multi-row write here.
-func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
-	now := s.toDB(s.clock())
-	outcomes = slices.SortedStableFunc(slices.Values(outcomes), func(a, b store.Outcome) int { return cmp.Compare(a.DeliveryID, b.DeliveryID) })
-	batch := &pgx.Batch{}
-	for _, o := range outcomes {
-		switch o.Kind {
-		case store.OutcomeReleased:
-			due := s.toDB(o.NextAttemptAt)
-			if due.IsZero() {
-				due = now
+	for _, kind := range []int{3, 4} {
+		for _, r := range rows {
+			if r.kind != kind {
+				continue
 			}
-			// The attempt was counted when leased, and never made.
-			batch.Queue(`UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = $1, updated_at = $2,
-					attempts = GREATEST(attempts - 1, 0)
-				WHERE id = $3 AND lease_token = $4`, due, now, o.DeliveryID, o.LeaseToken)
-			continue
-		case store.OutcomeDelivered, store.OutcomeDead, store.OutcomeRetry:
-		default:
-			return fmt.Errorf("postgres: complete delivery %d: unknown outcome %d", o.DeliveryID, o.Kind)
+			d := store.LeasedDelivery{ID: r.deliveryID, EventID: r.eventID, Source: r.source, Key: r.key, Destination: r.destination,
+				Attempt: r.attempt, LeaseToken: token, LeaseExpiresAt: s.fromDB(expires)}
+			if kind == 3 {
+				e := events[first[ident{r.source, r.key}]]
+				d.ContentType, d.Header, d.Body, d.ReceivedAt = e.ContentType, e.Header, e.Body, e.ReceivedAt
+			} else {
+				d.ContentType, d.Header, d.Body, d.ReceivedAt = deref(r.contentType), store.DecodeHeader(deref(r.headers)), r.body, s.fromDB(*r.received)
+			}
+			out.Leased = append(out.Leased, d)
 		}
-		state, next := string(store.Pending), s.toDB(o.NextAttemptAt)
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// outcomesSQL records a tick's outcomes in one statement: each delivery
+// moves on (or, released, is given back with its attempt uncounted), and
+// each attempt made is recorded. Each update names the lease it was leased
+// under, so a worker whose lease expired cannot overwrite the new owner's
+// outcome. Rows are taken in delivery id order, the one lock order of every
+// multi-row write here.
+const outcomesSQL = `WITH o AS (
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[], $10::bigint[])
+			AS t(id, token, kind, state, attempt, next_at, status, error, started_at, duration_ms)
+		ORDER BY id
+	), u AS (
+		UPDATE deliveries d SET
+			state = CASE WHEN o.kind = 'released' THEN d.state ELSE o.state END,
+			attempts = CASE WHEN o.kind = 'released' THEN GREATEST(d.attempts - 1, 0) ELSE o.attempt END,
+			next_attempt_at = o.next_at, lease_token = NULL, lease_expires_at = NULL,
+			last_status = CASE WHEN o.kind = 'released' THEN d.last_status ELSE o.status END,
+			last_error = CASE WHEN o.kind = 'released' THEN d.last_error ELSE o.error END,
+			updated_at = $11
+		FROM o WHERE d.id = o.id AND d.lease_token = o.token
+		RETURNING d.id
+	)
+	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
+	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind
+	FROM u JOIN o ON o.id = u.id WHERE o.kind <> 'released'`
+
+// queueOutcomes queues the statement that records outcomes, if any.
+func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	now := s.toDB(s.clock())
+	n := len(outcomes)
+	ids, durations := make([]int64, n), make([]int64, n)
+	tokens, kinds, states, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts, statuses := make([]int32, n), make([]int32, n)
+	next, started := make([]time.Time, n), make([]time.Time, n)
+	for i, o := range outcomes {
+		state := string(store.Pending)
 		switch o.Kind {
 		case store.OutcomeDelivered:
 			state = string(store.Delivered)
 		case store.OutcomeDead:
 			state = string(store.Dead)
+		case store.OutcomeRetry, store.OutcomeReleased:
+		default:
+			return fmt.Errorf("postgres: complete delivery %d: unknown outcome %d: %w", o.DeliveryID, o.Kind, store.ErrRejected)
 		}
-		if next.IsZero() {
-			next = now
+		due := s.toDB(o.NextAttemptAt)
+		if due.IsZero() {
+			due = now
 		}
-		batch.Queue(`WITH u AS (
-				UPDATE deliveries SET state = $1, attempts = $2, next_attempt_at = $3, lease_token = NULL, lease_expires_at = NULL,
-					last_status = $4, last_error = $5, updated_at = $6
-				WHERE id = $7 AND lease_token = $8
-				RETURNING id)
-			INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
-			SELECT id, $2, $9, $10, $4, $5, $11 FROM u`,
-			state, o.Attempt, next, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken,
-			s.toDB(o.StartedAt), o.Duration.Milliseconds(), o.Kind.String())
+		startedAt := s.toDB(o.StartedAt)
+		if startedAt.IsZero() {
+			startedAt = now
+		}
+		ids[i], tokens[i], kinds[i], states[i] = o.DeliveryID, o.LeaseToken, o.Kind.String(), state
+		attempts[i], next[i], statuses[i], errs[i] = int32(o.Attempt), due, int32(o.StatusCode), o.Error
+		started[i], durations[i] = startedAt, o.Duration.Milliseconds()
 	}
-	err := withRetry(ctx, func() error {
-		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			return tx.SendBatch(ctx, batch).Close()
-		})
-	})
-	if err != nil {
-		return unavailable("complete deliveries", err)
-	}
+	batch.Queue(outcomesSQL, ids, tokens, kinds, states, attempts, next, statuses, errs, started, durations, now)
 	return nil
 }
 

@@ -112,13 +112,13 @@ func TestClaimsNotifyARawListener(t *testing.T) {
 	}
 	for i := range 6 {
 		key := fmt.Sprintf("k%d", i)
-		if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: key, Destinations: []string{"d"}}}); err != nil {
+		if _, err := store.ClaimEvents(ctx, s, []store.NewEvent{{Source: "s", Key: key, Destinations: []string{"d"}}}); err != nil {
 			t.Fatal(err)
 		}
 		if !notified(5 * time.Second) {
 			t.Fatalf("claim %d created a delivery and notified no one", i)
 		}
-		if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: key, Destinations: []string{"d"}}}); err != nil {
+		if _, err := store.ClaimEvents(ctx, s, []store.NewEvent{{Source: "s", Key: key, Destinations: []string{"d"}}}); err != nil {
 			t.Fatal(err)
 		}
 		if notified(100 * time.Millisecond) {
@@ -149,7 +149,7 @@ func TestListenWakesForAnotherReplicasClaim(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no wake after connecting")
 	}
-	if _, err := a.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", Destinations: []string{"d"}}}); err != nil {
+	if _, err := store.ClaimEvents(ctx, a, []store.NewEvent{{Source: "s", Key: "k", Destinations: []string{"d"}}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -178,25 +178,25 @@ func TestAReplicaWithAFastClockUsesTheDatabasesClock(t *testing.T) {
 	}
 	defer b.Close()
 	now := time.Now()
-	if _, err := a.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", ReceivedAt: now, ExpiresAt: now.Add(5 * time.Minute), Destinations: []string{"d"}}}); err != nil {
+	if _, err := store.ClaimEvents(ctx, a, []store.NewEvent{{Source: "s", Key: "k", ReceivedAt: now, ExpiresAt: now.Add(5 * time.Minute), Destinations: []string{"d"}}}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := a.LeaseDeliveries(ctx, time.Now(), time.Minute, 10)
+	held, err := store.LeaseDeliveries(ctx, a, time.Now(), time.Minute, 10)
 	if err != nil || len(held) != 1 {
 		t.Fatalf("lease: %v %v", held, err)
 	}
-	taken, err := b.LeaseDeliveries(ctx, fast(), time.Minute, 10)
+	taken, err := store.LeaseDeliveries(ctx, b, fast(), time.Minute, 10)
 	if err != nil || len(taken) != 0 {
 		t.Fatalf("the fast replica took over a fresh lease: %+v %v", taken, err)
 	}
 	// The lease it reports is on its own clock.
-	if err := a.CompleteDeliveries(ctx, []store.Outcome{{DeliveryID: held[0].ID, LeaseToken: held[0].LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1}}); err != nil {
+	if err := store.CompleteDeliveries(ctx, a, []store.Outcome{{DeliveryID: held[0].ID, LeaseToken: held[0].LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.SweepExpired(ctx, fast(), 10); err != nil || n != 0 {
 		t.Fatalf("the fast replica swept %d keys inside their window (%v)", n, err)
 	}
-	c, err := b.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", ReceivedAt: fast(), ExpiresAt: fast().Add(time.Hour)}})
+	c, err := store.ClaimEvents(ctx, b, []store.NewEvent{{Source: "s", Key: "k", ReceivedAt: fast(), ExpiresAt: fast().Add(time.Hour)}})
 	if err != nil || !c[0].Duplicate {
 		t.Fatalf("claim on the fast replica: %+v %v", c, err)
 	}

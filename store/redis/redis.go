@@ -44,8 +44,8 @@ type Options struct {
 	OnError func(op string, err error)
 }
 
-// Store is a store.Store with a Redis hot layer in front of ClaimEvents.
-// Every other method goes straight to the wrapped store.
+// Store is a store.Store with a Redis hot layer in front of the claims of
+// Commit. Everything else goes straight to the wrapped store.
 type Store struct {
 	store.Store
 	client *goredis.Client
@@ -106,9 +106,11 @@ func (s *Store) failed(op string, err error) {
 	}
 }
 
-// ClaimEvents implements store.Store: Redis hits are duplicates; misses go to
-// the wrapped store; what it commits (new or duplicate) is remembered.
-func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
+// Commit implements store.Store: the batch's events that Redis knows are
+// duplicates; the rest of the batch (misses, outcomes, leases) goes to the
+// wrapped store; what it commits (new or duplicate) is remembered.
+func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, error) {
+	events := b.Events
 	claims := make([]store.Claim, len(events))
 	var lookup []string
 	var lookupIdx []int
@@ -156,20 +158,22 @@ func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]sto
 		misses = append(misses, e)
 		missIdx = append(missIdx, i)
 	}
-	if len(misses) == 0 {
-		return claims, nil
-	}
-	got, err := s.Store.ClaimEvents(ctx, misses)
+	b.Events = misses
+	got, err := s.Store.Commit(ctx, b)
 	if err != nil {
-		return nil, err
+		return store.Committed{}, err
 	}
-	for j, c := range got {
+	for j, c := range got.Claims {
 		claims[missIdx[j]] = c
 	}
-	if !aside {
-		s.remember(ctx, misses, got)
+	if !aside && len(misses) > 0 {
+		s.remember(ctx, misses, got.Claims)
 	}
-	return claims, nil
+	got.Claims = claims
+	if len(events) == 0 {
+		got.Claims = nil
+	}
+	return got, nil
 }
 
 // remember records committed keys until the stored expiry the store

@@ -84,9 +84,9 @@ type counting struct {
 	claimed atomic.Int64
 }
 
-func (c *counting) ClaimEvents(ctx context.Context, evs []store.NewEvent) ([]store.Claim, error) {
-	c.claimed.Add(int64(len(evs)))
-	return c.Store.ClaimEvents(ctx, evs)
+func (c *counting) Commit(ctx context.Context, b store.Batch) (store.Committed, error) {
+	c.claimed.Add(int64(len(b.Events)))
+	return c.Store.Commit(ctx, b)
 }
 
 func ev(key string) store.NewEvent {
@@ -96,7 +96,7 @@ func ev(key string) store.NewEvent {
 
 func claim(t *testing.T, s store.Store, key string) store.Claim {
 	t.Helper()
-	c, err := s.ClaimEvents(context.Background(), []store.NewEvent{ev(key)})
+	c, err := store.ClaimEvents(context.Background(), s, []store.NewEvent{ev(key)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +221,40 @@ func TestHungRedisCostsOneTimeoutNotOnePerClaim(t *testing.T) {
 	}
 	if !claim(t, s, "k3").Duplicate {
 		t.Fatal("the store must still decide while Redis stands aside")
+	}
+}
+
+// Redis remembers a key only as long as the store keeps it: the stored
+// key's expiry, not the window of the copy that came later (before, each
+// duplicate pushed the Redis key past the store's, and after the sweep a
+// copy was answered "duplicate" by Redis alone).
+func TestRedisNeverOutlivesTheStoredKey(t *testing.T) {
+	s := layer(t, openSQLite(t))
+	defer s.Close()
+	now := time.Now()
+	first := ev("short")
+	first.ExpiresAt = now.Add(3 * time.Second)
+	if _, err := store.ClaimEvents(context.Background(), s, []store.NewEvent{first}); err != nil {
+		t.Fatal(err)
+	}
+	late := ev("short")
+	late.ExpiresAt = now.Add(time.Hour)
+	c, err := store.ClaimEvents(context.Background(), s, []store.NewEvent{late})
+	if err != nil || !c[0].Duplicate {
+		t.Fatalf("copy: %+v %v", c, err)
+	}
+	if d := c[0].ExpiresAt.Sub(first.ExpiresAt); d > time.Millisecond || d < -time.Millisecond {
+		t.Fatalf("the duplicate reports expiry %v, want the stored %v", c[0].ExpiresAt, first.ExpiresAt)
+	}
+	opts, _ := goredis.ParseURL(testenv.Redis(t))
+	client := goredis.NewClient(opts)
+	defer client.Close()
+	keys, err := client.Keys(context.Background(), s.Prefix()+"*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("redis keys %v (%v)", keys, err)
+	}
+	ttl, err := client.PTTL(context.Background(), keys[0]).Result()
+	if err != nil || ttl <= 0 || ttl > 3*time.Second {
+		t.Fatalf("Redis keeps the key %s; the store keeps it 3s", ttl)
 	}
 }

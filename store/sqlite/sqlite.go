@@ -57,16 +57,18 @@ type Store struct {
 // statements are prepared once on the writer: parsing SQL on every
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
-	insertEvent, storedExpiry, insertDelivery, leaseDue, loadEvent *sql.Stmt
-	release, finish, retry, insertAttempt                          *sql.Stmt
+	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent *sql.Stmt
+	release, finish, retry, insertAttempt                                   *sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
 	for dst, query := range map[**sql.Stmt]string{
 		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING RETURNING id`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
 		&s.stmt.storedExpiry:   `SELECT expires_at FROM events WHERE source = ? AND key = ?`,
 		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)`,
+		&s.stmt.handOff: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, lease_token, lease_expires_at, attempts)
+			VALUES (?, ?, ?, ?, ?, ?, 1)`,
 		// A lease counts the attempt it is for (see store.Store's
 		// LeaseDeliveries): an attempt that never reports is still one.
 		&s.stmt.leaseDue: `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, next_attempt_at = ?, updated_at = ?,
@@ -112,7 +114,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") || strings.Contains(path, "mode=memory") {
 		return nil, fmt.Errorf("sqlite: path %q: want a file (an in-memory database is not durable)", path)
 	}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(" + sync + ")", "busy_timeout(10000)", "foreign_keys(ON)",
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(" + sync + ")", "busy_timeout(10000)", "foreign_keys(ON)", "cache_size(-32768)",
 		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit)} {
 		pragmas.Add("_pragma", p)
 	}
@@ -212,68 +214,122 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v int64) time.Time { return time.UnixMilli(v) }
 
-// ClaimEvents implements store.Store. The claim is the INSERT ... ON
-// CONFLICT DO NOTHING RETURNING id: a returned id means this call created
-// the event; no row means the key was already there (stored earlier, or
-// earlier in this same batch).
+// Commit implements store.Store: claims, outcomes and leases in one
+// IMMEDIATE transaction, which holds SQLite's write lock from its start, so
+// no other writer can lease the same rows in between.
+func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Committed{}, unavailable("begin", err)
+	}
+	defer tx.Rollback()
+	l := b.Lease
+	if l.Max > 0 && l.Now.IsZero() {
+		l.Now = time.Now()
+	}
+	var out store.Committed
+	token := ""
+	if l.Max > 0 {
+		token = store.NewLeaseToken()
+	}
+	// Outcomes first: a delivery whose lease ran out while its outcome
+	// waited for this commit must be recorded, not leased again below.
+	if err := s.complete(ctx, tx, b.Outcomes); err != nil {
+		return store.Committed{}, err
+	}
+	if out.Claims, out.Leased, err = s.claim(ctx, tx, b.Events, l, token); err != nil {
+		return store.Committed{}, err
+	}
+	if l.Due && len(out.Leased) < l.Max {
+		due, err := s.leaseDue(ctx, tx, l.Now, l.For, l.Max-len(out.Leased), token)
+		if err != nil {
+			return store.Committed{}, err
+		}
+		out.Leased = append(out.Leased, due...)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Committed{}, unavailable("commit", err)
+	}
+	return out, nil
+}
+
+// claim stores the events that are new. The claim is the INSERT ... ON
+// CONFLICT DO NOTHING: a row inserted (its rowid is the event's id) means
+// this call created the event; none means the key was already there (stored
+// earlier, or earlier in this same batch). Exec and the rowid, rather than
+// RETURNING through a result set, cost less per row on the writer. The first l.Max deliveries it creates are inserted
+// leased to the caller under token, and returned.
 //
 // One statement per row: multi-row statements were measured and gave
 // nothing at the batch sizes group commit produces (SQLite's own work per
 // row, not the statement overhead, is the cost).
-func (s *Store) ClaimEvents(ctx context.Context, events []store.NewEvent) ([]store.Claim, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, unavailable("begin claim", err)
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, l store.Lease, token string) ([]store.Claim, []store.LeasedDelivery, error) {
+	if len(events) == 0 {
+		return nil, nil, nil
 	}
-	defer tx.Rollback()
 	insertEvent := tx.StmtContext(ctx, s.stmt.insertEvent)
 	storedExpiry := tx.StmtContext(ctx, s.stmt.storedExpiry)
 	insertDelivery := tx.StmtContext(ctx, s.stmt.insertDelivery)
-
+	var handOff *sql.Stmt
+	expires := l.Now.Add(l.For)
 	claims := make([]store.Claim, len(events))
+	var handed []store.LeasedDelivery
 	for i, e := range events {
 		body := e.Body
 		if body == nil {
 			body = []byte{} // an empty body is still a body, not NULL
 		}
-		var id int64
-		err := insertEvent.QueryRowContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt)).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
+		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt))
+		if err != nil {
+			return nil, nil, failed("claim event", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
 			// A duplicate: report the stored key's expiry, not this copy's,
 			// so that no cache remembers the key past the store.
-			var expires int64
-			if err := storedExpiry.QueryRowContext(ctx, e.Source, e.Key).Scan(&expires); err != nil {
-				return nil, unavailable("read stored expiry", err)
+			var expiry int64
+			if err := storedExpiry.QueryRowContext(ctx, e.Source, e.Key).Scan(&expiry); err != nil {
+				return nil, nil, unavailable("read stored expiry", err)
 			}
-			claims[i] = store.Claim{Duplicate: true, ExpiresAt: fromMS(expires)}
+			claims[i] = store.Claim{Duplicate: true, ExpiresAt: fromMS(expiry)}
 			continue
 		}
+		id, err := res.LastInsertId()
 		if err != nil {
-			return nil, failed("claim event", err)
+			return nil, nil, failed("claim event", err)
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
 		for _, d := range e.Destinations {
-			if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt)); err != nil {
-				return nil, failed("create delivery", err)
+			if len(handed) >= l.Max {
+				if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt)); err != nil {
+					return nil, nil, failed("create delivery", err)
+				}
+				continue
 			}
+			// Handed off: created leased to the caller, as its first
+			// attempt, due again (for anyone) when the lease expires.
+			if handOff == nil {
+				handOff = tx.StmtContext(ctx, s.stmt.handOff)
+			}
+			res, err := handOff.ExecContext(ctx, id, d, ms(expires), ms(l.Now), token, ms(expires))
+			if err != nil {
+				return nil, nil, failed("create delivery", err)
+			}
+			did, err := res.LastInsertId()
+			if err != nil {
+				return nil, nil, failed("create delivery", err)
+			}
+			handed = append(handed, store.LeasedDelivery{
+				ID: did, EventID: id, Source: e.Source, Key: e.Key, Destination: d, Attempt: 1,
+				ContentType: e.ContentType, Header: e.Header, Body: body, ReceivedAt: fromMS(ms(e.ReceivedAt)),
+				LeaseToken: token, LeaseExpiresAt: fromMS(ms(expires)),
+			})
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, unavailable("commit claim", err)
-	}
-	return claims, nil
+	return claims, handed, nil
 }
 
-// LeaseDeliveries implements store.Store. The select and the update run in
-// one IMMEDIATE transaction, which holds SQLite's write lock, so no other
-// writer can lease the same rows in between.
-func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]store.LeasedDelivery, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, unavailable("begin lease", err)
-	}
-	defer tx.Rollback()
-	token := store.NewLeaseToken()
+// leaseDue leases up to limit due deliveries under token.
+func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration, limit int, token string) ([]store.LeasedDelivery, error) {
 	expires := now.Add(lease)
 	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(expires), ms(now), ms(now), ms(now), limit)
 	if err != nil {
@@ -287,17 +343,11 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 			return nil, unavailable("lease deliveries", err)
 		}
 		d.LeaseToken = token
-		d.LeaseExpiresAt = expires
+		d.LeaseExpiresAt = fromMS(ms(expires))
 		leased = append(leased, d)
 	}
-	if err := rows.Close(); err != nil {
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, unavailable("lease deliveries", err)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("lease deliveries", err)
-	}
-	if len(leased) == 0 {
-		return nil, nil
 	}
 	load := tx.StmtContext(ctx, s.stmt.loadEvent)
 	for i := range leased {
@@ -310,19 +360,14 @@ func (s *Store) LeaseDeliveries(ctx context.Context, now time.Time, lease time.D
 		d.Header = store.DecodeHeader(header)
 		d.ReceivedAt = fromMS(received)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, unavailable("commit lease", err)
-	}
 	return leased, nil
 }
 
-// CompleteDeliveries implements store.Store.
-func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return unavailable("begin complete", err)
+// complete records outcomes.
+func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outcome) error {
+	if len(outcomes) == 0 {
+		return nil
 	}
-	defer tx.Rollback()
 	now := ms(time.Now())
 	release := tx.StmtContext(ctx, s.stmt.release)
 	finish := tx.StmtContext(ctx, s.stmt.finish)
@@ -330,6 +375,7 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 	insertAttempt := tx.StmtContext(ctx, s.stmt.insertAttempt)
 	for _, o := range outcomes {
 		var res sql.Result
+		var err error
 		switch o.Kind {
 		case store.OutcomeReleased:
 			due := now
@@ -346,10 +392,10 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 		case store.OutcomeRetry:
 			res, err = retry.ExecContext(ctx, o.Attempt, ms(o.NextAttemptAt), o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken)
 		default:
-			return fmt.Errorf("sqlite: complete delivery %d: unknown outcome %d", o.DeliveryID, o.Kind)
+			return fmt.Errorf("sqlite: complete delivery %d: unknown outcome %d: %w", o.DeliveryID, o.Kind, store.ErrRejected)
 		}
 		if err != nil {
-			return unavailable("complete delivery", err)
+			return failed("complete delivery", err)
 		}
 		if o.Kind == store.OutcomeReleased {
 			continue
@@ -358,11 +404,8 @@ func (s *Store) CompleteDeliveries(ctx context.Context, outcomes []store.Outcome
 			continue // the lease was lost to another worker: its attempt is the one on record
 		}
 		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String()); err != nil {
-			return unavailable("record attempt", err)
+			return failed("record attempt", err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return unavailable("commit complete", err)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func TestReopenKeepsEverythingAndSkipsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k", Destinations: []string{"d"}}}); err != nil {
+	if _, err := store.ClaimEvents(ctx, s, []store.NewEvent{{Source: "s", Key: "k", Destinations: []string{"d"}}}); err != nil {
 		t.Fatal(err)
 	}
 	id := s.ID()
@@ -41,7 +41,7 @@ func TestReopenKeepsEverythingAndSkipsApplied(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer s.Close()
-	c, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: "k"}})
+	c, err := store.ClaimEvents(ctx, s, []store.NewEvent{{Source: "s", Key: "k"}})
 	if err != nil || !c[0].Duplicate {
 		t.Fatalf("after reopen: %+v %v, want a duplicate", c, err)
 	}
@@ -77,7 +77,7 @@ func TestWALShrinksAfterALargeCommit(t *testing.T) {
 	for i := range big {
 		big[i] = store.NewEvent{Source: "s", Key: fmt.Sprint("big-", i), Body: bytes.Repeat([]byte("x"), 5<<20), ReceivedAt: now, ExpiresAt: now.Add(time.Hour)}
 	}
-	if _, err := s.ClaimEvents(ctx, big); err != nil {
+	if _, err := store.ClaimEvents(ctx, s, big); err != nil {
 		t.Fatal(err)
 	}
 	walSize := func() int64 {
@@ -89,7 +89,7 @@ func TestWALShrinksAfterALargeCommit(t *testing.T) {
 	}
 	grown := walSize()
 	for i := range 3000 {
-		if _, err := s.ClaimEvents(ctx, []store.NewEvent{{Source: "s", Key: fmt.Sprint("small-", i), Body: []byte("{}"), ReceivedAt: now, ExpiresAt: now.Add(time.Hour)}}); err != nil {
+		if _, err := store.ClaimEvents(ctx, s, []store.NewEvent{{Source: "s", Key: fmt.Sprint("small-", i), Body: []byte("{}"), ReceivedAt: now, ExpiresAt: now.Add(time.Hour)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -63,6 +63,8 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"ReplayIsNeverUndoneBySweep", replicas(testReplayVersusSweep)},
 		{"StormOfOverlappingBatchesOnThreeReplicas", replicas(testStorm)},
 		{"BadEventIsRejectedNotUnavailable", testRejected},
+		{"CommitHandsOffTheDeliveriesItCreates", testHandOff},
+		{"OneCommitCarriesClaimsOutcomesAndLeases", testOneCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,7 +87,7 @@ func event(key string, dests ...string) store.NewEvent {
 
 func mustClaim(t *testing.T, s store.Store, events ...store.NewEvent) []store.Claim {
 	t.Helper()
-	claims, err := s.ClaimEvents(context.Background(), events)
+	claims, err := store.ClaimEvents(context.Background(), s, events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func stats(t *testing.T, s store.Store) store.Stats {
 
 func lease(t *testing.T, s store.Store, now time.Time, d time.Duration, limit int) []store.LeasedDelivery {
 	t.Helper()
-	ds, err := s.LeaseDeliveries(context.Background(), now, d, limit)
+	ds, err := store.LeaseDeliveries(context.Background(), s, now, d, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func lease(t *testing.T, s store.Store, now time.Time, d time.Duration, limit in
 
 func complete(t *testing.T, s store.Store, outs ...store.Outcome) {
 	t.Helper()
-	if err := s.CompleteDeliveries(context.Background(), outs); err != nil {
+	if err := store.CompleteDeliveries(context.Background(), s, outs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -171,7 +173,7 @@ func testConcurrentClaims(t *testing.T, s store.Store) {
 			defer wg.Done()
 			for k := range keys {
 				key := fmt.Sprintf("k%d", (k+r)%keys)
-				c, err := s.ClaimEvents(context.Background(), []store.NewEvent{event(key, "d")})
+				c, err := store.ClaimEvents(context.Background(), s, []store.NewEvent{event(key, "d")})
 				if err != nil {
 					errs <- err
 					return
@@ -369,7 +371,7 @@ func testConcurrentLeases(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			for {
-				ds, err := s.LeaseDeliveries(context.Background(), base, time.Minute, 7)
+				ds, err := store.LeaseDeliveries(context.Background(), s, base, time.Minute, 7)
 				if err != nil {
 					errMu.Lock()
 					firstErr = errors.Join(firstErr, err)
@@ -576,7 +578,7 @@ func storm(t *testing.T, stores []store.Store, round int) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := s.ClaimEvents(context.Background(), part)
+			c, err := store.ClaimEvents(context.Background(), s, part)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -612,7 +614,7 @@ func storm(t *testing.T, stores []store.Store, round int) {
 // ErrUnavailable, and it leaves nothing behind.
 func testRejected(t *testing.T, s store.Store) {
 	bad := event("twice", "d", "d") // one delivery per event and destination
-	_, err := s.ClaimEvents(context.Background(), []store.NewEvent{event("fine", "d"), bad})
+	_, err := store.ClaimEvents(context.Background(), s, []store.NewEvent{event("fine", "d"), bad})
 	if !errors.Is(err, store.ErrRejected) || errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("claim with a broken event: %v, want ErrRejected", err)
 	}
@@ -621,5 +623,95 @@ func testRejected(t *testing.T, s store.Store) {
 	}
 	if c := mustClaim(t, s, event("fine", "d")); c[0].Duplicate {
 		t.Fatal("the good event of a rejected batch was stored")
+	}
+}
+
+// The hand-off: a commit that creates deliveries leases up to Lease.Max of
+// them to the caller in the same transaction, as attempt 1, with the bodies
+// the batch carried; the rest are stored unleased and due now.
+func testHandOff(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a, b := event("a", "d1", "d2"), event("b", "d1", "d2")
+	c, err := s.Commit(ctx, store.Batch{Events: []store.NewEvent{a, b, event("a", "d1")}, Lease: store.Lease{Max: 3, Now: base, For: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Claims) != 3 || c.Claims[0].Duplicate || c.Claims[1].Duplicate || !c.Claims[2].Duplicate {
+		t.Fatalf("claims %+v", c.Claims)
+	}
+	if len(c.Leased) != 3 {
+		t.Fatalf("handed off %d deliveries, want 3 (Max)", len(c.Leased))
+	}
+	seen := map[int64]bool{}
+	for _, d := range c.Leased {
+		want := a
+		if d.Key == "b" {
+			want = b
+		}
+		if d.Attempt != 1 || d.ID == 0 || seen[d.ID] || string(d.Body) != string(want.Body) || d.ContentType != want.ContentType ||
+			d.Header.Get("X-GitHub-Event") != "push" || !d.LeaseExpiresAt.Equal(base.Add(time.Minute)) || d.LeaseToken == "" || !d.ReceivedAt.Equal(base) {
+			t.Fatalf("handed off %+v", d)
+		}
+		seen[d.ID] = true
+	}
+	// The fourth is due now, for anyone; the handed-off ones are leased.
+	rest := lease(t, s, base, time.Minute, 10)
+	if len(rest) != 1 || seen[rest[0].ID] || rest[0].Attempt != 1 {
+		t.Fatalf("after the hand-off, due: %+v; want the one delivery not handed off", rest)
+	}
+	complete(t, s, store.Outcome{DeliveryID: c.Leased[0].ID, LeaseToken: c.Leased[0].LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1})
+	if st := stats(t, s); st.Delivered != 1 || st.Pending != 3 || st.Attempts != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// An expired hand-off is taken over like any lease, as attempt 2.
+	again := lease(t, s, base.Add(2*time.Minute), time.Minute, 10)
+	if len(again) != 3 {
+		t.Fatalf("after the leases expired: %+v", again)
+	}
+}
+
+// One commit records outcomes, claims new events (handing their deliveries
+// off) and leases what is due, up to Max in all, in one transaction.
+func testOneCommit(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustClaim(t, s, event("old1", "d"), event("old2", "d"), event("old3", "d"))
+	held := lease(t, s, base, time.Minute, 1)
+	c, err := s.Commit(ctx, store.Batch{
+		Events:   []store.NewEvent{event("new", "d")},
+		Outcomes: []store.Outcome{{DeliveryID: held[0].ID, LeaseToken: held[0].LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1}},
+		Lease:    store.Lease{Max: 2, Due: true, Now: base, For: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Claims) != 1 || c.Claims[0].Duplicate || len(c.Leased) != 2 {
+		t.Fatalf("committed %+v", c)
+	}
+	if c.Leased[0].Key != "new" || c.Leased[1].Key == "new" || c.Leased[1].ID == held[0].ID || string(c.Leased[1].Body) == "" {
+		t.Fatalf("leased %+v: want the new event's delivery handed off first, then one due", c.Leased)
+	}
+	if st := stats(t, s); st.Delivered != 1 || st.Events != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	if rest := lease(t, s, base, time.Minute, 10); len(rest) != 1 {
+		t.Fatalf("%d left due, want 1", len(rest))
+	}
+
+	// An outcome that waited past its lease (the store was down) is
+	// recorded before the same commit leases what is due: the delivery is
+	// not attempted a second time.
+	mustClaim(t, s, event("late", "d"))
+	late := lease(t, s, base, time.Second, 1)[0]
+	c, err = s.Commit(ctx, store.Batch{
+		Outcomes: []store.Outcome{{DeliveryID: late.ID, LeaseToken: late.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1}},
+		Lease:    store.Lease{Max: 10, Due: true, Now: base.Add(time.Hour), For: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range c.Leased {
+		if d.ID == late.ID {
+			t.Fatal("a delivery whose outcome was in the same commit was leased again")
+		}
 	}
 }
