@@ -5,15 +5,29 @@
 //	go run ./bench                 # all scenarios, 5s each, 64 connections
 //	go run ./bench -duration 10s -conns 64
 //
+// Baselines (always run; every figure is a ratio to one of them):
+//   - ceiling: a bare net/http server reading the same signed 1 KiB body
+//   - relay:   a bare net/http handler that forwards each body to the same
+//     local sink (keep-alive) and answers once the sink has: two HTTP
+//     exchanges per event, like a gateway that delivers, with no
+//     verification, no store and no durability
+//
 // Scenarios:
-//  1. ceiling:     a bare net/http server reading the same signed 1 KiB body
-//  2. unique:      oncehook accepting unique Stripe-signed 1 KiB events, SQLite synchronous=FULL
-//  3. duplicates:  oncehook answering the same event again and again
-//  4. latency:     POST → delivery at a light fixed rate (-rate per second)
-//  5. delivery:    deliveries per second from the store to a local sink
-//  6. postgres:    unique events on PostgreSQL, one gateway
-//  7. postgres2:   unique events on PostgreSQL, two gateways (replicas) on one database
-//  8. redis:       duplicates answered by Redis in front of PostgreSQL
+//   - dest:       the headline: unique Stripe-signed 1 KiB events into a
+//     source with one destination, delivery running to a local sink,
+//     SQLite synchronous=FULL; the delivery backlog left at the end is
+//     reported
+//   - unique:     the same with no destination (intake alone)
+//   - duplicates: the same event again and again
+//   - latency:    POST → delivery at a light fixed rate (-rate per second),
+//     measured at the sink from the moment the request was sent
+//   - delivery:   deliveries per second from a backlog in the store
+//   - stored:     the headline with -stored events already in the store
+//   - sweep:      the headline while -stored expired events are swept
+//   - postgres:   the headline on PostgreSQL, one gateway
+//   - postgres2:  the same with two gateways (replicas) on one database
+//   - pgnodest:   unique events on PostgreSQL with no destination
+//   - redis:      duplicates answered by Redis in front of PostgreSQL
 //
 // The load generator runs in this process, on the same cores as the server.
 package main
@@ -41,7 +55,6 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
-	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -84,20 +97,12 @@ func main() {
 	conns := flag.Int("conns", 64, "concurrent connections for the throughput scenarios")
 	rate := flag.Int("rate", 20, "requests per second for the latency scenario")
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: unique,duplicates,latency,delivery,postgres,postgres2,redis (the ceiling always runs)")
+	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
 	want := func(string) bool { return true }
 	if *only != "" {
 		set := map[string]bool{}
@@ -106,7 +111,8 @@ func main() {
 		}
 		want = func(s string) bool { return set[s] }
 	}
-	if err := run(*duration, *conns, *rate, *deliveries, want); err != nil {
+	b := &bench{duration: *duration, conns: *conns, rate: *rate, deliveries: *deliveries, stored: *stored, profile: *cpuProfile}
+	if err := b.run(want); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -119,6 +125,7 @@ type result struct {
 	errors    int
 	elapsed   time.Duration
 	latencies []time.Duration
+	note      string // the backlog left, the events swept, ...
 }
 
 func (r result) rate() float64 { return float64(r.requests) / r.elapsed.Seconds() }
@@ -131,36 +138,68 @@ func (r result) pct(p float64) time.Duration {
 	return r.latencies[min(len(r.latencies)-1, int(float64(len(r.latencies))*p))]
 }
 
-func run(duration time.Duration, conns, rate, deliveries int, want func(string) bool) error {
+type bench struct {
+	duration                        time.Duration
+	conns, rate, deliveries, stored int
+	dir                             string
+	stripe                          provider.Preset
+	seq                             atomic.Int64
+	ceiling, relay                  result
+	rows                            []result
+	profile                         string
+}
+
+// body is a 1 KiB Stripe event with id.
+func body(id int64) []byte {
+	pad := strings.Repeat("x", 1024-len(`{"id":"evt_00000000000000","object":"event","type":"bench","pad":""}`))
+	return []byte(fmt.Sprintf(`{"id":"evt_%014d","object":"event","type":"bench","pad":"%s"}`, id, pad))
+}
+
+func (b *bench) signed(url string, id int64) *http.Request {
+	body := body(id)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	provider.SignHTTP(b.stripe, req, body, secret, time.Now(), "")
+	return req
+}
+
+func (b *bench) unique(url string) func() *http.Request {
+	return func() *http.Request { return b.signed(url, b.seq.Add(1)) }
+}
+
+// sink is a local destination that counts what it receives.
+type sink struct {
+	url      string
+	stop     func()
+	received atomic.Int64
+	arrivals sync.Map // Idempotency-Key → time, when recording
+	record   bool
+}
+
+func newSink() (*sink, error) {
+	k := &sink{}
+	url, stop, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if k.record {
+			k.arrivals.Store(r.Header.Get("Idempotency-Key"), time.Now())
+		}
+		k.received.Add(1)
+	}))
+	k.url, k.stop = url, stop
+	return k, err
+}
+
+func (b *bench) run(want func(string) bool) error {
 	dir, err := os.MkdirTemp("", "oncehook-bench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	stripe, _ := provider.New("stripe", provider.Options{Secrets: []string{secret}})
-	pad := strings.Repeat("x", 1024-len(`{"id":"evt_00000000000000","object":"event","type":"bench","pad":""}`))
-	body := func(id int) []byte {
-		return []byte(fmt.Sprintf(`{"id":"evt_%014d","object":"event","type":"bench","pad":"%s"}`, id, pad))
-	}
-	var seq atomic.Int64
-	unique := func(url string) *http.Request {
-		b := body(int(seq.Add(1)))
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-		provider.SignHTTP(stripe, req, b, secret, time.Now(), "")
-		return req
-	}
-	same := func(url string) *http.Request {
-		b := body(0)
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-		provider.SignHTTP(stripe, req, b, secret, time.Now(), "")
-		return req
-	}
+	b.dir = dir
+	b.stripe, _ = provider.New("stripe", provider.Options{Secrets: []string{secret}})
 	fmt.Printf("oncehook bench: %d connections, %s per scenario, 1 KiB Stripe-signed bodies, GOMAXPROCS=%d\n\n",
-		conns, duration, runtime.GOMAXPROCS(0))
+		b.conns, b.duration, runtime.GOMAXPROCS(0))
 
-	var throughput []result
-
-	// 1. The ceiling. Always run: every other figure is a ratio to it.
+	// Baseline 1, the ceiling: a bare server reading the body.
 	ceilURL, stopCeil, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -169,129 +208,321 @@ func run(duration time.Duration, conns, rate, deliveries int, want func(string) 
 	if err != nil {
 		return err
 	}
-	ceiling := load("ceiling: bare net/http", conns, duration, func() *http.Request { return unique(ceilURL + "/in/bench") })
-	throughput = append(throughput, ceiling)
+	b.ceiling = load("ceiling: bare net/http", b.conns, b.duration, b.unique(ceilURL+"/in/bench"))
 	stopCeil()
 
-	// 2 and 3. Intake on SQLite FULL, no destination: intake alone.
-	if want("unique") || want("duplicates") {
-		gwURL, stopGW, _, err := gateway("sqlite://"+filepath.Join(dir, "intake.db"), "", "", 0)
-		if err != nil {
-			return err
-		}
-		if want("unique") {
-			throughput = append(throughput, load("oncehook: unique events (SQLite FULL)", conns, duration, func() *http.Request { return unique(gwURL + "/in/bench") }))
-			fmt.Fprintf(os.Stderr, "  mean group-commit batch: %.1f events\n", meanBatch(gwURL))
-		}
-		if want("duplicates") {
-			throughput = append(throughput, load("oncehook: duplicates", conns, duration, func() *http.Request { return same(gwURL + "/in/bench") }))
-		}
-		stopGW()
+	// Baseline 2, the relay: forwards each body to a local sink and answers
+	// when the sink has.
+	relaySink, err := newSink()
+	if err != nil {
+		return err
 	}
-
-	// 6-8. PostgreSQL: one gateway, two gateways (replicas) on the same
-	// database, and duplicates answered by Redis (the in-memory set off, so
-	// Redis is what is measured).
-	if want("postgres") || want("postgres2") || want("redis") {
-		pgURL, dropSchema, err := freshSchema(pgBase)
+	defer relaySink.stop()
+	out := client(b.conns)
+	relayURL, stopRelay, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		resp, err := out.Post(relaySink.url, "application/json", bytes.NewReader(body))
 		if err != nil {
-			return fmt.Errorf("postgres scenarios need %s: %w", pgBase, err)
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
 		}
-		defer dropSchema()
-		if want("postgres") {
-			gwURL, stopGW, _, err := gateway(pgURL, "", "", 0)
-			if err != nil {
-				return err
-			}
-			throughput = append(throughput, load("oncehook: unique events (PostgreSQL, 1 replica)", conns, duration, func() *http.Request { return unique(gwURL + "/in/bench") }))
-			fmt.Fprintf(os.Stderr, "  mean group-commit batch: %.1f events\n", meanBatch(gwURL))
-			stopGW()
-		}
-		if want("postgres2") {
-			a, stopA, _, err := gateway(pgURL, "", "", 0)
-			if err != nil {
-				return err
-			}
-			b, stopB, _, err := gateway(pgURL, "", "", 0)
-			if err != nil {
-				return err
-			}
-			var turn atomic.Int64
-			throughput = append(throughput, load("oncehook: unique events (PostgreSQL, 2 replicas)", conns, duration, func() *http.Request {
-				if turn.Add(1)%2 == 0 {
-					return unique(a + "/in/bench")
-				}
-				return unique(b + "/in/bench")
-			}))
-			stopA()
-			stopB()
-		}
-		if want("redis") {
-			gwURL, stopGW, _, err := gateway(pgURL, redisBase, "", -1)
-			if err != nil {
-				return err
-			}
-			throughput = append(throughput, load("oncehook: duplicates via Redis (PostgreSQL behind)", conns, duration, func() *http.Request { return same(gwURL + "/in/bench") }))
-			stopGW()
-		}
-	}
-
-	// 4. POST → delivery at a light fixed rate.
-	var arrivals sync.Map // Idempotency-Key → time
-	sinkURL, stopSink, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		arrivals.Store(r.Header.Get("Idempotency-Key"), time.Now())
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"accepted"}` + "\n"))
 	}))
 	if err != nil {
 		return err
 	}
-	defer stopSink()
-	var lat, del *result
+	b.relay = load("relay: bare net/http forwarding to the sink", b.conns, b.duration, b.unique(relayURL+"/in/bench"))
+	stopRelay()
+
+	if b.profile != "" {
+		f, err := os.Create(b.profile)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+
+	if want("dest") {
+		r, err := b.withDestination("oncehook: unique events, one destination (SQLite FULL)", "sqlite://"+filepath.Join(dir, "dest.db"), gwOptions{})
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, r)
+	}
+	if want("unique") || want("duplicates") {
+		gw, err := startGateway("sqlite://"+filepath.Join(dir, "intake.db"), "", "", gwOptions{})
+		if err != nil {
+			return err
+		}
+		if want("unique") {
+			r := load("oncehook: unique events, no destination (SQLite FULL)", b.conns, b.duration, b.unique(gw.url+"/in/bench"))
+			r.note = fmt.Sprintf("batch %.1f", meanBatch(gw.url))
+			b.rows = append(b.rows, r)
+		}
+		if want("duplicates") {
+			same := func() *http.Request { return b.signed(gw.url+"/in/bench", 0) }
+			b.rows = append(b.rows, load("oncehook: duplicates of one event", b.conns, b.duration, same))
+		}
+		gw.stop()
+	}
+	if want("stored") {
+		path := filepath.Join(dir, "stored.db")
+		if err := prefill(path, b.stored, time.Hour*24*365); err != nil {
+			return err
+		}
+		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events already stored", b.stored), "sqlite://"+path, gwOptions{})
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, r)
+	}
+	if want("sweep") {
+		path := filepath.Join(dir, "sweep.db")
+		if err := prefill(path, b.stored, -time.Hour); err != nil {
+			return err
+		}
+		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline while %d expired events are swept", b.stored), "sqlite://"+path,
+			gwOptions{sweep: 50 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		left, err := countEvents(path)
+		if err != nil {
+			return err
+		}
+		r.note += fmt.Sprintf("; swept %d of %d during the run", int64(b.stored)-(left-int64(r.requests)), b.stored)
+		b.rows = append(b.rows, r)
+	}
+	if want("postgres") || want("postgres2") || want("pgnodest") || want("redis") {
+		if err := b.postgres(want); err != nil {
+			return err
+		}
+	}
 	if want("latency") {
-		gwURL, stopGW, _, err := gateway("sqlite://"+filepath.Join(dir, "latency.db"), "", sinkURL, 0)
+		r, err := b.latency()
 		if err != nil {
 			return err
 		}
-		r := latency(gwURL+"/in/bench", rate, duration, func(id int) (*http.Request, string) {
-			b := body(id)
-			req, _ := http.NewRequest(http.MethodPost, gwURL+"/in/bench", bytes.NewReader(b))
-			provider.SignHTTP(stripe, req, b, secret, time.Now(), "")
-			return req, fmt.Sprintf("bench:evt_%014d", id)
-		}, &arrivals)
-		lat = &r
-		stopGW()
+		b.rows = append(b.rows, r)
 	}
-
-	// 5. Delivery throughput: events already stored, a worker drains them.
 	if want("delivery") {
-		var received atomic.Int64
-		countURL, stopCount, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.ReadAll(r.Body)
-			received.Add(1)
-		}))
+		r, err := b.deliveryThroughput()
 		if err != nil {
 			return err
 		}
-		defer stopCount()
-		r, err := deliveryThroughput(filepath.Join(dir, "delivery.db"), countURL, deliveries, conns, &received)
-		if err != nil {
-			return err
-		}
-		del = &r
+		b.rows = append(b.rows, r)
 	}
+	b.print()
+	return nil
+}
 
-	fmt.Printf("| scenario | requests/s | p50 | p99 | vs ceiling | errors |\n|---|---|---|---|---|---|\n")
-	for _, r := range throughput {
-		fmt.Printf("| %s | %.0f | %s | %s | %.0f%% | %d |\n", r.name, r.rate(), r.pct(0.50).Round(10*time.Microsecond),
-			r.pct(0.99).Round(10*time.Microsecond), 100*r.rate()/ceiling.rate(), r.errors)
+func (b *bench) print() {
+	fmt.Printf("| scenario | requests/s | p50 | p99 | vs ceiling | vs relay | errors | notes |\n|---|---|---|---|---|---|---|---|\n")
+	row := func(r result) {
+		if r.elapsed == 0 {
+			fmt.Printf("| %s | | %s | %s | | | %d | %s |\n", r.name, r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.errors, r.note)
+			return
+		}
+		fmt.Printf("| %s | %.0f | %s | %s | %.0f%% | %.0f%% | %d | %s |\n", r.name, r.rate(), r.pct(0.50).Round(10*time.Microsecond),
+			r.pct(0.99).Round(10*time.Microsecond), 100*r.rate()/b.ceiling.rate(), 100*r.rate()/b.relay.rate(), r.errors, r.note)
 	}
-	if lat != nil {
-		fmt.Printf("| %s | %d/s offered | %s | %s | | %d |\n", lat.name, rate, lat.pct(0.50).Round(10*time.Microsecond), lat.pct(0.99).Round(10*time.Microsecond), lat.errors)
+	row(b.ceiling)
+	row(b.relay)
+	for _, r := range b.rows {
+		row(r)
 	}
-	if del != nil {
-		fmt.Printf("| %s | %.0f deliveries/s | | | | %d |\n", del.name, del.rate(), del.errors)
+}
+
+// withDestination runs unique intake into a source that delivers to a
+// local sink, and reports the delivery backlog left when the load stops
+// (events accepted and not yet delivered), then how long it took to drain.
+func (b *bench) withDestination(name, storeURL string, o gwOptions) (result, error) {
+	k, err := newSink()
+	if err != nil {
+		return result{}, err
+	}
+	defer k.stop()
+	gw, err := startGateway(storeURL, "", k.url, o)
+	if err != nil {
+		return result{}, err
+	}
+	defer gw.stop()
+	warm := k.received.Load()
+	r := load(name, b.conns, b.duration, b.unique(gw.url+"/in/bench"))
+	// Accepted so far: the warm-up plus the measured requests.
+	accepted := int64(r.requests) + int64(b.conns)
+	backlog := accepted - (k.received.Load() - warm)
+	start := time.Now()
+	for k.received.Load()-warm < accepted && time.Since(start) < time.Minute {
+		time.Sleep(time.Millisecond)
+	}
+	r.note = fmt.Sprintf("backlog at the end %d (%.2f s of traffic), drained in %s; batch %.1f", max(backlog, 0),
+		float64(max(backlog, 0))/r.rate(), time.Since(start).Round(time.Millisecond), meanBatch(gw.url))
+	return r, nil
+}
+
+func (b *bench) postgres(want func(string) bool) error {
+	pgURL, dropSchema, err := freshSchema(pgBase)
+	if err != nil {
+		return fmt.Errorf("postgres scenarios need %s: %w", pgBase, err)
+	}
+	defer dropSchema()
+	if want("postgres") {
+		r, err := b.withDestination("oncehook: unique events, one destination (PostgreSQL, 1 replica)", pgURL, gwOptions{})
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, r)
+	}
+	if want("pgnodest") {
+		gw, err := startGateway(pgURL, "", "", gwOptions{})
+		if err != nil {
+			return err
+		}
+		r := load("oncehook: unique events, no destination (PostgreSQL)", b.conns, b.duration, b.unique(gw.url+"/in/bench"))
+		r.note = fmt.Sprintf("batch %.1f", meanBatch(gw.url))
+		b.rows = append(b.rows, r)
+		gw.stop()
+	}
+	if want("postgres2") {
+		k, err := newSink()
+		if err != nil {
+			return err
+		}
+		defer k.stop()
+		a, err := startGateway(pgURL, "", k.url, gwOptions{})
+		if err != nil {
+			return err
+		}
+		c, err := startGateway(pgURL, "", k.url, gwOptions{})
+		if err != nil {
+			return err
+		}
+		var turn atomic.Int64
+		ua, uc := b.unique(a.url+"/in/bench"), b.unique(c.url+"/in/bench")
+		r := load("oncehook: unique events, one destination (PostgreSQL, 2 replicas)", b.conns, b.duration, func() *http.Request {
+			if turn.Add(1)%2 == 0 {
+				return ua()
+			}
+			return uc()
+		})
+		b.rows = append(b.rows, r)
+		a.stop()
+		c.stop()
+	}
+	if want("redis") {
+		gw, err := startGateway(pgURL, redisBase, "", gwOptions{hotKeys: -1})
+		if err != nil {
+			return err
+		}
+		same := func() *http.Request { return b.signed(gw.url+"/in/bench", 0) }
+		b.rows = append(b.rows, load("oncehook: duplicates via Redis (PostgreSQL behind)", b.conns, b.duration, same))
+		gw.stop()
 	}
 	return nil
+}
+
+// latency sends rate requests per second and measures, for each event, the
+// time from the start of its POST to its arrival at the sink.
+func (b *bench) latency() (result, error) {
+	k, err := newSink()
+	if err != nil {
+		return result{}, err
+	}
+	defer k.stop()
+	k.record = true
+	gw, err := startGateway("sqlite://"+filepath.Join(b.dir, "latency.db"), "", k.url, gwOptions{})
+	if err != nil {
+		return result{}, err
+	}
+	defer gw.stop()
+	c := client(4)
+	res := result{name: fmt.Sprintf("POST → delivery at %d req/s (at the sink)", b.rate)}
+	type sent struct {
+		key string
+		at  time.Time
+	}
+	var mu sync.Mutex
+	var all []sent
+	var answered []time.Duration // POST → 200, for comparison
+	tick := time.NewTicker(time.Second / time.Duration(b.rate))
+	defer tick.Stop()
+	deadline := time.Now().Add(b.duration)
+	var wg sync.WaitGroup
+	for id := int64(1); time.Now().Before(deadline); id++ {
+		<-tick.C
+		req := b.signed(gw.url+"/in/bench", 1_000_000_000+id)
+		key := fmt.Sprintf("bench:evt_%014d", 1_000_000_000+id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			ok := send(c, req)
+			took := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			if !ok {
+				res.errors++
+				return
+			}
+			all = append(all, sent{key, t0})
+			answered = append(answered, took)
+		}()
+	}
+	wg.Wait()
+	time.Sleep(500 * time.Millisecond)
+	for _, s := range all {
+		if at, ok := k.arrivals.Load(s.key); ok {
+			res.latencies = append(res.latencies, at.(time.Time).Sub(s.at))
+		} else {
+			res.errors++
+		}
+	}
+	res.requests = len(res.latencies)
+	ack := result{latencies: answered}
+	res.note = fmt.Sprintf("POST → 200 p50 %s, p99 %s", ack.pct(0.5).Round(10*time.Microsecond), ack.pct(0.99).Round(10*time.Microsecond))
+	fmt.Fprintf(os.Stderr, "%s: p50 %s\n", res.name, res.pct(0.5))
+	return res, nil
+}
+
+// prefill stores n events (no deliveries) whose windows end at now+window
+// (in the past for a negative window), in large transactions.
+func prefill(path string, n int, window time.Duration) error {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "OFF"})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	now := time.Now()
+	body := body(0)
+	for i := 0; i < n; i += 5000 {
+		batch := make([]store.NewEvent, 0, 5000)
+		for j := i; j < min(n, i+5000); j++ {
+			batch = append(batch, store.NewEvent{Source: "bench", Key: fmt.Sprintf("old_%09d", j), ContentType: "application/json",
+				Body: body, ReceivedAt: now.Add(-48 * time.Hour), ExpiresAt: now.Add(window)})
+		}
+		if _, err := store.ClaimEvents(ctx, st, batch); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "stored %d events in %s\n", n, time.Since(start).Round(time.Second))
+	return nil
+}
+
+func countEvents(path string) (int64, error) {
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	s, err := st.Stats(context.Background())
+	return s.Events, err
 }
 
 func serve(h http.Handler) (string, func(), error) {
@@ -304,7 +535,18 @@ func serve(h http.Handler) (string, func(), error) {
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-func gateway(storeURL, redisURL, sinkURL string, hotKeys int) (string, func(), *oncehook.Gateway, error) {
+type gwOptions struct {
+	hotKeys int
+	sweep   time.Duration
+}
+
+type runningGateway struct {
+	url  string
+	stop func()
+	gw   *oncehook.Gateway
+}
+
+func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGateway, error) {
 	dests, destList := "", "[]"
 	if sinkURL != "" {
 		dests = fmt.Sprintf("destinations:\n  - name: sink\n    url: %s\n    timeout: 5s\n", sinkURL)
@@ -313,7 +555,9 @@ func gateway(storeURL, redisURL, sinkURL string, hotKeys int) (string, func(), *
 	if redisURL != "" {
 		dests = "redis: " + redisURL + "\n" + dests
 	}
+	extra := os.Getenv("ONCEHOOK_BENCH_CONFIG") // e.g. "delivery: {concurrency: 128}", for experiments
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: %q
+`+extra+`
 sources:
   - name: bench
     preset: stripe
@@ -321,22 +565,22 @@ sources:
     destinations: %s
 %s`, storeURL, secret, destList, dests)), os.LookupEnv)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{HotKeys: hotKeys})
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{HotKeys: o.hotKeys, SweepInterval: o.sweep})
 	if err != nil {
 		cancel()
-		return "", nil, nil, err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
-		return "", nil, nil, err
+		return nil, err
 	}
 	done := make(chan struct{})
 	go func() { gw.Serve(ctx, ln); close(done) }()
-	return "http://" + ln.Addr().String(), func() { cancel(); <-done }, gw, nil
+	return &runningGateway{url: "http://" + ln.Addr().String(), stop: func() { cancel(); <-done }, gw: gw}, nil
 }
 
 func client(conns int) *http.Client {
@@ -396,96 +640,53 @@ func send(c *http.Client, req *http.Request) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// latency sends rate requests per second for d and measures, for each
-// event, the time from the start of its POST to its arrival at the sink.
-func latency(url string, rate int, d time.Duration, next func(id int) (*http.Request, string), arrivals *sync.Map) result {
-	c := client(4)
-	res := result{name: "POST → delivery"}
-	type sent struct {
-		key string
-		at  time.Time
-	}
-	var mu sync.Mutex
-	var all []sent
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for id := 1; time.Now().Before(deadline); id++ {
-		<-tick.C
-		req, key := next(1_000_000_000 + id)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t0 := time.Now()
-			ok := send(c, req)
-			mu.Lock()
-			defer mu.Unlock()
-			if !ok {
-				res.errors++
-				return
-			}
-			all = append(all, sent{key, t0})
-		}()
-	}
-	wg.Wait()
-	time.Sleep(500 * time.Millisecond)
-	for _, s := range all {
-		if at, ok := arrivals.Load(s.key); ok {
-			res.latencies = append(res.latencies, at.(time.Time).Sub(s.at))
-		} else {
-			res.errors++
-		}
-	}
-	res.requests = len(res.latencies)
-	res.elapsed = d
-	fmt.Fprintf(os.Stderr, "%s: p50 %s\n", res.name, res.pct(0.5))
-	return res
-}
-
-// deliveryThroughput stores n events, then times a worker delivering them all.
-func deliveryThroughput(dbPath, sinkURL string, n, concurrency int, received *atomic.Int64) (result, error) {
+// deliveryThroughput stores n events, then times a gateway delivering them
+// all from the store to a local sink.
+func (b *bench) deliveryThroughput() (result, error) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	path := filepath.Join(b.dir, "delivery.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		return result{}, err
 	}
-	defer st.Close()
 	now := time.Now()
-	for i := 0; i < n; i += 256 {
+	for i := 0; i < b.deliveries; i += 256 {
 		batch := make([]store.NewEvent, 0, 256)
-		for j := i; j < min(n, i+256); j++ {
+		for j := i; j < min(b.deliveries, i+256); j++ {
 			batch = append(batch, store.NewEvent{Source: "bench", Key: fmt.Sprintf("evt_%d", j), ContentType: "application/json",
 				Body: []byte(`{"id":"x"}`), ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"sink"}})
 		}
-		if _, err := st.ClaimEvents(ctx, batch); err != nil {
+		if _, err := store.ClaimEvents(ctx, st, batch); err != nil {
 			return result{}, err
 		}
 	}
-	w := deliver.New(st, deliver.Options{Concurrency: concurrency, Lease: time.Minute, Destinations: []deliver.Destination{{
-		Name: "sink", URL: sinkURL, Timeout: 5 * time.Second, Retry: deliver.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: time.Second},
-	}}})
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	st.Close()
+	k, err := newSink()
+	if err != nil {
+		return result{}, err
+	}
+	defer k.stop()
 	start := time.Now()
-	go func() { w.Run(runCtx); close(done) }()
+	gw, err := startGateway("sqlite://"+path, "", k.url, gwOptions{})
+	if err != nil {
+		return result{}, err
+	}
+	defer gw.stop()
 	// Watch the sink, not the store: counting rows while the worker runs
 	// would take CPU from what is measured. Then wait for the outcomes to be
 	// recorded, which is part of delivering.
-	for received.Load() < int64(n) {
+	for k.received.Load() < int64(b.deliveries) {
 		time.Sleep(time.Millisecond)
 	}
 	for {
-		s, err := st.Stats(ctx)
+		s, err := gw.gw.Store().Stats(ctx)
 		if err != nil {
-			cancel()
 			return result{}, err
 		}
-		if s.Delivered+s.Dead >= int64(n) {
-			res := result{name: "delivery to a local sink", requests: int(s.Delivered), errors: int(s.Dead), elapsed: time.Since(start)}
-			cancel()
-			<-done
+		if s.Delivered+s.Dead >= int64(b.deliveries) {
+			res := result{name: "delivery from a backlog in the store to a local sink", requests: int(s.Delivered), errors: int(s.Dead), elapsed: time.Since(start)}
 			fmt.Fprintf(os.Stderr, "%s: %.0f/s\n", res.name, res.rate())
+			res.note = "deliveries/s"
 			return res, nil
 		}
 		time.Sleep(time.Millisecond)
