@@ -128,6 +128,8 @@ type Stats struct {
 	Delivered int64
 	Dead      int64
 	Attempts  int64
+	// Effects counts the effects ledger's records by state.
+	Effects map[string]int64
 }
 
 // Batch is everything one tick of the writer commits, in one transaction:
@@ -138,6 +140,9 @@ type Batch struct {
 	Events   []NewEvent
 	Outcomes []Outcome
 	Lease    Lease
+	// Effects are operations on the effects ledger (see effect.go), applied
+	// in order for each key.
+	Effects []EffectOp
 }
 
 // Lease asks a commit to lease deliveries to the caller, in the same
@@ -159,8 +164,9 @@ type Lease struct {
 
 // Committed is what a commit did.
 type Committed struct {
-	Claims []Claim          // one per Batch.Events, in order
-	Leased []LeasedDelivery // handed off first, then due
+	Claims  []Claim          // one per Batch.Events, in order
+	Leased  []LeasedDelivery // handed off first, then due
+	Effects []EffectResult   // one per Batch.Effects, in order
 }
 
 // Store is what a backend implements. Every method that waits takes a
@@ -187,10 +193,22 @@ type Store interface {
 	// toward the destination's max_attempts, and its repeat carries the next
 	// number. An OutcomeReleased gives the count back.
 	//
+	// Effects are applied with Transition, each on its key's record, locked
+	// (in key order, so that two commits never deadlock), and each claim
+	// that takes a lease is recorded as an attempt.
+	//
 	// An error wraps ErrRejected when the data itself was refused (another
 	// batch without it would commit), or ErrUnavailable; either way nothing
 	// of the batch was written.
 	Commit(ctx context.Context, b Batch) (Committed, error)
+
+	// Effect returns the effects ledger's record for key, with its attempts,
+	// or ErrNotFound.
+	Effect(ctx context.Context, key string) (EffectRecord, error)
+
+	// ListEffects lists records in key order (without their attempts): the
+	// reconciliation list of what was left halfway or failed.
+	ListEffects(ctx context.Context, q EffectQuery) ([]EffectRecord, error)
 
 	// NextDue returns when the earliest pending delivery becomes due, and
 	// false when there is none. A lease moves a delivery's due time to the
@@ -199,9 +217,10 @@ type Store interface {
 	NextDue(ctx context.Context) (time.Time, bool, error)
 
 	// SweepExpired deletes up to limit events whose window ended before now
-	// and that have no delivery still pending or dead-lettered, returning how
-	// many it deleted. Callers loop in small batches so intake is never
-	// blocked for long.
+	// and that have no delivery still pending or dead-lettered, and up to
+	// limit final effect records past their retention, returning how many it
+	// deleted. Callers loop in small batches so intake is never blocked for
+	// long.
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// Replay is an operator's deliberate redelivery: every delivery of the

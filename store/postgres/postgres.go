@@ -347,13 +347,20 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
 			l.Max, token, expires, l.Due, now)
 	}
-	if batch.Len() == 0 {
+	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
 	}
 	var rows []commitRow
-	err := withRetry(ctx, func() error {
+	var effects []store.EffectResult
+	// Without effects: one pipeline, one implicit transaction, one round
+	// trip. With effects, whose writes depend on what they read: the same
+	// pipeline, then each effect, in an explicit transaction.
+	send := func(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.BatchResults) error {
 		rows = rows[:0]
-		br := s.pool.SendBatch(ctx, batch)
+		if batch.Len() == 0 {
+			return nil
+		}
+		br := sb(ctx, batch)
 		for range outcomes {
 			if _, err := br.Exec(); err != nil {
 				br.Close()
@@ -383,11 +390,26 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			}
 		}
 		return br.Close()
+	}
+	err := withRetry(ctx, func() error {
+		if len(b.Effects) == 0 {
+			return send(ctx, s.pool.SendBatch)
+		}
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := send(ctx, tx.SendBatch); err != nil {
+				return err
+			}
+			var err error
+			effects, err = s.applyEffects(ctx, tx, b.Effects)
+			return err
+		})
 	})
 	if err != nil {
 		return store.Committed{}, failed("commit", err)
 	}
-	return s.committed(b.Events, rows, token, expires), nil
+	out := s.committed(b.Events, rows, token, expires)
+	out.Effects = effects
+	return out, nil
 }
 
 type commitRow struct {
@@ -537,15 +559,26 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 // still pending (to deliver) or dead (the operator's, to replay).
 const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))`
 
-// SweepExpired implements store.Store, in two statements of one
+// SweepExpired implements store.Store: events (see sweepEvents), then
+// effect records past their retention.
+func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	now = s.toDB(now)
+	events, err := s.sweepEvents(ctx, now, limit)
+	if err != nil {
+		return events, err
+	}
+	effects, err := s.sweepEffects(ctx, now, limit)
+	return max(events, effects), err
+}
+
+// sweepEvents deletes expired events in two statements of one
 // transaction. The first locks a batch of candidates, skipping events that a
 // Replay holds (FOR SHARE). The second deletes those that are still not
 // kept back, judged on a snapshot of its own: a replay that committed after
 // the first statement looked (its requeued deliveries pending again) is seen
 // there, so its event stays. A replay that starts later waits for this
 // transaction, and then finds the event gone (ErrNotFound), never half of it.
-func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
-	now = s.toDB(now)
+func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
@@ -632,6 +665,17 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'dead'),
 		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Attempts)
+	if err != nil {
+		return st, unavailable("stats", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT state, COUNT(*) FROM effects GROUP BY state`)
+	if err != nil {
+		return st, unavailable("stats", err)
+	}
+	st.Effects = map[string]int64{}
+	var state string
+	var count int64
+	_, err = pgx.ForEachRow(rows, []any{&state, &count}, func() error { st.Effects[state] = count; return nil })
 	if err != nil {
 		return st, unavailable("stats", err)
 	}

@@ -59,6 +59,7 @@ type Store struct {
 type statements struct {
 	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent *sql.Stmt
 	release, finish, retry, insertAttempt                                   *sql.Stmt
+	effects                                                                 map[string]*sql.Stmt
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -94,6 +95,14 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("sqlite: prepare: %w", err)
 		}
 		*dst = st
+	}
+	s.stmt.effects = map[string]*sql.Stmt{}
+	for _, query := range []string{loadEffectSQL, upsertEffectSQL, endAttemptSQL, startAttemptSQL} {
+		st, err := s.write.PrepareContext(ctx, query)
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		s.stmt.effects[query] = st
 	}
 	return nil
 }
@@ -246,6 +255,9 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			return store.Committed{}, err
 		}
 		out.Leased = append(out.Leased, due...)
+	}
+	if out.Effects, err = applyEffects(ctx, &preparedDB{ctx: ctx, tx: tx, stmts: s.stmt.effects}, b.Effects); err != nil {
+		return store.Committed{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return store.Committed{}, unavailable("commit", err)
@@ -434,6 +446,15 @@ const sweepable = `expires_at < ? AND NOT EXISTS (
 // kept back, intake never waits on that scan; the write transaction deletes
 // only the batch found, checking the condition again.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	events, err := s.sweepEvents(ctx, now, limit)
+	if err != nil {
+		return events, err
+	}
+	effects, err := s.sweepEffects(ctx, now, limit)
+	return max(events, effects), err
+}
+
+func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT id FROM events WHERE `+sweepable+` LIMIT ?`, ms(now), limit)
 	if err != nil {
 		return 0, unavailable("sweep", err)
@@ -530,7 +551,21 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	if err != nil {
 		return st, unavailable("stats", err)
 	}
-	return st, nil
+	rows, err := s.read.QueryContext(ctx, `SELECT state, COUNT(*) FROM effects GROUP BY state`)
+	if err != nil {
+		return st, unavailable("stats", err)
+	}
+	defer rows.Close()
+	st.Effects = map[string]int64{}
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return st, unavailable("stats", err)
+		}
+		st.Effects[state] = n
+	}
+	return st, rows.Err()
 }
 
 // Ping implements store.Store: a small durable write through the writer,

@@ -65,6 +65,11 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"BadEventIsRejectedNotUnavailable", testRejected},
 		{"CommitHandsOffTheDeliveriesItCreates", testHandOff},
 		{"OneCommitCarriesClaimsOutcomesAndLeases", testOneCommit},
+		{"EffectClaimCompleteReplay", testEffectLifecycle},
+		{"EffectReleaseFailResetAndTakeOver", testEffectTakeOver},
+		{"EffectFingerprintAndDeadline", testEffectGuards},
+		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
+		{"EffectReconciliationListAndSweep", testEffectList},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -713,5 +718,228 @@ func testOneCommit(t *testing.T, s store.Store) {
 		if d.ID == late.ID {
 			t.Fatal("a delivery whose outcome was in the same commit was leased again")
 		}
+	}
+}
+
+func effectOp(t *testing.T, s store.Store, op store.EffectOp) store.EffectResult {
+	t.Helper()
+	if op.Now.IsZero() {
+		op.Now = base
+	}
+	if op.Retention == 0 {
+		op.Retention = time.Hour
+	}
+	c, err := s.Commit(context.Background(), store.Batch{Effects: []store.EffectOp{op}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Effects) != 1 {
+		t.Fatalf("%d effect results for 1 op", len(c.Effects))
+	}
+	return c.Effects[0]
+}
+
+func testEffectLifecycle(t *testing.T, s store.Store) {
+	claim := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "pix:HP1:24h", Lease: time.Minute})
+	if claim.Status != store.EffectAcquired || claim.Record.Token == "" || claim.Record.Attempt != 1 || claim.Reclaimed ||
+		!claim.Record.LeaseExpiresAt.Equal(base.Add(time.Minute)) {
+		t.Fatalf("first claim %+v", claim)
+	}
+	busy := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "pix:HP1:24h", Lease: time.Minute, Now: base.Add(time.Second)})
+	if busy.Status != store.EffectBusy || !busy.Record.LeaseExpiresAt.Equal(base.Add(time.Minute)) {
+		t.Fatalf("second claim %+v, want busy until the lease expires", busy)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectComplete, Key: "pix:HP1:24h", Token: "not-the-owner", Result: []byte(`{}`)}); r.Status != store.EffectStale {
+		t.Fatalf("complete with another token: %+v", r)
+	}
+	result := []byte(`{"message_id": "wamid.1",  "sent":true}`) // byte for byte, spaces included
+	done := effectOp(t, s, store.EffectOp{Kind: store.EffectComplete, Key: "pix:HP1:24h", Token: claim.Record.Token, Result: result, Now: base.Add(2 * time.Second)})
+	if done.Status != store.EffectOK || done.Record.State != store.EffectDone {
+		t.Fatalf("complete %+v", done)
+	}
+	again := effectOp(t, s, store.EffectOp{Kind: store.EffectComplete, Key: "pix:HP1:24h", Token: claim.Record.Token, Result: []byte(`{"other":1}`)})
+	if again.Status != store.EffectOK || string(again.Record.Result) != string(result) {
+		t.Fatalf("completing twice: %+v, want OK with the stored result", again)
+	}
+	replay := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "pix:HP1:24h", Lease: time.Minute, Now: base.Add(time.Hour)})
+	if replay.Status != store.EffectReplayed || string(replay.Record.Result) != string(result) {
+		t.Fatalf("claim after done: %+v, want the stored result, byte for byte", replay)
+	}
+	rec, err := s.Effect(context.Background(), "pix:HP1:24h")
+	if err != nil || rec.State != store.EffectDone || len(rec.Attempts) != 1 || rec.Attempts[0].Outcome != store.EffectDone ||
+		!rec.Attempts[0].ClaimedAt.Equal(base) || string(rec.Result) != string(result) {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if _, err := s.Effect(context.Background(), "never"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+func testEffectTakeOver(t *testing.T, s store.Store) {
+	first := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "k", Lease: time.Minute})
+	rel := effectOp(t, s, store.EffectOp{Kind: store.EffectRelease, Key: "k", Token: first.Record.Token, Error: "timeout", Now: base.Add(time.Second)})
+	if rel.Status != store.EffectOK {
+		t.Fatalf("release %+v", rel)
+	}
+	second := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "k", Lease: time.Minute, Now: base.Add(2 * time.Second)})
+	if second.Status != store.EffectAcquired || second.Record.Attempt != 2 || second.Reclaimed {
+		t.Fatalf("claim after release: %+v, want attempt 2, not a reclaim", second)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectComplete, Key: "k", Token: first.Record.Token, Result: []byte(`1`)}); r.Status != store.EffectStale {
+		t.Fatalf("the released owner completed: %+v", r)
+	}
+	// The owner dies: its lease expires and the next claim takes over.
+	later := base.Add(2*time.Second + time.Minute)
+	third := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "k", Lease: time.Minute, Now: later})
+	if third.Status != store.EffectAcquired || third.Record.Attempt != 3 || !third.Reclaimed {
+		t.Fatalf("claim after an expired lease: %+v, want a reclaim as attempt 3", third)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectComplete, Key: "k", Token: second.Record.Token, Result: []byte(`1`), Now: later}); r.Status != store.EffectStale {
+		t.Fatalf("the dead owner's late complete: %+v, want stale", r)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectRenew, Key: "k", Token: third.Record.Token, Lease: 5 * time.Minute, Now: later}); r.Status != store.EffectOK ||
+		!r.Record.LeaseExpiresAt.Equal(later.Add(5*time.Minute)) {
+		t.Fatalf("renew %+v", r)
+	}
+	fail := effectOp(t, s, store.EffectOp{Kind: store.EffectFail, Key: "k", Token: third.Record.Token, Error: "invalid phone", Now: later})
+	if fail.Status != store.EffectOK || fail.Record.State != store.EffectFailed {
+		t.Fatalf("fail %+v", fail)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "k", Lease: time.Minute, Now: later.Add(time.Hour)}); r.Status != store.EffectIsFailed || r.Record.Error != "invalid phone" {
+		t.Fatalf("claim after fail: %+v", r)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectReset, Key: "k", Now: later}); r.Status != store.EffectOK {
+		t.Fatalf("reset %+v", r)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "k", Lease: time.Minute, Now: later}); r.Status != store.EffectAcquired || r.Record.Attempt != 4 {
+		t.Fatalf("claim after an operator's reset: %+v", r)
+	}
+	rec, _ := s.Effect(context.Background(), "k")
+	outcomes := []string{}
+	for _, a := range rec.Attempts {
+		outcomes = append(outcomes, a.Outcome)
+	}
+	if fmt.Sprint(outcomes) != "[released lease_expired failed ]" {
+		t.Fatalf("attempts %v", outcomes)
+	}
+}
+
+func testEffectGuards(t *testing.T, s store.Store) {
+	first := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "capi:Purchase:order-1", Lease: time.Minute, Fingerprint: "sha256:aaa"})
+	mismatch := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "capi:Purchase:order-1", Lease: time.Minute, Fingerprint: "sha256:bbb", Now: base.Add(2 * time.Minute)})
+	if mismatch.Status != store.EffectMismatch || mismatch.Record.Fingerprint != "sha256:aaa" || mismatch.Record.Token != first.Record.Token {
+		t.Fatalf("another fingerprint: %+v", mismatch)
+	}
+	if rec, _ := s.Effect(context.Background(), "capi:Purchase:order-1"); rec.Attempt != 1 || rec.State != store.EffectPending {
+		t.Fatalf("a mismatch changed the record: %+v", rec)
+	}
+	deadline := base.Add(48 * time.Hour)
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "late", Lease: time.Minute, Deadline: deadline, Now: deadline}); r.Status != store.EffectIsExpired {
+		t.Fatalf("claim at its deadline: %+v", r)
+	}
+	held := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "half", Lease: time.Minute, Deadline: deadline})
+	if held.Status != store.EffectAcquired {
+		t.Fatal(held)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "half", Lease: time.Minute, Now: deadline.Add(time.Second)}); r.Status != store.EffectIsExpired {
+		t.Fatalf("reclaim after the deadline: %+v", r)
+	}
+	if rec, _ := s.Effect(context.Background(), "half"); rec.State != store.EffectExpired {
+		t.Fatalf("record %+v, want expired", rec)
+	}
+}
+
+// Invariant 9: one owner at a time. 100 claimers of one key on three
+// replicas of the database: exactly one takes the lease; the rest are told
+// it is busy, and once it is done, get its result.
+func testEffectRace(t *testing.T, stores []store.Store) {
+	const claimers = 100
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[store.EffectStatus]int{}
+	var owner store.EffectResult
+	var errs []error
+	start := make(chan struct{})
+	for i := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c, err := stores[i%len(stores)].Commit(context.Background(), store.Batch{Effects: []store.EffectOp{
+				{Kind: store.EffectClaim, Key: "llm-summary:evt_1", Lease: time.Minute, Now: base, Retention: time.Hour}}})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			statuses[c.Effects[0].Status]++
+			if c.Effects[0].Status == store.EffectAcquired {
+				owner = c.Effects[0]
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d claims failed: %v", len(errs), errs[0])
+	}
+	if statuses[store.EffectAcquired] != 1 || statuses[store.EffectBusy] != claimers-1 {
+		t.Fatalf("statuses %v: want exactly one owner", statuses)
+	}
+	result := []byte(`{"summary":"ok"}`)
+	effectOp(t, stores[0], store.EffectOp{Kind: store.EffectComplete, Key: "llm-summary:evt_1", Token: owner.Record.Token, Result: result})
+	for _, s := range stores {
+		r := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "llm-summary:evt_1", Lease: time.Minute})
+		if r.Status != store.EffectReplayed || string(r.Record.Result) != string(result) {
+			t.Fatalf("after done: %+v", r)
+		}
+	}
+}
+
+func testEffectList(t *testing.T, s store.Store) {
+	for i := range 5 {
+		effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: fmt.Sprintf("stale-%d", i), Lease: time.Minute})
+	}
+	fresh := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "fresh", Lease: time.Hour})
+	failed := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "failed", Lease: time.Minute})
+	effectOp(t, s, store.EffectOp{Kind: store.EffectFail, Key: "failed", Token: failed.Record.Token, Error: "no", Retention: time.Hour})
+	now := base.Add(2 * time.Minute)
+	var keys []string
+	after := ""
+	for {
+		page, err := s.ListEffects(context.Background(), store.EffectQuery{State: store.EffectPending, Stale: true, Now: now, After: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			keys = append(keys, r.Key)
+			if !r.Stale(now) {
+				t.Errorf("%s listed as stale: %+v", r.Key, r)
+			}
+		}
+		after = page[len(page)-1].Key
+	}
+	if fmt.Sprint(keys) != "[stale-0 stale-1 stale-2 stale-3 stale-4]" {
+		t.Fatalf("stale list %v", keys)
+	}
+	if f, _ := s.ListEffects(context.Background(), store.EffectQuery{State: store.EffectFailed}); len(f) != 1 || f[0].Key != "failed" {
+		t.Fatalf("failed list %+v", f)
+	}
+	// Final records are swept after their retention; pending ones never.
+	if _, err := s.SweepExpired(context.Background(), base.Add(2*time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Effect(context.Background(), "failed"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a failed record past its retention was kept: %v", err)
+	}
+	if _, err := s.Effect(context.Background(), fresh.Record.Key); err != nil {
+		t.Fatalf("a pending record was swept: %v", err)
+	}
+	if st := stats(t, s); st.Effects[store.EffectPending] != 6 {
+		t.Fatalf("stats %+v", st.Effects)
 	}
 }
