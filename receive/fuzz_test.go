@@ -28,7 +28,7 @@ func FuzzIntake(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { st.Close() })
-	committer := groupcommit.New(st.ClaimEvents, groupcommit.Options{})
+	committer := groupcommit.New(st.Commit, groupcommit.Options{})
 	f.Cleanup(committer.Close)
 	var sources []receive.Source
 	for _, name := range provider.Names() {

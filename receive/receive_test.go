@@ -26,7 +26,7 @@ type countingClaimer struct {
 
 func (c *countingClaimer) Claim(ctx context.Context, evs []store.NewEvent) ([]store.Claim, error) {
 	c.calls.Add(1)
-	return c.ClaimEvents(ctx, evs)
+	return store.ClaimEvents(ctx, c.Store, evs)
 }
 
 func newHandler(t *testing.T, hot *seen.Set) (*receive.Handler, *countingClaimer) {

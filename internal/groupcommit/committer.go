@@ -54,14 +54,16 @@ type Receiver interface {
 }
 
 type request struct {
-	events []store.NewEvent
-	bytes  int
-	done   chan result
+	events  []store.NewEvent
+	effects []store.EffectOp
+	bytes   int
+	done    chan result
 }
 
 type result struct {
-	claims []store.Claim
-	err    error
+	claims  []store.Claim
+	effects []store.EffectResult
+	err     error
 }
 
 // Committer batches the gateway's writes into shared transactions.
@@ -219,23 +221,41 @@ func (c *Committer) Claim(ctx context.Context, events []store.NewEvent) ([]store
 	for _, e := range events {
 		req.bytes += len(e.Body)
 	}
+	r, err := c.submit(ctx, req)
+	return r.claims, err
+}
+
+// Effects submits effects-ledger operations and waits for the commit that
+// applies them, as Claim does: the ledger rides the same group commit as
+// intake, one fsync for many claims and completions. If ctx ends first,
+// the operations may still be committed.
+func (c *Committer) Effects(ctx context.Context, ops []store.EffectOp) ([]store.EffectResult, error) {
+	req := &request{effects: ops, done: make(chan result, 1)}
+	for _, op := range ops {
+		req.bytes += len(op.Result)
+	}
+	r, err := c.submit(ctx, req)
+	return r.effects, err
+}
+
+func (c *Committer) submit(ctx context.Context, req *request) (result, error) {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		return nil, ErrClosed
+		return result{}, ErrClosed
 	}
 	select {
 	case c.queue <- req:
 		c.mu.RUnlock()
 	case <-ctx.Done():
 		c.mu.RUnlock()
-		return nil, ctx.Err()
+		return result{}, ctx.Err()
 	}
 	select {
 	case r := <-req.done:
-		return r.claims, r.err
+		return r, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return result{}, ctx.Err()
 	}
 }
 
@@ -379,6 +399,7 @@ func (c *Committer) write() {
 	defer c.wg.Done()
 	batch := make([]*request, 0, 64)
 	events := make([]store.NewEvent, 0, c.maxBatch)
+	var effects []store.EffectOp
 	lastRequests := 0
 	var next *request // a request that did not fit the last batch
 	for {
@@ -388,7 +409,7 @@ func (c *Committer) write() {
 			select {
 			case req, ok := <-c.queue:
 				if !ok {
-					c.commit(nil, nil, c.take(nil, true)) // the worker's last outcomes
+					c.commit(nil, nil, nil, c.take(nil, true)) // the worker's last outcomes
 					return
 				}
 				first = req
@@ -400,17 +421,18 @@ func (c *Committer) write() {
 					if ok {
 						first = req
 					} else {
-						c.commit(nil, nil, c.take(nil, true))
+						c.commit(nil, nil, nil, c.take(nil, true))
 						return
 					}
 				default:
 				}
 			}
 		}
-		batch, events = batch[:0], events[:0]
+		batch, events, effects = batch[:0], events[:0], effects[:0]
 		if first != nil {
 			batch = append(batch, first)
 			events = append(events, first.events...)
+			effects = append(effects, first.effects...)
 			bytes := first.bytes
 			// Under load, wait a moment for company: the previous commit
 			// carried several requests, so more are on their way. A lone
@@ -420,7 +442,7 @@ func (c *Committer) write() {
 				linger = time.NewTimer(c.linger)
 			}
 		gather:
-			for len(events) < c.maxBatch && bytes < c.maxBytes {
+			for len(events)+len(effects) < c.maxBatch && bytes < c.maxBytes {
 				var req *request
 				var ok bool
 				select {
@@ -444,6 +466,7 @@ func (c *Committer) write() {
 				}
 				batch = append(batch, req)
 				events = append(events, req.events...)
+				effects = append(effects, req.effects...)
 				bytes += req.bytes
 			}
 			if linger != nil {
@@ -451,14 +474,14 @@ func (c *Committer) write() {
 			}
 		}
 		lastRequests = len(batch)
-		c.commit(batch, events, c.take(events, false))
+		c.commit(batch, events, effects, c.take(events, false))
 	}
 }
 
 // commit commits one tick and answers everyone in it.
-func (c *Committer) commit(batch []*request, events []store.NewEvent, t tick) {
+func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []store.EffectOp, t tick) {
 	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease}
-	if len(events) == 0 && len(t.outcomes) == 0 && (lease.Max == 0 || !lease.Due) {
+	if len(events) == 0 && len(effects) == 0 && len(t.outcomes) == 0 && (lease.Max == 0 || !lease.Due) {
 		if t.receiver != nil {
 			t.receiver.Hand(nil, t.reserved)
 		}
@@ -467,7 +490,7 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, t tick) {
 	if c.observe != nil && len(events) > 0 {
 		c.observe(len(events))
 	}
-	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease})
+	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease, Effects: effects})
 	if errors.Is(err, store.ErrRejected) && (len(batch) > 1 || len(batch) == 1 && len(t.outcomes) > 0) {
 		c.split(batch, t)
 		return
@@ -490,9 +513,9 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, t tick) {
 		t.receiver.Hand(res.Leased, t.reserved)
 	}
 	created := 0
-	off := 0
+	off, effOff := 0, 0
 	for _, req := range batch {
-		n := len(req.events)
+		n, m := len(req.events), len(req.effects)
 		mine := res.Claims[off : off+n : off+n]
 		off += n
 		for i, cl := range mine {
@@ -500,7 +523,12 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, t tick) {
 				created += len(req.events[i].Destinations)
 			}
 		}
-		req.done <- result{claims: mine}
+		var effs []store.EffectResult
+		if m > 0 {
+			effs = res.Effects[effOff : effOff+m : effOff+m]
+			effOff += m
+		}
+		req.done <- result{claims: mine, effects: effs}
 	}
 	c.settled(t, created, len(res.Leased))
 }
@@ -577,7 +605,7 @@ func (c *Committer) split(batch []*request, t tick) {
 		}
 	}
 	for _, req := range batch {
-		c.commit([]*request{req}, req.events, tick{})
+		c.commit([]*request{req}, req.events, req.effects, tick{})
 	}
 }
 
@@ -595,8 +623,8 @@ func (c *Committer) run(b store.Batch) (store.Committed, error) {
 		}
 		return store.Committed{}, fmt.Errorf("%w after %s: %w", ErrTimeout, c.timeout, err)
 	}
-	if err == nil && len(res.Claims) != len(b.Events) {
-		err = errors.New("groupcommit: store returned a wrong number of claims")
+	if err == nil && (len(res.Claims) != len(b.Events) || len(res.Effects) != len(b.Effects)) {
+		err = errors.New("groupcommit: store returned a wrong number of claims or effect results")
 	}
 	return res, err
 }

@@ -397,6 +397,7 @@ func TestOutcomesRideIntakesCommits(t *testing.T) {
 	defer c.Close()
 	w := &fakeWorker{room: 10}
 	c.Attach(w)
+	time.Sleep(50 * time.Millisecond) // the tick Attach asks for (due deliveries) is over
 	if _, err := c.Claim(context.Background(), []store.NewEvent{ev("a")}); err != nil {
 		t.Fatal(err)
 	}
