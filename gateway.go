@@ -16,6 +16,8 @@ import (
 
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -57,6 +59,8 @@ type Gateway struct {
 	worker    *deliver.Worker
 	intake    *receive.Handler
 	mux       *http.ServeMux
+	effects   *effect.Local
+	api       *http.ServeMux
 	health    writeHealth
 
 	closeOnce sync.Once
@@ -149,6 +153,33 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	})
 	g.committer.Attach(g.worker)
 
+	// The effects ledger rides the same writer: its claims and completions
+	// share intake's commits.
+	retention := map[string]time.Duration{}
+	for p, d := range cfg.Effects.RetentionByPrefix {
+		retention[p] = time.Duration(d)
+	}
+	g.effects = effect.New(st, effect.Options{
+		Retention: time.Duration(cfg.Effects.Retention), RetentionByPrefix: retention,
+		MaxLease: time.Duration(cfg.Effects.MaxLease), MaxResult: int(cfg.Effects.MaxResult),
+		Commit: g.committer.Effects,
+	})
+	g.api = http.NewServeMux()
+	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
+	for i, t := range cfg.API.Tokens {
+		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly}
+	}
+	auth := apiauth.New(tokens)
+	effectsAPI := auth.Wrap(effect.Handler(g.effects, opts.Logger.With("component", "effects")))
+	g.api.Handle("/v1/effects", effectsAPI)
+	g.api.Handle("/v1/effects/", effectsAPI)
+	g.api.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	g.api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "nothing here: the API is under /v1", Reason: receive.ReasonNotFound})
+	})
+
 	sources := make([]receive.Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		p, err := provider.New(s.Preset, s.ProviderOptions())
@@ -238,6 +269,24 @@ func (g *Gateway) Handler() http.Handler { return g.mux }
 // Store is the gateway's store, for reading what it holds.
 func (g *Gateway) Store() store.Store { return g.store }
 
+// Effects is the gateway's effects ledger, in process: its operations share
+// the gateway's commits.
+func (g *Gateway) Effects() *effect.Local { return g.effects }
+
+// Replay redelivers a stored event on purpose (see store.Store's Replay),
+// and wakes this gateway's worker to deliver it at once.
+func (g *Gateway) Replay(ctx context.Context, source, key string) (int, error) {
+	n, err := g.store.Replay(ctx, source, key, time.Now())
+	if err == nil && n > 0 {
+		g.worker.Notify()
+	}
+	return n, err
+}
+
+// APIHandler is the API listener's handler: /v1/effects (and the admin API
+// and dashboard), behind the bearer tokens of api.tokens.
+func (g *Gateway) APIHandler() http.Handler { return g.api }
+
 // readyFresh is how long the latest write's outcome stands for the store's
 // health. Under load, commits answer readiness without touching the store
 // (a probe would queue behind them, and flap); when idle, a probe writes.
@@ -324,25 +373,35 @@ func (g *Gateway) sweep(ctx context.Context) {
 	}
 }
 
-// Serve accepts requests on ln and runs delivery until ctx ends. Then it
-// shuts down in order: stop accepting and finish in-flight requests (each
-// waits for its own commit), let in-flight deliveries finish or give their
-// leases back, commit everything queued (claims and outcomes), and close the
-// store.
-func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           g.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+// Serve accepts intake requests on ln (and API requests on api, when
+// given) and runs delivery until ctx ends. Then it shuts down in order: stop
+// accepting and finish in-flight requests (each waits for its own commit),
+// let in-flight deliveries finish or give their leases back, commit
+// everything queued (claims, outcomes, effects), and close the store.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listener) error {
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		}
+	}
+	servers := []*http.Server{newServer(g.mux)}
+	listeners := []net.Listener{ln}
+	for _, l := range api {
+		servers = append(servers, newServer(g.api))
+		listeners = append(listeners, l)
 	}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); g.Run(bgCtx) }()
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	serveErr := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { serveErr <- srv.Serve(listeners[i]) }()
+	}
 
 	var err error
 	select {
@@ -351,9 +410,17 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), g.opts.ShutdownTimeout)
 	defer cancel()
-	if sErr := srv.Shutdown(shutdownCtx); sErr != nil {
-		g.log.Warn("http shutdown", "err", sErr)
+	var stopping sync.WaitGroup
+	for _, srv := range servers {
+		stopping.Add(1)
+		go func() {
+			defer stopping.Done()
+			if sErr := srv.Shutdown(shutdownCtx); sErr != nil {
+				g.log.Warn("http shutdown", "err", sErr)
+			}
+		}()
 	}
+	stopping.Wait()
 	// The worker stops before the writer: its last outcomes (and the
 	// deliveries it gives back) must ride the writer's last commits.
 	stopBackground()

@@ -28,6 +28,9 @@
 //   - postgres2:  the same with two gateways (replicas) on one database
 //   - pgnodest:   unique events on PostgreSQL with no destination
 //   - redis:      duplicates answered by Redis in front of PostgreSQL
+//   - effects:    the effects ledger: claim→complete pairs per second over
+//     HTTP and in process, and 64 concurrent claims of one hot key (SQLite)
+//   - effectspg:  the same on PostgreSQL
 //
 // The load generator runs in this process, on the same cores as the server.
 package main
@@ -35,6 +38,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -55,6 +59,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -99,7 +104,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
@@ -302,6 +307,25 @@ func (b *bench) run(want func(string) bool) error {
 			return err
 		}
 	}
+	if want("effects") {
+		rows, err := b.effects("SQLite FULL", "sqlite://"+filepath.Join(dir, "effects.db"))
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, rows...)
+	}
+	if want("effectspg") {
+		pgURL, dropSchema, err := freshSchema(pgBase)
+		if err != nil {
+			return fmt.Errorf("the effectspg scenario needs %s: %w", pgBase, err)
+		}
+		rows, err := b.effects("PostgreSQL", pgURL)
+		dropSchema()
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, rows...)
+	}
 	if want("latency") {
 		r, err := b.latency()
 		if err != nil {
@@ -489,6 +513,110 @@ func (b *bench) latency() (result, error) {
 	return res, nil
 }
 
+// effects measures the effects ledger: claim→complete pairs per second over
+// HTTP (64 connections) and in process, and storms of 64 concurrent claims
+// of one hot key (each must have exactly one owner).
+func (b *bench) effects(storeName, storeURL string) ([]result, error) {
+	gw, err := startGateway(storeURL, "", "", gwOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer gw.stop()
+	transport := &http.Transport{MaxIdleConns: b.conns, MaxIdleConnsPerHost: b.conns}
+	defer transport.CloseIdleConnections()
+	ledgers := []struct {
+		name string
+		l    effect.Ledger
+	}{
+		{"over HTTP", effect.NewClient(gw.apiURL, apiToken, &http.Client{Transport: transport})},
+		{"in process", gw.gw.Effects()},
+	}
+	var rows []result
+	for _, lg := range ledgers {
+		var seq atomic.Int64
+		r := loop(fmt.Sprintf("effects: claim→complete pairs %s (%s)", lg.name, storeName), b.conns, b.duration, func() bool {
+			key := fmt.Sprintf("bench:%s:%d", lg.name, seq.Add(1))
+			c, err := lg.l.Claim(context.Background(), key, effect.ClaimOptions{Lease: time.Minute})
+			if err != nil {
+				return false
+			}
+			return lg.l.Complete(context.Background(), key, c.Token, json.RawMessage(`{"sent":true}`)) == nil
+		})
+		r.note = "pairs/s"
+		rows = append(rows, r)
+	}
+	// Hot key: rounds of 64 concurrent claims of one fresh key.
+	l := ledgers[0].l
+	storm := result{name: fmt.Sprintf("effects: 64 concurrent claims of one hot key, over HTTP (%s)", storeName)}
+	start := time.Now()
+	wrong := 0
+	for round := 0; time.Since(start) < b.duration; round++ {
+		var wg sync.WaitGroup
+		var owners atomic.Int64
+		var mu sync.Mutex
+		key := fmt.Sprintf("hot:%d", round)
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				c, err := l.Claim(context.Background(), key, effect.ClaimOptions{Lease: time.Minute})
+				took := time.Since(t0)
+				if err == nil && !c.Replayed {
+					owners.Add(1)
+				}
+				mu.Lock()
+				storm.latencies = append(storm.latencies, took)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if owners.Load() != 1 {
+			wrong++
+		}
+		storm.requests += 64
+	}
+	storm.elapsed = time.Since(start)
+	storm.errors = wrong
+	storm.note = fmt.Sprintf("claims/s; %d rounds, each with exactly one owner unless counted in errors", storm.requests/64)
+	fmt.Fprintf(os.Stderr, "%s: %.0f claims/s\n", storm.name, storm.rate())
+	return append(rows, storm), nil
+}
+
+// loop runs conns closed loops of op for d, timing each.
+func loop(name string, conns int, d time.Duration, op func() bool) result {
+	var mu sync.Mutex
+	res := result{name: name}
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lats := make([]time.Duration, 0, 4096)
+			errs := 0
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if !op() {
+					errs++
+					continue
+				}
+				lats = append(lats, time.Since(t0))
+			}
+			mu.Lock()
+			res.latencies = append(res.latencies, lats...)
+			res.errors += errs
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.requests = len(res.latencies)
+	fmt.Fprintf(os.Stderr, "%s: %.0f/s\n", name, res.rate())
+	return res
+}
+
 // prefill stores n events (no deliveries) whose windows end at now+window
 // (in the past for a negative window), in large transactions.
 func prefill(path string, n int, window time.Duration) error {
@@ -541,10 +669,13 @@ type gwOptions struct {
 }
 
 type runningGateway struct {
-	url  string
-	stop func()
-	gw   *oncehook.Gateway
+	url    string
+	apiURL string
+	stop   func()
+	gw     *oncehook.Gateway
 }
+
+const apiToken = "bench-api-token-0123456789"
 
 func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGateway, error) {
 	dests, destList := "", "[]"
@@ -557,6 +688,7 @@ func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGate
 	}
 	extra := os.Getenv("ONCEHOOK_BENCH_CONFIG") // e.g. "delivery: {concurrency: 128}", for experiments
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: %q
+api: {listen: "127.0.0.1:0", tokens: [{name: bench, token: `+apiToken+`}]}
 `+extra+`
 sources:
   - name: bench
@@ -578,9 +710,15 @@ sources:
 		cancel()
 		return nil, err
 	}
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	done := make(chan struct{})
-	go func() { gw.Serve(ctx, ln); close(done) }()
-	return &runningGateway{url: "http://" + ln.Addr().String(), stop: func() { cancel(); <-done }, gw: gw}, nil
+	go func() { gw.Serve(ctx, ln, apiLn); close(done) }()
+	return &runningGateway{url: "http://" + ln.Addr().String(), apiURL: "http://" + apiLn.Addr().String(),
+		stop: func() { cancel(); <-done }, gw: gw}, nil
 }
 
 func client(conns int) *http.Client {

@@ -42,9 +42,42 @@ type Config struct {
 	// whose X-Forwarded-For is believed for the client address in logs.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	Delivery       Delivery `yaml:"delivery"`
+	// API is the second listener: the effects ledger, the admin API and the
+	// dashboard, for the user's own services and operators (intake, on
+	// Listen, is for providers).
+	API API `yaml:"api"`
+	// Effects tunes the effects ledger.
+	Effects Effects `yaml:"effects"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
+}
+
+// API configures the API listener. Without tokens it does not listen.
+type API struct {
+	Listen string     `yaml:"listen"`
+	Tokens []APIToken `yaml:"tokens"`
+}
+
+// APIToken is a bearer token of the API. Its name goes into logs and the
+// audit log; a read-only token may only GET.
+type APIToken struct {
+	Name     string `yaml:"name"`
+	Token    string `yaml:"token"`
+	ReadOnly bool   `yaml:"read_only"`
+}
+
+// Effects tunes the effects ledger.
+type Effects struct {
+	// Retention is how long a final record (done, failed, expired) is kept
+	// for later claims to get its result (default 30d);
+	// RetentionByPrefix overrides it per key prefix ("capi:": 8d).
+	Retention         Duration            `yaml:"retention"`
+	RetentionByPrefix map[string]Duration `yaml:"retention_by_prefix"`
+	// MaxLease bounds a claim's lease (default 1h); MaxResult, a result's
+	// size (default 1MiB).
+	MaxLease  Duration `yaml:"max_lease"`
+	MaxResult ByteSize `yaml:"max_result"`
 }
 
 // SQLite tunes the embedded store.
@@ -505,6 +538,7 @@ const (
 	DefaultStore            = "sqlite://./oncehook.db"
 	DefaultMaxBodySize      = 5 << 20
 	DefaultMaxInflightBytes = 64 << 20
+	DefaultAPIListen        = "127.0.0.1:8081"
 	// MaxMaxBodySize bounds max_body_size: a body is stored whole and sent
 	// in one database message (PostgreSQL refuses messages over 1 GiB).
 	MaxMaxBodySize = 256 << 20
@@ -522,6 +556,18 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxInflightBytes == 0 {
 		c.MaxInflightBytes = max(DefaultMaxInflightBytes, c.MaxBodySize)
+	}
+	if c.API.Listen == "" {
+		c.API.Listen = DefaultAPIListen
+	}
+	if c.Effects.Retention == 0 {
+		c.Effects.Retention = Duration(30 * 24 * time.Hour)
+	}
+	if c.Effects.MaxLease == 0 {
+		c.Effects.MaxLease = Duration(time.Hour)
+	}
+	if c.Effects.MaxResult == 0 {
+		c.Effects.MaxResult = 1 << 20
 	}
 	if c.Delivery.Concurrency == 0 {
 		c.Delivery.Concurrency = 64
@@ -607,6 +653,23 @@ func (c *Config) Validate() error {
 	}
 	if c.Delivery.Concurrency < 1 {
 		fail("delivery.concurrency", "must be at least 1")
+	}
+	names := map[string]bool{}
+	for i, t := range c.API.Tokens {
+		f := fmt.Sprintf("api.tokens[%d]", i)
+		switch {
+		case !nameRE.MatchString(t.Name):
+			fail(f+".name", "%q: want letters, digits, '.', '_' or '-'", t.Name)
+		case names[t.Name]:
+			fail(f+".name", "%q is used twice", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.Token) < 16 {
+			fail(f+".token", "shorter than 16 characters: too easy to guess")
+		}
+	}
+	if c.Effects.MaxResult > 16<<20 {
+		fail("effects.max_result", "at most 16MiB")
 	}
 	dests := map[string]bool{}
 	for i, d := range c.Destinations {
@@ -730,6 +793,9 @@ func (c *Config) Warnings() []string {
 		case "NORMAL":
 			w = append(w, "sqlite.synchronous: NORMAL: a power loss can lose the last events already answered 200")
 		}
+	}
+	if len(c.API.Tokens) == 0 {
+		w = append(w, "api.tokens is empty: the API listener (effects ledger, admin API, dashboard) is off")
 	}
 	for i, s := range c.Sources {
 		if len(s.Destinations) == 0 {

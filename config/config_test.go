@@ -14,7 +14,7 @@ func env(vars map[string]string) func(string) (string, bool) {
 }
 
 func TestSampleParsesWithItsSecretsSet(t *testing.T) {
-	cfg, err := config.Parse([]byte(config.Sample), env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x", "GITHUB_WEBHOOK_SECRET": "gh"}))
+	cfg, err := config.Parse([]byte(config.Sample), env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x", "GITHUB_WEBHOOK_SECRET": "gh", "ONCEHOOK_API_TOKEN": "0123456789abcdef0123"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestSampleParsesWithItsSecretsSet(t *testing.T) {
 }
 
 func TestUnsetEnvironmentVariableIsAnError(t *testing.T) {
-	_, err := config.Parse([]byte(config.Sample), env(map[string]string{"GITHUB_WEBHOOK_SECRET": "gh"}))
+	_, err := config.Parse([]byte(config.Sample), env(map[string]string{"GITHUB_WEBHOOK_SECRET": "gh", "ONCEHOOK_API_TOKEN": "0123456789abcdef0123"}))
 	if err == nil || !strings.Contains(err.Error(), "STRIPE_WEBHOOK_SECRET") {
 		t.Fatalf("err = %v, want one naming STRIPE_WEBHOOK_SECRET", err)
 	}

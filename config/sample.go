@@ -27,6 +27,18 @@ delivery:
   concurrency: 64            # attempts in flight at once
   # lease: 40s               # default: the longest destination timeout + 30s (at least timeout + 5s)
 
+# The API listener, for your own services and operators (not providers): the
+# effects ledger (/v1/effects), the admin API and the dashboard (/ui).
+api:
+  listen: 127.0.0.1:8081
+  tokens:
+    - {name: ops, token: "${ONCEHOOK_API_TOKEN}"}                     # every scope
+    # - {name: grafana, token: "${ONCEHOOK_RO_TOKEN}", read_only: true}   # GET only
+
+# effects:
+#   retention: 30d           # how long a done/failed record answers later claims
+#   retention_by_prefix: {"capi:": 8d}
+
 sources:
   - name: stripe             # receives at POST /in/stripe
     preset: stripe           # stripe | github | shopify | whatsapp | slack | ... | generic (see the README)

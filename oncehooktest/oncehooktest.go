@@ -20,6 +20,8 @@ package oncehooktest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"strings"
 	"sync"
@@ -35,8 +37,12 @@ type Gateway struct {
 	*oncehook.Gateway
 	// URL is where it listens, e.g. http://127.0.0.1:41234; sources are at
 	// URL + "/in/" + name.
-	URL  string
-	stop func()
+	URL string
+	// APIURL is its API listener (the effects ledger, the admin API), and
+	// APIToken a token with every scope: the config's first, or one made up.
+	APIURL   string
+	APIToken string
+	stop     func()
 }
 
 // Start runs a gateway from YAML configuration. "$DIR" in it is replaced by
@@ -59,6 +65,11 @@ func StartWith(t testing.TB, yaml string, opts oncehook.Options) *Gateway {
 	if err != nil {
 		t.Fatalf("oncehooktest: config: %v", err)
 	}
+	if len(cfg.API.Tokens) == 0 {
+		var b [16]byte
+		rand.Read(b[:])
+		cfg.API.Tokens = []config.APIToken{{Name: "oncehooktest", Token: hex.EncodeToString(b[:])}}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	gw, err := oncehook.New(ctx, cfg, opts)
 	if err != nil {
@@ -71,8 +82,15 @@ func StartWith(t testing.TB, yaml string, opts oncehook.Options) *Gateway {
 		gw.Close()
 		t.Fatalf("oncehooktest: %v", err)
 	}
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		ln.Close()
+		gw.Close()
+		t.Fatalf("oncehooktest: %v", err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
+	go func() { done <- gw.Serve(ctx, ln, apiLn) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -83,7 +101,8 @@ func StartWith(t testing.TB, yaml string, opts oncehook.Options) *Gateway {
 		})
 	}
 	t.Cleanup(stop)
-	return &Gateway{Gateway: gw, URL: "http://" + ln.Addr().String(), stop: stop}
+	return &Gateway{Gateway: gw, URL: "http://" + ln.Addr().String(), APIURL: "http://" + apiLn.Addr().String(),
+		APIToken: cfg.API.Tokens[0].Token, stop: stop}
 }
 
 // Stop shuts the gateway down gracefully now, instead of when the test ends.

@@ -31,6 +31,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv("ONCEHOOK_EFFECT_HOLDER") != "" {
+		effectHolder() // a child of TestKilledEffectHolderIsTakenOverOnce
+		return
+	}
 	dir, err := os.MkdirTemp("", "oncehook-bin")
 	if err != nil {
 		panic(err)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
@@ -27,6 +30,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "override the config's listen address")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	demoFlag := fs.Bool("demo", false, "run the demo (a public secret) even where a config exists, or on a non-loopback address")
+	apiListen := fs.String("api-listen", "", "override the config's api.listen (the effects ledger, admin API and dashboard)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -58,36 +62,67 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if demo {
 		// The sink's URL must follow the port actually bound (":0" picks one).
 		cfg = config.Demo(ln.Addr().String())
+		// The demo's API gets a token of its own, printed below; on a port
+		// picked by the system when intake's was.
+		var b [16]byte
+		rand.Read(b[:])
+		cfg.API.Tokens = []config.APIToken{{Name: "demo", Token: hex.EncodeToString(b[:])}}
+		if _, port, _ := net.SplitHostPort(ln.Addr().String()); *listen != "" && strings.HasSuffix(*listen, ":0") && port != "" {
+			cfg.API.Listen = "127.0.0.1:0"
+		}
+	}
+	if *apiListen != "" {
+		cfg.API.Listen = *apiListen
+	}
+	var apiLns []net.Listener
+	if len(cfg.API.Tokens) > 0 {
+		apiLn, err := net.Listen("tcp", cfg.API.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("api listen: %w", err)
+		}
+		apiLns = append(apiLns, apiLn)
 	}
 	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: log, DemoSink: demo})
 	if err != nil {
 		ln.Close()
+		for _, l := range apiLns {
+			l.Close()
+		}
 		return err
 	}
 	addr := ln.Addr().String()
+	apiLine := "  api:    off (no api.tokens in the config)\n"
+	if len(apiLns) > 0 {
+		apiLine = fmt.Sprintf("  api:    http://%s (effects ledger /v1/effects; tokens from api.tokens)\n", apiLns[0].Addr())
+		if demo {
+			apiLine = fmt.Sprintf("  api:    http://%s (effects ledger /v1/effects), token %s\n", apiLns[0].Addr(), cfg.API.Tokens[0].Token)
+		}
+	}
 	store := config.Redact(cfg.Store)
 	if demo {
 		fmt.Fprintf(stdout, `oncehook is listening on http://%s in DEMO mode (no config: %s unset, no %s here).
   This is the demo: its source's secret %s is public. Do not expose it; run a real config with --config.
   store:  %s (synchronous=FULL)
   source: "demo" (preset stripe, secret %s) delivers to the built-in demo sink
-
+%s
 Send it a test event; send the same one again and the answer says "duplicate":
   oncehook send --url http://%s/in/demo --preset stripe --secret %s \
     --body '{"id":"evt_demo_1","object":"event","type":"demo.created"}'
   (from a checkout: go run ./cmd/oncehook send ...)
 
 Write a real config with: oncehook init
-`, addr, configEnv, defaultConfigPath, config.DemoSecret, store, config.DemoSecret, addr, config.DemoSecret)
+`, addr, configEnv, defaultConfigPath, config.DemoSecret, store, config.DemoSecret, apiLine, addr, config.DemoSecret)
 		log.Warn("running the DEMO: no config was found, and the demo source's secret is public", "config_env", configEnv)
 	} else {
 		fmt.Fprintf(stdout, "oncehook is listening on http://%s (config %s, store %s, %s)\n", addr, source, store, plural(len(cfg.Sources), "source", "sources"))
+		fmt.Fprint(stdout, apiLine)
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintln(stdout, "  warning:", w)
 		}
 	}
 	log.Info("serving", "addr", addr, "store", store, "demo", demo)
-	err = gw.Serve(ctx, ln)
+	err = gw.Serve(ctx, ln, apiLns...)
 	log.Info("stopped")
 	return err
 }
@@ -193,6 +228,6 @@ func initConfig(args []string, stdout, stderr io.Writer) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s. Set the secrets it names (e.g. STRIPE_WEBHOOK_SECRET), then: oncehook serve --config %s\n", path, path)
+	fmt.Fprintf(stdout, "wrote %s. Set the secrets it names (STRIPE_WEBHOOK_SECRET, GITHUB_WEBHOOK_SECRET, ONCEHOOK_API_TOKEN), then: oncehook serve --config %s\n", path, path)
 	return nil
 }

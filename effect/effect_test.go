@@ -1,0 +1,353 @@
+package effect_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+const gatewayConfig = `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens:
+    - {name: ops, token: ops-token-0123456789}
+    - {name: grafana, token: ro-token-0123456789, read_only: true}
+effects:
+  max_lease: 10m
+  max_result: 64KiB
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_x]}
+`
+
+type api struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (a api) call(method, path, body string) (int, map[string]any, http.Header) {
+	a.t.Helper()
+	req, err := http.NewRequest(method, a.base+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		a.t.Fatalf("%s %s: %d, body %q is not a JSON object", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m, resp.Header
+}
+
+func startGateway(t *testing.T) (*oncehooktest.Gateway, api) {
+	gw := oncehooktest.Start(t, gatewayConfig)
+	return gw, api{t: t, base: gw.APIURL, token: "ops-token-0123456789"}
+}
+
+// The HTTP API as the issue specifies it, answer by answer.
+func TestHTTPClaimCompleteReplay(t *testing.T) {
+	_, a := startGateway(t)
+	key := "/v1/effects/" + url.PathEscape("pix-reminder:HP123:24h")
+	status, m, _ := a.call("POST", key+"/claim", `{"lease":"30s","fingerprint":"f1"}`)
+	if status != 201 || m["state"] != "pending" || m["token"] == "" || m["attempt"] != 1.0 || m["reclaimed"] != false || m["lease_expires_at"] == nil {
+		t.Fatalf("claim: %d %v", status, m)
+	}
+	token := m["token"].(string)
+	status, m, h := a.call("POST", key+"/claim", `{"lease":"30s","fingerprint":"f1"}`)
+	if status != 409 || m["state"] != "pending" || m["retry_after"] == nil || h.Get("Retry-After") == "" {
+		t.Fatalf("claim while held: %d %v %v", status, m, h)
+	}
+	if _, ok := m["token"]; ok {
+		t.Fatal("a busy answer showed the owner's token")
+	}
+	status, m, _ = a.call("POST", key+"/claim", `{"fingerprint":"f2"}`)
+	if status != 422 || m["fingerprint"] != "f1" || m["state"] != "pending" || m["attempt"] != 1.0 {
+		t.Fatalf("another fingerprint: %d %v, want 422 with the existing record", status, m)
+	}
+	if status, m, _ := a.call("POST", key+"/complete", `{"token":"someone-else","result":{}}`); status != 409 || m["reason"] != "stale_token" {
+		t.Fatalf("complete with another token: %d %v", status, m)
+	}
+	result := `{"message_id":"wamid.HBg1","status":"sent"}`
+	if status, m, _ := a.call("POST", key+"/complete", `{"token":"`+token+`","result":`+result+`}`); status != 200 || m["state"] != "done" {
+		t.Fatalf("complete: %d %v", status, m)
+	}
+	if status, _, _ := a.call("POST", key+"/complete", `{"token":"`+token+`","result":`+result+`}`); status != 200 {
+		t.Fatalf("completing twice with the same token: %d", status)
+	}
+	// A later claim gets the stored result, byte for byte.
+	req, _ := http.NewRequest("POST", a.base+key+"/claim", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(raw, []byte(`"result":`+result)) || !bytes.Contains(raw, []byte(`"replayed":true`)) {
+		t.Fatalf("claim after done: %d %s", resp.StatusCode, raw)
+	}
+	status, m, _ = a.call("GET", key, "")
+	attempts, _ := m["attempts"].([]any)
+	if status != 200 || m["state"] != "done" || len(attempts) != 1 || m["token"] != nil {
+		t.Fatalf("get: %d %v", status, m)
+	}
+}
+
+func TestHTTPReleaseFailDeadline(t *testing.T) {
+	_, a := startGateway(t)
+	_, m, _ := a.call("POST", "/v1/effects/k1/claim", `{"lease":"1m"}`)
+	first := m["token"].(string)
+	if status, m, _ := a.call("POST", "/v1/effects/k1/release", `{"token":"`+first+`","error":"provider timeout"}`); status != 200 || m["state"] != "pending" {
+		t.Fatalf("release: %d %v", status, m)
+	}
+	status, m, _ := a.call("POST", "/v1/effects/k1/claim", `{"lease":"1m"}`)
+	if status != 201 || m["attempt"] != 2.0 || m["reclaimed"] != false {
+		t.Fatalf("claim after release: %d %v, want attempt 2", status, m)
+	}
+	second := m["token"].(string)
+	if status, m, _ := a.call("POST", "/v1/effects/k1/renew", `{"token":"`+second+`","lease":"5m"}`); status != 200 || m["lease_expires_at"] == nil {
+		t.Fatalf("renew: %d %v", status, m)
+	}
+	if status, _, _ := a.call("POST", "/v1/effects/k1/renew", `{"token":"`+first+`","lease":"5m"}`); status != 409 {
+		t.Fatalf("renew with a released token: %d", status)
+	}
+	if status, _, _ := a.call("POST", "/v1/effects/k1/fail", `{"token":"`+second+`","error":"invalid phone"}`); status != 200 {
+		t.Fatal(status)
+	}
+	if status, m, _ := a.call("POST", "/v1/effects/k1/claim", `{}`); status != 409 || m["state"] != "failed" || m["error"] != "invalid phone" {
+		t.Fatalf("claim after fail: %d %v", status, m)
+	}
+	past := time.Now().Add(-time.Minute).Format(time.RFC3339)
+	if status, m, _ := a.call("POST", "/v1/effects/capi:Purchase:o1/claim", `{"deadline":"`+past+`"}`); status != 410 || m["state"] != "expired" {
+		t.Fatalf("claim past its deadline: %d %v", status, m)
+	}
+}
+
+// Bad input gets a clear 400 and changes nothing; the API needs a token,
+// and a read-only token may not change anything.
+func TestHTTPBadInputAndTokens(t *testing.T) {
+	gw, a := startGateway(t)
+	long := strings.Repeat("k", effect.MaxKeyLen+1)
+	cases := []struct{ path, body, field string }{
+		{"/v1/effects/" + long + "/claim", `{}`, "key"},
+		{"/v1/effects/k/claim", `{"lease":"0s"}`, "lease"},
+		{"/v1/effects/k/claim", `{"lease":"11m"}`, "lease"},
+		{"/v1/effects/k/claim", `{"lease":"soon"}`, ""},
+		{"/v1/effects/k/claim", `{"lease":`, ""},
+		{"/v1/effects/k/claim", `{"leese":"1s"}`, ""},
+		{"/v1/effects/k/complete", `{"token":"","result":1}`, "token"},
+		{"/v1/effects/k/complete", `{"token":"t","result":{"big":"` + strings.Repeat("x", 70<<10) + `"}}`, ""},
+		{"/v1/effects/" + url.PathEscape("a\x01b") + "/claim", `{}`, "key"},
+	}
+	for _, c := range cases {
+		status, m, _ := a.call("POST", c.path, c.body)
+		if status != 400 && status != 413 {
+			t.Errorf("POST %.60s %.40s: %d %v, want 400", c.path, c.body, status, m)
+		}
+		if c.field != "" && m["field"] != c.field {
+			t.Errorf("POST %.60s: field %v, want %s", c.path, m["field"], c.field)
+		}
+	}
+	if st, _ := gw.Store().Stats(context.Background()); len(st.Effects) != 0 {
+		t.Fatalf("bad input left records: %v", st.Effects)
+	}
+	if status, m, h := (api{t: t, base: a.base}).call("POST", "/v1/effects/k/claim", `{}`); status != 401 || m["reason"] != "unauthorized" || h.Get("WWW-Authenticate") == "" {
+		t.Fatalf("no token: %d %v", status, m)
+	}
+	if status, _, _ := (api{t: t, base: a.base, token: "ops-token-0123456788"}).call("GET", "/v1/effects/k", ""); status != 401 {
+		t.Fatalf("a wrong token: %d", status)
+	}
+	ro := api{t: t, base: a.base, token: "ro-token-0123456789"}
+	if status, m, _ := ro.call("POST", "/v1/effects/k/claim", `{}`); status != 403 || m["reason"] != "read_only" {
+		t.Fatalf("a read-only token claiming: %d %v", status, m)
+	}
+	if status, _, _ := ro.call("GET", "/v1/effects?state=pending", ""); status != 200 {
+		t.Fatalf("a read-only token listing: %d", status)
+	}
+	if status, _, _ := a.call("GET", "/v1/effects?state=lost", ""); status != 400 {
+		t.Fatalf("a bad filter: %d", status)
+	}
+}
+
+// Invariant 9 over HTTP: 100 concurrent claimers, one owner; once done,
+// every later claimer gets the owner's result, byte for byte.
+func TestHTTPOneOwnerAmongHundredClaimers(t *testing.T) {
+	gw, _ := startGateway(t)
+	transport := &http.Transport{MaxIdleConnsPerHost: 100}
+	defer transport.CloseIdleConnections() // connections dialed and never used would hold the gateway's shutdown
+	client := effect.NewClient(gw.APIURL, "ops-token-0123456789", &http.Client{Transport: transport})
+	var mu sync.Mutex
+	owners, busy := 0, 0
+	var token string
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c, err := client.Claim(context.Background(), "llm-summary:evt_1", effect.ClaimOptions{Lease: time.Minute})
+			mu.Lock()
+			defer mu.Unlock()
+			var b *effect.BusyError
+			switch {
+			case err == nil && !c.Replayed:
+				owners++
+				token = c.Token
+			case errors.As(err, &b) && !b.RetryAfter.IsZero():
+				busy++
+			default:
+				t.Errorf("claim: %+v %v", c, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if owners != 1 || busy != 99 {
+		t.Fatalf("%d owners, %d busy: want 1 and 99", owners, busy)
+	}
+	result := json.RawMessage(`{"summary": "two  spaces"}`)
+	if err := client.Complete(context.Background(), "llm-summary:evt_1", token, result); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		c, err := client.Claim(context.Background(), "llm-summary:evt_1", effect.ClaimOptions{})
+		if err != nil || !c.Replayed || string(c.Result) != string(result) {
+			t.Fatalf("after done: %+v %v", c, err)
+		}
+	}
+}
+
+// Do runs the work once, however many callers ask at once, over HTTP and
+// in process alike; a permanent error fails the key, a transient one
+// releases it for the next caller.
+func TestDoRunsTheWorkOnce(t *testing.T) {
+	gw, _ := startGateway(t)
+	transport := &http.Transport{}
+	defer transport.CloseIdleConnections()
+	ledgers := map[string]effect.Ledger{
+		"in process": gw.Effects(),
+		"over HTTP":  effect.NewClient(gw.APIURL, "ops-token-0123456789", &http.Client{Transport: transport}),
+	}
+	for name, l := range ledgers {
+		t.Run(name, func(t *testing.T) {
+			key := "send:" + name
+			var mu sync.Mutex
+			runs, replays := 0, 0
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						res, replayed, err := effect.Do(context.Background(), l, key, effect.ClaimOptions{Lease: 5 * time.Second},
+							func(ctx context.Context, c effect.Claim) (json.RawMessage, error) {
+								mu.Lock()
+								runs++
+								mu.Unlock()
+								time.Sleep(20 * time.Millisecond)
+								return json.RawMessage(`{"sent":1}`), nil
+							})
+						var busy *effect.BusyError
+						if errors.As(err, &busy) {
+							time.Sleep(10 * time.Millisecond)
+							continue
+						}
+						if err != nil || string(res) != `{"sent":1}` {
+							t.Errorf("Do: %s %v", res, err)
+						}
+						if replayed {
+							mu.Lock()
+							replays++
+							mu.Unlock()
+						}
+						return
+					}
+				}()
+			}
+			wg.Wait()
+			if runs != 1 || replays != 19 {
+				t.Fatalf("the work ran %d times, %d callers got it replayed: want 1 and 19", runs, replays)
+			}
+			_, _, err := effect.Do(context.Background(), l, key+":bad", effect.ClaimOptions{}, func(context.Context, effect.Claim) (json.RawMessage, error) {
+				return nil, effect.Permanent(errors.New("invalid phone number"))
+			})
+			var failed *effect.FailedError
+			if _, _, err2 := effect.Do(context.Background(), l, key+":bad", effect.ClaimOptions{}, nil); err == nil || !errors.As(err2, &failed) {
+				t.Fatalf("after a permanent error: %v, then %v; want the key failed for good", err, err2)
+			}
+			calls := 0
+			for range 2 {
+				effect.Do(context.Background(), l, key+":flaky", effect.ClaimOptions{}, func(_ context.Context, c effect.Claim) (json.RawMessage, error) {
+					calls++
+					if c.Attempt == 1 {
+						return nil, errors.New("timeout")
+					}
+					return json.RawMessage(`2`), nil
+				})
+			}
+			rec, err := l.Get(context.Background(), key+":flaky")
+			if err != nil || calls != 2 || rec.State != "done" || rec.Attempt != 2 || len(rec.Attempts) != 2 || rec.Attempts[0].Outcome != "released" {
+				t.Fatalf("after a transient error and a retry: %d calls, %+v %v", calls, rec, err)
+			}
+		})
+	}
+}
+
+// The reconciliation list: pending effects whose owners stopped halfway
+// (their leases expired), page by page.
+func TestHTTPReconciliationList(t *testing.T) {
+	gw, a := startGateway(t)
+	for i := range 5 {
+		if _, err := gw.Effects().Claim(context.Background(), fmt.Sprintf("half-%d", i), effect.ClaimOptions{Lease: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gw.Effects().Claim(context.Background(), "held", effect.ClaimOptions{Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	var keys []string
+	cursor := ""
+	for page := 0; page < 10; page++ {
+		status, m, _ := a.call("GET", "/v1/effects?state=pending&stale=true&limit=2&cursor="+url.QueryEscape(cursor), "")
+		if status != 200 {
+			t.Fatalf("list: %d %v", status, m)
+		}
+		for _, e := range m["effects"].([]any) {
+			rec := e.(map[string]any)
+			if rec["stale"] != true {
+				t.Errorf("listed as stale: %v", rec)
+			}
+			keys = append(keys, rec["key"].(string))
+		}
+		next, ok := m["next_cursor"].(string)
+		if !ok {
+			break
+		}
+		cursor = next
+	}
+	if fmt.Sprint(keys) != "[half-0 half-1 half-2 half-3 half-4]" {
+		t.Fatalf("stale effects %v", keys)
+	}
+}

@@ -1,0 +1,334 @@
+package effect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// The HTTP API, under /v1/effects on the gateway's API listener (behind its
+// bearer tokens). Bodies and answers are JSON:
+//
+//	POST /v1/effects/{key}/claim     {"lease":"30s","fingerprint":"...","deadline":"RFC 3339"}
+//	  201 {"state":"pending","token":"...","attempt":1,"reclaimed":false,"lease_expires_at":"..."}
+//	  200 {"state":"done","result":<stored JSON>,"replayed":true}
+//	  409 {"state":"pending","retry_after":"..."}, with Retry-After
+//	  409 {"state":"failed","error":"..."}
+//	  422 the existing record: claimed with another fingerprint; nothing changes
+//	  410 {"state":"expired"}
+//	POST /v1/effects/{key}/complete  {"token":"...","result":<any JSON>}   200, or 409 stale_token
+//	POST /v1/effects/{key}/release   {"token":"...","error":"..."}         200, or 409
+//	POST /v1/effects/{key}/fail      {"token":"...","error":"..."}         200, or 409
+//	POST /v1/effects/{key}/renew     {"token":"...","lease":"30s"}         200, or 409
+//	POST /v1/effects/{key}/reset     (an operator: reopen failed/expired)  200, or 409
+//	GET  /v1/effects/{key}           the record, with its attempts
+//	GET  /v1/effects?state=pending&stale=true&cursor=&limit=   the reconciliation list
+//
+// Bad input (an empty or oversized key, a malformed body, a lease of 0 or
+// over the maximum, a result over the limit) is 400 and changes nothing.
+
+// Handler serves the ledger's HTTP API. Mount it at /v1/effects and
+// /v1/effects/ behind the API's authentication.
+func Handler(l *Local, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{l: l, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/effects/{key}/claim", h.claim)
+	mux.HandleFunc("POST /v1/effects/{key}/complete", h.complete)
+	mux.HandleFunc("POST /v1/effects/{key}/release", h.release)
+	mux.HandleFunc("POST /v1/effects/{key}/fail", h.fail)
+	mux.HandleFunc("POST /v1/effects/{key}/renew", h.renew)
+	mux.HandleFunc("POST /v1/effects/{key}/reset", h.reset)
+	mux.HandleFunc("GET /v1/effects/{key}", h.get)
+	mux.HandleFunc("GET /v1/effects", h.list)
+	mux.HandleFunc("/v1/effects/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such effects endpoint: see POST /v1/effects/{key}/claim")
+	})
+	return mux
+}
+
+type handler struct {
+	l   *Local
+	log *slog.Logger
+}
+
+// apiError is every error answer.
+type apiError struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+	Field  string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, reason, msg string) {
+	writeJSON(w, status, apiError{Error: msg, Reason: reason})
+}
+
+// duration reads "30s", "5m" or a number of seconds.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q: want e.g. \"30s\"", s)
+		}
+		*d = duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return errors.New("want a duration such as \"30s\"")
+	}
+	*d = duration(time.Duration(secs * float64(time.Second)))
+	return nil
+}
+
+// decode reads a JSON body (it may be empty), bounded.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.l.opts.MaxResult)+64<<10))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the size limit")
+		} else {
+			writeError(w, http.StatusBadRequest, "unreadable", "could not read the body")
+		}
+		return false
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return true
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "the body is not the JSON this endpoint takes: " + err.Error(), Reason: "invalid"})
+		return false
+	}
+	return true
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request) { h.end(w, r, h.l.Fail) }
+
+func (h *handler) release(w http.ResponseWriter, r *http.Request) { h.end(w, r, h.l.Release) }
+
+// answerError answers an error of the ledger.
+func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	var invalid *InvalidError
+	var busy *BusyError
+	var failedErr *FailedError
+	switch {
+	case errors.As(err, &invalid):
+		writeJSON(w, http.StatusBadRequest, apiError{Error: invalid.Error(), Reason: "invalid", Field: invalid.Field})
+	case errors.As(err, &busy):
+		secs := int(time.Until(busy.RetryAfter).Seconds()) + 1
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		writeJSON(w, http.StatusConflict, map[string]any{"state": store.EffectPending, "retry_after": busy.RetryAfter.UTC(), "reason": "busy"})
+	case errors.As(err, &failedErr):
+		writeJSON(w, http.StatusConflict, map[string]any{"state": store.EffectFailed, "error": failedErr.Reason, "reason": "failed"})
+	case errors.Is(err, ErrExpired):
+		writeJSON(w, http.StatusGone, map[string]any{"state": store.EffectExpired, "reason": "expired"})
+	case errors.Is(err, ErrStaleToken):
+		writeError(w, http.StatusConflict, "stale_token", err.Error())
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
+		h.log.Error("effects: the store is unavailable", "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the ledger could not commit; retry")
+	default:
+		h.log.Error("effects: unexpected error", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+	}
+}
+
+func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Lease       *duration `json:"lease"`
+		Fingerprint string    `json:"fingerprint"`
+		Deadline    time.Time `json:"deadline"`
+	}
+	if !h.decode(w, r, &body) {
+		return
+	}
+	key := r.PathValue("key")
+	opts := ClaimOptions{Fingerprint: body.Fingerprint, Deadline: body.Deadline}
+	if body.Lease != nil {
+		if *body.Lease <= 0 {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "lease: want more than 0 (leave it out for the default)", Reason: "invalid", Field: "lease"})
+			return
+		}
+		opts.Lease = time.Duration(*body.Lease)
+	}
+	c, err := h.l.Claim(r.Context(), key, opts)
+	if errors.Is(err, ErrFingerprint) {
+		// The existing record, unchanged: the caller's key is too coarse.
+		rec, gerr := h.l.Get(r.Context(), key)
+		if gerr != nil {
+			h.answerError(w, r, gerr)
+			return
+		}
+		writeJSON(w, http.StatusUnprocessableEntity, struct {
+			Record
+			Reason string `json:"reason"`
+			Detail string `json:"detail"`
+		}{rec, "fingerprint_mismatch", err.Error()})
+		return
+	}
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	if c.Replayed {
+		// Written by hand: an encoder would compact the result, and a later
+		// claim gets it back byte for byte.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, "{\"state\":%q,\"replayed\":true,\"result\":%s}\n", store.EffectDone, c.Result)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"state": store.EffectPending, "token": c.Token, "attempt": c.Attempt,
+		"reclaimed": c.Reclaimed, "lease_expires_at": c.LeaseExpiresAt.UTC()})
+}
+
+func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Token  string          `json:"token"`
+		Result json.RawMessage `json:"result"`
+	}
+	if !h.decode(w, r, &body) {
+		return
+	}
+	if err := h.l.Complete(r.Context(), r.PathValue("key"), body.Token, body.Result); err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectDone})
+}
+
+func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, key, token, reason string) error) {
+	var body struct {
+		Token string `json:"token"`
+		Error string `json:"error"`
+	}
+	if !h.decode(w, r, &body) {
+		return
+	}
+	if err := op(r.Context(), r.PathValue("key"), body.Token, body.Error); err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	rec, err := h.l.Get(r.Context(), r.PathValue("key"))
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"state": rec.State})
+}
+
+func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Token string   `json:"token"`
+		Lease duration `json:"lease"`
+	}
+	if !h.decode(w, r, &body) {
+		return
+	}
+	if body.Lease <= 0 {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "lease: want more than 0", Reason: "invalid", Field: "lease"})
+		return
+	}
+	until, err := h.l.Renew(r.Context(), r.PathValue("key"), body.Token, time.Duration(body.Lease))
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending, "lease_expires_at": until.UTC()})
+}
+
+func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
+	if err := h.l.Reset(r.Context(), r.PathValue("key")); err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending})
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	rec, err := h.l.Get(r.Context(), r.PathValue("key"))
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// list answers the reconciliation list, a page at a time: next_cursor is
+// the cursor of the next page, absent on the last.
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	query := store.EffectQuery{State: q.Get("state"), After: q.Get("cursor"), Limit: 100}
+	switch query.State {
+	case "", store.EffectPending, store.EffectDone, store.EffectFailed, store.EffectExpired:
+	default:
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "state: want pending, done, failed or expired", Reason: "invalid", Field: "state"})
+		return
+	}
+	if s := q.Get("stale"); s != "" {
+		stale, err := strconv.ParseBool(s)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "stale: want true or false", Reason: "invalid", Field: "stale"})
+			return
+		}
+		query.Stale = stale
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "limit: want 1 to 1000", Reason: "invalid", Field: "limit"})
+			return
+		}
+		query.Limit = n
+	}
+	if len(query.After) > MaxKeyLen {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "cursor: not a cursor this API gave", Reason: "invalid", Field: "cursor"})
+		return
+	}
+	recs, err := h.l.List(r.Context(), query)
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	page := struct {
+		Effects    []Record `json:"effects"`
+		NextCursor string   `json:"next_cursor,omitempty"`
+	}{Effects: recs}
+	if page.Effects == nil {
+		page.Effects = []Record{}
+	}
+	if len(recs) == query.Limit {
+		page.NextCursor = recs[len(recs)-1].Key
+	}
+	writeJSON(w, http.StatusOK, page)
+}

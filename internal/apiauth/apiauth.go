@@ -1,0 +1,115 @@
+// Package apiauth guards the gateway's API listener (the effects ledger,
+// the admin API and the dashboard) with bearer tokens from the config.
+//
+// Intake is for providers, on the internet; the API is for the user's own
+// services and operators. Every API request carries a token: unknown or
+// missing is 401, a read-only token on a change is 403. Tokens are compared
+// in constant time (both sides hashed first, so neither their contents nor
+// their lengths leak), and the token's name, never its value, goes into
+// logs and the audit log.
+package apiauth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// Token is one configured API token.
+type Token struct {
+	Name     string
+	Value    string
+	ReadOnly bool
+}
+
+type entry struct {
+	name     string
+	hash     [32]byte
+	readOnly bool
+}
+
+// Auth checks requests against a set of tokens.
+type Auth struct {
+	tokens []entry
+}
+
+// New returns an Auth for tokens.
+func New(tokens []Token) *Auth {
+	a := &Auth{}
+	for _, t := range tokens {
+		a.tokens = append(a.tokens, entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly})
+	}
+	return a
+}
+
+// Caller is who made a request: the name of its token.
+type Caller struct {
+	Name     string
+	ReadOnly bool
+}
+
+type callerKey struct{}
+
+// CallerOf returns the request's caller (set by Wrap).
+func CallerOf(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// WithCaller returns ctx carrying c.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// Check returns the caller a token value belongs to. Every configured token
+// is compared, in constant time, whatever matches first.
+func (a *Auth) Check(value string) (Caller, bool) {
+	if value == "" {
+		return Caller{}, false
+	}
+	h := sha256.Sum256([]byte(value))
+	var found Caller
+	ok := false
+	for _, t := range a.tokens {
+		if hmac.Equal(h[:], t.hash[:]) && !ok {
+			found, ok = Caller{Name: t.name, ReadOnly: t.readOnly}, true
+		}
+	}
+	return found, ok
+}
+
+// Bearer returns the token of an Authorization: Bearer header.
+func Bearer(r *http.Request) string {
+	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(v)
+}
+
+func writeError(w http.ResponseWriter, status int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg, "reason": reason})
+}
+
+// Wrap serves h to requests with a known bearer token, and only safe
+// methods (GET, HEAD) to read-only tokens.
+func (a *Auth) Wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := a.Check(Bearer(r))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="oncehook"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
+			return
+		}
+		if c.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+	})
+}
