@@ -114,6 +114,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	}
 	proxies, _ := cfg.TrustedProxyPrefixes() // validated above
 	m := metrics.New()
+	m.Hourly = metrics.NewHourly(nil)
 	st, writers, linger, err := openStore(ctx, cfg, opts.Logger, m)
 	if err != nil {
 		return nil, err
@@ -141,6 +142,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		Outcome: g.health.record,
 		Lease:   lease,
 		Logger:  opts.Logger.With("component", "writer"),
+		// The hourly rollups ride the writer's commits, under this
+		// process's own rows.
+		Stats: g.metrics.Hourly,
+		Shard: store.NewLeaseToken()[:12],
 	})
 	g.worker = deliver.New(st, deliver.Options{
 		Writer:        g.committer,
@@ -201,7 +206,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		g.metrics.Requests.WithLabelValues("", receive.ReasonNotFound).Inc()
+		g.metrics.Request("", receive.ReasonNotFound)
 		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "nothing here: sources receive at POST /in/{source}", Reason: receive.ReasonNotFound})
 	})
 	g.mux.Handle("/in/{source}", g.intake)
@@ -364,6 +369,10 @@ func (g *Gateway) sweep(ctx context.Context) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond) // let intake's commits in between
+		}
+		before := time.Now().Add(-time.Duration(g.cfg.Stats.Retention)).Truncate(time.Hour)
+		if _, err := g.store.SweepRollups(ctx, before); err != nil && ctx.Err() == nil {
+			g.log.Error("rollups sweep", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -48,6 +48,8 @@ type Config struct {
 	API API `yaml:"api"`
 	// Effects tunes the effects ledger.
 	Effects Effects `yaml:"effects"`
+	// Stats tunes the durable hourly rollups.
+	Stats Stats `yaml:"stats"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
@@ -65,6 +67,13 @@ type APIToken struct {
 	Name     string `yaml:"name"`
 	Token    string `yaml:"token"`
 	ReadOnly bool   `yaml:"read_only"`
+}
+
+// Stats tunes the hourly rollups (counts per source and destination per
+// hour, kept in the store).
+type Stats struct {
+	// Retention is how long hours are kept (default 90d).
+	Retention Duration `yaml:"retention"`
 }
 
 // Effects tunes the effects ledger.
@@ -559,6 +568,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.API.Listen == "" {
 		c.API.Listen = DefaultAPIListen
+	}
+	if c.Stats.Retention == 0 {
+		c.Stats.Retention = Duration(90 * 24 * time.Hour)
 	}
 	if c.Effects.Retention == 0 {
 		c.Effects.Retention = Duration(30 * 24 * time.Hour)

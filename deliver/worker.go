@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,9 @@ type Options struct {
 	// store (default 5s): commits in this process wake it at once, but a
 	// replay made by another process (oncehook replay) is found this way.
 	IdlePoll time.Duration
+	// Paused, when set, names the destinations paused now: the worker does
+	// not wait on their deliveries (the writer does not lease them).
+	Paused func() []string
 	// Now and Jitter are injected so tests can control time and randomness.
 	Now    func() time.Time
 	Jitter func(n int64) int64
@@ -336,11 +340,18 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
+func (w *Worker) paused() []string {
+	if w.opts.Paused == nil {
+		return nil
+	}
+	return w.opts.Paused()
+}
+
 // nextPoll is how long until the store's next delivery is due, at most
 // IdlePoll.
 func (w *Worker) nextPoll(ctx context.Context) time.Duration {
 	wait := w.opts.IdlePoll
-	if next, ok, err := w.store.NextDue(ctx); err != nil {
+	if next, ok, err := w.store.NextDue(ctx, w.paused()); err != nil {
 		wait = min(wait, time.Second)
 	} else if ok {
 		wait = min(wait, max(next.Sub(w.opts.Now()), time.Millisecond))
@@ -376,7 +387,7 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		// delivery that crashes its worker would be retried forever.
 		out.Kind, out.Attempt = store.OutcomeDead, d.Attempt-1
 		out.Error = fmt.Sprintf("gave up after %d attempts (the last never reported an outcome: a worker crashed or an attempt outlived its lease)", d.Attempt-1)
-		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "dead").Inc()
+		w.opts.Metrics.Attempt(dest.Name, "dead")
 		w.logAttempt(slog.LevelWarn, d, "dead letter", "reason", out.Error)
 		return out
 	}
@@ -391,9 +402,9 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		out.Kind, out.NextAttemptAt = store.OutcomeReleased, start
 		return out
 	}
-	status, after, location, err := w.post(ctx, dest, d, timeout)
+	status, after, location, response, err := w.post(ctx, dest, d, timeout)
 	out.Duration = w.opts.Now().Sub(start)
-	out.StatusCode = status
+	out.StatusCode, out.Response = status, response
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Shutdown cut the attempt: give the lease back, uncounted, due now.
@@ -402,7 +413,7 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		return out
 	case err == nil && status >= 200 && status < 300:
 		out.Kind = store.OutcomeDelivered
-		w.opts.Metrics.DeliveryLatency.WithLabelValues(dest.Name).Observe(w.opts.Now().Sub(d.ReceivedAt).Seconds())
+		w.opts.Metrics.Latency(dest.Name, w.opts.Now().Sub(d.ReceivedAt))
 	case err == nil && IsPermanent(status):
 		out.Kind = store.OutcomeDead
 		out.Error = fmt.Sprintf("permanent failure: HTTP %d", status)
@@ -435,13 +446,13 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 	}
 	switch out.Kind {
 	case store.OutcomeDelivered:
-		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "delivered").Inc()
+		w.opts.Metrics.Attempt(dest.Name, "delivered")
 		w.logAttempt(slog.LevelDebug, d, "delivered", "status", status, "duration", out.Duration)
 	case store.OutcomeDead:
-		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "dead").Inc()
+		w.opts.Metrics.Attempt(dest.Name, "dead")
 		w.logAttempt(slog.LevelWarn, d, "dead letter", "status", status, "reason", out.Error)
 	case store.OutcomeRetry:
-		w.opts.Metrics.Attempts.WithLabelValues(dest.Name, "retry").Inc()
+		w.opts.Metrics.Attempt(dest.Name, "retry")
 	}
 	return out
 }
@@ -465,15 +476,19 @@ func bounded(s string) string {
 	return s
 }
 
+// responseSnippet is how much of a destination's answer is kept with the
+// attempt, for the operator.
+const responseSnippet = 256
+
 // post makes one HTTP attempt, bounded by timeout. It returns the status (0
 // without an answer), the Retry-After delay to honour (-1 when none), the
-// Location of a redirect, and a transport error.
-func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDelivery, timeout time.Duration) (int, time.Duration, string, error) {
+// Location of a redirect, the start of the answer, and a transport error.
+func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDelivery, timeout time.Duration) (int, time.Duration, string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest.URL, bytes.NewReader(d.Body))
 	if err != nil {
-		return 0, -1, "", err
+		return 0, -1, "", "", err
 	}
 	h := req.Header
 	for k, v := range d.Header { // the provider's routing headers, as received
@@ -501,14 +516,17 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("timed out after %s", timeout)
 		}
-		return 0, -1, "", err
+		return 0, -1, "", "", err
 	}
 	defer resp.Body.Close()
-	// Drain a little so the connection can be reused; the body is not ours.
+	// Keep the start of the answer for the operator; drain a little more so
+	// the connection can be reused. The rest is not ours.
+	head := make([]byte, responseSnippet)
+	n, _ := io.ReadFull(resp.Body, head)
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	after := time.Duration(-1)
 	if ra, ok := retryAfter(resp, w.opts.Now()); ok {
 		after = ra
 	}
-	return resp.StatusCode, after, resp.Header.Get("Location"), nil
+	return resp.StatusCode, after, resp.Header.Get("Location"), strings.ToValidUTF8(string(head[:n]), "\uFFFD"), nil
 }

@@ -248,7 +248,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
 				return
 			}
-			h.metrics.Requests.WithLabelValues(name, "handshake").Inc()
+			h.metrics.Request(name, "handshake")
 			// The reply echoes what the caller sent (hub.challenge): never
 			// let a browser sniff it into something else.
 			w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -269,7 +269,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// 2. Authenticity, before anything in the body is trusted or parsed.
 	if err := src.Preset.Verify(preq, now); err != nil {
 		if src.DiscardUnauthorized {
-			h.metrics.Requests.WithLabelValues(name, ReasonDiscarded).Inc()
+			h.metrics.Request(name, ReasonDiscarded)
 			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", h.client(r))
 			writeJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
 			return
@@ -376,10 +376,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !c.Duplicate {
 			resp.Status = StatusAccepted
 		}
-		h.metrics.Events.WithLabelValues(name, verdict).Inc()
+		h.metrics.Event(name, verdict)
 		resp.Events[i] = res
 	}
-	h.metrics.Requests.WithLabelValues(name, resp.Status).Inc()
+	h.metrics.Request(name, resp.Status)
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -426,7 +426,7 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {
 	msg = bounded(msg)
-	h.metrics.Requests.WithLabelValues(source, reason).Inc()
+	h.metrics.Request(source, reason)
 	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
 		"detail", msg, "client", h.client(r))
 	writeJSON(w, status, ErrorResponse{Error: msg, Reason: reason})

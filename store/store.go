@@ -117,6 +117,7 @@ type Outcome struct {
 	Duration      time.Duration
 	StatusCode    int    // 0 when no HTTP answer arrived
 	Error         string // empty on success
+	Response      string // the start of the destination's answer, for the operator
 	NextAttemptAt time.Time
 }
 
@@ -143,6 +144,10 @@ type Batch struct {
 	// Effects are operations on the effects ledger (see effect.go), applied
 	// in order for each key.
 	Effects []EffectOp
+	// Stats are hourly counters to add (see rollup.go), under Shard: the
+	// writer's own rows.
+	Stats []StatDelta
+	Shard string
 }
 
 // Lease asks a commit to lease deliveries to the caller, in the same
@@ -160,6 +165,8 @@ type Lease struct {
 	Due bool
 	Now time.Time
 	For time.Duration
+	// Paused destinations' deliveries are neither handed off nor leased.
+	Paused []string
 }
 
 // Committed is what a commit did.
@@ -210,11 +217,17 @@ type Store interface {
 	// reconciliation list of what was left halfway or failed.
 	ListEffects(ctx context.Context, q EffectQuery) ([]EffectRecord, error)
 
-	// NextDue returns when the earliest pending delivery becomes due, and
-	// false when there is none. A lease moves a delivery's due time to the
-	// lease's expiry (when another worker may take it over), so this is one
-	// indexed MIN, however large the backlog.
-	NextDue(ctx context.Context) (time.Time, bool, error)
+	// Rollups returns the hourly counters q selects, each summed over its
+	// shards, ordered by hour, scope, name and metric.
+	Rollups(ctx context.Context, q RollupQuery) ([]Rollup, error)
+	// SweepRollups deletes the counters of hours before before.
+	SweepRollups(ctx context.Context, before time.Time) (int, error)
+
+	// NextDue returns when the earliest pending delivery of a destination
+	// not paused becomes due, and false when there is none. A lease moves a
+	// delivery's due time to the lease's expiry (when another worker may take
+	// it over), so this is one indexed MIN, however large the backlog.
+	NextDue(ctx context.Context, paused []string) (time.Time, bool, error)
 
 	// SweepExpired deletes up to limit events whose window ended before now
 	// and that have no delivery still pending or dead-lettered, and up to

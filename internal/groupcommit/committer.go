@@ -43,6 +43,12 @@ var ErrTimeout = fmt.Errorf("groupcommit: commit timed out: %w", store.ErrUnavai
 // CommitFunc commits a batch: a store's Commit.
 type CommitFunc func(ctx context.Context, b store.Batch) (store.Committed, error)
 
+// Stats is an accumulator of hourly counters.
+type Stats interface {
+	Take() []store.StatDelta
+	Restore([]store.StatDelta)
+}
+
 // Receiver is the delivery worker, as the writer sees it.
 type Receiver interface {
 	// Reserve reserves room for up to n deliveries and says how many it
@@ -92,6 +98,10 @@ type Committer struct {
 	// claim has carried them by then.
 	outcomeTimer *time.Timer
 	outcomeDelay time.Duration
+	stats        Stats
+	shard        string
+	flush        *time.Ticker
+	paused       func() []string
 	receiver     Receiver
 	dueTimer     *time.Timer
 	dueAt        time.Time
@@ -142,8 +152,18 @@ type Options struct {
 	// OutcomeDelay is the longest an outcome waits for a commit that
 	// intake makes anyway (default 10ms).
 	OutcomeDelay time.Duration
-	Now          func() time.Time
-	Logger       *slog.Logger
+	// Stats, when set, is where the hourly rollups accumulate: every
+	// commit takes what is there (and gives it back if it fails), and a
+	// quiet writer commits them every FlushEvery (default 10s). Shard
+	// names this process's rows; each writer adds its index.
+	Stats      Stats
+	Shard      string
+	FlushEvery time.Duration
+	// Paused, when set, names the destinations paused now: their
+	// deliveries are neither handed off nor leased.
+	Paused func() []string
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // New starts a Committer's writers.
@@ -172,6 +192,9 @@ func New(commit CommitFunc, opts Options) *Committer {
 	if opts.OutcomeDelay <= 0 {
 		opts.OutcomeDelay = 10 * time.Millisecond
 	}
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = 10 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -194,11 +217,27 @@ func New(commit CommitFunc, opts Options) *Committer {
 		signal:       make(chan struct{}, 1),
 		closeWait:    opts.CloseTimeout,
 		outcomeDelay: opts.OutcomeDelay,
+		stats:        opts.Stats,
+		shard:        opts.Shard,
+		paused:       opts.Paused,
 	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
-	for range opts.Writers {
+	for i := range opts.Writers {
 		c.wg.Add(1)
-		go c.write()
+		go c.write(fmt.Sprintf("%s/%d", c.shard, i))
+	}
+	if c.stats != nil {
+		c.flush = time.NewTicker(opts.FlushEvery)
+		go func() {
+			for {
+				select {
+				case <-c.stop.Done():
+					return
+				case <-c.flush.C:
+					c.wake()
+				}
+			}
+		}()
 	}
 	return c
 }
@@ -338,6 +377,9 @@ func (c *Committer) Close() {
 		close(c.queue)
 	}
 	c.mu.Unlock()
+	if c.flush != nil {
+		c.flush.Stop()
+	}
 	c.work.Lock()
 	c.receiver = nil
 	if c.dueTimer != nil {
@@ -364,6 +406,9 @@ type tick struct {
 	dueGen   uint64 // the due generation asked for; 0: no due lease
 	receiver Receiver
 	reserved int
+	stats    []store.StatDelta
+	shard    string
+	paused   []string
 }
 
 // take collects the worker's side of a tick: its outcomes, whether it asked
@@ -376,6 +421,12 @@ func (c *Committer) take(events []store.NewEvent, final bool) tick {
 	var t tick
 	if !final && c.now().Before(c.holdTill) {
 		return t // backing off after failures; claims still go through
+	}
+	if c.stats != nil {
+		t.stats = c.stats.Take()
+	}
+	if c.paused != nil {
+		t.paused = c.paused()
 	}
 	t.outcomes, c.outcomes = c.outcomes, nil
 	if c.receiver != nil && !final {
@@ -395,7 +446,7 @@ func (c *Committer) take(events []store.NewEvent, final bool) tick {
 	return t
 }
 
-func (c *Committer) write() {
+func (c *Committer) write(shard string) {
 	defer c.wg.Done()
 	batch := make([]*request, 0, 64)
 	events := make([]store.NewEvent, 0, c.maxBatch)
@@ -409,7 +460,7 @@ func (c *Committer) write() {
 			select {
 			case req, ok := <-c.queue:
 				if !ok {
-					c.commit(nil, nil, nil, c.take(nil, true)) // the worker's last outcomes
+					c.commit(nil, nil, nil, c.shardOf(c.take(nil, true), shard)) // the worker's last outcomes
 					return
 				}
 				first = req
@@ -421,7 +472,7 @@ func (c *Committer) write() {
 					if ok {
 						first = req
 					} else {
-						c.commit(nil, nil, nil, c.take(nil, true))
+						c.commit(nil, nil, nil, c.shardOf(c.take(nil, true), shard))
 						return
 					}
 				default:
@@ -474,14 +525,19 @@ func (c *Committer) write() {
 			}
 		}
 		lastRequests = len(batch)
-		c.commit(batch, events, effects, c.take(events, false))
+		c.commit(batch, events, effects, c.shardOf(c.take(events, false), shard))
 	}
+}
+
+func (c *Committer) shardOf(t tick, shard string) tick {
+	t.shard = shard
+	return t
 }
 
 // commit commits one tick and answers everyone in it.
 func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []store.EffectOp, t tick) {
-	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease}
-	if len(events) == 0 && len(effects) == 0 && len(t.outcomes) == 0 && (lease.Max == 0 || !lease.Due) {
+	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Paused: t.paused}
+	if len(events) == 0 && len(effects) == 0 && len(t.outcomes) == 0 && len(t.stats) == 0 && (lease.Max == 0 || !lease.Due) {
 		if t.receiver != nil {
 			t.receiver.Hand(nil, t.reserved)
 		}
@@ -490,7 +546,7 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 	if c.observe != nil && len(events) > 0 {
 		c.observe(len(events))
 	}
-	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease, Effects: effects})
+	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease, Effects: effects, Stats: t.stats, Shard: t.shard})
 	if errors.Is(err, store.ErrRejected) && (len(batch) > 1 || len(batch) == 1 && len(t.outcomes) > 0) {
 		c.split(batch, t)
 		return
@@ -562,6 +618,9 @@ func (c *Committer) settled(t tick, created, leased int) {
 // worker's side of the ticks (not the claims, which must fail fast) so that
 // a store that is down is not hammered.
 func (c *Committer) failed(t tick, err error) {
+	if c.stats != nil {
+		c.stats.Restore(t.stats)
+	}
 	c.work.Lock()
 	defer c.work.Unlock()
 	c.outcomes = append(t.outcomes, c.outcomes...)
@@ -582,13 +641,17 @@ func (c *Committer) failed(t tick, err error) {
 // its own, so that only the request that carries the offending data gets
 // the error.
 func (c *Committer) split(batch []*request, t tick) {
-	if len(t.outcomes) > 0 || t.reserved > 0 {
-		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease}})
+	if len(t.outcomes) > 0 || t.reserved > 0 || len(t.stats) > 0 {
+		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Paused: t.paused},
+			Stats: t.stats, Shard: t.shard})
 		switch {
 		case errors.Is(err, store.ErrRejected):
 			// Not retried: their leases expire and the deliveries are
 			// attempted again, under the same Idempotency-Key.
 			c.log.Error("the store refused delivery outcomes; their deliveries will be retried when their leases expire", "err", err, "outcomes", len(t.outcomes))
+			if c.stats != nil {
+				c.stats.Restore(t.stats)
+			}
 			if t.receiver != nil {
 				t.receiver.Hand(nil, t.reserved)
 			}
@@ -605,7 +668,7 @@ func (c *Committer) split(batch []*request, t tick) {
 		}
 	}
 	for _, req := range batch {
-		c.commit([]*request{req}, req.events, req.effects, tick{})
+		c.commit([]*request{req}, req.events, req.effects, tick{shard: t.shard})
 	}
 }
 

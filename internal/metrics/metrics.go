@@ -4,8 +4,12 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/oncehook/oncehook/store"
 )
 
 // Metrics are the collectors of one gateway.
@@ -30,6 +34,49 @@ type Metrics struct {
 	// counts its failed calls (each one fell back to the store).
 	RedisHits   prometheus.Counter
 	RedisErrors *prometheus.CounterVec
+
+	// Hourly accumulates the durable hourly rollups of the same counts;
+	// the writer commits them (nil: none).
+	Hourly *Hourly
+}
+
+// Request counts an intake answer, in Prometheus and the hourly rollups.
+func (m *Metrics) Request(source, outcome string) {
+	m.Requests.WithLabelValues(source, outcome).Inc()
+	m.Hourly.Add(store.ScopeSource, source, "requests."+outcome, 1)
+}
+
+// Event counts an event's verdict (accepted, duplicate, keyless).
+func (m *Metrics) Event(source, verdict string) {
+	m.Events.WithLabelValues(source, verdict).Inc()
+	m.Hourly.Add(store.ScopeSource, source, "events."+verdict, 1)
+}
+
+// Attempt counts a delivery attempt's outcome (delivered, retry, dead).
+func (m *Metrics) Attempt(destination, outcome string) {
+	m.Attempts.WithLabelValues(destination, outcome).Inc()
+	m.Hourly.Add(store.ScopeDestination, destination, "attempts."+outcome, 1)
+}
+
+// LatencyBuckets are the hourly rollups' delivery latency buckets: counts
+// of deliveries at most that long after receipt (cumulative, so they add
+// up across hours and replicas).
+var LatencyBuckets = []struct {
+	Metric string
+	Le     time.Duration
+}{{"latency.le_10ms", 10 * time.Millisecond}, {"latency.le_100ms", 100 * time.Millisecond}, {"latency.le_1s", time.Second},
+	{"latency.le_10s", 10 * time.Second}, {"latency.le_1m", time.Minute}, {"latency.le_1h", time.Hour}}
+
+// Latency counts a successful delivery's time from receipt.
+func (m *Metrics) Latency(destination string, d time.Duration) {
+	m.DeliveryLatency.WithLabelValues(destination).Observe(d.Seconds())
+	m.Hourly.Add(store.ScopeDestination, destination, "latency.count", 1)
+	m.Hourly.Add(store.ScopeDestination, destination, "latency.sum_ms", d.Milliseconds())
+	for _, b := range LatencyBuckets {
+		if d <= b.Le {
+			m.Hourly.Add(store.ScopeDestination, destination, b.Metric, 1)
+		}
+	}
 }
 
 // New creates and registers the collectors on a fresh registry.

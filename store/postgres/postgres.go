@@ -267,8 +267,11 @@ const commitSQL = `WITH input AS (
 		SELECT e.source, e.key, e.expires_at FROM input i JOIN events e USING (source, key)
 		WHERE NOT EXISTS (SELECT 1 FROM inserted n WHERE n.source = i.source AND n.key = i.key)
 	), fresh AS (
+		-- n numbers the deliveries that may be handed off (not to a paused
+		-- destination); a paused one gets no number to stay unleased.
 		SELECT inserted.id AS event_id, d.destination, i.received_at,
-			row_number() OVER (ORDER BY inserted.id, d.destination) AS n
+			CASE WHEN d.destination = ANY($16::text[]) THEN NULL
+			ELSE row_number() OVER (PARTITION BY d.destination = ANY($16::text[]) ORDER BY inserted.id, d.destination) END AS n
 		FROM inserted
 		JOIN (SELECT DISTINCT ON (source, key) source, key, received_at, destinations FROM input ORDER BY source, key, ord) i
 			USING (source, key)
@@ -285,6 +288,7 @@ const commitSQL = `WITH input AS (
 	), due AS (
 		SELECT id FROM deliveries
 		WHERE $14 AND state = 'pending' AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
+		AND NOT (destination = ANY($16::text[]))
 		ORDER BY next_attempt_at
 		LIMIT GREATEST($11 - (SELECT count(*) FROM fresh WHERE n <= $11), 0)
 		FOR UPDATE SKIP LOCKED
@@ -325,6 +329,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	if err := s.queueOutcomes(batch, b.Outcomes); err != nil {
 		return store.Committed{}, err
 	}
+	queueStats(batch, b.Shard, b.Stats)
 	outcomes := batch.Len()
 	claiming := len(b.Events) > 0 || (l.Max > 0 && l.Due)
 	if claiming {
@@ -344,8 +349,12 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			}
 			received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
 		}
+		paused := l.Paused
+		if paused == nil {
+			paused = []string{}
+		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now)
+			l.Max, token, expires, l.Due, now, paused)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -486,8 +495,8 @@ func deref(s *string) string {
 // outcome. Rows are taken in delivery id order, the one lock order of every
 // multi-row write here.
 const outcomesSQL = `WITH o AS (
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[], $10::bigint[])
-			AS t(id, token, kind, state, attempt, next_at, status, error, started_at, duration_ms)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $12::text[])
+			AS t(id, token, kind, state, attempt, next_at, status, error, started_at, duration_ms, response)
 		ORDER BY id
 	), u AS (
 		UPDATE deliveries d SET
@@ -500,8 +509,8 @@ const outcomesSQL = `WITH o AS (
 		FROM o WHERE d.id = o.id AND d.lease_token = o.token
 		RETURNING d.id
 	)
-	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
-	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind
+	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response)
+	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind, o.response
 	FROM u JOIN o ON o.id = u.id WHERE o.kind <> 'released'`
 
 // queueOutcomes queues the statement that records outcomes, if any.
@@ -512,7 +521,7 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 	now := s.toDB(s.clock())
 	n := len(outcomes)
 	ids, durations := make([]int64, n), make([]int64, n)
-	tokens, kinds, states, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tokens, kinds, states, errs, responses := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts, statuses := make([]int32, n), make([]int32, n)
 	next, started := make([]time.Time, n), make([]time.Time, n)
 	for i, o := range outcomes {
@@ -536,16 +545,20 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 		}
 		ids[i], tokens[i], kinds[i], states[i] = o.DeliveryID, o.LeaseToken, o.Kind.String(), state
 		attempts[i], next[i], statuses[i], errs[i] = int32(o.Attempt), due, int32(o.StatusCode), o.Error
-		started[i], durations[i] = startedAt, o.Duration.Milliseconds()
+		started[i], durations[i], responses[i] = startedAt, o.Duration.Milliseconds(), o.Response
 	}
-	batch.Queue(outcomesSQL, ids, tokens, kinds, states, attempts, next, statuses, errs, started, durations, now)
+	batch.Queue(outcomesSQL, ids, tokens, kinds, states, attempts, next, statuses, errs, started, durations, now, responses)
 	return nil
 }
 
 // NextDue implements store.Store.
-func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+func (s *Store) NextDue(ctx context.Context, paused []string) (time.Time, bool, error) {
 	var next *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'`).Scan(&next)
+	if paused == nil {
+		paused = []string{}
+	}
+	err := s.pool.QueryRow(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'
+		AND NOT (destination = ANY($1::text[]))`, paused).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, unavailable("next due", err)
 	}

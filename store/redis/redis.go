@@ -95,6 +95,9 @@ func (s *Store) redisKey(e store.NewEvent) string {
 	return s.opts.Prefix + s.Store.ID() + ":" + e.Source + "\x00" + e.Key
 }
 
+// Unwrap returns the store this layer is in front of (for store.AdminOf).
+func (s *Store) Unwrap() store.Store { return s.Store }
+
 // Prefix is the namespace of this layer's keys in Redis.
 func (s *Store) Prefix() string { return s.opts.Prefix }
 

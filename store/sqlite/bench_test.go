@@ -77,7 +77,7 @@ func BenchmarkNextDue(b *testing.B) {
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				if _, _, err := s.NextDue(context.Background()); err != nil {
+				if _, _, err := s.NextDue(context.Background(), nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,10 +12,12 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,7 +60,7 @@ type Store struct {
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
 	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent *sql.Stmt
-	release, finish, retry, insertAttempt                                   *sql.Stmt
+	release, finish, retry, insertAttempt, addStat                          *sql.Stmt
 	effects                                                                 map[string]*sql.Stmt
 }
 
@@ -77,6 +79,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			WHERE id IN (
 				SELECT id FROM deliveries
 				WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+				AND destination NOT IN (SELECT value FROM json_each(?))
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
 		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at FROM events WHERE id = ?`,
@@ -87,8 +90,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
 		&s.stmt.retry: `UPDATE deliveries SET attempts = ?, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL,
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
-		&s.stmt.insertAttempt: `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		&s.stmt.addStat: addStatSQL,
+		&s.stmt.insertAttempt: `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	} {
 		st, err := s.write.PrepareContext(ctx, query)
 		if err != nil {
@@ -200,6 +204,15 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// jsonList is a list of names as a JSON array, for json_each.
+func jsonList(names []string) string {
+	if len(names) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(names)
+	return string(b)
+}
+
 func unavailable(op string, err error) error {
 	return fmt.Errorf("sqlite: %s: %w: %w", op, store.ErrUnavailable, err)
 }
@@ -250,7 +263,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		return store.Committed{}, err
 	}
 	if l.Due && len(out.Leased) < l.Max {
-		due, err := s.leaseDue(ctx, tx, l.Now, l.For, l.Max-len(out.Leased), token)
+		due, err := s.leaseDue(ctx, tx, l.Now, l.For, l.Max-len(out.Leased), token, l.Paused)
 		if err != nil {
 			return store.Committed{}, err
 		}
@@ -258,6 +271,11 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	}
 	if out.Effects, err = applyEffects(ctx, &preparedDB{ctx: ctx, tx: tx, stmts: s.stmt.effects}, b.Effects); err != nil {
 		return store.Committed{}, err
+	}
+	if len(b.Stats) > 0 {
+		if err := addStats(ctx, tx.StmtContext(ctx, s.stmt.addStat), b.Shard, b.Stats); err != nil {
+			return store.Committed{}, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return store.Committed{}, unavailable("commit", err)
@@ -311,7 +329,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
 		for _, d := range e.Destinations {
-			if len(handed) >= l.Max {
+			if len(handed) >= l.Max || slices.Contains(l.Paused, d) {
 				if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt)); err != nil {
 					return nil, nil, failed("create delivery", err)
 				}
@@ -341,9 +359,9 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 }
 
 // leaseDue leases up to limit due deliveries under token.
-func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration, limit int, token string) ([]store.LeasedDelivery, error) {
+func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration, limit int, token string, paused []string) ([]store.LeasedDelivery, error) {
 	expires := now.Add(lease)
-	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(expires), ms(now), ms(now), ms(now), limit)
+	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(expires), ms(now), ms(now), ms(now), jsonList(paused), limit)
 	if err != nil {
 		return nil, unavailable("lease deliveries", err)
 	}
@@ -415,7 +433,7 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 		if n, _ := res.RowsAffected(); n == 0 {
 			continue // the lease was lost to another worker: its attempt is the one on record
 		}
-		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String()); err != nil {
+		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String(), o.Response); err != nil {
 			return failed("record attempt", err)
 		}
 	}
@@ -423,9 +441,10 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 }
 
 // NextDue implements store.Store.
-func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
+func (s *Store) NextDue(ctx context.Context, paused []string) (time.Time, bool, error) {
 	var next sql.NullInt64
-	err := s.read.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'`).Scan(&next)
+	err := s.read.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'
+		AND destination NOT IN (SELECT value FROM json_each(?))`, jsonList(paused)).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, unavailable("next due", err)
 	}

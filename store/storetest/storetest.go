@@ -70,6 +70,10 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectFingerprintAndDeadline", testEffectGuards},
 		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
 		{"EffectReconciliationListAndSweep", testEffectList},
+		{"RollupsAddUpOverShardsAndCommits", testRollups},
+		{"AdminListsEventsWithTheirDeliveries", testAdminEvents},
+		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
+		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,7 +219,7 @@ func testLease(t *testing.T, s store.Store) {
 	if again := lease(t, s, base.Add(59*time.Second), time.Minute, 10); len(again) != 0 {
 		t.Fatal("a live lease was leased again")
 	}
-	next, ok, err := s.NextDue(context.Background())
+	next, ok, err := s.NextDue(context.Background(), nil)
 	if err != nil || !ok || !next.Equal(base.Add(time.Minute)) {
 		t.Fatalf("NextDue = %v %v %v, want the lease's expiry", next, ok, err)
 	}
@@ -248,7 +252,7 @@ func testRetrySchedule(t *testing.T, s store.Store) {
 	at := base.Add(30 * time.Second)
 	complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeRetry, Attempt: 1,
 		StartedAt: base, StatusCode: 500, Error: "HTTP 500", NextAttemptAt: at})
-	next, ok, err := s.NextDue(context.Background())
+	next, ok, err := s.NextDue(context.Background(), nil)
 	if err != nil || !ok || !next.Equal(at) {
 		t.Fatalf("NextDue = %v %v %v, want %v", next, ok, err, at)
 	}
@@ -941,5 +945,224 @@ func testEffectList(t *testing.T, s store.Store) {
 	}
 	if st := stats(t, s); st.Effects[store.EffectPending] != 6 {
 		t.Fatalf("stats %+v", st.Effects)
+	}
+}
+
+// Hourly counters ride commits (even a commit of nothing else), add up per
+// hour, and read back summed over every writer's shard.
+func testRollups(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	h1 := base.Truncate(time.Hour)
+	h2 := h1.Add(time.Hour)
+	commit := func(shard string, events []store.NewEvent, deltas ...store.StatDelta) {
+		if _, err := s.Commit(ctx, store.Batch{Events: events, Stats: deltas, Shard: shard}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("a", []store.NewEvent{event("x", "d")},
+		store.StatDelta{Hour: h1, Scope: store.ScopeSource, Name: "src", Metric: "events.accepted", Value: 1},
+		store.StatDelta{Hour: h1, Scope: store.ScopeSource, Name: "src", Metric: "requests.accepted", Value: 1})
+	commit("a", nil, store.StatDelta{Hour: h1, Scope: store.ScopeSource, Name: "src", Metric: "events.accepted", Value: 2})
+	commit("b", nil,
+		store.StatDelta{Hour: h1, Scope: store.ScopeSource, Name: "src", Metric: "events.accepted", Value: 4},
+		store.StatDelta{Hour: h2, Scope: store.ScopeSource, Name: "src", Metric: "events.duplicate", Value: 3},
+		store.StatDelta{Hour: h2, Scope: store.ScopeDestination, Name: "d", Metric: "attempts.delivered", Value: 5})
+	got, err := s.Rollups(ctx, store.RollupQuery{From: h1, To: h2.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range got {
+		lines = append(lines, fmt.Sprintf("%s %s %s %s=%d", r.Hour.UTC().Format("15h"), r.Scope, r.Name, r.Metric, r.Value))
+	}
+	want := "[03h source src events.accepted=7 03h source src requests.accepted=1 04h destination d attempts.delivered=5 04h source src events.duplicate=3]"
+	if fmt.Sprint(lines) != want {
+		t.Fatalf("rollups %v\nwant %s", lines, want)
+	}
+	if got, _ := s.Rollups(ctx, store.RollupQuery{Scope: store.ScopeSource, Name: "src", From: h2, To: h2.Add(time.Hour)}); len(got) != 1 || got[0].Value != 3 {
+		t.Fatalf("filtered %+v", got)
+	}
+	if n, err := s.SweepRollups(ctx, h2); err != nil || n == 0 {
+		t.Fatalf("sweep %d %v", n, err)
+	}
+	if got, _ := s.Rollups(ctx, store.RollupQuery{From: h1, To: h2.Add(time.Hour)}); len(got) != 2 {
+		t.Fatalf("after the sweep %+v", got)
+	}
+}
+
+func admin(t *testing.T, s store.Store) store.Admin {
+	t.Helper()
+	a, ok := store.AdminOf(s)
+	if !ok {
+		t.Fatalf("%T has no Admin", s)
+	}
+	return a
+}
+
+// The operator's view of events: newest first, filtered, paged by cursor,
+// and one event whole, with each delivery's attempts and answers.
+func testAdminEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := admin(t, s)
+	for i := range 5 {
+		e := event(fmt.Sprintf("evt_%d", i), "d1", "d2")
+		e.ReceivedAt = base.Add(time.Duration(i) * time.Minute)
+		mustClaim(t, s, e)
+	}
+	other := event("other_1")
+	other.Source = "other"
+	mustClaim(t, s, other)
+	ds := lease(t, s, base.Add(time.Hour), time.Minute, 100)
+	for _, d := range ds {
+		switch {
+		case d.Key == "evt_0" && d.Destination == "d1":
+			complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDead, Attempt: 1, StatusCode: 422, Error: "permanent failure: HTTP 422",
+				Response: `{"error":"unknown customer"}`, StartedAt: base, Duration: 40 * time.Millisecond})
+		case d.Key == "evt_0" || d.Key == "evt_1":
+			complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StatusCode: 200, StartedAt: base})
+		default:
+			complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeReleased, NextAttemptAt: base})
+		}
+	}
+	keys := func(es []store.EventSummary) string {
+		var k []string
+		for _, e := range es {
+			k = append(k, e.Key+"/"+e.State)
+		}
+		return fmt.Sprint(k)
+	}
+	page, err := a.ListEvents(ctx, store.EventQuery{Source: "src", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(page); got != "[evt_4/pending evt_3/pending]" {
+		t.Fatalf("first page %s", got)
+	}
+	page2, _ := a.ListEvents(ctx, store.EventQuery{Source: "src", Limit: 2, Before: page[1].ID})
+	if got := keys(page2); got != "[evt_2/pending evt_1/delivered]" {
+		t.Fatalf("second page %s", got)
+	}
+	if got, _ := a.ListEvents(ctx, store.EventQuery{State: store.EventDead}); keys(got) != "[evt_0/dead]" {
+		t.Fatalf("dead events %s", keys(got))
+	}
+	if got, _ := a.ListEvents(ctx, store.EventQuery{State: store.EventStored}); keys(got) != "[other_1/stored]" {
+		t.Fatalf("stored events %s", keys(got))
+	}
+	if got, _ := a.ListEvents(ctx, store.EventQuery{KeyPrefix: "evt_1"}); keys(got) != "[evt_1/delivered]" {
+		t.Fatalf("by key prefix %s", keys(got))
+	}
+	if got, _ := a.ListEvents(ctx, store.EventQuery{From: base.Add(2 * time.Minute), To: base.Add(4 * time.Minute)}); keys(got) != "[evt_3/pending evt_2/pending]" {
+		t.Fatalf("by time %s", keys(got))
+	}
+	dead, _ := a.ListEvents(ctx, store.EventQuery{State: store.EventDead})
+	e, err := a.Event(ctx, dead[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Key != "evt_0" || string(e.Body) != `{"id":"evt_0"}` || e.Header.Get("X-GitHub-Event") != "push" || len(e.Deliveries) != 2 {
+		t.Fatalf("event %+v", e)
+	}
+	d1 := e.Deliveries[0]
+	if d1.Destination != "d1" || d1.State != store.Dead || len(d1.History) != 1 || d1.History[0].StatusCode != 422 ||
+		d1.History[0].Response != `{"error":"unknown customer"}` || d1.History[0].Duration != 40*time.Millisecond {
+		t.Fatalf("dead delivery %+v", d1)
+	}
+	if _, err := a.Event(ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown event: %v", err)
+	}
+	// A bulk replay selects by filter, not by page; a dry run counts.
+	q := store.EventQuery{Source: "src", State: store.EventPending}
+	n, err := a.ReplayEvents(ctx, q, base.Add(2*time.Hour), true, store.AuditEntry{Actor: "ops", Action: "replay", Target: "pending"})
+	if err != nil || n != 6 {
+		t.Fatalf("dry run: %d %v, want the 6 deliveries of 3 pending events", n, err)
+	}
+	if got, _ := a.ListAudit(ctx, 0, 10); len(got) != 0 {
+		t.Fatalf("a dry run was audited: %+v", got)
+	}
+	n, err = a.ReplayEvents(ctx, store.EventQuery{KeyPrefix: "evt_1"}, base.Add(2*time.Hour), false, store.AuditEntry{Actor: "ops", Action: "replay", Target: "key_prefix=evt_1"})
+	if err != nil || n != 2 {
+		t.Fatalf("replay: %d %v", n, err)
+	}
+	if got, _ := a.ListAudit(ctx, 0, 10); len(got) != 1 || got[0].Actor != "ops" || got[0].Count != 2 || got[0].Action != "replay" {
+		t.Fatalf("audit %+v", got)
+	}
+}
+
+func testAdminDead(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := admin(t, s)
+	mustClaim(t, s, event("a", "d1", "d2"), event("b", "d1"), event("c", "d2"))
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDead, Attempt: 1, StatusCode: 410, Error: "gone"})
+	}
+	all, err := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 2})
+	if err != nil || len(all) != 2 {
+		t.Fatalf("dead letters %+v %v", all, err)
+	}
+	more, _ := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 10, Before: all[1].DeliveryID})
+	if len(more) != 2 {
+		t.Fatalf("second page %+v", more)
+	}
+	if n, _ := a.RetryDeadLetters(ctx, store.DeadQuery{Destination: "d2"}, base, true, store.AuditEntry{}); n != 2 {
+		t.Fatalf("dry run %d", n)
+	}
+	n, err := a.RetryDeadLetters(ctx, store.DeadQuery{Destination: "d2"}, base.Add(time.Hour), false, store.AuditEntry{Actor: "ops", Action: "retry", Target: "destination=d2"})
+	if err != nil || n != 2 {
+		t.Fatalf("retry %d %v", n, err)
+	}
+	n, err = a.PurgeDeadLetters(ctx, store.DeadQuery{Destination: "d1"}, false, store.AuditEntry{Actor: "ops", Action: "purge", Target: "destination=d1"})
+	if err != nil || n != 2 {
+		t.Fatalf("purge %d %v", n, err)
+	}
+	if st := stats(t, s); st.Dead != 0 || st.Pending != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	audit, _ := a.ListAudit(ctx, 0, 10)
+	if len(audit) != 2 || audit[0].Action != "purge" || audit[1].Action != "retry" || audit[0].Count != 2 {
+		t.Fatalf("audit %+v", audit)
+	}
+}
+
+// A paused destination's deliveries are held, never dropped: no hand-off,
+// no lease, no wake; intake keeps accepting; resuming makes them due.
+func testAdminPause(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := admin(t, s)
+	if err := a.SetPaused(ctx, "slow", true, base, store.AuditEntry{Actor: "ops", Action: "pause", Target: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Paused(ctx)
+	if err != nil || len(p) != 1 || !p["slow"].Equal(base) {
+		t.Fatalf("paused %v %v", p, err)
+	}
+	paused := []string{"slow"}
+	c, err := s.Commit(ctx, store.Batch{Events: []store.NewEvent{event("a", "slow", "fast")}, Lease: store.Lease{Max: 10, Now: base, For: time.Minute, Paused: paused}})
+	if err != nil || len(c.Leased) != 1 || c.Leased[0].Destination != "fast" {
+		t.Fatalf("hand-off with slow paused: %+v %v", c.Leased, err)
+	}
+	c, err = s.Commit(ctx, store.Batch{Lease: store.Lease{Max: 10, Due: true, Now: base.Add(30 * time.Second), For: time.Minute, Paused: paused}})
+	if err != nil || len(c.Leased) != 0 {
+		t.Fatalf("due lease with slow paused: %+v %v", c.Leased, err)
+	}
+	if _, ok, _ := s.NextDue(ctx, paused); ok {
+		// fast's delivery is leased until base+1m, which is due then: only
+		// that may show.
+		if next, _, _ := s.NextDue(ctx, paused); !next.Equal(base.Add(time.Minute)) {
+			t.Fatalf("NextDue with slow paused: %v", next)
+		}
+	}
+	q, err := a.Queues(ctx, base)
+	if err != nil || len(q) != 2 || q[1].Destination != "slow" || q[1].Pending != 1 || q[0].Leased != 1 || !q[1].Oldest.Equal(base) {
+		t.Fatalf("queues %+v %v", q, err)
+	}
+	if err := a.SetPaused(ctx, "slow", false, base, store.AuditEntry{Actor: "ops", Action: "resume", Target: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := a.Paused(ctx); len(p) != 0 {
+		t.Fatalf("still paused %v", p)
+	}
+	c, err = s.Commit(ctx, store.Batch{Lease: store.Lease{Max: 10, Due: true, Now: base, For: time.Minute}})
+	if err != nil || len(c.Leased) != 1 || c.Leased[0].Destination != "slow" {
+		t.Fatalf("after resume: %+v %v", c.Leased, err)
 	}
 }

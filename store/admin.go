@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Admin is what the operator surface (the admin API, the dashboard, the
+// CLI) needs beyond the core: reading events with their deliveries and
+// attempts, acting on dead letters, pausing destinations, and an audit log.
+// Every backend implements it; a layer in front of a backend (Redis) hands
+// its inner store out with Unwrap.
+//
+// Every change takes the audit entry that records it, and writes it in the
+// same transaction: an operator's action and its record never part.
+type Admin interface {
+	// ListEvents lists events newest first (by id), a page at a time: the
+	// next page is q with Before set to the last id.
+	ListEvents(ctx context.Context, q EventQuery) ([]EventSummary, error)
+	// Event returns one event with its body, forwarded headers, and every
+	// delivery with every attempt, or ErrNotFound.
+	Event(ctx context.Context, id int64) (EventDetail, error)
+	// ReplayEvents requeues, as Replay does, every delivery not leased
+	// right now of every event q selects (not only a page of them), and
+	// returns how many deliveries; with dryRun, only how many it would.
+	ReplayEvents(ctx context.Context, q EventQuery, now time.Time, dryRun bool, audit AuditEntry) (int, error)
+	// ListDeadLetters lists dead deliveries newest first, a page at a time.
+	ListDeadLetters(ctx context.Context, q DeadQuery) ([]DeadLetter, error)
+	// RetryDeadLetters requeues the dead letters q selects (all of them,
+	// not a page), due at now with their attempts reset; PurgeDeadLetters
+	// deletes them (their events go with the window sweep). Both return how
+	// many, or with dryRun how many they would.
+	RetryDeadLetters(ctx context.Context, q DeadQuery, now time.Time, dryRun bool, audit AuditEntry) (int, error)
+	PurgeDeadLetters(ctx context.Context, q DeadQuery, dryRun bool, audit AuditEntry) (int, error)
+	// SetPaused pauses or resumes a destination. A paused destination's
+	// deliveries are neither handed off nor leased (attempts already running
+	// finish); intake keeps accepting; resuming drains them. It is stored,
+	// so it survives restarts and applies to every replica.
+	SetPaused(ctx context.Context, destination string, paused bool, now time.Time, audit AuditEntry) error
+	// Paused returns the paused destinations and since when.
+	Paused(ctx context.Context) (map[string]time.Time, error)
+	// Queues returns, per destination with pending deliveries, how many are
+	// pending, how many of those are leased now, and when the oldest pending
+	// one's event was received.
+	Queues(ctx context.Context, now time.Time) ([]Queue, error)
+	// ListAudit lists the audit log newest first; Before pages.
+	ListAudit(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
+	// RecordAudit writes an entry for a change made elsewhere (the effects
+	// ledger's reset).
+	RecordAudit(ctx context.Context, e AuditEntry) error
+}
+
+// Unwrapper is a layer in front of a store (Redis) that hands out the store
+// it wraps.
+type Unwrapper interface {
+	Unwrap() Store
+}
+
+// AdminOf returns s's Admin, looking through layers in front of it.
+func AdminOf(s Store) (Admin, bool) {
+	for {
+		if a, ok := s.(Admin); ok {
+			return a, true
+		}
+		u, ok := s.(Unwrapper)
+		if !ok {
+			return nil, false
+		}
+		s = u.Unwrap()
+	}
+}
+
+// Event states, as listed: the state of an event's deliveries taken
+// together.
+const (
+	EventPending   = "pending"   // a delivery is still to be made
+	EventDelivered = "delivered" // every delivery succeeded
+	EventDead      = "dead"      // a delivery is a dead letter
+	EventStored    = "stored"    // the event has no destination
+)
+
+// EventQuery selects events. Zero fields select everything.
+type EventQuery struct {
+	Source    string
+	State     string // pending, delivered, dead or stored
+	KeyPrefix string
+	From, To  time.Time // received in [From, To)
+	Before    int64     // the cursor: ids below this one
+	Limit     int
+}
+
+// EventSummary is an event in a list.
+type EventSummary struct {
+	ID          int64
+	Source      string
+	Key         string
+	Keyless     bool
+	ContentType string
+	Size        int
+	ReceivedAt  time.Time
+	ExpiresAt   time.Time
+	State       string
+	Deliveries  int
+}
+
+// EventDetail is one event, whole.
+type EventDetail struct {
+	EventSummary
+	Header     http.Header
+	Body       []byte
+	Deliveries []DeliveryDetail
+}
+
+// DeliveryDetail is one delivery of an event, with its attempts.
+type DeliveryDetail struct {
+	ID             int64
+	Destination    string
+	State          DeliveryState
+	Attempts       int
+	NextAttemptAt  time.Time
+	LeaseExpiresAt time.Time
+	LastStatus     int
+	LastError      string
+	UpdatedAt      time.Time
+	History        []AttemptRecord
+}
+
+// AttemptRecord is one attempt, as recorded.
+type AttemptRecord struct {
+	Attempt    int
+	StartedAt  time.Time
+	Duration   time.Duration
+	StatusCode int
+	Error      string
+	Outcome    string
+	Response   string // the start of the destination's answer
+}
+
+// DeadQuery selects dead letters.
+type DeadQuery struct {
+	Destination string
+	Source      string
+	Before      int64 // the cursor: delivery ids below this one
+	Limit       int
+}
+
+// DeadLetter is a dead delivery, with its event's identity.
+type DeadLetter struct {
+	DeliveryID  int64
+	EventID     int64
+	Source      string
+	Key         string
+	Destination string
+	Attempts    int
+	LastStatus  int
+	LastError   string
+	ReceivedAt  time.Time
+	DiedAt      time.Time
+}
+
+// Queue is a destination's pending deliveries.
+type Queue struct {
+	Destination string
+	Pending     int64
+	Leased      int64
+	Oldest      time.Time // when the oldest pending delivery's event was received
+}
+
+// AuditEntry is one change an operator made.
+type AuditEntry struct {
+	ID     int64
+	At     time.Time
+	Actor  string // the API token's name, or "cli"
+	Action string // replay, retry, purge, pause, resume, effect_reset
+	Target string // what it applied to: an event, a filter, a destination
+	Count  int    // how many things changed
+}

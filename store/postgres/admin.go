@@ -1,0 +1,355 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+var _ store.Admin = (*Store)(nil)
+
+// eventState is the SQL for an event's state (see store.EventPending...).
+const eventState = `CASE
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
+	ELSE 'stored' END`
+
+// filter builds a WHERE clause with numbered parameters.
+type filter struct {
+	conds []string
+	args  []any
+}
+
+func (f *filter) add(cond string, args ...any) {
+	for _, a := range args {
+		f.args = append(f.args, a)
+		cond = strings.Replace(cond, "?", fmt.Sprintf("$%d", len(f.args)), 1)
+	}
+	f.conds = append(f.conds, cond)
+}
+
+func (f *filter) arg(a any) string {
+	f.args = append(f.args, a)
+	return fmt.Sprintf("$%d", len(f.args))
+}
+
+func (f *filter) where() string {
+	if len(f.conds) == 0 {
+		return "TRUE"
+	}
+	return strings.Join(f.conds, " AND ")
+}
+
+func (s *Store) eventFilter(q store.EventQuery) *filter {
+	f := &filter{}
+	if q.Source != "" {
+		f.add("e.source = ?", q.Source)
+	}
+	if q.KeyPrefix != "" {
+		f.add("starts_with(e.key, ?)", q.KeyPrefix)
+	}
+	if !q.From.IsZero() {
+		f.add("e.received_at >= ?", s.toDB(q.From))
+	}
+	if !q.To.IsZero() {
+		f.add("e.received_at < ?", s.toDB(q.To))
+	}
+	if q.State != "" {
+		f.add("("+eventState+") = ?", q.State)
+	}
+	return f
+}
+
+// ListEvents implements store.Admin.
+func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.EventSummary, error) {
+	f := s.eventFilter(q)
+	if q.Before > 0 {
+		f.add("e.id < ?", q.Before)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
+		FROM events e WHERE `+f.where()+` ORDER BY e.id DESC LIMIT `+f.arg(q.Limit), f.args...)
+	if err != nil {
+		return nil, unavailable("list events", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.EventSummary, error) {
+		var e store.EventSummary
+		err := row.Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt, &e.State, &e.Deliveries)
+		e.ReceivedAt, e.ExpiresAt = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, unavailable("list events", err)
+	}
+	return out, nil
+}
+
+// Event implements store.Admin.
+func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
+	var e store.EventDetail
+	var header string
+	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body
+		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return e, unavailable("read event", err)
+	}
+	e.ReceivedAt, e.ExpiresAt, e.Header = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt), store.DecodeHeader(header)
+	rows, err := s.pool.Query(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
+		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
+	if err != nil {
+		return e, unavailable("read deliveries", err)
+	}
+	e.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.DeliveryDetail, error) {
+		var d store.DeliveryDetail
+		var lease *time.Time
+		err := row.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &d.NextAttemptAt, &lease, &d.LastStatus, &d.LastError, &d.UpdatedAt)
+		if lease != nil {
+			d.LeaseExpiresAt = s.fromDB(*lease)
+		}
+		d.NextAttemptAt, d.UpdatedAt = s.fromDB(d.NextAttemptAt), s.fromDB(d.UpdatedAt)
+		return d, err
+	})
+	if err != nil {
+		return e, unavailable("read deliveries", err)
+	}
+	for i := range e.Deliveries {
+		d := &e.Deliveries[i]
+		rows, err := s.pool.Query(ctx, `SELECT attempt, started_at, duration_ms, status_code, error, outcome, response
+			FROM attempts WHERE delivery_id = $1 ORDER BY id`, d.ID)
+		if err != nil {
+			return e, unavailable("read attempts", err)
+		}
+		d.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AttemptRecord, error) {
+			var a store.AttemptRecord
+			var dur int64
+			err := row.Scan(&a.Attempt, &a.StartedAt, &dur, &a.StatusCode, &a.Error, &a.Outcome, &a.Response)
+			a.StartedAt, a.Duration = s.fromDB(a.StartedAt), time.Duration(dur)*time.Millisecond
+			return a, err
+		})
+		if err != nil {
+			return e, unavailable("read attempts", err)
+		}
+	}
+	return e, nil
+}
+
+// change runs fn in a transaction with the audit entry (its Count set to
+// what fn returns), or only counts with dryRun.
+func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, fn func(tx pgx.Tx) (int, error)) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if n, err = fn(tx); err != nil || dryRun {
+			return err
+		}
+		if a.Action == "" {
+			return nil
+		}
+		at := a.At
+		if at.IsZero() {
+			at = s.clock()
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO audit (at, actor, action, target, count) VALUES ($1, $2, $3, $4, $5)`,
+			s.toDB(at), a.Actor, a.Action, a.Target, n)
+		return err
+	})
+	if err != nil {
+		return 0, failed("change", err)
+	}
+	return n, nil
+}
+
+// ReplayEvents implements store.Admin.
+func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
+	f := s.eventFilter(q)
+	nowArg := f.arg(s.toDB(now))
+	sel := `FROM deliveries WHERE event_id IN (SELECT e.id FROM events e WHERE ` + f.where() + `)
+		AND NOT (state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > ` + nowArg + `)`
+	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
+		if dryRun {
+			var n int
+			err := tx.QueryRow(ctx, `SELECT COUNT(*) `+sel, f.args...).Scan(&n)
+			return n, err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = `+nowArg+`,
+			lease_token = NULL, lease_expires_at = NULL, updated_at = `+nowArg+`
+			WHERE id IN (SELECT id `+sel+` ORDER BY id FOR UPDATE)`, f.args...)
+		if err != nil {
+			return 0, err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
+		return int(tag.RowsAffected()), err
+	})
+}
+
+func deadFilter(q store.DeadQuery) *filter {
+	f := &filter{conds: []string{"d.state = 'dead'"}}
+	if q.Destination != "" {
+		f.add("d.destination = ?", q.Destination)
+	}
+	if q.Source != "" {
+		f.add("e.source = ?", q.Source)
+	}
+	return f
+}
+
+// ListDeadLetters implements store.Admin.
+func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store.DeadLetter, error) {
+	f := deadFilter(q)
+	if q.Before > 0 {
+		f.add("d.id < ?", q.Before)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.id, d.event_id, e.source, e.key, d.destination, d.attempts,
+		COALESCE(d.last_status, 0), COALESCE(d.last_error, ''), e.received_at, d.updated_at
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+f.where()+` ORDER BY d.id DESC LIMIT `+f.arg(q.Limit), f.args...)
+	if err != nil {
+		return nil, unavailable("list dead letters", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.DeadLetter, error) {
+		var d store.DeadLetter
+		err := row.Scan(&d.DeliveryID, &d.EventID, &d.Source, &d.Key, &d.Destination, &d.Attempts, &d.LastStatus, &d.LastError, &d.ReceivedAt, &d.DiedAt)
+		d.ReceivedAt, d.DiedAt = s.fromDB(d.ReceivedAt), s.fromDB(d.DiedAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, unavailable("list dead letters", err)
+	}
+	return out, nil
+}
+
+// RetryDeadLetters implements store.Admin.
+func (s *Store) RetryDeadLetters(ctx context.Context, q store.DeadQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
+	f := deadFilter(q)
+	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + f.where()
+	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
+		if dryRun {
+			var n int
+			err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+sel+`) x`, f.args...).Scan(&n)
+			return n, err
+		}
+		nowArg := f.arg(s.toDB(now))
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = `+nowArg+`,
+			lease_token = NULL, lease_expires_at = NULL, updated_at = `+nowArg+`
+			WHERE id IN (`+sel+` ORDER BY d.id FOR UPDATE OF d)`, f.args...)
+		if err != nil {
+			return 0, err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
+		return int(tag.RowsAffected()), err
+	})
+}
+
+// PurgeDeadLetters implements store.Admin.
+func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
+	f := deadFilter(q)
+	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + f.where()
+	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
+		if dryRun {
+			var n int
+			err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+sel+`) x`, f.args...).Scan(&n)
+			return n, err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE id IN (`+sel+`)`, f.args...)
+		return int(tag.RowsAffected()), err
+	})
+}
+
+// SetPaused implements store.Admin.
+func (s *Store) SetPaused(ctx context.Context, destination string, paused bool, now time.Time, a store.AuditEntry) error {
+	_, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
+		var err error
+		if paused {
+			_, err = tx.Exec(ctx, `INSERT INTO destination_pauses (destination, paused_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`, destination, s.toDB(now))
+		} else {
+			_, err = tx.Exec(ctx, `DELETE FROM destination_pauses WHERE destination = $1`, destination)
+			if err == nil {
+				_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
+			}
+		}
+		return 1, err
+	})
+	return err
+}
+
+// Paused implements store.Admin.
+func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.pool.Query(ctx, `SELECT destination, paused_at FROM destination_pauses`)
+	if err != nil {
+		return nil, unavailable("read pauses", err)
+	}
+	out := map[string]time.Time{}
+	var d string
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&d, &at}, func() error { out[d] = s.fromDB(at); return nil })
+	if err != nil {
+		return nil, unavailable("read pauses", err)
+	}
+	return out, nil
+}
+
+// Queues implements store.Admin.
+func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error) {
+	rows, err := s.pool.Query(ctx, `SELECT d.destination, COUNT(*), COUNT(*) FILTER (WHERE d.lease_expires_at > $1), MIN(e.received_at)
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.state = 'pending' GROUP BY d.destination ORDER BY d.destination`, s.toDB(now))
+	if err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Queue, error) {
+		var q store.Queue
+		err := row.Scan(&q.Destination, &q.Pending, &q.Leased, &q.Oldest)
+		q.Oldest = s.fromDB(q.Oldest)
+		return q, err
+	})
+	if err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	return out, nil
+}
+
+// ListAudit implements store.Admin.
+func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store.AuditEntry, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, target, count FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, unavailable("read audit", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AuditEntry, error) {
+		var e store.AuditEntry
+		err := row.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Target, &e.Count)
+		e.At = s.fromDB(e.At)
+		return e, err
+	})
+	if err != nil {
+		return nil, unavailable("read audit", err)
+	}
+	return out, nil
+}
+
+// RecordAudit implements store.Admin.
+func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
+	_, err := s.change(ctx, false, e, func(pgx.Tx) (int, error) { return e.Count, nil })
+	return err
+}

@@ -1,0 +1,59 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// statsSQL adds a batch's counters in one statement, in key order (the one
+// lock order), each under the writer's own shard.
+const statsSQL = `INSERT INTO stats_hourly (hour, scope, name, metric, shard, value)
+	SELECT hour, scope, name, metric, $6, value
+	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS t(hour, scope, name, metric, value)
+	ORDER BY hour, scope, name, metric
+	ON CONFLICT (hour, scope, name, metric, shard) DO UPDATE SET value = stats_hourly.value + EXCLUDED.value`
+
+func queueStats(batch *pgx.Batch, shard string, deltas []store.StatDelta) {
+	if len(deltas) == 0 {
+		return
+	}
+	n := len(deltas)
+	hours, values := make([]time.Time, n), make([]int64, n)
+	scopes, names, metrics := make([]string, n), make([]string, n), make([]string, n)
+	for i, d := range deltas {
+		hours[i], scopes[i], names[i], metrics[i], values[i] = d.Hour, d.Scope, d.Name, d.Metric, d.Value
+	}
+	batch.Queue(statsSQL, hours, scopes, names, metrics, values, shard)
+}
+
+// Rollups implements store.Store.
+func (s *Store) Rollups(ctx context.Context, q store.RollupQuery) ([]store.Rollup, error) {
+	rows, err := s.pool.Query(ctx, `SELECT hour, scope, name, metric, SUM(value)::bigint FROM stats_hourly
+		WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR scope = $3) AND ($4 = '' OR name = $4)
+		GROUP BY hour, scope, name, metric ORDER BY hour, scope, name, metric`, q.From, q.To, q.Scope, q.Name)
+	if err != nil {
+		return nil, unavailable("read rollups", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Rollup, error) {
+		var r store.Rollup
+		err := row.Scan(&r.Hour, &r.Scope, &r.Name, &r.Metric, &r.Value)
+		return r, err
+	})
+	if err != nil {
+		return nil, unavailable("read rollups", err)
+	}
+	return out, nil
+}
+
+// SweepRollups implements store.Store.
+func (s *Store) SweepRollups(ctx context.Context, before time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM stats_hourly WHERE hour < $1`, before)
+	if err != nil {
+		return 0, unavailable("sweep rollups", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,385 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+var _ store.Admin = (*Store)(nil)
+
+// eventState is the SQL for an event's state (see store.EventPending...).
+const eventState = `CASE
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
+	ELSE 'stored' END`
+
+// eventWhere is the WHERE clause of q (without Before/Limit), with its args.
+func eventWhere(q store.EventQuery) (string, []any) {
+	var conds []string
+	var args []any
+	if q.Source != "" {
+		conds = append(conds, "e.source = ?")
+		args = append(args, q.Source)
+	}
+	if q.KeyPrefix != "" {
+		conds = append(conds, "e.key >= ? AND e.key < ?")
+		args = append(args, q.KeyPrefix, q.KeyPrefix+"\U0010FFFF")
+	}
+	if !q.From.IsZero() {
+		conds = append(conds, "e.received_at >= ?")
+		args = append(args, ms(q.From))
+	}
+	if !q.To.IsZero() {
+		conds = append(conds, "e.received_at < ?")
+		args = append(args, ms(q.To))
+	}
+	if q.State != "" {
+		conds = append(conds, "("+eventState+") = ?")
+		args = append(args, q.State)
+	}
+	if len(conds) == 0 {
+		return "1", nil
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// ListEvents implements store.Admin.
+func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.EventSummary, error) {
+	where, args := eventWhere(q)
+	if q.Before > 0 {
+		where += " AND e.id < ?"
+		args = append(args, q.Before)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	args = append(args, q.Limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
+		FROM events e WHERE `+where+` ORDER BY e.id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, unavailable("list events", err)
+	}
+	defer rows.Close()
+	var out []store.EventSummary
+	for rows.Next() {
+		var e store.EventSummary
+		var received, expires int64
+		if err := rows.Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &received, &expires, &e.State, &e.Deliveries); err != nil {
+			return nil, unavailable("list events", err)
+		}
+		e.ReceivedAt, e.ExpiresAt = fromMS(received), fromMS(expires)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Event implements store.Admin.
+func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
+	var e store.EventDetail
+	var received, expires int64
+	var header string
+	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body
+		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return e, unavailable("read event", err)
+	}
+	e.ReceivedAt, e.ExpiresAt, e.Header = fromMS(received), fromMS(expires), store.DecodeHeader(header)
+	rows, err := s.read.QueryContext(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
+		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
+	if err != nil {
+		return e, unavailable("read deliveries", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var d store.DeliveryDetail
+		var next, updated int64
+		var lease sql.NullInt64
+		if err := rows.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &next, &lease, &d.LastStatus, &d.LastError, &updated); err != nil {
+			return e, unavailable("read deliveries", err)
+		}
+		d.NextAttemptAt, d.LeaseExpiresAt, d.UpdatedAt = fromMS(next), fromNullMS(lease), fromMS(updated)
+		e.Deliveries = append(e.Deliveries, d)
+	}
+	if err := rows.Err(); err != nil {
+		return e, unavailable("read deliveries", err)
+	}
+	for i := range e.Deliveries {
+		d := &e.Deliveries[i]
+		arows, err := s.read.QueryContext(ctx, `SELECT attempt, started_at, duration_ms, status_code, error, outcome, response
+			FROM attempts WHERE delivery_id = ? ORDER BY id`, d.ID)
+		if err != nil {
+			return e, unavailable("read attempts", err)
+		}
+		for arows.Next() {
+			var a store.AttemptRecord
+			var started, dur int64
+			if err := arows.Scan(&a.Attempt, &started, &dur, &a.StatusCode, &a.Error, &a.Outcome, &a.Response); err != nil {
+				arows.Close()
+				return e, unavailable("read attempts", err)
+			}
+			a.StartedAt, a.Duration = fromMS(started), time.Duration(dur)*time.Millisecond
+			d.History = append(d.History, a)
+		}
+		if err := errors.Join(arows.Err(), arows.Close()); err != nil {
+			return e, unavailable("read attempts", err)
+		}
+	}
+	return e, nil
+}
+
+// audit writes e in tx.
+func audit(ctx context.Context, tx *sql.Tx, e store.AuditEntry, now time.Time) error {
+	if e.Action == "" {
+		return nil
+	}
+	if e.At.IsZero() {
+		e.At = now
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO audit (at, actor, action, target, count) VALUES (?, ?, ?, ?, ?)`,
+		ms(e.At), e.Actor, e.Action, e.Target, e.Count)
+	if err != nil {
+		return failed("audit", err)
+	}
+	return nil
+}
+
+// change runs fn in a write transaction with the audit entry (its Count
+// set to what fn returns), or only counts with dryRun.
+func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, now time.Time, fn func(tx *sql.Tx) (int, error)) (int, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, unavailable("begin", err)
+	}
+	defer tx.Rollback()
+	n, err := fn(tx)
+	if err != nil {
+		return 0, err
+	}
+	if dryRun {
+		return n, nil
+	}
+	a.Count = n
+	if err := audit(ctx, tx, a, now); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, unavailable("commit", err)
+	}
+	return n, nil
+}
+
+// ReplayEvents implements store.Admin.
+func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
+	where, args := eventWhere(q)
+	sel := `FROM deliveries WHERE event_id IN (SELECT e.id FROM events e WHERE ` + where + `) AND NOT ` + leasedNow
+	args = append(args, ms(now))
+	return s.change(ctx, dryRun, a, now, func(tx *sql.Tx) (int, error) {
+		if dryRun {
+			var n int
+			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) `+sel, args...).Scan(&n)
+			if err != nil {
+				return 0, unavailable("count replay", err)
+			}
+			return n, nil
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (SELECT id `+sel+`)`,
+			append([]any{ms(now), ms(now)}, args...)...)
+		if err != nil {
+			return 0, unavailable("replay", err)
+		}
+		n, _ := res.RowsAffected()
+		return int(n), nil
+	})
+}
+
+func deadWhere(q store.DeadQuery) (string, []any) {
+	where := "d.state = 'dead'"
+	var args []any
+	if q.Destination != "" {
+		where += " AND d.destination = ?"
+		args = append(args, q.Destination)
+	}
+	if q.Source != "" {
+		where += " AND e.source = ?"
+		args = append(args, q.Source)
+	}
+	return where, args
+}
+
+// ListDeadLetters implements store.Admin.
+func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store.DeadLetter, error) {
+	where, args := deadWhere(q)
+	if q.Before > 0 {
+		where += " AND d.id < ?"
+		args = append(args, q.Before)
+	}
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT d.id, d.event_id, e.source, e.key, d.destination, d.attempts,
+		COALESCE(d.last_status, 0), COALESCE(d.last_error, ''), e.received_at, d.updated_at
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+where+` ORDER BY d.id DESC LIMIT ?`, append(args, q.Limit)...)
+	if err != nil {
+		return nil, unavailable("list dead letters", err)
+	}
+	defer rows.Close()
+	var out []store.DeadLetter
+	for rows.Next() {
+		var d store.DeadLetter
+		var received, died int64
+		if err := rows.Scan(&d.DeliveryID, &d.EventID, &d.Source, &d.Key, &d.Destination, &d.Attempts, &d.LastStatus, &d.LastError, &received, &died); err != nil {
+			return nil, unavailable("list dead letters", err)
+		}
+		d.ReceivedAt, d.DiedAt = fromMS(received), fromMS(died)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// RetryDeadLetters implements store.Admin.
+func (s *Store) RetryDeadLetters(ctx context.Context, q store.DeadQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
+	where, args := deadWhere(q)
+	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + where
+	return s.change(ctx, dryRun, a, now, func(tx *sql.Tx) (int, error) {
+		if dryRun {
+			var n int
+			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+sel+`)`, args...).Scan(&n)
+			if err != nil {
+				return 0, unavailable("count dead letters", err)
+			}
+			return n, nil
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (`+sel+`)`, append([]any{ms(now), ms(now)}, args...)...)
+		if err != nil {
+			return 0, unavailable("retry dead letters", err)
+		}
+		n, _ := res.RowsAffected()
+		return int(n), nil
+	})
+}
+
+// PurgeDeadLetters implements store.Admin.
+func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
+	where, args := deadWhere(q)
+	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + where
+	now := time.Now()
+	return s.change(ctx, dryRun, a, now, func(tx *sql.Tx) (int, error) {
+		if dryRun {
+			var n int
+			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+sel+`)`, args...).Scan(&n)
+			if err != nil {
+				return 0, unavailable("count dead letters", err)
+			}
+			return n, nil
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE id IN (`+sel+`)`, args...)
+		if err != nil {
+			return 0, unavailable("purge dead letters", err)
+		}
+		n, _ := res.RowsAffected()
+		return int(n), nil
+	})
+}
+
+// SetPaused implements store.Admin.
+func (s *Store) SetPaused(ctx context.Context, destination string, paused bool, now time.Time, a store.AuditEntry) error {
+	_, err := s.change(ctx, false, a, now, func(tx *sql.Tx) (int, error) {
+		var err error
+		if paused {
+			_, err = tx.ExecContext(ctx, `INSERT INTO destination_pauses (destination, paused_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, destination, ms(now))
+		} else {
+			_, err = tx.ExecContext(ctx, `DELETE FROM destination_pauses WHERE destination = ?`, destination)
+		}
+		if err != nil {
+			return 0, unavailable("pause", err)
+		}
+		return 1, nil
+	})
+	return err
+}
+
+// Paused implements store.Admin.
+func (s *Store) Paused(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT destination, paused_at FROM destination_pauses`)
+	if err != nil {
+		return nil, unavailable("read pauses", err)
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var d string
+		var at int64
+		if err := rows.Scan(&d, &at); err != nil {
+			return nil, unavailable("read pauses", err)
+		}
+		out[d] = fromMS(at)
+	}
+	return out, rows.Err()
+}
+
+// Queues implements store.Admin.
+func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT d.destination, COUNT(*),
+		SUM(CASE WHEN d.lease_expires_at > ? THEN 1 ELSE 0 END), MIN(e.received_at)
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.state = 'pending' GROUP BY d.destination ORDER BY d.destination`, ms(now))
+	if err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	defer rows.Close()
+	var out []store.Queue
+	for rows.Next() {
+		var q store.Queue
+		var oldest int64
+		if err := rows.Scan(&q.Destination, &q.Pending, &q.Leased, &oldest); err != nil {
+			return nil, unavailable("read queues", err)
+		}
+		q.Oldest = fromMS(oldest)
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}
+
+// ListAudit implements store.Admin.
+func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store.AuditEntry, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT id, at, actor, action, target, count FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?`, before, limit)
+	if err != nil {
+		return nil, unavailable("read audit", err)
+	}
+	defer rows.Close()
+	var out []store.AuditEntry
+	for rows.Next() {
+		var e store.AuditEntry
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Count); err != nil {
+			return nil, unavailable("read audit", err)
+		}
+		e.At = fromMS(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// RecordAudit implements store.Admin.
+func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
+	_, err := s.change(ctx, false, e, time.Now(), func(*sql.Tx) (int, error) { return e.Count, nil })
+	return err
+}
