@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
@@ -60,8 +63,11 @@ type Gateway struct {
 	intake    *receive.Handler
 	mux       *http.ServeMux
 	effects   *effect.Local
+	admin     *admin.Service
+	alerts    *admin.Alerter
 	api       *http.ServeMux
 	health    writeHealth
+	paused    atomic.Pointer[[]string]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -120,6 +126,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m}
+	// Paused destinations are read before anything runs: a pause survives
+	// restarts, so not one delivery may slip out while starting.
+	if err := g.refreshPaused(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
 
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
@@ -144,8 +156,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		Logger:  opts.Logger.With("component", "writer"),
 		// The hourly rollups ride the writer's commits, under this
 		// process's own rows.
-		Stats: g.metrics.Hourly,
-		Shard: store.NewLeaseToken()[:12],
+		Stats:  g.metrics.Hourly,
+		Shard:  store.NewLeaseToken()[:12],
+		Paused: g.pausedNow,
 	})
 	g.worker = deliver.New(st, deliver.Options{
 		Writer:        g.committer,
@@ -155,6 +168,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		ShutdownGrace: min(opts.ShutdownTimeout, lease),
 		Logger:        opts.Logger.With("component", "deliver"),
 		Metrics:       g.metrics,
+		Paused:        g.pausedNow,
 	})
 	g.committer.Attach(g.worker)
 
@@ -178,6 +192,49 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	effectsAPI := auth.Wrap(effect.Handler(g.effects, opts.Logger.With("component", "effects")))
 	g.api.Handle("/v1/effects", effectsAPI)
 	g.api.Handle("/v1/effects/", effectsAPI)
+
+	// The operator surface: the admin API (and the dashboard) on the same
+	// listener and tokens.
+	samples := admin.NewSamples(100, 64<<10)
+	alerts, err := admin.NewAlerter(admin.AlertOptions{
+		URL: cfg.Alerts.URL, Headers: cfg.Alerts.Headers,
+		DuplicateFactor: cfg.Alerts.DuplicateFactor, MinVolume: cfg.Alerts.MinVolume, BaselineFloor: cfg.Alerts.BaselineFloor,
+		DeadLetters: cfg.Alerts.DeadLetters, OldestPending: time.Duration(cfg.Alerts.OldestPending), Interval: time.Duration(cfg.Alerts.Interval),
+		Store: st, Ledger: g.effects, Registerer: m.Registry, Logger: opts.Logger.With("component", "alerts"),
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	g.alerts = alerts
+	adminSources := make([]admin.Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		adminSources[i] = admin.Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.Destinations, OnMissingKey: s.OnMissingKey}
+	}
+	adminDests := make([]admin.Destination, len(cfg.Destinations))
+	destNames := make([]string, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		adminDests[i], destNames[i] = admin.Destination{Name: d.Name, URL: d.URL}, d.Name
+	}
+	g.admin, err = admin.New(admin.Options{
+		Store: st, Sources: adminSources, Destinations: adminDests, Effects: g.effects,
+		Samples: samples, Alerts: alerts, Changed: g.changed,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	adminMux := http.NewServeMux()
+	admin.Register(adminMux, g.admin, opts.Logger.With("component", "admin"))
+	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "no such endpoint: see docs/api.md", Reason: receive.ReasonNotFound})
+	})
+	adminAPI := auth.Wrap(adminMux)
+	g.api.Handle("/v1/", adminAPI)
+	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // audited
+	if c, ok := admin.NewCollector(st, destNames, 5*time.Second); ok {
+		m.Registry.MustRegister(c)
+	}
 	g.api.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -200,7 +257,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	g.intake = receive.New(receive.Options{
 		Sources: sources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
 		MaxInflightBytes: int64(cfg.MaxInflightBytes), TrustedProxies: proxies,
-		Seen:   seen.New(opts.HotKeys),
+		Seen: seen.New(opts.HotKeys), OnDuplicate: samples.Add,
 		Logger: opts.Logger.With("component", "receive"), Metrics: g.metrics,
 	})
 
@@ -288,6 +345,79 @@ func (g *Gateway) Replay(ctx context.Context, source, key string) (int, error) {
 	return n, err
 }
 
+// Admin is the gateway's operator surface (what the admin API serves).
+func (g *Gateway) Admin() *admin.Service { return g.admin }
+
+// Alerts is the gateway's alerter.
+func (g *Gateway) Alerts() *admin.Alerter { return g.alerts }
+
+// pauseRefresh is how often the paused destinations are read from the
+// store: how long a pause or resume made on another replica takes to apply
+// here (one made here applies at once).
+const pauseRefresh = 2 * time.Second
+
+// pausedNow is the paused destinations, as last read; the writer and the
+// worker ask on every tick.
+func (g *Gateway) pausedNow() []string {
+	if p := g.paused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// refreshPaused reads the paused destinations, and wakes the worker when
+// one was resumed: its held deliveries are due.
+func (g *Gateway) refreshPaused(ctx context.Context) error {
+	a, ok := store.AdminOf(g.store)
+	if !ok {
+		return nil
+	}
+	m, err := a.Paused(ctx)
+	if err != nil {
+		return fmt.Errorf("read paused destinations: %w", err)
+	}
+	now := make([]string, 0, len(m))
+	for d := range m {
+		now = append(now, d)
+	}
+	slices.Sort(now)
+	old := g.pausedNow()
+	g.paused.Store(&now)
+	for _, d := range old {
+		if !slices.Contains(now, d) && g.worker != nil {
+			g.worker.Notify()
+			break
+		}
+	}
+	return nil
+}
+
+// changed is called after an operator's change: a pause applies at once,
+// and a resume, replay or retry wakes the worker.
+func (g *Gateway) changed() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.refreshPaused(ctx); err != nil {
+		g.log.Warn("refresh paused destinations", "err", err)
+	}
+	g.worker.Notify()
+}
+
+func (g *Gateway) watchPaused(ctx context.Context) {
+	t := time.NewTicker(pauseRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := g.refreshPaused(ctx); err != nil && ctx.Err() == nil {
+				g.log.Warn("refresh paused destinations", "err", err)
+			}
+		}
+	}
+}
+
 // APIHandler is the API listener's handler: /v1/effects (and the admin API
 // and dashboard), behind the bearer tokens of api.tokens.
 func (g *Gateway) APIHandler() http.Handler { return g.api }
@@ -336,9 +466,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // ends, then lets in-flight deliveries finish or release their leases.
 func (g *Gateway) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(4)
 	go func() { defer wg.Done(); g.worker.Run(ctx) }()
 	go func() { defer wg.Done(); g.sweep(ctx) }()
+	go func() { defer wg.Done(); g.watchPaused(ctx) }()
+	go func() { defer wg.Done(); g.alerts.Run(ctx) }()
 	if l, ok := g.store.(listener); ok {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.Listen(ctx, g.worker.Notify) }()

@@ -50,6 +50,8 @@ type Config struct {
 	Effects Effects `yaml:"effects"`
 	// Stats tunes the durable hourly rollups.
 	Stats Stats `yaml:"stats"`
+	// Alerts watch the duplicate rate, dead letters and backlog.
+	Alerts Alerts `yaml:"alerts"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
@@ -74,6 +76,28 @@ type APIToken struct {
 type Stats struct {
 	// Retention is how long hours are kept (default 90d).
 	Retention Duration `yaml:"retention"`
+}
+
+// Alerts: per source, the current hour's duplicate rate against its
+// trailing 7-day baseline for the same hour; per destination, dead letters
+// rising and the oldest pending delivery getting old. Each alert is logged,
+// set as a metric, and optionally POSTed (JSON) to URL, at most once per
+// source or destination and hour across every replica.
+type Alerts struct {
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// DuplicateFactor (default 3) times the baseline, with at least
+	// MinVolume events this hour (default 100); the baseline is never taken
+	// below BaselineFloor (default 0.02).
+	DuplicateFactor float64 `yaml:"duplicate_factor"`
+	MinVolume       int64   `yaml:"min_volume"`
+	BaselineFloor   float64 `yaml:"baseline_floor"`
+	// DeadLetters is how many new dead letters in an hour alert (default 10).
+	DeadLetters int64 `yaml:"dead_letters"`
+	// OldestPending is how old a pending delivery may get (default 15m).
+	OldestPending Duration `yaml:"oldest_pending"`
+	// Interval between checks (default 1m).
+	Interval Duration `yaml:"interval"`
 }
 
 // Effects tunes the effects ledger.
@@ -682,6 +706,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Effects.MaxResult > 16<<20 {
 		fail("effects.max_result", "at most 16MiB")
+	}
+	if c.Alerts.URL != "" {
+		if u, err := url.Parse(c.Alerts.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail("alerts.url", "%q: want an http:// or https:// URL", Redact(c.Alerts.URL))
+		}
+	}
+	if c.Alerts.DuplicateFactor < 0 || (c.Alerts.DuplicateFactor > 0 && c.Alerts.DuplicateFactor <= 1) {
+		fail("alerts.duplicate_factor", "want more than 1 (an alert above the baseline itself would fire every other hour)")
+	}
+	if c.Alerts.MinVolume < 0 || c.Alerts.DeadLetters < 0 {
+		fail("alerts", "min_volume and dead_letters cannot be negative")
+	}
+	if c.Alerts.BaselineFloor < 0 || c.Alerts.BaselineFloor >= 1 {
+		fail("alerts.baseline_floor", "want a rate from 0 to 1")
 	}
 	dests := map[string]bool{}
 	for i, d := range c.Destinations {

@@ -79,10 +79,15 @@ type Options struct {
 	// Seen, when set, answers events already known to be committed without
 	// queueing for the store. It never decides a new event: misses go to
 	// the Claimer.
-	Seen    *seen.Set
-	Logger  *slog.Logger
-	Metrics *metrics.Metrics
-	Now     func() time.Time
+	Seen *seen.Set
+	// OnDuplicate, when set, is told each duplicate's key and body (after
+	// the answer is decided, before it is sent): the key doctor compares
+	// them with the stored copy. It must be quick and must not keep body
+	// past the call without copying it.
+	OnDuplicate func(source, key string, body []byte)
+	Logger      *slog.Logger
+	Metrics     *metrics.Metrics
+	Now         func() time.Time
 }
 
 // Handler serves POST /in/{source}.
@@ -90,6 +95,7 @@ type Handler struct {
 	sources  map[string]*Source
 	claimer  Claimer
 	seen     *seen.Set
+	onDup    func(source, key string, body []byte)
 	maxBody  int64
 	inflight *semaphore.Weighted
 	wait     time.Duration
@@ -105,6 +111,7 @@ func New(opts Options) *Handler {
 		sources: map[string]*Source{},
 		claimer: opts.Claimer,
 		seen:    opts.Seen,
+		onDup:   opts.OnDuplicate,
 		maxBody: opts.MaxBodySize,
 		log:     opts.Logger,
 		metrics: opts.Metrics,
@@ -370,6 +377,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case c.Duplicate:
 			res.Status, verdict = StatusDuplicate, StatusDuplicate
+			if h.onDup != nil {
+				h.onDup(name, events[i].Key, events[i].Body)
+			}
 		case events[i].Keyless:
 			verdict = "keyless"
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -40,10 +41,13 @@ type Admin interface {
 	SetPaused(ctx context.Context, destination string, paused bool, now time.Time, audit AuditEntry) error
 	// Paused returns the paused destinations and since when.
 	Paused(ctx context.Context) (map[string]time.Time, error)
-	// Queues returns, per destination with pending deliveries, how many are
-	// pending, how many of those are leased now, and when the oldest pending
-	// one's event was received.
+	// Queues returns, per destination with pending or dead deliveries, how
+	// many are pending, how many of those are leased now, when the oldest
+	// pending one's event was received, and how many are dead letters.
 	Queues(ctx context.Context, now time.Time) ([]Queue, error)
+	// EffectCounts counts the effects ledger's records by state, and the
+	// pending ones whose lease expired at now as "stale".
+	EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error)
 	// ListAudit lists the audit log newest first; Before pages.
 	ListAudit(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
 	// RecordAudit writes an entry for a change made elsewhere (the effects
@@ -82,6 +86,7 @@ const (
 
 // EventQuery selects events. Zero fields select everything.
 type EventQuery struct {
+	ID        int64 // one event
 	Source    string
 	State     string // pending, delivered, dead or stored
 	KeyPrefix string
@@ -165,6 +170,22 @@ type Queue struct {
 	Pending     int64
 	Leased      int64
 	Oldest      time.Time // when the oldest pending delivery's event was received
+	Dead        int64
+}
+
+// MergeDead adds dead-letter counts to queues, in destination order.
+func MergeDead(queues []Queue, dead map[string]int64) []Queue {
+	for i := range queues {
+		if n, ok := dead[queues[i].Destination]; ok {
+			queues[i].Dead = n
+			delete(dead, queues[i].Destination)
+		}
+	}
+	for d, n := range dead {
+		queues = append(queues, Queue{Destination: d, Dead: n})
+	}
+	sort.Slice(queues, func(i, j int) bool { return queues[i].Destination < queues[j].Destination })
+	return queues
 }
 
 // AuditEntry is one change an operator made.

@@ -162,8 +162,8 @@ type Options struct {
 	// Paused, when set, names the destinations paused now: their
 	// deliveries are neither handed off nor leased.
 	Paused func() []string
-	Now        func() time.Time
-	Logger     *slog.Logger
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // New starts a Committer's writers.

@@ -17,7 +17,7 @@ type Hourly struct {
 }
 
 type hourKey struct {
-	hour                 int64
+	hour                int64
 	scope, name, metric string
 }
 

@@ -49,6 +49,9 @@ func (f *filter) where() string {
 
 func (s *Store) eventFilter(q store.EventQuery) *filter {
 	f := &filter{}
+	if q.ID != 0 {
+		f.add("e.id = ?", q.ID)
+	}
 	if q.Source != "" {
 		f.add("e.source = ?", q.Source)
 	}
@@ -321,7 +324,17 @@ func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error
 	if err != nil {
 		return nil, unavailable("read queues", err)
 	}
-	return out, nil
+	rows, err = s.pool.Query(ctx, `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
+	if err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	counts := map[string]int64{}
+	var d string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&d, &n}, func() error { counts[d] = n; return nil }); err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	return store.MergeDead(out, counts), nil
 }
 
 // ListAudit implements store.Admin.
@@ -352,4 +365,20 @@ func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store
 func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
 	_, err := s.change(ctx, false, e, func(pgx.Tx) (int, error) { return e.Count, nil })
 	return err
+}
+
+// EffectCounts implements store.Admin.
+func (s *Store) EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT state, COUNT(*) FROM effects GROUP BY state
+		UNION ALL SELECT 'stale', COUNT(*) FROM effects WHERE state = 'pending' AND lease_expires_at <= $1`, s.toDB(now))
+	if err != nil {
+		return nil, unavailable("count effects", err)
+	}
+	out := map[string]int64{}
+	var state string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { out[state] = n; return nil }); err != nil {
+		return nil, unavailable("count effects", err)
+	}
+	return out, nil
 }

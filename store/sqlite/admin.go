@@ -24,6 +24,10 @@ const eventState = `CASE
 func eventWhere(q store.EventQuery) (string, []any) {
 	var conds []string
 	var args []any
+	if q.ID != 0 {
+		conds = append(conds, "e.id = ?")
+		args = append(args, q.ID)
+	}
 	if q.Source != "" {
 		conds = append(conds, "e.source = ?")
 		args = append(args, q.Source)
@@ -349,7 +353,27 @@ func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error
 		q.Oldest = fromMS(oldest)
 		out = append(out, q)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	dead, err := s.read.QueryContext(ctx, `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
+	if err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	defer dead.Close()
+	counts := map[string]int64{}
+	for dead.Next() {
+		var d string
+		var n int64
+		if err := dead.Scan(&d, &n); err != nil {
+			return nil, unavailable("read queues", err)
+		}
+		counts[d] = n
+	}
+	if err := dead.Err(); err != nil {
+		return nil, unavailable("read queues", err)
+	}
+	return store.MergeDead(out, counts), nil
 }
 
 // ListAudit implements store.Admin.
@@ -382,4 +406,24 @@ func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store
 func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
 	_, err := s.change(ctx, false, e, time.Now(), func(*sql.Tx) (int, error) { return e.Count, nil })
 	return err
+}
+
+// EffectCounts implements store.Admin.
+func (s *Store) EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT state, COUNT(*) FROM effects GROUP BY state
+		UNION ALL SELECT 'stale', COUNT(*) FROM effects WHERE state = 'pending' AND lease_expires_at <= ?`, ms(now))
+	if err != nil {
+		return nil, unavailable("count effects", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var state string
+		var n int64
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, unavailable("count effects", err)
+		}
+		out[state] = n
+	}
+	return out, rows.Err()
 }

@@ -1086,6 +1086,9 @@ func testAdminEvents(t *testing.T, s store.Store) {
 	if got, _ := a.ListAudit(ctx, 0, 10); len(got) != 1 || got[0].Actor != "ops" || got[0].Count != 2 || got[0].Action != "replay" {
 		t.Fatalf("audit %+v", got)
 	}
+	if n, err := a.ReplayEvents(ctx, store.EventQuery{ID: e.ID}, base.Add(2*time.Hour), true, store.AuditEntry{}); err != nil || n != 2 {
+		t.Fatalf("one event's replay, dry run: %d %v", n, err)
+	}
 }
 
 func testAdminDead(t *testing.T, s store.Store) {
@@ -1102,6 +1105,9 @@ func testAdminDead(t *testing.T, s store.Store) {
 	more, _ := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 10, Before: all[1].DeliveryID})
 	if len(more) != 2 {
 		t.Fatalf("second page %+v", more)
+	}
+	if q, err := a.Queues(ctx, base); err != nil || len(q) != 2 || q[0].Destination != "d1" || q[0].Dead != 2 || q[1].Dead != 2 || q[0].Pending != 0 {
+		t.Fatalf("queues with dead letters %+v %v", q, err)
 	}
 	if n, _ := a.RetryDeadLetters(ctx, store.DeadQuery{Destination: "d2"}, base, true, store.AuditEntry{}); n != 2 {
 		t.Fatalf("dry run %d", n)

@@ -1,0 +1,781 @@
+// Package admin is oncehook's operator surface: what came in, what was a
+// duplicate, what was rejected and why, what is stuck, and the actions that
+// unstick it (replay, retry, purge, pause), each written to an audit log.
+//
+// One Operator interface has two implementations: Service works on a store
+// directly (the gateway's API and dashboard, and the CLI with --config),
+// and Client talks to a running gateway's API (the CLI with --api). Handler
+// serves a Service as the JSON API under /v1, documented in docs/api.md.
+//
+// Counts come from the hourly rollups (see store.Rollup), never from
+// counting rows, so the overview stays fast with millions of events stored;
+// lists page by keyset (a cursor), never by offset.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/store"
+)
+
+// Operator is everything an operator can see and do. Service and Client
+// implement it; the CLI takes either.
+type Operator interface {
+	Sources(ctx context.Context) ([]SourceView, error)
+	Stats(ctx context.Context, q StatsQuery) (StatsView, error)
+	Events(ctx context.Context, f EventFilter) (EventPage, error)
+	Event(ctx context.Context, id int64) (EventDetail, error)
+	// ReplayEvent redelivers one stored event to its destinations.
+	ReplayEvent(ctx context.Context, id int64) (Count, error)
+	// ReplayEvents redelivers every event f selects (not a page of them);
+	// with dryRun it only counts.
+	ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error)
+	DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, error)
+	RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error)
+	PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error)
+	Destinations(ctx context.Context) ([]DestinationView, error)
+	// SetPaused pauses (holds, never drops) or resumes a destination.
+	SetPaused(ctx context.Context, destination string, paused bool) (DestinationView, error)
+	Audit(ctx context.Context, cursor string, limit int) (AuditPage, error)
+	// Doctor checks a source's keys (every source when source is empty).
+	Doctor(ctx context.Context, source string) (DoctorReport, error)
+}
+
+// Errors an Operator returns; the API answers them with 404 and 400.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrInvalid  = errors.New("invalid")
+)
+
+// invalid is a bad argument, naming the field.
+type invalidError struct {
+	Field string
+	Msg   string
+}
+
+func (e *invalidError) Error() string { return e.Field + ": " + e.Msg }
+func (e *invalidError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &invalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Source is a configured source, as the operator sees it.
+type Source struct {
+	Name         string
+	Preset       string
+	Window       time.Duration
+	Destinations []string
+	OnMissingKey string
+}
+
+// Destination is a configured destination.
+type Destination struct {
+	Name string
+	URL  string
+}
+
+// Options configure a Service.
+type Options struct {
+	Store        store.Store
+	Sources      []Source
+	Destinations []Destination
+	// Effects, when set, lets the dashboard show the effects ledger.
+	Effects *effect.Local
+	// Changed is called after a change that the delivery side must see at
+	// once (a pause, a resume, a replay, a retry): the gateway refreshes
+	// its paused set and wakes its worker.
+	Changed func()
+	// Samples are recent duplicates' bodies, for the key doctor's second
+	// check; without them it runs only the first.
+	Samples *Samples
+	// Alerts, when set, marks sources and destinations that are alerting.
+	Alerts *Alerter
+	Now    func() time.Time
+}
+
+// Service is the Operator over a store.
+type Service struct {
+	opts  Options
+	admin store.Admin
+}
+
+var _ Operator = (*Service)(nil)
+
+// New returns a Service. The store must implement store.Admin (every
+// backend does, and layers in front of one hand it out).
+func New(opts Options) (*Service, error) {
+	a, ok := store.AdminOf(opts.Store)
+	if !ok {
+		return nil, fmt.Errorf("admin: %T has no operator queries", opts.Store)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Changed == nil {
+		opts.Changed = func() {}
+	}
+	return &Service{opts: opts, admin: a}, nil
+}
+
+// Effects is the effects ledger the Service was given, or nil.
+func (s *Service) Effects() *effect.Local { return s.opts.Effects }
+
+type actorKey struct{}
+
+// WithActor names who makes the changes made with ctx, for the audit log
+// (the CLI passes "cli:<user>"). The API's callers are named by their
+// token's name.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorOf returns who makes the changes made with ctx.
+func ActorOf(ctx context.Context) string {
+	if c, ok := apiauth.CallerOf(ctx); ok {
+		return "token:" + c.Name
+	}
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		return a
+	}
+	return "unknown"
+}
+
+func (s *Service) audit(ctx context.Context, action, target string) store.AuditEntry {
+	return store.AuditEntry{At: s.opts.Now(), Actor: ActorOf(ctx), Action: action, Target: target}
+}
+
+// Count is how many things an action changed (or, in a dry run, would).
+type Count struct {
+	Count  int  `json:"count"`
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// ---- events ----
+
+// Event states (see store.EventPending...).
+var eventStates = []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStored}
+
+// EventFilter selects events. Zero fields select everything.
+type EventFilter struct {
+	Source    string    `json:"source,omitempty"`
+	State     string    `json:"state,omitempty"`
+	KeyPrefix string    `json:"key_prefix,omitempty"`
+	From      time.Time `json:"from,omitzero"`
+	To        time.Time `json:"to,omitzero"`
+	// Cursor is the NextCursor of the previous page.
+	Cursor string `json:"cursor,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	// All must be set to act (replay) on every event with an empty filter,
+	// so that a forgotten filter never replays everything.
+	All bool `json:"all,omitempty"`
+}
+
+func (f EventFilter) empty() bool {
+	return f.Source == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero()
+}
+
+// String describes the filter, for the audit log.
+func (f EventFilter) String() string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	add("source", f.Source)
+	add("state", f.State)
+	add("key_prefix", f.KeyPrefix)
+	if !f.From.IsZero() {
+		add("from", f.From.UTC().Format(time.RFC3339))
+	}
+	if !f.To.IsZero() {
+		add("to", f.To.UTC().Format(time.RFC3339))
+	}
+	if len(parts) == 0 {
+		return "all events"
+	}
+	return strings.Join(parts, " ")
+}
+
+// maxLimit bounds a page.
+const maxLimit = 500
+
+func (f EventFilter) query() (store.EventQuery, error) {
+	q := store.EventQuery{Source: f.Source, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
+	if len(f.Source) > 200 {
+		return q, invalid("source", "too long")
+	}
+	if len(f.KeyPrefix) > 1024 {
+		return q, invalid("key_prefix", "too long")
+	}
+	if f.State != "" && !contains(eventStates, f.State) {
+		return q, invalid("state", "want one of %s", strings.Join(eventStates, ", "))
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return q, invalid("to", "must be after from")
+	}
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	if q.Limit < 1 || q.Limit > maxLimit {
+		return q, invalid("limit", "want 1 to %d", maxLimit)
+	}
+	before, err := parseCursor(f.Cursor)
+	if err != nil {
+		return q, err
+	}
+	q.Before = before
+	return q, nil
+}
+
+// A cursor is the last id of the previous page, prefixed so that it reads
+// as opaque and cannot be mistaken for a count.
+func cursorOf(id int64) string { return fmt.Sprintf("c%d", id) }
+
+func parseCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	var id int64
+	if _, err := fmt.Sscanf(c, "c%d", &id); err != nil || id <= 0 || cursorOf(id) != c {
+		return 0, invalid("cursor", "not a cursor this API gave")
+	}
+	return id, nil
+}
+
+// EventSummary is an event in a list.
+type EventSummary struct {
+	ID            int64     `json:"id"`
+	Source        string    `json:"source"`
+	Key           string    `json:"key"`
+	Keyless       bool      `json:"keyless,omitempty"`
+	ContentType   string    `json:"content_type"`
+	Size          int       `json:"size"`
+	ReceivedAt    time.Time `json:"received_at"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	State         string    `json:"state"`
+	DeliveryCount int       `json:"delivery_count"`
+}
+
+// EventPage is a page of events, newest first.
+type EventPage struct {
+	Events     []EventSummary `json:"events"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+}
+
+// EventDetail is one event, whole: its payload, the headers forwarded with
+// it, and every delivery with every attempt.
+type EventDetail struct {
+	EventSummary
+	Headers map[string][]string `json:"headers"`
+	// Body is the payload as text when it is UTF-8, else BodyBase64.
+	Body       string           `json:"body,omitempty"`
+	BodyBase64 []byte           `json:"body_base64,omitempty"`
+	Deliveries []DeliveryDetail `json:"deliveries"`
+}
+
+// DeliveryDetail is one delivery of an event.
+type DeliveryDetail struct {
+	ID             int64           `json:"id"`
+	Destination    string          `json:"destination"`
+	State          string          `json:"state"`
+	Attempts       int             `json:"attempts"`
+	NextAttemptAt  *time.Time      `json:"next_attempt_at,omitempty"`
+	LeaseExpiresAt *time.Time      `json:"lease_expires_at,omitempty"`
+	LastStatus     int             `json:"last_status,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	History        []AttemptDetail `json:"history"`
+}
+
+// AttemptDetail is one attempt of a delivery.
+type AttemptDetail struct {
+	Attempt    int       `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS float64   `json:"duration_ms"`
+	Status     int       `json:"status,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Outcome    string    `json:"outcome"`
+	Response   string    `json:"response,omitempty"`
+}
+
+func summaryOf(e store.EventSummary) EventSummary {
+	return EventSummary{ID: e.ID, Source: e.Source, Key: e.Key, Keyless: e.Keyless, ContentType: e.ContentType, Size: e.Size,
+		ReceivedAt: e.ReceivedAt.UTC(), ExpiresAt: e.ExpiresAt.UTC(), State: e.State, DeliveryCount: e.Deliveries}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// Events implements Operator.
+func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	q, err := f.query()
+	if err != nil {
+		return EventPage{}, err
+	}
+	list, err := s.admin.ListEvents(ctx, q)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: make([]EventSummary, len(list))}
+	for i, e := range list {
+		page.Events[i] = summaryOf(e)
+	}
+	if len(list) == q.Limit {
+		page.NextCursor = cursorOf(list[len(list)-1].ID)
+	}
+	return page, nil
+}
+
+// Event implements Operator.
+func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
+	e, err := s.admin.Event(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return EventDetail{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return EventDetail{}, err
+	}
+	d := EventDetail{EventSummary: summaryOf(e.EventSummary), Headers: e.Header, Deliveries: []DeliveryDetail{}}
+	if d.Headers == nil {
+		d.Headers = map[string][]string{}
+	}
+	if utf8.Valid(e.Body) {
+		d.Body = string(e.Body)
+	} else {
+		d.BodyBase64 = e.Body
+	}
+	for _, dl := range e.Deliveries {
+		dd := DeliveryDetail{ID: dl.ID, Destination: dl.Destination, State: string(dl.State), Attempts: dl.Attempts,
+			LastStatus: dl.LastStatus, LastError: dl.LastError, UpdatedAt: dl.UpdatedAt.UTC(), History: []AttemptDetail{}}
+		if dl.State == store.Pending {
+			dd.NextAttemptAt = timePtr(dl.NextAttemptAt)
+			if dl.LeaseExpiresAt.After(s.opts.Now()) {
+				dd.LeaseExpiresAt = timePtr(dl.LeaseExpiresAt)
+			}
+		}
+		for _, a := range dl.History {
+			dd.History = append(dd.History, AttemptDetail{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(),
+				DurationMS: float64(a.Duration.Microseconds()) / 1000, Status: a.StatusCode, Error: a.Error, Outcome: a.Outcome, Response: a.Response})
+		}
+		d.Deliveries = append(d.Deliveries, dd)
+	}
+	return d, nil
+}
+
+// ReplayEvent implements Operator.
+func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
+	if _, err := s.admin.Event(ctx, id); errors.Is(err, store.ErrNotFound) {
+		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
+	} else if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.ReplayEvents(ctx, store.EventQuery{ID: id}, s.opts.Now(), false, s.audit(ctx, "replay", fmt.Sprintf("event %d", id)))
+	if err != nil {
+		return Count{}, err
+	}
+	s.opts.Changed()
+	return Count{Count: n}, nil
+}
+
+// ReplayEvents implements Operator.
+func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
+	if f.Cursor != "" || f.Limit != 0 {
+		return Count{}, invalid("cursor", "a bulk replay takes every event the filter selects, not a page")
+	}
+	q, err := f.query()
+	if err != nil {
+		return Count{}, err
+	}
+	if f.empty() && !f.All {
+		return Count{}, invalid("all", "the filter is empty: set all to replay every stored event")
+	}
+	q.Limit = 0
+	n, err := s.admin.ReplayEvents(ctx, q, s.opts.Now(), dryRun, s.audit(ctx, "replay", f.String()))
+	if err != nil {
+		return Count{}, err
+	}
+	if !dryRun && n > 0 {
+		s.opts.Changed()
+	}
+	return Count{Count: n, DryRun: dryRun}, nil
+}
+
+// ---- dead letters ----
+
+// DeadFilter selects dead letters.
+type DeadFilter struct {
+	Destination string `json:"destination,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Cursor      string `json:"cursor,omitempty"`
+	Limit       int    `json:"limit,omitempty"`
+	// All must be set to retry or purge every dead letter with an empty
+	// filter.
+	All bool `json:"all,omitempty"`
+}
+
+func (f DeadFilter) String() string {
+	var parts []string
+	if f.Destination != "" {
+		parts = append(parts, "destination="+f.Destination)
+	}
+	if f.Source != "" {
+		parts = append(parts, "source="+f.Source)
+	}
+	if len(parts) == 0 {
+		return "all dead letters"
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f DeadFilter) query() (store.DeadQuery, error) {
+	q := store.DeadQuery{Destination: f.Destination, Source: f.Source, Limit: f.Limit}
+	if len(f.Destination) > 200 {
+		return q, invalid("destination", "too long")
+	}
+	if len(f.Source) > 200 {
+		return q, invalid("source", "too long")
+	}
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	if q.Limit < 1 || q.Limit > maxLimit {
+		return q, invalid("limit", "want 1 to %d", maxLimit)
+	}
+	before, err := parseCursor(f.Cursor)
+	q.Before = before
+	return q, err
+}
+
+func (f DeadFilter) bulk() (store.DeadQuery, error) {
+	if f.Cursor != "" || f.Limit != 0 {
+		return store.DeadQuery{}, invalid("cursor", "a bulk action takes every dead letter the filter selects, not a page")
+	}
+	q, err := f.query()
+	if err != nil {
+		return q, err
+	}
+	if f.Destination == "" && f.Source == "" && !f.All {
+		return q, invalid("all", "the filter is empty: set all to act on every dead letter")
+	}
+	q.Limit = 0
+	return q, nil
+}
+
+// DeadLetter is a delivery that gave up.
+type DeadLetter struct {
+	DeliveryID  int64     `json:"delivery_id"`
+	EventID     int64     `json:"event_id"`
+	Source      string    `json:"source"`
+	Key         string    `json:"key"`
+	Destination string    `json:"destination"`
+	Attempts    int       `json:"attempts"`
+	LastStatus  int       `json:"last_status,omitempty"`
+	LastError   string    `json:"last_error,omitempty"`
+	ReceivedAt  time.Time `json:"received_at"`
+	DiedAt      time.Time `json:"died_at"`
+}
+
+// DeadPage is a page of dead letters, newest first.
+type DeadPage struct {
+	DeadLetters []DeadLetter `json:"dead_letters"`
+	NextCursor  string       `json:"next_cursor,omitempty"`
+}
+
+// DeadLetters implements Operator.
+func (s *Service) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, error) {
+	q, err := f.query()
+	if err != nil {
+		return DeadPage{}, err
+	}
+	list, err := s.admin.ListDeadLetters(ctx, q)
+	if err != nil {
+		return DeadPage{}, err
+	}
+	page := DeadPage{DeadLetters: make([]DeadLetter, len(list))}
+	for i, d := range list {
+		page.DeadLetters[i] = DeadLetter{DeliveryID: d.DeliveryID, EventID: d.EventID, Source: d.Source, Key: d.Key, Destination: d.Destination,
+			Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, ReceivedAt: d.ReceivedAt.UTC(), DiedAt: d.DiedAt.UTC()}
+	}
+	if len(list) == q.Limit {
+		page.NextCursor = cursorOf(list[len(list)-1].DeliveryID)
+	}
+	return page, nil
+}
+
+// RetryDeadLetters implements Operator.
+func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
+	q, err := f.bulk()
+	if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.RetryDeadLetters(ctx, q, s.opts.Now(), dryRun, s.audit(ctx, "retry", f.String()))
+	if err != nil {
+		return Count{}, err
+	}
+	if !dryRun && n > 0 {
+		s.opts.Changed()
+	}
+	return Count{Count: n, DryRun: dryRun}, nil
+}
+
+// PurgeDeadLetters implements Operator.
+func (s *Service) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
+	q, err := f.bulk()
+	if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, "purge", f.String()))
+	if err != nil {
+		return Count{}, err
+	}
+	return Count{Count: n, DryRun: dryRun}, nil
+}
+
+// ---- destinations ----
+
+// DestinationView is a destination with its queue.
+type DestinationView struct {
+	Name        string     `json:"name"`
+	URL         string     `json:"url"` // without credentials or query
+	Paused      bool       `json:"paused"`
+	PausedSince *time.Time `json:"paused_since,omitempty"`
+	Pending     int64      `json:"pending"`
+	Leased      int64      `json:"leased"`
+	Dead        int64      `json:"dead"`
+	// OldestPendingSeconds is how long ago the oldest pending delivery's
+	// event came in: how far behind the destination is.
+	OldestPendingSeconds float64           `json:"oldest_pending_seconds"`
+	Last24h              DestinationCounts `json:"last_24h"`
+	Alerts               []string          `json:"alerts,omitempty"`
+}
+
+// DestinationCounts are a destination's attempts by outcome.
+type DestinationCounts struct {
+	Delivered    int64   `json:"delivered"`
+	Retry        int64   `json:"retry"`
+	Dead         int64   `json:"dead"`
+	LatencyAvgMS float64 `json:"latency_avg_ms"`
+}
+
+// displayURL drops what a URL may carry that is secret: credentials and
+// the query.
+func displayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// Destinations implements Operator.
+func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
+	now := s.opts.Now()
+	queues, err := s.admin.Queues(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	paused, err := s.admin.Paused(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rollups, err := s.opts.Store.Rollups(ctx, store.RollupQuery{Scope: store.ScopeDestination, From: now.Add(-24 * time.Hour).Truncate(time.Hour), To: now.Add(time.Hour)})
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*DestinationView{}
+	var out []DestinationView
+	for _, d := range s.opts.Destinations {
+		out = append(out, DestinationView{Name: d.Name, URL: displayURL(d.URL)})
+	}
+	index := func(name string) *DestinationView {
+		if v, ok := byName[name]; ok {
+			return v
+		}
+		for i := range out {
+			if out[i].Name == name {
+				byName[name] = &out[i]
+				return &out[i]
+			}
+		}
+		return nil
+	}
+	for _, q := range queues {
+		v := index(q.Destination)
+		if v == nil {
+			// A destination removed from the config that still has
+			// deliveries: show it, so they are not forgotten.
+			out = append(out, DestinationView{Name: q.Destination})
+			byName = map[string]*DestinationView{}
+			v = index(q.Destination)
+		}
+		v.Pending, v.Leased, v.Dead = q.Pending, q.Leased, q.Dead
+		if q.Pending > 0 && !q.Oldest.IsZero() {
+			v.OldestPendingSeconds = max(0, now.Sub(q.Oldest).Seconds())
+		}
+	}
+	for name, since := range paused {
+		if v := index(name); v != nil {
+			v.Paused, v.PausedSince = true, timePtr(since)
+		}
+	}
+	latency := map[string][2]int64{}
+	for _, r := range rollups {
+		v := index(r.Name)
+		if v == nil {
+			continue
+		}
+		switch r.Metric {
+		case "attempts.delivered":
+			v.Last24h.Delivered += r.Value
+		case "attempts.retry":
+			v.Last24h.Retry += r.Value
+		case "attempts.dead":
+			v.Last24h.Dead += r.Value
+		case "latency.count":
+			l := latency[r.Name]
+			l[0] += r.Value
+			latency[r.Name] = l
+		case "latency.sum_ms":
+			l := latency[r.Name]
+			l[1] += r.Value
+			latency[r.Name] = l
+		}
+	}
+	for name, l := range latency {
+		if v := index(name); v != nil && l[0] > 0 {
+			v.Last24h.LatencyAvgMS = float64(l[1]) / float64(l[0])
+		}
+	}
+	if s.opts.Alerts != nil {
+		for i := range out {
+			out[i].Alerts = s.opts.Alerts.Firing(store.ScopeDestination, out[i].Name)
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) known(destination string) bool {
+	for _, d := range s.opts.Destinations {
+		if d.Name == destination {
+			return true
+		}
+	}
+	return false
+}
+
+// SetPaused implements Operator.
+func (s *Service) SetPaused(ctx context.Context, destination string, paused bool) (DestinationView, error) {
+	if !s.known(destination) {
+		return DestinationView{}, fmt.Errorf("destination %q: %w", destination, ErrNotFound)
+	}
+	action := "resume"
+	if paused {
+		action = "pause"
+	}
+	if err := s.admin.SetPaused(ctx, destination, paused, s.opts.Now(), s.audit(ctx, action, "destination "+destination)); err != nil {
+		return DestinationView{}, err
+	}
+	s.opts.Changed()
+	all, err := s.Destinations(ctx)
+	if err != nil {
+		return DestinationView{}, err
+	}
+	for _, d := range all {
+		if d.Name == destination {
+			return d, nil
+		}
+	}
+	return DestinationView{Name: destination, Paused: paused}, nil
+}
+
+// ---- audit ----
+
+// AuditEntry is one change an operator made.
+type AuditEntry struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Count  int       `json:"count"`
+}
+
+// AuditPage is a page of the audit log, newest first.
+type AuditPage struct {
+	Entries    []AuditEntry `json:"entries"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// Audit implements Operator.
+func (s *Service) Audit(ctx context.Context, cursor string, limit int) (AuditPage, error) {
+	before, err := parseCursor(cursor)
+	if err != nil {
+		return AuditPage{}, err
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > maxLimit {
+		return AuditPage{}, invalid("limit", "want 1 to %d", maxLimit)
+	}
+	list, err := s.admin.ListAudit(ctx, before, limit)
+	if err != nil {
+		return AuditPage{}, err
+	}
+	page := AuditPage{Entries: make([]AuditEntry, len(list))}
+	for i, e := range list {
+		page.Entries[i] = AuditEntry{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, Action: e.Action, Target: e.Target, Count: e.Count}
+	}
+	if len(list) == limit {
+		page.NextCursor = cursorOf(list[len(list)-1].ID)
+	}
+	return page, nil
+}
+
+// ResetEffect reopens a failed or expired effect (see effect.Local.Reset),
+// recorded in the audit log.
+func (s *Service) ResetEffect(ctx context.Context, key string) error {
+	if s.opts.Effects == nil {
+		return fmt.Errorf("effects ledger: %w", ErrNotFound)
+	}
+	if err := s.opts.Effects.Reset(ctx, key); err != nil {
+		return err
+	}
+	return s.admin.RecordAudit(ctx, s.audit(ctx, "effect_reset", "effect "+key))
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,321 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/store"
+)
+
+// Alert kinds.
+const (
+	AlertDuplicateRate = "duplicate_rate" // a source's duplicates above its baseline
+	AlertDeadLetters   = "dead_letters"   // a destination's dead letters rising
+	AlertOldestPending = "oldest_pending" // a destination falling behind
+)
+
+// AlertOptions configure an Alerter.
+type AlertOptions struct {
+	// URL, when set, receives each alert as a JSON POST, at most once per
+	// alert, source (or destination) and hour, across every replica.
+	URL     string
+	Headers map[string]string
+	// DuplicateFactor: a source alerts when the current hour's duplicate
+	// rate is above this many times its baseline (default 3) and it
+	// received at least MinVolume events this hour (default 100). The
+	// baseline is the duplicate rate of the same hour on the 7 days before,
+	// and never below BaselineFloor (default 0.02), so a source with no
+	// history, or none of duplicates, is not alerted on by a handful.
+	DuplicateFactor float64
+	MinVolume       int64
+	BaselineFloor   float64
+	// DeadLetters: a destination alerts when this many of its deliveries
+	// became dead letters in the current hour (default 10).
+	DeadLetters int64
+	// OldestPending: a destination alerts when its oldest pending delivery
+	// came in longer ago than this (default 15m).
+	OldestPending time.Duration
+	// Interval is how often the checks run (default 1m).
+	Interval time.Duration
+
+	Store  store.Store
+	Ledger *effect.Local // makes the POST once across replicas
+	Client *http.Client
+	Logger *slog.Logger
+	// Registerer, when set, gets oncehook_alert_firing and
+	// oncehook_alerts_total.
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Alert is one alert, as logged and POSTed.
+type Alert struct {
+	Kind      string    `json:"kind"`
+	Scope     string    `json:"scope"` // source or destination
+	Name      string    `json:"name"`
+	Hour      time.Time `json:"hour"`
+	Value     float64   `json:"value"`
+	Threshold float64   `json:"threshold"`
+	Baseline  *float64  `json:"baseline,omitempty"`
+	Volume    int64     `json:"volume,omitempty"`
+	Message   string    `json:"message"`
+}
+
+// Alerter runs the checks and remembers what fires.
+type Alerter struct {
+	opts   AlertOptions
+	admin  store.Admin
+	firing *prometheus.GaugeVec
+	total  *prometheus.CounterVec
+
+	mu    sync.Mutex
+	state map[alertID]Alert // firing now
+}
+
+type alertID struct{ kind, scope, name string }
+
+// NewAlerter returns an Alerter; Run runs it.
+func NewAlerter(opts AlertOptions) (*Alerter, error) {
+	a, ok := store.AdminOf(opts.Store)
+	if !ok {
+		return nil, fmt.Errorf("alerts: %T has no operator queries", opts.Store)
+	}
+	if opts.DuplicateFactor <= 0 {
+		opts.DuplicateFactor = 3
+	}
+	if opts.MinVolume <= 0 {
+		opts.MinVolume = 100
+	}
+	if opts.BaselineFloor <= 0 {
+		opts.BaselineFloor = 0.02
+	}
+	if opts.DeadLetters <= 0 {
+		opts.DeadLetters = 10
+	}
+	if opts.OldestPending <= 0 {
+		opts.OldestPending = 15 * time.Minute
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Minute
+	}
+	if opts.Client == nil {
+		opts.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	al := &Alerter{opts: opts, admin: a, state: map[alertID]Alert{},
+		firing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "oncehook_alert_firing", Help: "1 while an alert fires, by kind, scope (source, destination) and name.",
+		}, []string{"kind", "scope", "name"}),
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncehook_alerts_total", Help: "Alerts raised, by kind (counted once per alert and hour by each replica).",
+		}, []string{"kind"}),
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(al.firing); err != nil {
+			return nil, err
+		}
+		if err := opts.Registerer.Register(al.total); err != nil {
+			return nil, err
+		}
+	}
+	return al, nil
+}
+
+// Run checks every Interval until ctx ends.
+func (a *Alerter) Run(ctx context.Context) {
+	t := time.NewTicker(a.opts.Interval)
+	defer t.Stop()
+	for {
+		if _, err := a.Check(ctx); err != nil && ctx.Err() == nil {
+			a.opts.Logger.Error("alert checks", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Firing returns the kinds of alert firing for a source or destination.
+func (a *Alerter) Firing(scope, name string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for id := range a.state {
+		if id.scope == scope && id.name == name {
+			out = append(out, id.kind)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Check runs every check once and returns the alerts that fire now (each
+// is logged, counted, and POSTed unless it was this hour already).
+func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
+	now := a.opts.Now()
+	hour := now.UTC().Truncate(time.Hour)
+	rows, err := a.opts.Store.Rollups(ctx, store.RollupQuery{From: hour.Add(-7 * 24 * time.Hour), To: hour.Add(time.Hour)})
+	if err != nil {
+		return nil, err
+	}
+	queues, err := a.admin.Queues(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	var alerts []Alert
+
+	// Duplicate rate per source, this hour against the same hour before.
+	current := map[string]*SourceCounts{}
+	dead := map[string]int64{}
+	for _, r := range rows {
+		if !r.Hour.Equal(hour) {
+			continue
+		}
+		switch {
+		case r.Scope == store.ScopeSource:
+			c := current[r.Name]
+			if c == nil {
+				c = &SourceCounts{}
+				current[r.Name] = c
+			}
+			c.add(r.Metric, r.Value)
+		case r.Scope == store.ScopeDestination && r.Metric == "attempts.dead":
+			dead[r.Name] += r.Value
+		}
+	}
+	base := baselines(rows, hour)
+	for _, name := range sortedKeys(current) {
+		c := current[name]
+		c.finish()
+		b, ok := base[name]
+		baseline := max(b, a.opts.BaselineFloor)
+		threshold := a.opts.DuplicateFactor * baseline
+		if c.Received < a.opts.MinVolume || c.DuplicateRate <= threshold {
+			continue
+		}
+		al := Alert{Kind: AlertDuplicateRate, Scope: store.ScopeSource, Name: name, Hour: hour, Value: c.DuplicateRate,
+			Threshold: threshold, Volume: c.Received,
+			Message: fmt.Sprintf("source %s: %.1f%% of %d events this hour were duplicates, above %.1f× its baseline", name, 100*c.DuplicateRate, c.Received, a.opts.DuplicateFactor)}
+		if ok {
+			al.Baseline = &b
+		}
+		alerts = append(alerts, al)
+	}
+	for _, name := range sortedKeys(dead) {
+		if n := dead[name]; n >= a.opts.DeadLetters {
+			alerts = append(alerts, Alert{Kind: AlertDeadLetters, Scope: store.ScopeDestination, Name: name, Hour: hour,
+				Value: float64(n), Threshold: float64(a.opts.DeadLetters),
+				Message: fmt.Sprintf("destination %s: %d deliveries became dead letters this hour", name, n)})
+		}
+	}
+	for _, q := range queues {
+		if q.Pending == 0 || q.Oldest.IsZero() {
+			continue
+		}
+		if age := now.Sub(q.Oldest); age > a.opts.OldestPending {
+			alerts = append(alerts, Alert{Kind: AlertOldestPending, Scope: store.ScopeDestination, Name: q.Destination, Hour: hour,
+				Value: age.Seconds(), Threshold: a.opts.OldestPending.Seconds(),
+				Message: fmt.Sprintf("destination %s: its oldest pending delivery came in %s ago", q.Destination, age.Round(time.Second))})
+		}
+	}
+
+	next := map[alertID]Alert{}
+	for _, al := range alerts {
+		next[alertID{al.Kind, al.Scope, al.Name}] = al
+	}
+	a.mu.Lock()
+	prev := a.state
+	a.state = next
+	a.mu.Unlock()
+	for id := range prev {
+		if _, ok := next[id]; !ok {
+			a.firing.DeleteLabelValues(id.kind, id.scope, id.name)
+			a.opts.Logger.Info("alert resolved", "kind", id.kind, id.scope, id.name)
+		}
+	}
+	var errs []error
+	for _, al := range alerts {
+		id := alertID{al.Kind, al.Scope, al.Name}
+		a.firing.WithLabelValues(al.Kind, al.Scope, al.Name).Set(1)
+		if old, ok := prev[id]; ok && old.Hour.Equal(al.Hour) {
+			continue // told already this hour
+		}
+		a.total.WithLabelValues(al.Kind).Inc()
+		a.opts.Logger.Warn("alert: "+al.Message, "kind", al.Kind, al.Scope, al.Name, "value", al.Value, "threshold", al.Threshold)
+		if err := a.post(ctx, al); err != nil {
+			errs = append(errs, err)
+			// Not told: the next check tries again.
+			a.mu.Lock()
+			delete(a.state, id)
+			a.mu.Unlock()
+		}
+	}
+	return alerts, errors.Join(errs...)
+}
+
+// post sends al to the configured URL once per hour, across replicas: the
+// effects ledger's key for it is claimed first, so only one replica POSTs,
+// and a replica that finds it done does nothing.
+func (a *Alerter) post(ctx context.Context, al Alert) error {
+	if a.opts.URL == "" {
+		return nil
+	}
+	body, err := json.Marshal(al)
+	if err != nil {
+		return err
+	}
+	send := func(ctx context.Context, _ effect.Claim) (json.RawMessage, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.opts.URL, bytes.NewReader(body))
+		if err != nil {
+			return nil, effect.Permanent(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "oncehook-alerts")
+		key := fmt.Sprintf("oncehook:alert:%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
+		req.Header.Set("Idempotency-Key", key)
+		for k, v := range a.opts.Headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := a.opts.Client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			return nil, fmt.Errorf("alert POST: %s", resp.Status)
+		}
+		return json.RawMessage(fmt.Sprintf(`{"status":%d}`, resp.StatusCode)), nil
+	}
+	if a.opts.Ledger == nil {
+		_, err := send(ctx, effect.Claim{})
+		return err
+	}
+	key := fmt.Sprintf("oncehook:alert:%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
+	_, _, err = effect.Do(ctx, a.opts.Ledger, key, effect.ClaimOptions{Lease: 30 * time.Second, Deadline: al.Hour.Add(time.Hour)}, send)
+	var busy *effect.BusyError
+	if errors.As(err, &busy) || errors.Is(err, effect.ErrExpired) {
+		return nil // another replica is sending it, or the hour is over
+	}
+	if err != nil {
+		return fmt.Errorf("alert %s %s: %w", al.Kind, al.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
+)
+
+// A duplicate spike against the trailing baseline raises exactly one alert
+// POST per source and hour, even with two replicas checking every minute;
+// quiet sources and steady high rates do not alert.
+func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "o.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hour := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
+	var deltas []store.StatDelta
+	add := func(h time.Time, source string, accepted, duplicate int64) {
+		deltas = append(deltas,
+			store.StatDelta{Hour: h, Scope: store.ScopeSource, Name: source, Metric: "events.accepted", Value: accepted},
+			store.StatDelta{Hour: h, Scope: store.ScopeSource, Name: source, Metric: "events.duplicate", Value: duplicate})
+	}
+	for d := 1; d <= 7; d++ {
+		day := hour.Add(-time.Duration(d) * 24 * time.Hour)
+		add(day, "stripe", 500, 10) // 2% at this hour, every day
+		add(day.Add(-time.Hour), "stripe", 500, 400)
+		add(day, "steady", 500, 150) // 30%, every day
+	}
+	add(hour, "stripe", 300, 200) // 40% now: a spike
+	add(hour, "steady", 300, 105) // 35%: within 3× its baseline
+	add(hour, "quiet", 10, 40)    // 80%, but 50 events: below the minimum volume
+	deltas = append(deltas, store.StatDelta{Hour: hour, Scope: store.ScopeDestination, Name: "crm", Metric: "attempts.dead", Value: 12})
+	if _, err := st.Commit(ctx, store.Batch{Stats: deltas, Shard: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var posts []admin.Alert
+	var keys []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a admin.Alert
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Errorf("alert body %s: %v", body, err)
+		}
+		mu.Lock()
+		posts = append(posts, a)
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+
+	var clock atomic.Pointer[time.Time]
+	set := func(t time.Time) { clock.Store(&t) }
+	now := func() time.Time { return *clock.Load() }
+	set(hour.Add(20 * time.Minute))
+	ledger := effect.New(st, effect.Options{Now: now})
+	reg := prometheus.NewRegistry()
+	replicas := make([]*admin.Alerter, 2)
+	for i := range replicas {
+		opts := admin.AlertOptions{URL: hook.URL, Store: st, Ledger: ledger, Now: now}
+		if i == 0 {
+			opts.Registerer = reg
+		}
+		replicas[i], err = admin.NewAlerter(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func() []admin.Alert {
+		var wg sync.WaitGroup
+		var first []admin.Alert
+		for i, a := range replicas {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := a.Check(ctx)
+				if err != nil {
+					t.Errorf("check: %v", err)
+				}
+				if i == 0 {
+					first = got
+				}
+			}()
+		}
+		wg.Wait()
+		return first
+	}
+	for _, m := range []time.Duration{20, 21, 30, 45, 59} {
+		set(hour.Add(m * time.Minute))
+		firing := check()
+		if len(firing) != 2 || firing[0].Kind != admin.AlertDuplicateRate || firing[0].Name != "stripe" || firing[1].Kind != admin.AlertDeadLetters {
+			t.Fatalf("at :%02d firing %+v", m, firing)
+		}
+	}
+	mu.Lock()
+	if len(posts) != 2 || posts[0].Name+posts[1].Name != "stripecrm" && posts[0].Name+posts[1].Name != "crmstripe" {
+		t.Fatalf("posts in the hour: %+v", posts)
+	}
+	var dup admin.Alert
+	for _, p := range posts {
+		if p.Kind == admin.AlertDuplicateRate {
+			dup = p
+		}
+	}
+	if dup.Baseline == nil || math.Abs(*dup.Baseline-10.0/510) > 1e-9 || dup.Threshold != 0.06 || dup.Value != 0.4 || dup.Volume != 500 || !dup.Hour.Equal(hour) || !strings.Contains(dup.Message, "40.0%") {
+		t.Fatalf("alert %+v", dup)
+	}
+	mu.Unlock()
+	if got := firingSum(t, reg); got != 2 {
+		t.Fatalf("oncehook_alert_firing sums to %v", got)
+	}
+	if f := replicas[0].Firing(store.ScopeSource, "stripe"); len(f) != 1 || f[0] != admin.AlertDuplicateRate {
+		t.Fatalf("Firing: %v", f)
+	}
+
+	// The next hour, the spike goes on: one more POST for it.
+	next := hour.Add(time.Hour)
+	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
+		{Hour: next, Scope: store.ScopeSource, Name: "stripe", Metric: "events.duplicate", Value: 300},
+		{Hour: next, Scope: store.ScopeSource, Name: "stripe", Metric: "events.accepted", Value: 100},
+	}, Shard: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	set(next.Add(5 * time.Minute))
+	check()
+	check()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) != 3 || posts[2].Name != "stripe" || !posts[2].Hour.Equal(next) || keys[2] == keys[0] && keys[2] == keys[1] {
+		t.Fatalf("posts after the hour turned: %+v", posts)
+	}
+}
+
+// firingSum sums oncehook_alert_firing.
+func firingSum(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == "oncehook_alert_firing" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}

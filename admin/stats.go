@@ -1,0 +1,393 @@
+package admin
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// Granularities of the stats.
+const (
+	Hourly = time.Hour
+	Daily  = 24 * time.Hour
+)
+
+// StatsQuery selects the rollups of [From, To), summed per Granularity.
+type StatsQuery struct {
+	Source      string
+	Destination string
+	From, To    time.Time
+	Granularity time.Duration // Hourly (default) or Daily
+}
+
+// SourceCounts are what a source's intake answered, in a span of time.
+type SourceCounts struct {
+	// Received is every event that came in: accepted, duplicate or keyless.
+	Received  int64 `json:"received"`
+	Accepted  int64 `json:"accepted"`
+	Duplicate int64 `json:"duplicate"`
+	Keyless   int64 `json:"keyless"`
+	// Requests is every request answered; Rejected, those refused, by
+	// reason (unauthorized, malformed, too_large, missing_key,
+	// unavailable, ...).
+	Requests int64            `json:"requests"`
+	Rejected map[string]int64 `json:"rejected"`
+	// DuplicateRate is Duplicate / Received.
+	DuplicateRate float64 `json:"duplicate_rate"`
+}
+
+func (c *SourceCounts) add(metric string, v int64) {
+	kind, what, _ := strings.Cut(metric, ".")
+	switch kind {
+	case "events":
+		switch what {
+		case "accepted":
+			c.Accepted += v
+		case "duplicate":
+			c.Duplicate += v
+		case "keyless":
+			c.Keyless += v
+		}
+		c.Received += v
+	case "requests":
+		c.Requests += v
+		switch what {
+		case "accepted", "duplicate", "handshake", "discarded_unauthorized":
+		default:
+			if c.Rejected == nil {
+				c.Rejected = map[string]int64{}
+			}
+			c.Rejected[what] += v
+		}
+	}
+}
+
+func (c *SourceCounts) finish() {
+	if c.Rejected == nil {
+		c.Rejected = map[string]int64{}
+	}
+	if c.Received > 0 {
+		c.DuplicateRate = float64(c.Duplicate) / float64(c.Received)
+	}
+}
+
+// RejectedTotal is every rejected request.
+func (c SourceCounts) RejectedTotal() int64 {
+	var n int64
+	for _, v := range c.Rejected {
+		n += v
+	}
+	return n
+}
+
+// SourcePoint is a source's counts in one span.
+type SourcePoint struct {
+	At time.Time `json:"at"`
+	SourceCounts
+}
+
+// DestinationPoint is a destination's attempts in one span.
+type DestinationPoint struct {
+	At time.Time `json:"at"`
+	DestinationCounts
+	// LatencyLE counts deliveries made at most this long after receipt
+	// ("10ms", "100ms", "1s", "10s", "1m", "1h").
+	LatencyLE map[string]int64 `json:"latency_le,omitempty"`
+}
+
+// SourceSeries is a source's points, oldest first, one per span (zeros
+// included, so a chart needs no gaps filled).
+type SourceSeries struct {
+	Name   string        `json:"name"`
+	Total  SourceCounts  `json:"total"`
+	Points []SourcePoint `json:"points"`
+}
+
+// DestinationSeries is a destination's points.
+type DestinationSeries struct {
+	Name   string             `json:"name"`
+	Points []DestinationPoint `json:"points"`
+}
+
+// StatsView is the rollups of a span of time.
+type StatsView struct {
+	From         time.Time           `json:"from"`
+	To           time.Time           `json:"to"`
+	Granularity  string              `json:"granularity"`
+	Sources      []SourceSeries      `json:"sources"`
+	Destinations []DestinationSeries `json:"destinations"`
+}
+
+// maxSpans bounds a stats answer: 90 days of hours.
+const maxSpans = 90 * 24
+
+func (q *StatsQuery) normalize(now time.Time) error {
+	if q.Granularity == 0 {
+		q.Granularity = Hourly
+	}
+	if q.Granularity != Hourly && q.Granularity != Daily {
+		return invalid("granularity", "want 1h or 1d")
+	}
+	if q.To.IsZero() {
+		q.To = now
+	}
+	if q.From.IsZero() {
+		q.From = q.To.Add(-24 * time.Hour)
+		if q.Granularity == Daily {
+			q.From = q.To.Add(-30 * 24 * time.Hour)
+		}
+	}
+	// Whole spans: from the start of From's span to the end of To's.
+	q.From = truncate(q.From, q.Granularity)
+	if t := truncate(q.To, q.Granularity); !t.Equal(q.To) {
+		q.To = t.Add(q.Granularity)
+	}
+	if !q.From.Before(q.To) {
+		return invalid("to", "must be after from")
+	}
+	if q.To.Sub(q.From)/q.Granularity > maxSpans {
+		return invalid("from", "at most %d spans at a time", maxSpans)
+	}
+	if len(q.Source) > 200 || len(q.Destination) > 200 {
+		return invalid("source", "too long")
+	}
+	return nil
+}
+
+// truncate cuts t to its span, in UTC (days start at 00:00 UTC).
+func truncate(t time.Time, span time.Duration) time.Time {
+	return t.UTC().Truncate(span)
+}
+
+// Stats implements Operator.
+func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
+	if err := q.normalize(s.opts.Now()); err != nil {
+		return StatsView{}, err
+	}
+	view := StatsView{From: q.From, To: q.To, Granularity: "1h", Sources: []SourceSeries{}, Destinations: []DestinationSeries{}}
+	if q.Granularity == Daily {
+		view.Granularity = "1d"
+	}
+	spans := int(q.To.Sub(q.From) / q.Granularity)
+	slot := func(hour time.Time) int { return int(truncate(hour, q.Granularity).Sub(q.From) / q.Granularity) }
+
+	sources := map[string]*SourceSeries{}
+	want := func(scope, name string) bool {
+		switch scope {
+		case store.ScopeSource:
+			return q.Destination == "" && (q.Source == "" || q.Source == name)
+		default:
+			return q.Source == "" && (q.Destination == "" || q.Destination == name)
+		}
+	}
+	newSource := func(name string) *SourceSeries {
+		ss := &SourceSeries{Name: name, Points: make([]SourcePoint, spans)}
+		for i := range ss.Points {
+			ss.Points[i].At = q.From.Add(time.Duration(i) * q.Granularity)
+		}
+		sources[name] = ss
+		return ss
+	}
+	// Every configured source shows, traffic or not.
+	for _, src := range s.opts.Sources {
+		if want(store.ScopeSource, src.Name) {
+			newSource(src.Name)
+		}
+	}
+	dests := map[string]*DestinationSeries{}
+	newDest := func(name string) *DestinationSeries {
+		ds := &DestinationSeries{Name: name, Points: make([]DestinationPoint, spans)}
+		for i := range ds.Points {
+			ds.Points[i].At = q.From.Add(time.Duration(i) * q.Granularity)
+		}
+		dests[name] = ds
+		return ds
+	}
+	for _, d := range s.opts.Destinations {
+		if want(store.ScopeDestination, d.Name) {
+			newDest(d.Name)
+		}
+	}
+	rows, err := s.opts.Store.Rollups(ctx, store.RollupQuery{From: q.From, To: q.To})
+	if err != nil {
+		return StatsView{}, err
+	}
+	latency := map[string][]int64{} // per destination, per slot: count, sum
+	for _, r := range rows {
+		if !want(r.Scope, r.Name) {
+			continue
+		}
+		i := slot(r.Hour)
+		if i < 0 || i >= spans {
+			continue
+		}
+		switch r.Scope {
+		case store.ScopeSource:
+			ss := sources[r.Name]
+			if ss == nil {
+				ss = newSource(r.Name)
+			}
+			ss.Points[i].add(r.Metric, r.Value)
+			ss.Total.add(r.Metric, r.Value)
+		case store.ScopeDestination:
+			ds := dests[r.Name]
+			if ds == nil {
+				ds = newDest(r.Name)
+			}
+			p := &ds.Points[i]
+			switch r.Metric {
+			case "attempts.delivered":
+				p.Delivered += r.Value
+			case "attempts.retry":
+				p.Retry += r.Value
+			case "attempts.dead":
+				p.Dead += r.Value
+			case "latency.count", "latency.sum_ms":
+				l := latency[r.Name]
+				if l == nil {
+					l = make([]int64, 2*spans)
+					latency[r.Name] = l
+				}
+				if r.Metric == "latency.count" {
+					l[2*i] += r.Value
+				} else {
+					l[2*i+1] += r.Value
+				}
+			default:
+				if le, ok := strings.CutPrefix(r.Metric, "latency.le_"); ok {
+					if p.LatencyLE == nil {
+						p.LatencyLE = map[string]int64{}
+					}
+					p.LatencyLE[le] += r.Value
+				}
+			}
+		}
+	}
+	for name, l := range latency {
+		ds := dests[name]
+		for i := range ds.Points {
+			if l[2*i] > 0 {
+				ds.Points[i].LatencyAvgMS = float64(l[2*i+1]) / float64(l[2*i])
+			}
+		}
+	}
+	for _, name := range sortedKeys(sources) {
+		ss := sources[name]
+		for i := range ss.Points {
+			ss.Points[i].finish()
+		}
+		ss.Total.finish()
+		view.Sources = append(view.Sources, *ss)
+	}
+	for _, name := range sortedKeys(dests) {
+		view.Destinations = append(view.Destinations, *dests[name])
+	}
+	return view, nil
+}
+
+// SourceView is a configured source with its last 24 hours.
+type SourceView struct {
+	Name         string       `json:"name"`
+	Preset       string       `json:"preset"`
+	Window       string       `json:"window"`
+	Destinations []string     `json:"destinations"`
+	OnMissingKey string       `json:"on_missing_key"`
+	Last24h      SourceCounts `json:"last_24h"`
+	// LastHour is the current hour so far; Baseline, the duplicate rate of
+	// the same hour on the 7 days before (absent without enough traffic
+	// then); AboveBaseline marks a duplicate rate that is.
+	LastHour      SourceCounts `json:"last_hour"`
+	Baseline      *float64     `json:"baseline_duplicate_rate,omitempty"`
+	AboveBaseline bool         `json:"above_baseline"`
+	Alerts        []string     `json:"alerts,omitempty"`
+}
+
+// Sources implements Operator.
+func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
+	now := s.opts.Now()
+	hour := now.UTC().Truncate(time.Hour)
+	rows, err := s.opts.Store.Rollups(ctx, store.RollupQuery{Scope: store.ScopeSource, From: hour.Add(-7 * 24 * time.Hour), To: hour.Add(time.Hour)})
+	if err != nil {
+		return nil, err
+	}
+	base := baselines(rows, hour)
+	out := make([]SourceView, 0, len(s.opts.Sources))
+	for _, src := range s.opts.Sources {
+		v := SourceView{Name: src.Name, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey}
+		if v.Destinations == nil {
+			v.Destinations = []string{}
+		}
+		if v.OnMissingKey == "" {
+			v.OnMissingKey = "accept"
+		}
+		for _, r := range rows {
+			if r.Name != src.Name {
+				continue
+			}
+			if !r.Hour.Before(hour.Add(-23 * time.Hour)) {
+				v.Last24h.add(r.Metric, r.Value)
+			}
+			if r.Hour.Equal(hour) {
+				v.LastHour.add(r.Metric, r.Value)
+			}
+		}
+		v.Last24h.finish()
+		v.LastHour.finish()
+		if b, ok := base[src.Name]; ok {
+			v.Baseline = &b
+			v.AboveBaseline = v.LastHour.Received > 0 && v.LastHour.DuplicateRate > b
+		}
+		if s.opts.Alerts != nil {
+			v.Alerts = s.opts.Alerts.Firing(store.ScopeSource, src.Name)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// baselineMinVolume is how many events the same hour on the 7 days before
+// must hold for their duplicate rate to be a baseline.
+const baselineMinVolume = 20
+
+// baselines returns, per source, the duplicate rate of the same hour of
+// day as hour over the 7 days before it: the trailing baseline that a
+// spike stands out against (traffic, and resends, follow the day).
+func baselines(rows []store.Rollup, hour time.Time) map[string]float64 {
+	type acc struct{ received, duplicate int64 }
+	sums := map[string]*acc{}
+	for _, r := range rows {
+		if r.Scope != store.ScopeSource || !r.Hour.Before(hour) || hour.Sub(r.Hour)%(24*time.Hour) != 0 || hour.Sub(r.Hour) > 7*24*time.Hour {
+			continue
+		}
+		kind, what, _ := strings.Cut(r.Metric, ".")
+		if kind != "events" {
+			continue
+		}
+		a := sums[r.Name]
+		if a == nil {
+			a = &acc{}
+			sums[r.Name] = a
+		}
+		a.received += r.Value
+		if what == "duplicate" {
+			a.duplicate += r.Value
+		}
+	}
+	out := map[string]float64{}
+	for name, a := range sums {
+		if a.received >= baselineMinVolume {
+			out[name] = float64(a.duplicate) / float64(a.received)
+		}
+	}
+	return out
+}
+
+// formatDuration writes whole days as days (168h reads as 7d).
+func formatDuration(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return strings.TrimSuffix(time.Duration(d/(24*time.Hour)).String(), "ns") + "d"
+	}
+	return d.String()
+}
