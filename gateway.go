@@ -21,6 +21,7 @@ import (
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -65,6 +66,7 @@ type Gateway struct {
 	effects   *effect.Local
 	admin     *admin.Service
 	alerts    *admin.Alerter
+	dashboard *dashboard.Dashboard
 	api       *http.ServeMux
 	health    writeHealth
 	paused    atomic.Pointer[[]string]
@@ -232,6 +234,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // audited
+	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: opts.Logger.With("component", "dashboard")})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	g.api.Handle(dashboard.Prefix, g.dashboard)
+	g.api.Handle(dashboard.Prefix+"/", g.dashboard)
 	if c, ok := admin.NewCollector(st, destNames, 5*time.Second); ok {
 		m.Registry.MustRegister(c)
 	}
@@ -347,6 +356,12 @@ func (g *Gateway) Replay(ctx context.Context, source, key string) (int, error) {
 
 // Admin is the gateway's operator surface (what the admin API serves).
 func (g *Gateway) Admin() *admin.Service { return g.admin }
+
+// DashboardLoginLink makes a one-time link (a path on the API listener)
+// that logs into the dashboard with token, valid for ttl.
+func (g *Gateway) DashboardLoginLink(token string, ttl time.Duration) string {
+	return g.dashboard.LoginLink(token, ttl)
+}
 
 // Alerts is the gateway's alerter.
 func (g *Gateway) Alerts() *admin.Alerter { return g.alerts }

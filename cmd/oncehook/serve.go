@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
@@ -94,9 +95,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr := ln.Addr().String()
 	apiLine := "  api:    off (no api.tokens in the config)\n"
 	if len(apiLns) > 0 {
-		apiLine = fmt.Sprintf("  api:    http://%s (effects ledger /v1/effects; tokens from api.tokens)\n", apiLns[0].Addr())
+		apiLine = fmt.Sprintf("  api:    http://%s (admin API /v1, effects ledger /v1/effects; tokens from api.tokens)\n"+
+			"  dashboard: http://%s/ui/ (sign in with a token from api.tokens)\n", apiLns[0].Addr(), apiLns[0].Addr())
 		if demo {
-			apiLine = fmt.Sprintf("  api:    http://%s (effects ledger /v1/effects), token %s\n", apiLns[0].Addr(), cfg.API.Tokens[0].Token)
+			// A one-time link, so that a newcomer sees the demo's events in
+			// the browser at once, without pasting a token.
+			link := gw.DashboardLoginLink(cfg.API.Tokens[0].Token, 15*time.Minute)
+			apiLine = fmt.Sprintf("  api:    http://%s (admin API /v1, effects ledger /v1/effects), token %s\n"+
+				"  dashboard: http://%s%s (a one-time login link, valid 15 minutes)\n", apiLns[0].Addr(), cfg.API.Tokens[0].Token, apiLns[0].Addr(), link)
 		}
 	}
 	store := config.Redact(cfg.Store)

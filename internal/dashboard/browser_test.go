@@ -1,0 +1,280 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+const (
+	token  = "ops-token-0123456789"
+	secret = "whsec_test"
+)
+
+// chromium finds Debian's headless Chromium (.ci/run installs it). A
+// developer's machine without it skips; CI fails.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH: .ci/run installs Debian's chromium package")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium)")
+	return ""
+}
+
+// screenshots go to $ONCEHOOK_SCREENSHOTS when set (docs/ keeps the
+// committed ones), else to the test's temporary directory.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("ONCEHOOK_SCREENSHOTS"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
+// TestDashboardInABrowser drives the dashboard in headless Chromium as an
+// operator would: sign in, read the chart, open an event and replay it,
+// pause a destination and resume it. It checks what a user sees, and that
+// the page runs under its Content-Security-Policy without a violation.
+func TestDashboardInABrowser(t *testing.T) {
+	exe := chromium(t)
+	app := testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens: [{name: ops, token: `+token+`}]
+sources:
+  - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [app]}
+  - {name: hotmart, preset: stripe, secrets: [`+secret+`]}
+destinations:
+  - {name: app, url: `+app.URL+`}
+`)
+
+	// A known storm: 40 events, each sent 1 to 3 times, the copies of one
+	// event at the same moment; and 2 forged requests.
+	var wg sync.WaitGroup
+	var received, duplicates int
+	for i := range 40 {
+		copies := 1 + i%3
+		received += copies
+		duplicates += copies - 1
+		for range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_%03d","type":"invoice.paid","data":{"amount":%d}}`, i, 1000+i))
+			}()
+		}
+	}
+	wg.Wait()
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/stripe", strings.NewReader(`{"id":"evt_forged"}`))
+		req.Header.Set("Stripe-Signature", "t=1,v1=00")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(app.ByKey()) == 40 }) {
+		t.Fatalf("delivered %d of 40", len(app.ByKey()))
+	}
+	// The rollups ride the writer's next commit or its 10s flush.
+	if !testenv.WaitFor(15*time.Second, func() bool {
+		src, err := gw.Admin().Sources(context.Background())
+		return err == nil && src[0].LastHour.Received == int64(received) && src[0].LastHour.RejectedTotal() == 2
+	}) {
+		t.Fatal("the rollups never showed the storm")
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1280, 900))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	if err := chromedp.Do(ctx); err != nil { // start the browser, with no timeout
+		t.Fatalf("start chromium: %v", err)
+	}
+
+	// Every console error and uncaught exception: a CSP violation is one.
+	var mu sync.Mutex
+	var problems []string
+	messages := chromedp.Console(ctx)
+	consoleDone := make(chan struct{})
+	go func() {
+		defer close(consoleDone)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				problems = append(problems, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	step, cancelSteps := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelSteps()
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(step, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(step, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	shots := screenshotDir(t)
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(step, chromedp.FullScreenshot(100)) // quality 100: a PNG
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ui := gw.APIURL + "/ui/"
+
+	// Sign in: the overview asks for a token first.
+	do("login page", chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.ID("token")))
+	if title, _ := chromedp.Run(step, chromedp.Title()); !strings.Contains(title, "Sign in") {
+		t.Fatalf("before signing in: %q", title)
+	}
+	do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-source="stripe"]`)))
+
+	// The chart's bar for this hour shows the storm's numbers.
+	bar, err := chromedp.Run(step, chromedp.Attributes(chromedp.CSS(`section[data-source="stripe"] svg.chart g.bar:last-of-type`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().UTC().Truncate(time.Hour).Format(time.RFC3339)
+	if bar["data-hour"] != hour || bar["data-received"] != strconv.Itoa(received) || bar["data-duplicate"] != strconv.Itoa(duplicates) {
+		t.Fatalf("this hour's bar %v, want %s: %d received, %d duplicates", bar, hour, received, duplicates)
+	}
+	counters := text(`section[data-source="stripe"] .counters`)
+	rate := fmt.Sprintf("%.1f%%", 100*float64(duplicates)/float64(received))
+	if !strings.Contains(counters, strconv.Itoa(received)) || !strings.Contains(counters, rate) {
+		t.Fatalf("counters %q, want %d received and a %s duplicate rate", counters, received, rate)
+	}
+	shot("dashboard-overview.png")
+
+	// Open an event from the list, and replay it.
+	do("events", chromedp.Navigate(ui+"events?source=stripe"), chromedp.WaitVisible(chromedp.ID("events")),
+		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
+	key := text("#event-key")
+	idem := "stripe:" + key
+	if n := app.ByKey()[idem]; n != 1 {
+		t.Fatalf("%s delivered %d times before the replay", idem, n)
+	}
+	shot("dashboard-event.png")
+	do("replay", chromedp.Click(chromedp.ID("replay")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if !testenv.WaitFor(5*time.Second, func() bool { return app.ByKey()[idem] == 2 }) {
+		t.Fatalf("the replay never reached the destination: %d", app.ByKey()[idem])
+	}
+	var attempts []*chromedp.Node
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		do("reload event", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("event-key")))
+		attempts, err = chromedp.Run(step, chromedp.Nodes(chromedp.CSSAll(`.delivery[data-destination="app"] tr.attempt`), chromedp.AtLeast(0)))
+		return err == nil && len(attempts) == 2
+	}) {
+		t.Fatalf("the event page shows %d attempts after the replay, want 2 (%v)", len(attempts), err)
+	}
+
+	// Pause app: new events are held, not delivered; resume drains them.
+	do("pause", chromedp.Navigate(ui+"destinations"), chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.pause`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .paused`)))
+	for i := range 3 {
+		post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_held_%d","type":"invoice.paid"}`, i))
+	}
+	time.Sleep(700 * time.Millisecond)
+	held := func() int {
+		n := 0
+		for k := range app.ByKey() {
+			if strings.HasPrefix(k, "stripe:evt_held_") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("a paused destination received %d events", n)
+	}
+	do("reload destinations", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("destinations")))
+	if pending := strings.TrimSpace(text(`tr[data-destination="app"] td.pending`)); pending != "3" {
+		t.Fatalf("pending while paused: %q", pending)
+	}
+	do("resume", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.resume`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.pause`)))
+	if !testenv.WaitFor(5*time.Second, func() bool { return held() == 3 }) {
+		t.Fatalf("resume delivered %d of 3 held events", held())
+	}
+
+	// The audit log names the token for each change.
+	do("audit", chromedp.Navigate(ui+"audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+	audit := text("#audit")
+	for _, want := range []string{"token:ops", "replay", "pause", "resume"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit log lacks %q: %s", want, audit)
+		}
+	}
+
+	// Portuguese, by the switch (and kept in a cookie).
+	do("pt-BR", chromedp.Navigate(ui+"?lang=pt-BR"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if h := text("h1"); h != "Visão geral" {
+		t.Fatalf("pt-BR heading %q", h)
+	}
+	do("pt-BR kept", chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if h := text("h1"); h != "Destinos" {
+		t.Fatalf("pt-BR not kept: %q", h)
+	}
+
+	cancel()
+	<-consoleDone
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Fatalf("the browser reported errors (CSP violations among them): %q", problems)
+	}
+}
+
+func post(t *testing.T, url, body string) {
+	req := testenv.SignedRequest(t, url, "stripe", secret, []byte(body), "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("POST %s: %d", url, resp.StatusCode)
+	}
+}

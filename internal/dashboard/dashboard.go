@@ -1,0 +1,420 @@
+// Package dashboard is oncehook's web dashboard, at /ui on the API
+// listener: the duplicate rate per source per hour, events and their
+// attempts, dead letters, destinations, effects and the audit log, and the
+// operator's actions on them.
+//
+// It is server-rendered HTML from embedded templates, with one small
+// embedded script and stylesheet: no CDN, no build step, and a strict
+// Content-Security-Policy (no inline script or style at all). Charts are
+// SVG drawn on the server.
+//
+// Login takes an API token and keeps it in an HttpOnly, SameSite=Strict
+// cookie; every action is a POST carrying a CSRF token derived from the
+// session, and is written to the audit log under the token's name, as the
+// API's are.
+package dashboard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Prefix is where the dashboard is mounted.
+const Prefix = "/ui"
+
+const (
+	sessionCookie = "oncehook_session"
+	langCookie    = "oncehook_lang"
+)
+
+// CSP is the dashboard's Content-Security-Policy: its own script and
+// stylesheet only, nothing inline, no frames, forms posting only to
+// itself.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Options configure a Dashboard.
+type Options struct {
+	Service *admin.Service
+	Auth    *apiauth.Auth
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Dashboard serves /ui.
+type Dashboard struct {
+	opts  Options
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+	key   [32]byte // signs CSRF tokens
+
+	mu    sync.Mutex
+	links map[string]loginLink // one-time login links
+}
+
+type loginLink struct {
+	token   string
+	expires time.Time
+}
+
+// New returns the dashboard.
+func New(opts Options) (*Dashboard, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}}
+	if _, err := rand.Read(d.key[:]); err != nil {
+		return nil, err
+	}
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"login", "overview", "source", "events", "event", "dead", "destinations", "effects", "audit", "error"} {
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: template %s: %w", name, err)
+		}
+		d.pages[name] = t
+	}
+	static, _ := fs.Sub(staticFS, "static")
+	d.mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", http.FileServerFS(static)))
+	d.mux.HandleFunc("GET "+Prefix+"/login", d.loginPage)
+	d.mux.HandleFunc("POST "+Prefix+"/login", d.login)
+	d.mux.HandleFunc("GET "+Prefix+"/login/{code}", d.loginByLink)
+	d.mux.HandleFunc("POST "+Prefix+"/logout", d.authed(d.logout))
+	d.mux.HandleFunc("GET "+Prefix+"/{$}", d.authed(d.overview))
+	d.mux.HandleFunc("GET "+Prefix+"/live", d.authed(d.live))
+	d.mux.HandleFunc("GET "+Prefix+"/sources/{name}", d.authed(d.source))
+	d.mux.HandleFunc("GET "+Prefix+"/events", d.authed(d.events))
+	d.mux.HandleFunc("GET "+Prefix+"/events/{id}", d.authed(d.event))
+	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/replay", d.authed(d.replay))
+	d.mux.HandleFunc("GET "+Prefix+"/dead-letters", d.authed(d.dead))
+	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/retry", d.authed(d.retryDead))
+	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/purge", d.authed(d.purgeDead))
+	d.mux.HandleFunc("GET "+Prefix+"/destinations", d.authed(d.destinations))
+	d.mux.HandleFunc("POST "+Prefix+"/destinations/{name}/{action}", d.authed(d.pause))
+	d.mux.HandleFunc("GET "+Prefix+"/effects", d.authed(d.effects))
+	d.mux.HandleFunc("POST "+Prefix+"/effects/reset", d.authed(d.resetEffect))
+	d.mux.HandleFunc("GET "+Prefix+"/audit", d.authed(d.audit))
+	d.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+	})
+	return d, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	if !strings.HasPrefix(r.URL.Path, Prefix+"/static/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	if r.URL.Path == Prefix {
+		http.Redirect(w, r, Prefix+"/", http.StatusFound)
+		return
+	}
+	d.mux.ServeHTTP(w, r)
+}
+
+// LoginLink makes a one-time link that logs in with token, valid for ttl:
+// the demo's start banner prints it so that a newcomer sees the dashboard
+// at once. The path is relative to the API listener.
+func (d *Dashboard) LoginLink(token string, ttl time.Duration) string {
+	var b [24]byte
+	rand.Read(b[:])
+	code := base64.RawURLEncoding.EncodeToString(b[:])
+	d.mu.Lock()
+	now := d.opts.Now()
+	for c, l := range d.links {
+		if now.After(l.expires) {
+			delete(d.links, c)
+		}
+	}
+	d.links[code] = loginLink{token: token, expires: now.Add(ttl)}
+	d.mu.Unlock()
+	return Prefix + "/login/" + code
+}
+
+// ---- sessions, CSRF, language ----
+
+type session struct {
+	caller apiauth.Caller
+	token  string
+}
+
+type sessionKey struct{}
+
+func (d *Dashboard) sessionOf(r *http.Request) (session, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{}, false
+	}
+	caller, ok := d.opts.Auth.Check(c.Value)
+	return session{caller: caller, token: c.Value}, ok
+}
+
+// csrf is the session's CSRF token: a MAC of the session under a key of
+// this process (a restart, or another replica, asks for a reload).
+func (d *Dashboard) csrf(s session) string {
+	m := hmac.New(sha256.New, d.key[:])
+	m.Write([]byte("csrf\x00" + s.token))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// authed runs h for a logged-in session; a POST must also carry the CSRF
+// token and come from this origin, and a read-only token may not change
+// anything.
+func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := d.sessionOf(r)
+		if !ok {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
+				return
+			}
+			d.fail(w, r, http.StatusUnauthorized, "unauthorized")
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if err := r.ParseForm(); err != nil {
+				d.fail(w, r, http.StatusBadRequest, "bad_request")
+				return
+			}
+			if !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(d.csrf(s))) || !sameOrigin(r) {
+				d.fail(w, r, http.StatusForbidden, "csrf")
+				return
+			}
+			if s.caller.ReadOnly && !strings.HasSuffix(r.URL.Path, "/logout") {
+				d.fail(w, r, http.StatusForbidden, "read_only")
+				return
+			}
+		}
+		ctx := apiauth.WithCaller(r.Context(), s.caller)
+		h(w, r.WithContext(context.WithValue(ctx, sessionKey{}, s)), s)
+	}
+}
+
+// sameOrigin checks Origin (or, without it, Referer) against Host: a
+// second line behind SameSite=Strict and the CSRF token.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		o = r.Header.Get("Referer")
+	}
+	if o == "" {
+		return true // not a browser, or one that sends neither: the CSRF token stands
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+func (d *Dashboard) lang(w http.ResponseWriter, r *http.Request) Lang {
+	if l := r.URL.Query().Get("lang"); l != "" {
+		lang := pick(l)
+		http.SetCookie(w, &http.Cookie{Name: langCookie, Value: lang.Code, Path: Prefix, MaxAge: 365 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		return lang
+	}
+	if c, err := r.Cookie(langCookie); err == nil {
+		return pick(c.Value)
+	}
+	return fromAcceptLanguage(r.Header.Get("Accept-Language"))
+}
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := d.sessionOf(r); ok {
+		http.Redirect(w, r, next(r.URL.Query().Get("next")), http.StatusFound)
+		return
+	}
+	d.render(w, r, http.StatusOK, "login", session{}, map[string]any{"Next": next(r.URL.Query().Get("next"))})
+}
+
+// next keeps a post-login redirect on the dashboard.
+func next(v string) string {
+	if !strings.HasPrefix(v, Prefix+"/") || strings.HasPrefix(v, "//") || strings.ContainsAny(v, "\\\r\n") {
+		return Prefix + "/"
+	}
+	return v
+}
+
+func (d *Dashboard) setSession(w http.ResponseWriter, r *http.Request, token string) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+}
+
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil || !sameOrigin(r) {
+		d.fail(w, r, http.StatusBadRequest, "bad_request")
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if _, ok := d.opts.Auth.Check(token); !ok {
+		d.opts.Logger.Warn("dashboard: login with an unknown token", "remote", r.RemoteAddr)
+		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true})
+		return
+	}
+	d.setSession(w, r, token)
+	http.Redirect(w, r, next(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+func (d *Dashboard) loginByLink(w http.ResponseWriter, r *http.Request) {
+	code := r.PathValue("code")
+	d.mu.Lock()
+	l, ok := d.links[code]
+	delete(d.links, code) // one time
+	d.mu.Unlock()
+	if !ok || d.opts.Now().After(l.expires) {
+		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true})
+		return
+	}
+	d.setSession(w, r, l.token)
+	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, _ session) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+}
+
+// ---- rendering ----
+
+// page is what every template gets.
+type page struct {
+	L      Lang
+	CSRF   string
+	Caller string
+	Nav    string
+	Flash  string
+	Data   any
+	Path   string // the current path and query, for the language switch
+	Now    time.Time
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, s session, data any) {
+	p := page{L: d.lang(w, r), Nav: name, Data: data, Now: d.opts.Now(), Flash: r.URL.Query().Get("done")}
+	if s.token != "" {
+		p.CSRF, p.Caller = d.csrf(s), s.caller.Name
+	}
+	q := r.URL.Query()
+	q.Del("lang")
+	q.Del("done")
+	p.Path = r.URL.Path
+	if enc := q.Encode(); enc != "" {
+		p.Path += "?" + enc + "&"
+	} else {
+		p.Path += "?"
+	}
+	var buf strings.Builder
+	if err := d.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		d.opts.Logger.Error("dashboard: render", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write([]byte(buf.String()))
+}
+
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	s, _ := d.sessionOf(r)
+	d.render(w, r, status, "error", s, map[string]any{"Status": status, "Reason": reason})
+}
+
+// failErr answers an error from the operator service.
+func (d *Dashboard) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, admin.ErrNotFound):
+		d.fail(w, r, http.StatusNotFound, "not_found")
+	case errors.Is(err, admin.ErrInvalid):
+		d.fail(w, r, http.StatusBadRequest, "bad_request")
+	case errors.Is(err, store.ErrUnavailable):
+		d.fail(w, r, http.StatusServiceUnavailable, "unavailable")
+	default:
+		d.opts.Logger.Error("dashboard", "path", r.URL.Path, "err", err)
+		d.fail(w, r, http.StatusInternalServerError, "internal")
+	}
+}
+
+// done redirects after an action (POST, then GET), with what it did.
+func done(w http.ResponseWriter, r *http.Request, to, what string) {
+	sep := "?"
+	if strings.Contains(to, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, to+sep+"done="+url.QueryEscape(what), http.StatusSeeOther)
+}
+
+// pair passes two values to a template.
+type pair struct{ A, B any }
+
+var funcs = template.FuncMap{
+	"pair":  func(a, b any) pair { return pair{a, b} },
+	"langs": Langs,
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05")
+	},
+	"pct": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
+	"pctp": func(f *float64) string {
+		if f == nil {
+			return "—"
+		}
+		return strconv.FormatFloat(100**f, 'f', 1, 64) + "%"
+	},
+	"dur": func(secs float64) string {
+		if secs <= 0 {
+			return "—"
+		}
+		return (time.Duration(secs * float64(time.Second))).Round(time.Second).String()
+	},
+	"ms":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + " ms" },
+	"join":  strings.Join,
+	"query": func(kv ...string) template.URL { return template.URL(queryOf(kv...)) },
+}
+
+// queryOf encodes pairs of names and values, leaving out empty values.
+func queryOf(kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	return q.Encode()
+}

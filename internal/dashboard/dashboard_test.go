@@ -1,0 +1,196 @@
+package dashboard_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/dashboard"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+const viewer = "viewer-token-0123456789"
+
+func startGateway(t *testing.T) *oncehooktest.Gateway {
+	return oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens:
+    - {name: ops, token: `+token+`}
+    - {name: viewer, token: `+viewer+`, read_only: true}
+sources:
+  - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [app]}
+destinations:
+  - {name: app, url: http://127.0.0.1:9/never}
+`)
+}
+
+// browser is an HTTP client with cookies that does not follow redirects.
+func browser(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func postForm(t *testing.T, c *http.Client, u string, form url.Values, origin string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func login(t *testing.T, gw *oncehooktest.Gateway, tok string) (*http.Client, string) {
+	t.Helper()
+	c := browser(t)
+	resp, _ := postForm(t, c, gw.APIURL+"/ui/login", url.Values{"token": {tok}, "next": {"/ui/destinations"}}, gw.APIURL)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/destinations" {
+		t.Fatalf("login: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	var session *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "oncehook_session" {
+			session = ck
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/ui" {
+		t.Fatalf("session cookie %+v", session)
+	}
+	_, page := get(t, c, gw.APIURL+"/ui/destinations")
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token on the page: %s", page)
+	}
+	return c, m[1]
+}
+
+func TestLoginCSRFAndHeaders(t *testing.T) {
+	gw := startGateway(t)
+	ui := gw.APIURL + "/ui/"
+
+	// Without a session, pages send to the login form; actions are refused.
+	resp, _ := get(t, browser(t), ui+"events")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/login?next=") {
+		t.Fatalf("anonymous: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := postForm(t, browser(t), ui+"destinations/app/pause", url.Values{}, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous pause: %d", resp.StatusCode)
+	}
+	// A wrong token is refused, and says so.
+	resp, body := postForm(t, browser(t), ui+"login", url.Values{"token": {"wrong-token-0000000000"}}, "")
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not one of api.tokens") {
+		t.Fatalf("wrong token: %d", resp.StatusCode)
+	}
+	// An open redirect after login is not possible.
+	c := browser(t)
+	resp, _ = postForm(t, c, ui+"login", url.Values{"token": {token}, "next": {"//evil.example/ui/"}}, "")
+	if resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("next=//evil: %s", resp.Header.Get("Location"))
+	}
+
+	c, csrf := login(t, gw, token)
+	// Every page: a strict CSP, no framing, no sniffing, no caching.
+	resp, _ = get(t, c, ui)
+	h := resp.Header
+	if h.Get("Content-Security-Policy") != dashboard.CSP || !strings.Contains(dashboard.CSP, "script-src 'self'") ||
+		strings.Contains(dashboard.CSP, "unsafe-inline") || h.Get("X-Frame-Options") != "DENY" ||
+		h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Cache-Control") != "no-store" {
+		t.Fatalf("headers %v", h)
+	}
+	// Actions need the CSRF token, and the same origin.
+	if resp, _ := postForm(t, c, ui+"destinations/app/pause", url.Values{}, ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("pause without CSRF: %d", resp.StatusCode)
+	}
+	if resp, _ := postForm(t, c, ui+"destinations/app/pause", url.Values{"csrf": {csrf}}, "https://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("pause from another origin: %d", resp.StatusCode)
+	}
+	if d, _ := gw.Admin().Destinations(t.Context()); d[0].Paused {
+		t.Fatal("a refused action paused the destination")
+	}
+	resp, _ = postForm(t, c, ui+"destinations/app/pause", url.Values{"csrf": {csrf}}, gw.APIURL)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("pause: %d", resp.StatusCode)
+	}
+	if d, _ := gw.Admin().Destinations(t.Context()); !d[0].Paused {
+		t.Fatal("pause did not pause")
+	}
+	// A read-only token sees, and may not act.
+	rc, rcsrf := login(t, gw, viewer)
+	if resp, _ := postForm(t, rc, ui+"destinations/app/resume", url.Values{"csrf": {rcsrf}}, ""); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("read-only resume: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, rc, ui+"audit"); resp.StatusCode != 200 {
+		t.Fatalf("read-only audit: %d", resp.StatusCode)
+	}
+	// Log out ends the session.
+	postForm(t, c, ui+"logout", url.Values{"csrf": {csrf}}, "")
+	if resp, _ := get(t, c, ui); resp.StatusCode != http.StatusFound {
+		t.Fatalf("after logout: %d", resp.StatusCode)
+	}
+}
+
+func TestLoginLinkWorksOnce(t *testing.T) {
+	gw := startGateway(t)
+	link := gw.APIURL + gw.DashboardLoginLink(token, time.Minute)
+	c := browser(t)
+	resp, _ := get(t, c, link)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("login link: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, c, gw.APIURL+"/ui/"); resp.StatusCode != 200 {
+		t.Fatalf("after the link: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, browser(t), link); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the link worked twice: %d", resp.StatusCode)
+	}
+	expired := gw.APIURL + gw.DashboardLoginLink(token, -time.Second)
+	if resp, _ := get(t, browser(t), expired); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an expired link worked: %d", resp.StatusCode)
+	}
+}
+
+func TestLanguage(t *testing.T) {
+	gw := startGateway(t)
+	c, _ := login(t, gw, token)
+	req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/ui/destinations", nil)
+	req.Header.Set("Accept-Language", "pt-BR,pt;q=0.9,en;q=0.5")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `<html lang="pt-BR">`) || !strings.Contains(string(b), "Pausar") {
+		t.Fatal("Accept-Language pt-BR did not give Portuguese")
+	}
+	req.Header.Set("Accept-Language", "fr-FR,fr;q=0.9")
+	resp, _ = c.Do(req)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `<html lang="en">`) {
+		t.Fatal("an unknown language did not fall back to English")
+	}
+}

@@ -1,0 +1,335 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/store"
+)
+
+// sourceCard is a source on the overview.
+type sourceCard struct {
+	admin.SourceView
+	Day      chart
+	Week     chart
+	Reasons  []reason
+	Rejected int64
+}
+
+type reason struct {
+	Name  string
+	Count int64
+}
+
+func reasons(c admin.SourceCounts) []reason {
+	var out []reason
+	for _, k := range sortedKeys(c.Rejected) {
+		out = append(out, reason{k, c.Rejected[k]})
+	}
+	return out
+}
+
+func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, error) {
+	ctx := r.Context()
+	svc := d.opts.Service
+	sources, err := svc.Sources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := d.opts.Now()
+	week, err := svc.Stats(ctx, admin.StatsQuery{Source: only, From: now.Add(-7*24*time.Hour + time.Hour), To: now})
+	if err != nil {
+		return nil, err
+	}
+	series := map[string]admin.SourceSeries{}
+	for _, s := range week.Sources {
+		series[s.Name] = s
+	}
+	var out []sourceCard
+	for _, src := range sources {
+		if only != "" && src.Name != only {
+			continue
+		}
+		pts := series[src.Name].Points
+		day := pts
+		if len(day) > 24 {
+			day = day[len(day)-24:]
+		}
+		out = append(out, sourceCard{SourceView: src, Day: newChart(day, src.Baseline, false), Week: newChart(pts, src.Baseline, false),
+			Reasons: reasons(src.Last24h), Rejected: src.Last24h.RejectedTotal()})
+	}
+	return out, nil
+}
+
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s session) {
+	cards, err := d.cards(r, "")
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "overview", s, map[string]any{"Sources": cards})
+}
+
+// live answers the overview's script with this hour's counters.
+func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ session) {
+	sources, err := d.opts.Service.Sources(r.Context())
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	out := map[string]map[string]int64{}
+	for _, s := range sources {
+		out[s.Name] = map[string]int64{
+			"received": s.LastHour.Received, "duplicate": s.LastHour.Duplicate, "rejected": s.LastHour.RejectedTotal(),
+			"keyless": s.LastHour.Keyless,
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+func (d *Dashboard) source(w http.ResponseWriter, r *http.Request, s session) {
+	name := r.PathValue("name")
+	cards, err := d.cards(r, name)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	if len(cards) == 0 {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	rep, err := d.opts.Service.Doctor(r.Context(), name)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "source", s, map[string]any{"Source": cards[0], "Doctor": rep.Sources[0]})
+}
+
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	f := admin.EventFilter{Source: q.Get("source"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor"), Limit: 50}
+	page, err := d.opts.Service.Events(r.Context(), f)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	sources, err := d.opts.Service.Sources(r.Context())
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
+		"States": []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStored}})
+}
+
+func eventID(r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (d *Dashboard) event(w http.ResponseWriter, r *http.Request, s session) {
+	id, ok := eventID(r)
+	if !ok {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	e, err := d.opts.Service.Event(r.Context(), id)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	body := e.Body
+	if body == "" && len(e.BodyBase64) > 0 {
+		body = fmt.Sprintf("(%d bytes, not UTF-8)", len(e.BodyBase64))
+	} else if pretty := prettyJSON(body); pretty != "" {
+		body = pretty
+	}
+	d.render(w, r, http.StatusOK, "event", s, map[string]any{"Event": e, "Body": body, "Headers": sortedKeys(e.Headers)})
+}
+
+// prettyJSON indents a JSON payload, keeping its fields in their order.
+func prettyJSON(s string) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(s), "", "  ") != nil {
+		return ""
+	}
+	return b.String()
+}
+
+func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request, _ session) {
+	if r.PathValue("id") == "all" {
+		d.replayAll(w, r)
+		return
+	}
+	id, ok := eventID(r)
+	if !ok {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	n, err := d.opts.Service.ReplayEvent(r.Context(), id)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "replay:"+strconv.Itoa(n.Count))
+}
+
+// replayAll replays what the events page's filter selects.
+func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
+	f := admin.EventFilter{Source: r.PostFormValue("source"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}
+	dry := r.PostFormValue("dry_run") != ""
+	f.All = r.PostFormValue("all") != ""
+	n, err := d.opts.Service.ReplayEvents(r.Context(), f, dry)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	what := "replay:"
+	if dry {
+		what = "replay_dry:"
+	}
+	back := Prefix + "/events?" + queryOf("source", f.Source, "state", f.State, "key_prefix", f.KeyPrefix)
+	done(w, r, back, what+strconv.Itoa(n.Count))
+}
+
+func (d *Dashboard) dead(w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	f := admin.DeadFilter{Destination: q.Get("destination"), Cursor: q.Get("cursor"), Limit: 50}
+	page, err := d.opts.Service.DeadLetters(r.Context(), f)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	dests, err := d.opts.Service.Destinations(r.Context())
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "dead", s, map[string]any{"Page": page, "Filter": f, "Destinations": dests})
+}
+
+func deadFilter(r *http.Request) admin.DeadFilter {
+	f := admin.DeadFilter{Destination: r.PostFormValue("destination")}
+	f.All = f.Destination == ""
+	return f
+}
+
+func (d *Dashboard) retryDead(w http.ResponseWriter, r *http.Request, _ session) {
+	n, err := d.opts.Service.RetryDeadLetters(r.Context(), deadFilter(r), false)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, Prefix+"/dead-letters", "retry:"+strconv.Itoa(n.Count))
+}
+
+func (d *Dashboard) purgeDead(w http.ResponseWriter, r *http.Request, _ session) {
+	if r.PostFormValue("confirm") == "" {
+		d.fail(w, r, http.StatusBadRequest, "bad_request")
+		return
+	}
+	n, err := d.opts.Service.PurgeDeadLetters(r.Context(), deadFilter(r), false)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, Prefix+"/dead-letters", "purge:"+strconv.Itoa(n.Count))
+}
+
+func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request, s session) {
+	dests, err := d.opts.Service.Destinations(r.Context())
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "destinations", s, map[string]any{"Destinations": dests})
+}
+
+func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, _ session) {
+	action := r.PathValue("action")
+	if action != "pause" && action != "resume" {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	if _, err := d.opts.Service.SetPaused(r.Context(), r.PathValue("name"), action == "pause"); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, Prefix+"/destinations", action)
+}
+
+func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
+	l := d.opts.Service.Effects()
+	if l == nil {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	stale, err := l.List(r.Context(), store.EffectQuery{State: store.EffectPending, Stale: true, Limit: 100})
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	failed, err := l.List(r.Context(), store.EffectQuery{State: store.EffectFailed, Limit: 100})
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Stale": nonNil(stale), "Failed": nonNil(failed)})
+}
+
+func nonNil(rs []effect.Record) []effect.Record {
+	if rs == nil {
+		return []effect.Record{}
+	}
+	return rs
+}
+
+func (d *Dashboard) resetEffect(w http.ResponseWriter, r *http.Request, _ session) {
+	if err := d.opts.Service.ResetEffect(r.Context(), r.PostFormValue("key")); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, Prefix+"/effects", "reset")
+}
+
+func (d *Dashboard) audit(w http.ResponseWriter, r *http.Request, s session) {
+	page, err := d.opts.Service.Audit(r.Context(), r.URL.Query().Get("cursor"), 100)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "audit", s, map[string]any{"Page": page})
+}
+
+// flash turns a done= value ("replay:3") into its message.
+func (p page) FlashMessage() string {
+	if p.Flash == "" {
+		return ""
+	}
+	kind, n, _ := strings.Cut(p.Flash, ":")
+	switch kind {
+	case "replay", "replay_dry", "retry", "purge":
+		if _, err := strconv.Atoi(n); err != nil {
+			return ""
+		}
+		return p.L.T("done."+kind, n)
+	case "pause", "resume", "reset":
+		return p.L.T("done." + kind)
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
