@@ -209,14 +209,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		return nil, err
 	}
 	g.alerts = alerts
-	adminSources := make([]admin.Source, len(cfg.Sources))
-	for i, s := range cfg.Sources {
-		adminSources[i] = admin.Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.Destinations, OnMissingKey: s.OnMissingKey}
-	}
-	adminDests := make([]admin.Destination, len(cfg.Destinations))
-	destNames := make([]string, len(cfg.Destinations))
-	for i, d := range cfg.Destinations {
-		adminDests[i], destNames[i] = admin.Destination{Name: d.Name, URL: d.URL}, d.Name
+	adminSources, adminDests := admin.FromConfig(cfg)
+	destNames := make([]string, len(adminDests))
+	for i, d := range adminDests {
+		destNames[i] = d.Name
 	}
 	g.admin, err = admin.New(admin.Options{
 		Store: st, Sources: adminSources, Destinations: adminDests, Effects: g.effects,

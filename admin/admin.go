@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/store"
@@ -778,4 +779,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// FromConfig returns the sources and destinations of a configuration, as
+// the operator surface sees them.
+func FromConfig(cfg *config.Config) ([]Source, []Destination) {
+	sources := make([]Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.Destinations, OnMissingKey: s.OnMissingKey}
+	}
+	dests := make([]Destination, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		dests[i] = Destination{Name: d.Name, URL: d.URL}
+	}
+	return sources, dests
 }

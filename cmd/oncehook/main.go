@@ -24,7 +24,16 @@ Usage:
   oncehook migrate [--config oncehook.yaml] apply the store's pending migrations
   oncehook replay --source S --key K        redeliver one stored event (same Idempotency-Key)
   oncehook replay --dead [--destination D]  redeliver the dead letters
+  oncehook events ls|show ID|replay         list, read and replay stored events
+  oncehook dead ls|retry|purge              list, retry and purge dead letters
+  oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
+  oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
+  oncehook doctor [--source S]              check that sources' keys look right
   oncehook version                          print the version
+
+The operator commands (events, dead, destinations, stats, doctor) work on
+the config's store directly (--config) or on a running gateway's API
+(--api URL --token T, or $ONCEHOOK_API and $ONCEHOOK_API_TOKEN).
 
 Run 'oncehook <command> --help' for a command's flags.
 `
@@ -65,6 +74,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, args[1:], stdout, stderr)
 	case "replay":
 		return replay(ctx, args[1:], stdout, stderr)
+	case "events":
+		return events(ctx, args[1:], stdout, stderr)
+	case "dead":
+		return dead(ctx, args[1:], stdout, stderr)
+	case "destinations":
+		return destinations(ctx, args[1:], stdout, stderr)
+	case "stats":
+		return stats(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return doctor(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "oncehook", versionString())
 		return nil

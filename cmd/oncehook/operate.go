@@ -1,0 +1,524 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/config"
+)
+
+// The operator's commands mirror the admin API: each works on the store
+// directly (--config, as replay and migrate do) or on a running gateway's
+// API (--api URL --token T, or ONCEHOOK_API and ONCEHOOK_API_TOKEN). On the
+// store directly, a running gateway sees a change within seconds (a pause
+// within 2s; a replay at its next poll, or at once on PostgreSQL).
+
+const (
+	apiEnv   = "ONCEHOOK_API"
+	tokenEnv = "ONCEHOOK_API_TOKEN"
+)
+
+// operatorFlags are the flags every operator command takes.
+type operatorFlags struct {
+	config *string
+	api    *string
+	token  *string
+	json   *bool
+}
+
+func addOperatorFlags(fs *flag.FlagSet) operatorFlags {
+	return operatorFlags{
+		config: fs.String("config", "", "config file: work on its store directly (default "+defaultConfigPath+", or $"+configEnv+")"),
+		api:    fs.String("api", os.Getenv(apiEnv), "a running gateway's API URL, e.g. http://127.0.0.1:8081 (or $"+apiEnv+")"),
+		token:  fs.String("token", "", "an API token, with --api (default $"+tokenEnv+")"),
+		json:   fs.Bool("json", false, "print JSON instead of a table"),
+	}
+}
+
+// open returns the Operator the flags name, and a func to close it.
+func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Context, func(), error) {
+	if *f.api != "" {
+		token := *f.token
+		if token == "" {
+			token = os.Getenv(tokenEnv)
+		}
+		if token == "" {
+			return nil, ctx, nil, fmt.Errorf("--api needs --token (or $%s)", tokenEnv)
+		}
+		return admin.NewClient(*f.api, token, nil), ctx, func() {}, nil
+	}
+	path := *f.config
+	if path == "" {
+		path = os.Getenv(configEnv)
+	}
+	if path == "" {
+		path = defaultConfigPath
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	st, err := openConfigStore(ctx, cfg)
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	sources, dests := admin.FromConfig(cfg)
+	svc, err := admin.New(admin.Options{Store: st, Sources: sources, Destinations: dests})
+	if err != nil {
+		st.Close()
+		return nil, ctx, nil, err
+	}
+	actor := "cli"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		actor = "cli:" + u.Username
+	}
+	return svc, admin.WithActor(ctx, actor), func() { st.Close() }, nil
+}
+
+// parse parses flags wherever they stand among the arguments ("show 12
+// --json" as well as "show --json 12") and returns the others.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, errUsage
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 2, 4, 2, ' ', 0) }
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// since reads --since (a duration back from now) into a time.
+func since(d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-d)
+}
+
+func parseTimeFlag(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--%s %q: want an RFC 3339 time, e.g. 2026-11-30T15:00:00Z", name, v)
+	}
+	return t, nil
+}
+
+// events: ls, show, replay.
+func events(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay [flags]")
+		return errUsage
+	}
+	fs := flag.NewFlagSet("events "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	of := addOperatorFlags(fs)
+	source := fs.String("source", "", "only this source's events")
+	state := fs.String("state", "", "only events in this state: pending, delivered, dead or stored")
+	prefix := fs.String("key-prefix", "", "only keys starting with this")
+	sinceF := fs.Duration("since", 0, "only events received in this last span, e.g. 1h")
+	from := fs.String("from", "", "only events received at or after this time (RFC 3339)")
+	to := fs.String("to", "", "only events received before this time (RFC 3339)")
+	limit := fs.Int("limit", 50, "with ls: events per page")
+	cursor := fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it")
+	dryRun := fs.Bool("dry-run", false, "with replay: only count what would be replayed")
+	all := fs.Bool("all", false, "with replay and no filter: replay every stored event")
+	rest, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	f := admin.EventFilter{Source: *source, State: *state, KeyPrefix: *prefix, From: since(*sinceF), All: *all}
+	if *from != "" {
+		if f.From, err = parseTimeFlag("from", *from); err != nil {
+			return err
+		}
+	}
+	if f.To, err = parseTimeFlag("to", *to); err != nil {
+		return err
+	}
+	op, ctx, done, err := of.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	switch args[0] {
+	case "ls", "list":
+		if len(rest) > 0 {
+			return fmt.Errorf("events ls takes no argument (got %q)", rest[0])
+		}
+		f.Limit, f.Cursor = *limit, *cursor
+		page, err := op.Events(ctx, f)
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, page)
+		}
+		tw := table(stdout)
+		fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tSTATE\tRECEIVED\tBYTES\tDELIVERIES")
+		for _, e := range page.Events {
+			key := e.Key
+			if e.Keyless {
+				key += " (keyless)"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", e.ID, e.Source, key, e.State, ts(e.ReceivedAt), e.Size, e.DeliveryCount)
+		}
+		tw.Flush()
+		if page.NextCursor != "" {
+			fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
+		}
+		return nil
+	case "show":
+		if len(rest) != 1 {
+			return errors.New("usage: oncehook events show ID")
+		}
+		id, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+		}
+		e, err := op.Event(ctx, id)
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, e)
+		}
+		fmt.Fprintf(stdout, "event %d  %s  %s  %s\n  received %s, dedup window until %s, %d bytes of %s\n",
+			e.ID, e.Source, e.Key, e.State, ts(e.ReceivedAt), ts(e.ExpiresAt), e.Size, e.ContentType)
+		for name, vs := range e.Headers {
+			fmt.Fprintf(stdout, "  %s: %s\n", name, strings.Join(vs, ", "))
+		}
+		for _, d := range e.Deliveries {
+			fmt.Fprintf(stdout, "delivery to %s: %s after %s\n", d.Destination, d.State, plural(d.Attempts, "attempt", "attempts"))
+			for _, a := range d.History {
+				line := fmt.Sprintf("  #%d %s %6.1fms %s", a.Attempt, ts(a.StartedAt), a.DurationMS, a.Outcome)
+				if a.Status != 0 {
+					line += fmt.Sprintf(" HTTP %d", a.Status)
+				}
+				if a.Error != "" {
+					line += " " + a.Error
+				}
+				if a.Response != "" {
+					line += " | " + a.Response
+				}
+				fmt.Fprintln(stdout, line)
+			}
+		}
+		body := e.Body
+		if body == "" && len(e.BodyBase64) > 0 {
+			body = fmt.Sprintf("(%d bytes, not UTF-8; --json shows them)", len(e.BodyBase64))
+		}
+		fmt.Fprintf(stdout, "payload:\n%s\n", body)
+		return nil
+	case "replay":
+		var n admin.Count
+		switch {
+		case len(rest) == 1:
+			id, err := strconv.ParseInt(rest[0], 10, 64)
+			if err != nil {
+				return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+			}
+			if *dryRun {
+				return errors.New("--dry-run counts a filter's replay; one event's replay needs none")
+			}
+			n, err = op.ReplayEvent(ctx, id)
+			if err != nil {
+				return err
+			}
+		case len(rest) == 0:
+			n, err = op.ReplayEvents(ctx, f, *dryRun)
+			if err != nil {
+				return err
+			}
+		default:
+			return errors.New("usage: oncehook events replay ID, or oncehook events replay --source S --state dead ... [--dry-run]")
+		}
+		if *of.json {
+			return printJSON(stdout, n)
+		}
+		if n.DryRun {
+			fmt.Fprintf(stdout, "would requeue %s (dry run)\n", plural(n.Count, "delivery", "deliveries"))
+		} else {
+			fmt.Fprintf(stdout, "requeued %s\n", plural(n.Count, "delivery", "deliveries"))
+		}
+		return nil
+	}
+	return fmt.Errorf("events %s: want ls, show or replay", args[0])
+}
+
+// dead: ls, retry, purge.
+func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: oncehook dead ls|retry|purge [flags]")
+		return errUsage
+	}
+	fs := flag.NewFlagSet("dead "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	of := addOperatorFlags(fs)
+	destination := fs.String("destination", "", "only this destination's dead letters")
+	source := fs.String("source", "", "only this source's dead letters")
+	limit := fs.Int("limit", 50, "with ls: dead letters per page")
+	cursor := fs.String("cursor", "", "with ls: the next page's cursor")
+	dryRun := fs.Bool("dry-run", false, "with retry or purge: only count")
+	all := fs.Bool("all", false, "with retry or purge and no filter: every dead letter")
+	rest, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("dead %s takes no argument (got %q)", args[0], rest[0])
+	}
+	op, ctx, done, err := of.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	f := admin.DeadFilter{Destination: *destination, Source: *source, All: *all}
+	switch args[0] {
+	case "ls", "list":
+		f.Limit, f.Cursor = *limit, *cursor
+		page, err := op.DeadLetters(ctx, f)
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, page)
+		}
+		tw := table(stdout)
+		fmt.Fprintln(tw, "EVENT\tSOURCE\tKEY\tDESTINATION\tATTEMPTS\tLAST\tDIED")
+		for _, d := range page.DeadLetters {
+			last := d.LastError // it names the status when there was one
+			if last == "" && d.LastStatus != 0 {
+				last = fmt.Sprintf("HTTP %d", d.LastStatus)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.EventID, d.Source, d.Key, d.Destination, d.Attempts, last, ts(d.DiedAt))
+		}
+		tw.Flush()
+		if page.NextCursor != "" {
+			fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
+		}
+		return nil
+	case "retry", "purge":
+		var n admin.Count
+		if args[0] == "retry" {
+			n, err = op.RetryDeadLetters(ctx, f, *dryRun)
+		} else {
+			n, err = op.PurgeDeadLetters(ctx, f, *dryRun)
+		}
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, n)
+		}
+		verb := map[string]string{"retry": "requeued", "purge": "purged"}[args[0]]
+		if n.DryRun {
+			fmt.Fprintf(stdout, "would have %s %s (dry run)\n", verb, plural(n.Count, "dead letter", "dead letters"))
+		} else {
+			fmt.Fprintf(stdout, "%s %s\n", verb, plural(n.Count, "dead letter", "dead letters"))
+		}
+		return nil
+	}
+	return fmt.Errorf("dead %s: want ls, retry or purge", args[0])
+}
+
+// destinations: ls, pause, resume.
+func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("destinations", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	of := addOperatorFlags(fs)
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	sub := "ls"
+	if len(rest) > 0 {
+		sub, rest = rest[0], rest[1:]
+	}
+	op, ctx, done, err := of.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch sub {
+	case "ls", "list":
+		list, err := op.Destinations(ctx)
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, list)
+		}
+		tw := table(stdout)
+		fmt.Fprintln(tw, "DESTINATION\tSTATE\tPENDING\tIN FLIGHT\tOLDEST PENDING\tDEAD\tDELIVERED 24H")
+		for _, d := range list {
+			state := "active"
+			if d.Paused {
+				state = "paused since " + ts(*d.PausedSince)
+			}
+			oldest := "-"
+			if d.OldestPendingSeconds > 0 {
+				oldest = (time.Duration(d.OldestPendingSeconds) * time.Second).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\n", d.Name, state, d.Pending, d.Leased, oldest, d.Dead, d.Last24h.Delivered)
+		}
+		return tw.Flush()
+	case "pause", "resume":
+		if len(rest) != 1 {
+			return fmt.Errorf("usage: oncehook destinations %s NAME", sub)
+		}
+		d, err := op.SetPaused(ctx, rest[0], sub == "pause")
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, d)
+		}
+		if d.Paused {
+			fmt.Fprintf(stdout, "%s paused: its deliveries are held (%d pending); intake keeps accepting\n", d.Name, d.Pending)
+		} else {
+			fmt.Fprintf(stdout, "%s resumed: %d pending deliveries are due\n", d.Name, d.Pending)
+		}
+		return nil
+	}
+	return fmt.Errorf("destinations %s: want ls, pause or resume", sub)
+}
+
+// stats prints the hourly (or daily) rollups.
+func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	of := addOperatorFlags(fs)
+	source := fs.String("source", "", "only this source")
+	destination := fs.String("destination", "", "only this destination")
+	sinceF := fs.Duration("since", 24*time.Hour, "how far back")
+	granularity := fs.String("granularity", "1h", "1h or 1d")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("stats takes no argument (got %q)", rest[0])
+	}
+	q := admin.StatsQuery{Source: *source, Destination: *destination, From: since(*sinceF)}
+	switch *granularity {
+	case "1h":
+		q.Granularity = admin.Hourly
+	case "1d":
+		q.Granularity = admin.Daily
+	default:
+		return fmt.Errorf("--granularity %q: want 1h or 1d", *granularity)
+	}
+	op, ctx, done, err := of.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	view, err := op.Stats(ctx, q)
+	if err != nil {
+		return err
+	}
+	if *of.json {
+		return printJSON(stdout, view)
+	}
+	tw := table(stdout)
+	if len(view.Sources) > 0 {
+		fmt.Fprintln(tw, "SOURCE\tSPAN\tRECEIVED\tACCEPTED\tDUPLICATE\tKEYLESS\tREJECTED\tDUP RATE")
+		for _, s := range view.Sources {
+			for _, p := range s.Points {
+				if p.Received == 0 && p.Requests == 0 {
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", s.Name, ts(p.At), p.Received, p.Accepted, p.Duplicate, p.Keyless, p.RejectedTotal(), 100*p.DuplicateRate)
+			}
+			t := s.Total
+			fmt.Fprintf(tw, "%s\ttotal\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", s.Name, t.Received, t.Accepted, t.Duplicate, t.Keyless, t.RejectedTotal(), 100*t.DuplicateRate)
+		}
+	}
+	if len(view.Destinations) > 0 {
+		fmt.Fprintln(tw, "DESTINATION\tSPAN\tDELIVERED\tRETRY\tDEAD\tAVG LATENCY")
+		for _, d := range view.Destinations {
+			for _, p := range d.Points {
+				if p.Delivered+p.Retry+p.Dead == 0 {
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1fms\n", d.Name, ts(p.At), p.Delivered, p.Retry, p.Dead, p.LatencyAvgMS)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// doctor runs the key doctor.
+func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	of := addOperatorFlags(fs)
+	source := fs.String("source", "", "only this source")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("doctor takes no argument (got %q); use --source", rest[0])
+	}
+	op, ctx, done, err := of.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rep, err := op.Doctor(ctx, *source)
+	if err != nil {
+		return err
+	}
+	if *of.json {
+		return printJSON(stdout, rep)
+	}
+	for _, s := range rep.Sources {
+		fmt.Fprintf(stdout, "%s: %d recent events, %d recent duplicates sampled\n", s.Source, s.SampledEvents, s.SampledDuplicates)
+		if s.Note != "" {
+			fmt.Fprintf(stdout, "  note: %s\n", s.Note)
+		}
+		if len(s.Findings) == 0 {
+			fmt.Fprintln(stdout, "  ok: keys look right")
+		}
+		for _, f := range s.Findings {
+			fmt.Fprintf(stdout, "  %s: %s\n    fields: %s\n    keys: %s\n", f.Kind, f.Message, strings.Join(f.Fields, ", "), strings.Join(f.Keys, ", "))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// The operator commands, on the store directly (--config) and on a running
+// gateway's API (--api), against a gateway that is running: what they
+// print, what they change, and how they refuse.
+func TestOperatorCommands(t *testing.T) {
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	sink.Respond = func(w http.ResponseWriter, r *http.Request, n int) {
+		if strings.Contains(string(sink.Deliveries()[n-1].Body), "refuse") {
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	const token = "ops-token-0123456789"
+	yaml := fmt.Sprintf(`store: sqlite://%s/oncehook.db
+api:
+  tokens: [{name: ops, token: %s}]
+sources:
+  - {name: stripe, preset: stripe, secrets: [%s], destinations: [app]}
+destinations:
+  - {name: app, url: %s}
+`, dir, token, secret, sink.URL)
+	cfg := filepath.Join(dir, "oncehook.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := oncehooktest.Start(t, yaml)
+	post := func(body string) {
+		req := testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", secret, []byte(body), "")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("POST: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	for i := range 6 {
+		kind := "ok"
+		if i < 2 {
+			kind = "refuse"
+		}
+		post(fmt.Sprintf(`{"id":"evt_%d","kind":%q}`, i, kind))
+		post(fmt.Sprintf(`{"id":"evt_%d","kind":%q}`, i, kind)) // a resend
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		d, _ := gw.Admin().Destinations(t.Context())
+		return len(sink.Deliveries()) == 6 && d[0].Dead == 2 && d[0].Pending == 0
+	}) {
+		t.Fatal("seed never settled")
+	}
+	api := []string{"--api", gw.APIURL, "--token", token}
+	store := []string{"--config", cfg}
+	run := func(wantOK bool, args ...string) string {
+		t.Helper()
+		out, ok := oncehook(t, dir, nil, args...)
+		if ok != wantOK {
+			t.Fatalf("oncehook %s: ok=%v\n%s", strings.Join(args, " "), ok, out)
+		}
+		return out
+	}
+
+	for _, how := range [][]string{store, api} {
+		out := run(true, append([]string{"events", "ls", "--state", "dead"}, how...)...)
+		if !strings.Contains(out, "evt_0") || !strings.Contains(out, "evt_1") || strings.Contains(out, "evt_2") || !strings.Contains(out, "DELIVERIES") {
+			t.Fatalf("events ls --state dead (%s):\n%s", how[0], out)
+		}
+		out = run(true, append([]string{"dead", "ls"}, how...)...)
+		if strings.Count(out, "HTTP 410") != 2 {
+			t.Fatalf("dead ls (%s):\n%s", how[0], out)
+		}
+	}
+	out := run(true, append([]string{"events", "ls", "--limit", "4"}, api...)...)
+	if !strings.Contains(out, "more: --cursor c") {
+		t.Fatalf("paging:\n%s", out)
+	}
+	var page struct {
+		Events []struct {
+			ID  int64  `json:"id"`
+			Key string `json:"key"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(run(true, append([]string{"events", "ls", "--key-prefix", "evt_3", "--json"}, store...)...)), &page); err != nil || len(page.Events) != 1 {
+		t.Fatalf("events ls --json: %v %+v", err, page)
+	}
+	id := fmt.Sprint(page.Events[0].ID)
+	if out := run(true, append([]string{"events", "show", id}, api...)...); !strings.Contains(out, "delivery to app: delivered after 1 attempt") || !strings.Contains(out, `"id":"evt_3"`) {
+		t.Fatalf("events show:\n%s", out)
+	}
+	// Replay one event through the API; the destination gets it again.
+	before := sink.ByKey()["stripe:evt_3"]
+	if out := run(true, append([]string{"events", "replay", id}, api...)...); !strings.Contains(out, "requeued 1 delivery") {
+		t.Fatalf("events replay:\n%s", out)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_3"] == before+1 }) {
+		t.Fatal("the replay never arrived")
+	}
+	if out := run(true, append([]string{"events", "replay", "--state", "dead", "--dry-run"}, store...)...); !strings.Contains(out, "would requeue 2 deliveries (dry run)") {
+		t.Fatalf("replay dry run:\n%s", out)
+	}
+	// An empty filter is refused, not "everything".
+	if out := run(false, append([]string{"dead", "purge"}, api...)...); !strings.Contains(out, "all") {
+		t.Fatalf("dead purge with no filter:\n%s", out)
+	}
+	if out := run(true, append([]string{"dead", "retry", "--destination", "app", "--dry-run"}, store...)...); !strings.Contains(out, "would have requeued 2 dead letters") {
+		t.Fatalf("dead retry --dry-run:\n%s", out)
+	}
+
+	// Pause on the store directly: the running gateway holds within 2s.
+	if out := run(true, append([]string{"destinations", "pause", "app"}, store...)...); !strings.Contains(out, "app paused") {
+		t.Fatalf("pause:\n%s", out)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	n := len(sink.Deliveries())
+	post(`{"id":"evt_held","kind":"ok"}`)
+	time.Sleep(500 * time.Millisecond)
+	if len(sink.Deliveries()) != n {
+		t.Fatal("a destination paused from the CLI still received")
+	}
+	if out := run(true, append([]string{"destinations"}, api...)...); !strings.Contains(out, "paused since") {
+		t.Fatalf("destinations:\n%s", out)
+	}
+	if out := run(true, append([]string{"destinations", "resume", "app"}, api...)...); !strings.Contains(out, "app resumed") {
+		t.Fatalf("resume:\n%s", out)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_held"] == 1 }) {
+		t.Fatal("resume did not drain")
+	}
+
+	// The hourly counts, the doctor, the audit trail's actors.
+	if !testenv.WaitFor(12*time.Second, func() bool {
+		out := run(true, append([]string{"stats", "--source", "stripe"}, api...)...)
+		return strings.Contains(strings.Join(strings.Fields(out), " "), "stripe total 13 7 6 0 0 46.2%")
+	}) {
+		t.Fatalf("stats:\n%s", run(true, append([]string{"stats", "--source", "stripe"}, api...)...))
+	}
+	if out := run(true, append([]string{"doctor"}, store...)...); !strings.Contains(out, "stripe: 7 recent events") || !strings.Contains(out, "ok: keys look right") {
+		t.Fatalf("doctor:\n%s", out)
+	}
+	audit, err := gw.Admin().Audit(t.Context(), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actors := map[string]bool{}
+	for _, e := range audit.Entries {
+		actors[strings.SplitN(e.Actor, ":", 2)[0]+":"+e.Action] = true
+	}
+	if !actors["cli:pause"] || !actors["token:resume"] || !actors["token:replay"] || len(audit.Entries) != 3 {
+		t.Fatalf("audit %+v", audit.Entries)
+	}
+	// Bad input says what is wrong.
+	for _, c := range [][]string{{"events", "show", "abc"}, {"events", "ls", "--state", "bogus"}, {"destinations", "pause", "nope"}, {"stats", "--granularity", "5m"}} {
+		out, ok := oncehook(t, dir, nil, append(c, store...)...)
+		if ok || len(strings.TrimSpace(out)) == 0 {
+			t.Errorf("oncehook %v: ok=%v %q", c, ok, out)
+		}
+	}
+	if out, ok := oncehook(t, dir, nil, "events", "ls", "--api", gw.APIURL, "--token", "wrong-token-0000000"); ok || !strings.Contains(out, "bearer token") {
+		t.Errorf("wrong token: %v %s", ok, out)
+	}
+}
