@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -390,6 +392,33 @@ func TestAPI(t *testing.T) {
 		a, _ := s.api.Audit(ctx, "", 2)
 		if a.Entries[0].Action != "resume" || a.Entries[1].Action != "pause" || a.Entries[1].Target != "destination app" {
 			t.Fatalf("audit %+v", a.Entries)
+		}
+	})
+
+	t.Run("the sample Grafana dashboard queries real metrics", func(t *testing.T) {
+		b, err := os.ReadFile("../deploy/grafana-dashboard.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dash struct {
+			Panels []struct{ Targets []struct{ Expr string } }
+		}
+		if err := json.Unmarshal(b, &dash); err != nil {
+			t.Fatal(err)
+		}
+		metrics := scrape(t, s.gw.URL)
+		names := regexp.MustCompile(`oncehook_[a-z_]+`)
+		for _, p := range dash.Panels {
+			for _, target := range p.Targets {
+				for _, name := range names.FindAllString(target.Expr, -1) {
+					if name == "oncehook_alert_firing" {
+						continue // exported only while an alert fires
+					}
+					if !strings.Contains(metrics, "\n"+name+"{") && !strings.Contains(metrics, "\n"+name+" ") {
+						t.Errorf("the dashboard queries %s, which /metrics does not export", name)
+					}
+				}
+			}
 		}
 	})
 
