@@ -31,6 +31,10 @@
 //   - effects:    the effects ledger: claim→complete pairs per second over
 //     HTTP and in process, and 64 concurrent claims of one hot key (SQLite)
 //   - effectspg:  the same on PostgreSQL
+//   - rollups:    the headline with the hourly rollups on and off,
+//     alternating over 3 rounds: what they cost intake
+//   - operator:   the dashboard's overview and events list and the admin
+//     API's reads, one at a time, with -stored events in the store
 //
 // The load generator runs in this process, on the same cores as the server.
 package main
@@ -104,7 +108,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
@@ -321,6 +325,20 @@ func (b *bench) run(want func(string) bool) error {
 		}
 		rows, err := b.effects("PostgreSQL", pgURL)
 		dropSchema()
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, rows...)
+	}
+	if want("rollups") {
+		rows, err := b.rollups()
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, rows...)
+	}
+	if want("operator") {
+		rows, err := b.operatorPages()
 		if err != nil {
 			return err
 		}
@@ -664,8 +682,9 @@ func serve(h http.Handler) (string, func(), error) {
 }
 
 type gwOptions struct {
-	hotKeys int
-	sweep   time.Duration
+	hotKeys   int
+	sweep     time.Duration
+	noRollups bool
 }
 
 type runningGateway struct {
@@ -700,7 +719,7 @@ sources:
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{HotKeys: o.hotKeys, SweepInterval: o.sweep})
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{HotKeys: o.hotKeys, SweepInterval: o.sweep, NoRollups: o.noRollups})
 	if err != nil {
 		cancel()
 		return nil, err

@@ -64,7 +64,13 @@ func (s *Store) eventFilter(q store.EventQuery) *filter {
 	if !q.To.IsZero() {
 		f.add("e.received_at < ?", s.toDB(q.To))
 	}
-	if q.State != "" {
+	switch q.State {
+	case "":
+	case store.EventDead:
+		// Dead letters are few: start from them (the deliveries_dead
+		// index) rather than test every event, newest first, for one.
+		f.conds = append(f.conds, "e.id IN (SELECT event_id FROM deliveries WHERE state = 'dead')")
+	default:
 		f.add("("+eventState+") = ?", q.State)
 	}
 	return f

@@ -44,7 +44,13 @@ func eventWhere(q store.EventQuery) (string, []any) {
 		conds = append(conds, "e.received_at < ?")
 		args = append(args, ms(q.To))
 	}
-	if q.State != "" {
+	switch q.State {
+	case "":
+	case store.EventDead:
+		// Dead letters are few: start from them (the deliveries_dead
+		// index) rather than test every event, newest first, for one.
+		conds = append(conds, "e.id IN (SELECT event_id FROM deliveries WHERE state = 'dead')")
+	default:
 		conds = append(conds, "("+eventState+") = ?")
 		args = append(args, q.State)
 	}
