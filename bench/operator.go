@@ -121,8 +121,12 @@ func (b *bench) operatorPages() ([]result, error) {
 		{"API: GET /v1/events?state=delivered", http.DefaultClient, api("/v1/events?state=delivered")},
 	}
 	var rows []result
-	for _, c := range cases {
-		r := result{name: fmt.Sprintf("%s, %d events stored", c.name, b.stored)}
+	measure := func(c struct {
+		name string
+		c    *http.Client
+		next func() *http.Request
+	}, suffix string) result {
+		r := result{name: fmt.Sprintf("%s, %d events stored%s", c.name, b.stored, suffix)}
 		for range 200 {
 			t0 := time.Now()
 			resp, err := c.c.Do(c.next())
@@ -141,8 +145,41 @@ func (b *bench) operatorPages() ([]result, error) {
 		r.requests = len(r.latencies)
 		r.note = "one request at a time, 200 of them"
 		fmt.Fprintf(os.Stderr, "%s: p99 %s\n", r.name, r.pct(0.99))
-		rows = append(rows, r)
+		return r
 	}
+	for _, c := range cases {
+		rows = append(rows, measure(c, ""))
+	}
+	// The same while intake runs flat out (64 connections of unique events
+	// into the same store): what an operator sees during a storm.
+	stop := make(chan struct{})
+	done := make(chan result)
+	go func() {
+		next := b.unique(gw.url + "/in/bench")
+		c := client(b.conns)
+		var sent int
+		start := time.Now()
+		sem := make(chan struct{}, b.conns)
+		for {
+			select {
+			case <-stop:
+				for range b.conns {
+					sem <- struct{}{}
+				}
+				done <- result{requests: sent, elapsed: time.Since(start)}
+				return
+			case sem <- struct{}{}:
+				sent++
+				go func() { send(c, next()); <-sem }()
+			}
+		}
+	}()
+	for _, c := range cases[:6] {
+		rows = append(rows, measure(c, ", under intake load"))
+	}
+	close(stop)
+	bg := <-done
+	rows[len(rows)-1].note += fmt.Sprintf("; intake meanwhile: %.0f req/s", float64(bg.requests)/bg.elapsed.Seconds())
 	return rows, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
@@ -192,5 +193,40 @@ func TestLanguage(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), `<html lang="en">`) {
 		t.Fatal("an unknown language did not fall back to English")
+	}
+}
+
+// The effects page lists what is held, left halfway and failed; a reset
+// reopens a failed effect and is audited under the token's name.
+func TestEffectsPageReset(t *testing.T) {
+	gw := startGateway(t)
+	ctx := t.Context()
+	l := gw.Effects()
+	c1, err := l.Claim(ctx, "pix-reminder:HP123:24h", effect.ClaimOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fail(ctx, "pix-reminder:HP123:24h", c1.Token, "invalid phone number"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Claim(ctx, "capi:Purchase:order-987", effect.ClaimOptions{Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := login(t, gw, token)
+	_, page := get(t, c, gw.APIURL+"/ui/effects")
+	if !strings.Contains(page, "capi:Purchase:order-987") || !strings.Contains(page, "invalid phone number") {
+		t.Fatalf("effects page lacks the held or the failed effect:\n%s", page)
+	}
+	resp, _ := postForm(t, c, gw.APIURL+"/ui/effects/reset", url.Values{"csrf": {csrf}, "key": {"pix-reminder:HP123:24h"}}, "")
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	rec, err := l.Get(ctx, "pix-reminder:HP123:24h")
+	if err != nil || rec.State != "pending" {
+		t.Fatalf("after reset: %+v %v", rec, err)
+	}
+	a, _ := gw.Admin().Audit(ctx, "", 5)
+	if len(a.Entries) != 1 || a.Entries[0].Action != "effect_reset" || a.Entries[0].Actor != "token:ops" {
+		t.Fatalf("audit %+v", a.Entries)
 	}
 }

@@ -275,17 +275,25 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 		return
 	}
-	stale, err := l.List(r.Context(), store.EffectQuery{State: store.EffectPending, Stale: true, Limit: 100})
+	pending, err := l.List(r.Context(), store.EffectQuery{State: store.EffectPending, Limit: 200})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
+	}
+	var held, stale []effect.Record
+	for _, rec := range pending {
+		if rec.Stale {
+			stale = append(stale, rec)
+		} else {
+			held = append(held, rec)
+		}
 	}
 	failed, err := l.List(r.Context(), store.EffectQuery{State: store.EffectFailed, Limit: 100})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Stale": nonNil(stale), "Failed": nonNil(failed)})
+	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "Stale": nonNil(stale), "Failed": nonNil(failed)})
 }
 
 func nonNil(rs []effect.Record) []effect.Record {
