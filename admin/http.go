@@ -87,6 +87,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// respond answers v, or err when there is one.
+func (h *handler) respond(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func writeError(w http.ResponseWriter, e *APIError) {
 	writeJSON(w, e.Status, e)
 }
@@ -227,11 +236,7 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view, err := h.s.Stats(r.Context(), sq)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, view)
+	h.respond(w, r, view, err)
 }
 
 func eventFilter(q url.Values) (EventFilter, error) {
@@ -259,11 +264,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := h.s.Events(r.Context(), f)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+	h.respond(w, r, page, err)
 }
 
 func eventID(r *http.Request) (int64, error) {
@@ -284,11 +285,7 @@ func (h *handler) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := h.s.Event(r.Context(), id)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
+	h.respond(w, r, e, err)
 }
 
 func (h *handler) replayEvent(w http.ResponseWriter, r *http.Request) {
@@ -303,11 +300,7 @@ func (h *handler) replayEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := h.s.ReplayEvent(r.Context(), id)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, n)
+	h.respond(w, r, n, err)
 }
 
 // bulkEvents is the body of a bulk replay.
@@ -323,11 +316,7 @@ func (h *handler) replayEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := h.s.ReplayEvents(r.Context(), b.EventFilter, b.DryRun)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, n)
+	h.respond(w, r, n, err)
 }
 
 func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
@@ -342,11 +331,7 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := h.s.DeadLetters(r.Context(), f)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+	h.respond(w, r, page, err)
 }
 
 // bulkDead is the body of a dead letters retry.
@@ -362,11 +347,7 @@ func (h *handler) retryDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := h.s.RetryDeadLetters(r.Context(), b.DeadFilter, b.DryRun)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, n)
+	h.respond(w, r, n, err)
 }
 
 // purgeDead takes its filter in the query: DELETE bodies are often dropped
@@ -387,11 +368,7 @@ func (h *handler) purgeDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := h.s.PurgeDeadLetters(r.Context(), f, dry)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, n)
+	h.respond(w, r, n, err)
 }
 
 func (h *handler) destinations(w http.ResponseWriter, r *http.Request) {
@@ -415,11 +392,7 @@ func (h *handler) pause(paused bool) http.HandlerFunc {
 			return
 		}
 		d, err := h.s.SetPaused(r.Context(), r.PathValue("name"), paused)
-		if err != nil {
-			h.answerError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, d)
+		h.respond(w, r, d, err)
 	}
 }
 
@@ -435,11 +408,7 @@ func (h *handler) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := h.s.Audit(r.Context(), q.Get("cursor"), limit)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+	h.respond(w, r, page, err)
 }
 
 func (h *handler) doctor(w http.ResponseWriter, r *http.Request) {
@@ -449,11 +418,7 @@ func (h *handler) doctor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := h.s.Doctor(r.Context(), q.Get("source"))
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	h.respond(w, r, rep, err)
 }
 
 func (h *handler) resetEffect(w http.ResponseWriter, r *http.Request) {

@@ -330,17 +330,26 @@ func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error
 	if err != nil {
 		return nil, unavailable("read queues", err)
 	}
-	rows, err = s.pool.Query(ctx, `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
+	dead, err := s.countBy(ctx, "read queues", `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
 	if err != nil {
-		return nil, unavailable("read queues", err)
+		return nil, err
 	}
-	counts := map[string]int64{}
-	var d string
+	return store.MergeDead(out, dead), nil
+}
+
+// countBy runs a query of (name, count) rows into a map.
+func (s *Store) countBy(ctx context.Context, what, query string, args ...any) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, unavailable(what, err)
+	}
+	out := map[string]int64{}
+	var name string
 	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&d, &n}, func() error { counts[d] = n; return nil }); err != nil {
-		return nil, unavailable("read queues", err)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { out[name] = n; return nil }); err != nil {
+		return nil, unavailable(what, err)
 	}
-	return store.MergeDead(out, counts), nil
+	return out, nil
 }
 
 // ListAudit implements store.Admin.
@@ -375,16 +384,6 @@ func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
 
 // EffectCounts implements store.Admin.
 func (s *Store) EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT state, COUNT(*) FROM effects GROUP BY state
+	return s.countBy(ctx, "count effects", `SELECT state, COUNT(*) FROM effects GROUP BY state
 		UNION ALL SELECT 'stale', COUNT(*) FROM effects WHERE state = 'pending' AND lease_expires_at <= $1`, s.toDB(now))
-	if err != nil {
-		return nil, unavailable("count effects", err)
-	}
-	out := map[string]int64{}
-	var state string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { out[state] = n; return nil }); err != nil {
-		return nil, unavailable("count effects", err)
-	}
-	return out, nil
 }

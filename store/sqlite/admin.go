@@ -362,24 +362,33 @@ func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error
 	if err := rows.Err(); err != nil {
 		return nil, unavailable("read queues", err)
 	}
-	dead, err := s.read.QueryContext(ctx, `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
+	dead, err := s.countBy(ctx, "read queues", `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
 	if err != nil {
-		return nil, unavailable("read queues", err)
+		return nil, err
 	}
-	defer dead.Close()
-	counts := map[string]int64{}
-	for dead.Next() {
-		var d string
+	return store.MergeDead(out, dead), nil
+}
+
+// countBy runs a query of (name, count) rows into a map.
+func (s *Store) countBy(ctx context.Context, what, query string, args ...any) (map[string]int64, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, unavailable(what, err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
 		var n int64
-		if err := dead.Scan(&d, &n); err != nil {
-			return nil, unavailable("read queues", err)
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, unavailable(what, err)
 		}
-		counts[d] = n
+		out[name] = n
 	}
-	if err := dead.Err(); err != nil {
-		return nil, unavailable("read queues", err)
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(what, err)
 	}
-	return store.MergeDead(out, counts), nil
+	return out, nil
 }
 
 // ListAudit implements store.Admin.
@@ -416,20 +425,6 @@ func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
 
 // EffectCounts implements store.Admin.
 func (s *Store) EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT state, COUNT(*) FROM effects GROUP BY state
+	return s.countBy(ctx, "count effects", `SELECT state, COUNT(*) FROM effects GROUP BY state
 		UNION ALL SELECT 'stale', COUNT(*) FROM effects WHERE state = 'pending' AND lease_expires_at <= ?`, ms(now))
-	if err != nil {
-		return nil, unavailable("count effects", err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var state string
-		var n int64
-		if err := rows.Scan(&state, &n); err != nil {
-			return nil, unavailable("count effects", err)
-		}
-		out[state] = n
-	}
-	return out, rows.Err()
 }
