@@ -86,7 +86,8 @@ const (
 
 // EventQuery selects events. Zero fields select everything.
 type EventQuery struct {
-	ID        int64 // one event
+	ID        int64  // one event
+	Key       string // with Source: one event, by its key
 	Source    string
 	State     string // pending, delivered, dead or stored
 	KeyPrefix string

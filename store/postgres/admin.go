@@ -52,6 +52,9 @@ func (s *Store) eventFilter(q store.EventQuery) *filter {
 	if q.ID != 0 {
 		f.add("e.id = ?", q.ID)
 	}
+	if q.Key != "" {
+		f.add("e.key = ?", q.Key)
+	}
 	if q.Source != "" {
 		f.add("e.source = ?", q.Source)
 	}
@@ -186,17 +189,22 @@ func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, fn 
 // ReplayEvents implements store.Admin.
 func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
 	f := s.eventFilter(q)
+	events := `SELECT e.id FROM events e WHERE ` + f.where()
 	nowArg := f.arg(s.toDB(now))
-	sel := `FROM deliveries WHERE event_id IN (SELECT e.id FROM events e WHERE ` + f.where() + `)
-		AND NOT (state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > ` + nowArg + `)`
+	sel := `FROM deliveries WHERE event_id IN (` + events + `) AND NOT ` + leasedAt(nowArg)
 	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
 		if dryRun {
 			var n int
 			err := tx.QueryRow(ctx, `SELECT COUNT(*) `+sel, f.args...).Scan(&n)
 			return n, err
 		}
-		tag, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = `+nowArg+`,
-			lease_token = NULL, lease_expires_at = NULL, updated_at = `+nowArg+`
+		// FOR SHARE, as Replay does: a sweep on another replica passes
+		// these events by (SKIP LOCKED) until the replay has committed, so
+		// it can never delete what this replay requeues.
+		if _, err := tx.Exec(ctx, events+` ORDER BY e.id FOR SHARE`, f.args[:len(f.args)-1]...); err != nil {
+			return 0, err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueAt(nowArg)+`
 			WHERE id IN (SELECT id `+sel+` ORDER BY id FOR UPDATE)`, f.args...)
 		if err != nil {
 			return 0, err
@@ -255,8 +263,7 @@ func (s *Store) RetryDeadLetters(ctx context.Context, q store.DeadQuery, now tim
 			return n, err
 		}
 		nowArg := f.arg(s.toDB(now))
-		tag, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = `+nowArg+`,
-			lease_token = NULL, lease_expires_at = NULL, updated_at = `+nowArg+`
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueAt(nowArg)+`
 			WHERE id IN (`+sel+` ORDER BY d.id FOR UPDATE OF d)`, f.args...)
 		if err != nil {
 			return 0, err

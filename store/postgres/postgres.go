@@ -613,11 +613,22 @@ func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int,
 	return n, nil
 }
 
-const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = $1, lease_token = NULL, lease_expires_at = NULL, updated_at = $1`
+// requeueAt is the SET of a replay: due at now (a placeholder), attempts
+// reset, no lease.
+func requeueAt(now string) string {
+	return `state = 'pending', attempts = 0, next_attempt_at = ` + now + `, lease_token = NULL, lease_expires_at = NULL, updated_at = ` + now
+}
 
-// leasedNow is true for a delivery a worker holds right now; a delivery in
-// backoff has no lease and is replayed.
-const leasedNow = `(state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $1)`
+// leasedAt is true for a delivery a worker holds at now (a placeholder); a
+// delivery in backoff has no lease and is replayed.
+func leasedAt(now string) string {
+	return `(state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > ` + now + `)`
+}
+
+var (
+	requeueSet = requeueAt("$1")
+	leasedNow  = leasedAt("$1")
+)
 
 // Replay implements store.Store.
 func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {

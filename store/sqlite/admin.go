@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,10 @@ func eventWhere(q store.EventQuery) (string, []any) {
 	if q.ID != 0 {
 		conds = append(conds, "e.id = ?")
 		args = append(args, q.ID)
+	}
+	if q.Key != "" {
+		conds = append(conds, "e.key = ?")
+		args = append(args, q.Key)
 	}
 	if q.Source != "" {
 		conds = append(conds, "e.source = ?")
@@ -155,15 +160,21 @@ func audit(ctx context.Context, tx *sql.Tx, e store.AuditEntry, now time.Time) e
 	if e.Action == "" {
 		return nil
 	}
+	_, err := auditReturningID(ctx, tx, e, now)
+	return err
+}
+
+// auditReturningID writes e in tx and returns its id.
+func auditReturningID(ctx context.Context, tx *sql.Tx, e store.AuditEntry, now time.Time) (int64, error) {
 	if e.At.IsZero() {
 		e.At = now
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO audit (at, actor, action, target, count) VALUES (?, ?, ?, ?, ?)`,
+	res, err := tx.ExecContext(ctx, `INSERT INTO audit (at, actor, action, target, count) VALUES (?, ?, ?, ?, ?)`,
 		ms(e.At), e.Actor, e.Action, e.Target, e.Count)
 	if err != nil {
-		return failed("audit", err)
+		return 0, failed("audit", err)
 	}
-	return nil
+	return res.LastInsertId()
 }
 
 // change runs fn in a write transaction with the audit entry (its Count
@@ -191,28 +202,91 @@ func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, now
 	return n, nil
 }
 
+// bulkChange runs an operator's change over many rows in transactions of
+// at most s.bulk rows, so that intake's commits get the single writer in
+// between. step changes the next rows after the id it is given, in id
+// order, and returns their ids. The audit entry is written by the first
+// transaction and its count raised by each later one, with the rows it
+// counts: the record and the change never part, even if the process dies
+// halfway. With dryRun, count (one read) counts instead.
+func (s *Store) bulkChange(ctx context.Context, dryRun bool, a store.AuditEntry, now time.Time,
+	count func() (int, error), step func(tx *sql.Tx, after int64) ([]int64, error)) (int, error) {
+	if dryRun {
+		return count()
+	}
+	total, after, auditID := 0, int64(0), int64(0)
+	for {
+		tx, err := s.write.BeginTx(ctx, nil)
+		if err != nil {
+			return total, unavailable("begin", err)
+		}
+		ids, err := step(tx, after)
+		if err == nil {
+			switch {
+			case a.Action == "":
+			case auditID == 0:
+				a.Count = len(ids)
+				auditID, err = auditReturningID(ctx, tx, a, now)
+			case len(ids) > 0:
+				_, err = tx.ExecContext(ctx, `UPDATE audit SET count = count + ? WHERE id = ?`, len(ids), auditID)
+			}
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+		if err != nil {
+			tx.Rollback()
+			return total, unavailable("bulk change", err)
+		}
+		total += len(ids)
+		if len(ids) < s.bulk {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// returningIDs runs a statement that returns the ids it changed, in order.
+func returningIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(ids) // RETURNING promises no order
+	return ids, nil
+}
+
+func (s *Store) count(ctx context.Context, what, query string, args ...any) (int, error) {
+	var n int
+	if err := s.read.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		return 0, unavailable(what, err)
+	}
+	return n, nil
+}
+
 // ReplayEvents implements store.Admin.
 func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
 	where, args := eventWhere(q)
 	sel := `FROM deliveries WHERE event_id IN (SELECT e.id FROM events e WHERE ` + where + `) AND NOT ` + leasedNow
 	args = append(args, ms(now))
-	return s.change(ctx, dryRun, a, now, func(tx *sql.Tx) (int, error) {
-		if dryRun {
-			var n int
-			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) `+sel, args...).Scan(&n)
-			if err != nil {
-				return 0, unavailable("count replay", err)
-			}
-			return n, nil
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (SELECT id `+sel+`)`,
-			append([]any{ms(now), ms(now)}, args...)...)
-		if err != nil {
-			return 0, unavailable("replay", err)
-		}
-		n, _ := res.RowsAffected()
-		return int(n), nil
-	})
+	return s.bulkChange(ctx, dryRun, a, now,
+		func() (int, error) { return s.count(ctx, "count replay", `SELECT COUNT(*) `+sel, args...) },
+		func(tx *sql.Tx, after int64) ([]int64, error) {
+			return returningIDs(ctx, tx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (SELECT id `+sel+` AND id > ? ORDER BY id LIMIT ?) RETURNING id`,
+				append(append([]any{ms(now), ms(now)}, args...), after, s.bulk)...)
+		})
 }
 
 func deadWhere(q store.DeadQuery) (string, []any) {
@@ -263,45 +337,28 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 func (s *Store) RetryDeadLetters(ctx context.Context, q store.DeadQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
 	where, args := deadWhere(q)
 	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + where
-	return s.change(ctx, dryRun, a, now, func(tx *sql.Tx) (int, error) {
-		if dryRun {
-			var n int
-			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+sel+`)`, args...).Scan(&n)
-			if err != nil {
-				return 0, unavailable("count dead letters", err)
-			}
-			return n, nil
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (`+sel+`)`, append([]any{ms(now), ms(now)}, args...)...)
-		if err != nil {
-			return 0, unavailable("retry dead letters", err)
-		}
-		n, _ := res.RowsAffected()
-		return int(n), nil
-	})
+	return s.bulkChange(ctx, dryRun, a, now,
+		func() (int, error) {
+			return s.count(ctx, "count dead letters", `SELECT COUNT(*) FROM (`+sel+`)`, args...)
+		},
+		func(tx *sql.Tx, after int64) ([]int64, error) {
+			return returningIDs(ctx, tx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (`+sel+` AND d.id > ? ORDER BY d.id LIMIT ?) RETURNING id`,
+				append(append([]any{ms(now), ms(now)}, args...), after, s.bulk)...)
+		})
 }
 
 // PurgeDeadLetters implements store.Admin.
 func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
 	where, args := deadWhere(q)
 	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + where
-	now := time.Now()
-	return s.change(ctx, dryRun, a, now, func(tx *sql.Tx) (int, error) {
-		if dryRun {
-			var n int
-			err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+sel+`)`, args...).Scan(&n)
-			if err != nil {
-				return 0, unavailable("count dead letters", err)
-			}
-			return n, nil
-		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM deliveries WHERE id IN (`+sel+`)`, args...)
-		if err != nil {
-			return 0, unavailable("purge dead letters", err)
-		}
-		n, _ := res.RowsAffected()
-		return int(n), nil
-	})
+	return s.bulkChange(ctx, dryRun, a, time.Now(),
+		func() (int, error) {
+			return s.count(ctx, "count dead letters", `SELECT COUNT(*) FROM (`+sel+`)`, args...)
+		},
+		func(tx *sql.Tx, after int64) ([]int64, error) {
+			return returningIDs(ctx, tx, `DELETE FROM deliveries WHERE id IN (`+sel+` AND d.id > ? ORDER BY d.id LIMIT ?) RETURNING id`,
+				append(args, after, s.bulk)...)
+		})
 }
 
 // SetPaused implements store.Admin.

@@ -40,6 +40,10 @@ type Options struct {
 	// Synchronous is SQLite's synchronous pragma: FULL (default), EXTRA,
 	// NORMAL or OFF. Anything below FULL weakens "durable before 200".
 	Synchronous string
+	// BulkBatch bounds the rows one transaction of an operator's bulk
+	// change (replay, retry, purge) touches (default 1,000): SQLite has
+	// one writer, and intake's commits wait behind it.
+	BulkBatch int
 }
 
 // walSizeLimit is the size the write-ahead log is cut back to once it has
@@ -54,6 +58,7 @@ type Store struct {
 	read  *sql.DB // a pool of read-only connections (WAL lets them run beside the writer)
 	stmt  statements
 	id    string
+	bulk  int // Options.BulkBatch
 }
 
 // statements are prepared once on the writer: parsing SQL on every
@@ -141,7 +146,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
 
-	s := &Store{write: write}
+	s := &Store{write: write, bulk: opts.BulkBatch}
+	if s.bulk <= 0 {
+		s.bulk = 1000
+	}
 	if err := s.migrate(ctx); err != nil {
 		write.Close()
 		return nil, err

@@ -112,3 +112,55 @@ func TestNoDurableFileNoStore(t *testing.T) {
 		}
 	}
 }
+
+// An operator's bulk change runs in transactions of BulkBatch rows, so that
+// intake's commits get the single writer in between, and still changes
+// every row it selects, once, with one audit entry counting them all.
+func TestBulkChangesRunInBatches(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "bulk.db"), sqlite.Options{BulkBatch: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	var evs []store.NewEvent
+	for i := range 25 {
+		evs = append(evs, store.NewEvent{Source: "src", Key: fmt.Sprintf("e%02d", i), ContentType: "application/json", Body: []byte("{}"),
+			ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"d"}})
+	}
+	if _, err := store.ClaimEvents(ctx, s, evs); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := store.LeaseDeliveries(ctx, s, now, time.Minute, 100)
+	if err != nil || len(leased) != 25 {
+		t.Fatalf("leased %d %v", len(leased), err)
+	}
+	var outcomes []store.Outcome
+	for _, d := range leased {
+		outcomes = append(outcomes, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDead, Attempt: 1, StatusCode: 410})
+	}
+	if err := store.CompleteDeliveries(ctx, s, outcomes); err != nil {
+		t.Fatal(err)
+	}
+	audit := func(action string) store.AuditEntry {
+		return store.AuditEntry{Actor: "ops", Action: action, Target: "all"}
+	}
+	if n, err := s.RetryDeadLetters(ctx, store.DeadQuery{}, now, true, audit("retry")); err != nil || n != 25 {
+		t.Fatalf("dry run %d %v", n, err)
+	}
+	if n, err := s.RetryDeadLetters(ctx, store.DeadQuery{}, now, false, audit("retry")); err != nil || n != 25 {
+		t.Fatalf("retry %d %v", n, err)
+	}
+	if n, err := s.ReplayEvents(ctx, store.EventQuery{Source: "src"}, now.Add(time.Second), false, audit("replay")); err != nil || n != 25 {
+		t.Fatalf("replay %d %v", n, err)
+	}
+	st, _ := s.Stats(ctx)
+	if st.Pending != 25 || st.Dead != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	entries, err := s.ListAudit(ctx, 0, 10)
+	if err != nil || len(entries) != 2 || entries[0].Action != "replay" || entries[0].Count != 25 || entries[1].Count != 25 {
+		t.Fatalf("audit %+v %v", entries, err)
+	}
+}

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"LeaseCountsTheAttempt", testLeaseCountsAttempt},
 		{"ReplayRequeuesADeliveryInBackoff", testReplayBackoff},
 		{"ReplayIsNeverUndoneBySweep", replicas(testReplayVersusSweep)},
+		{"AdminReplayIsNeverUndoneBySweep", replicas(testAdminReplayVersusSweep)},
 		{"StormOfOverlappingBatchesOnThreeReplicas", replicas(testStorm)},
 		{"BadEventIsRejectedNotUnavailable", testRejected},
 		{"CommitHandsOffTheDeliveriesItCreates", testHandOff},
@@ -478,16 +479,33 @@ func testReplayBackoff(t *testing.T, s store.Store) {
 // Three rounds: before the sweep judged on a fresh snapshot, PostgreSQL lost
 // a replayed event in 7 of 10 rounds.
 func testReplayVersusSweep(t *testing.T, stores []store.Store) {
+	replayVersusSweep(t, stores, func(ctx context.Context, s store.Store, key string, now time.Time) (int, error) {
+		return s.Replay(ctx, "src", key, now)
+	})
+}
+
+// The same for the operator's replay (store.Admin), which selects events
+// by a filter: here, one key.
+func testAdminReplayVersusSweep(t *testing.T, stores []store.Store) {
+	replayVersusSweep(t, stores, func(ctx context.Context, s store.Store, key string, now time.Time) (int, error) {
+		a, _ := store.AdminOf(s)
+		return a.ReplayEvents(ctx, store.EventQuery{Source: "src", Key: key}, now, false, store.AuditEntry{Actor: "ops", Action: "replay", Target: key})
+	})
+}
+
+type replayFunc func(ctx context.Context, s store.Store, key string, now time.Time) (int, error)
+
+func replayVersusSweep(t *testing.T, stores []store.Store, replay replayFunc) {
 	pending := 0
 	for round := range 3 {
-		pending += replayWhileSweeping(t, stores, round)
+		pending += replayWhileSweeping(t, stores, round, replay)
 		if st := stats(t, stores[0]); st.Pending != int64(pending) {
 			t.Fatalf("round %d: %d replays returned a count, %d deliveries pending", round, pending, st.Pending)
 		}
 	}
 }
 
-func replayWhileSweeping(t *testing.T, stores []store.Store, round int) (replays int) {
+func replayWhileSweeping(t *testing.T, stores []store.Store, round int, replay replayFunc) (replays int) {
 	ctx := context.Background()
 	const n = 200
 	evs := make([]store.NewEvent, n)
@@ -529,7 +547,7 @@ func replayWhileSweeping(t *testing.T, stores []store.Store, round int) (replays
 		defer wg.Done()
 		for i := range evs {
 			k := n - 1 - i // from the other end, so the two meet in the middle
-			c, err := stores[0].Replay(ctx, "src", evs[k].Key, past)
+			c, err := replay(ctx, stores[0], evs[k].Key, past)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				errs <- err
 				return
@@ -932,6 +950,11 @@ func testEffectList(t *testing.T, s store.Store) {
 	}
 	if f, _ := s.ListEffects(context.Background(), store.EffectQuery{State: store.EffectFailed}); len(f) != 1 || f[0].Key != "failed" {
 		t.Fatalf("failed list %+v", f)
+	}
+	// The counts the metrics export: by state, and the stale among pending.
+	counts, err := admin(t, s).EffectCounts(context.Background(), now)
+	if err != nil || counts[store.EffectPending] != 6 || counts["stale"] != 5 || counts[store.EffectFailed] != 1 || counts[store.EffectDone] != 0 {
+		t.Fatalf("effect counts %v %v", counts, err)
 	}
 	// Final records are swept after their retention; pending ones never.
 	if _, err := s.SweepExpired(context.Background(), base.Add(2*time.Hour), 100); err != nil {
