@@ -169,6 +169,7 @@ var eventStates = []string{store.EventPending, store.EventDelivered, store.Event
 // EventFilter selects events. Zero fields select everything.
 type EventFilter struct {
 	Source    string    `json:"source,omitempty"`
+	Key       string    `json:"key,omitempty"` // exactly this key (with Source: one event)
 	State     string    `json:"state,omitempty"`
 	KeyPrefix string    `json:"key_prefix,omitempty"`
 	From      time.Time `json:"from,omitzero"`
@@ -182,7 +183,7 @@ type EventFilter struct {
 }
 
 func (f EventFilter) empty() bool {
-	return f.Source == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero()
+	return f.Source == "" && f.Key == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero()
 }
 
 // String describes the filter, for the audit log.
@@ -194,6 +195,7 @@ func (f EventFilter) String() string {
 		}
 	}
 	add("source", f.Source)
+	add("key", f.Key)
 	add("state", f.State)
 	add("key_prefix", f.KeyPrefix)
 	if !f.From.IsZero() {
@@ -212,12 +214,15 @@ func (f EventFilter) String() string {
 const maxLimit = 500
 
 func (f EventFilter) query() (store.EventQuery, error) {
-	q := store.EventQuery{Source: f.Source, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
+	q := store.EventQuery{Source: f.Source, Key: f.Key, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
 	if len(f.Source) > 200 {
 		return q, invalid("source", "too long")
 	}
 	if len(f.KeyPrefix) > 1024 {
 		return q, invalid("key_prefix", "too long")
+	}
+	if len(f.Key) > 1024 {
+		return q, invalid("key", "too long")
 	}
 	if f.State != "" && !contains(eventStates, f.State) {
 		return q, invalid("state", "want one of %s", strings.Join(eventStates, ", "))
@@ -600,45 +605,44 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*DestinationView{}
+	// The configured destinations, then any other that still has
+	// deliveries (removed from the config: shown, so they are not
+	// forgotten).
 	var out []DestinationView
-	for _, d := range s.opts.Destinations {
-		out = append(out, DestinationView{Name: d.Name, URL: displayURL(d.URL)})
+	pos := map[string]int{}
+	add := func(name, url string) *DestinationView {
+		if i, ok := pos[name]; ok {
+			return &out[i]
+		}
+		pos[name] = len(out)
+		out = append(out, DestinationView{Name: name, URL: url})
+		return &out[len(out)-1]
 	}
-	index := func(name string) *DestinationView {
-		if v, ok := byName[name]; ok {
-			return v
-		}
-		for i := range out {
-			if out[i].Name == name {
-				byName[name] = &out[i]
-				return &out[i]
-			}
-		}
-		return nil
+	for _, d := range s.opts.Destinations {
+		add(d.Name, displayURL(d.URL))
 	}
 	for _, q := range queues {
-		v := index(q.Destination)
-		if v == nil {
-			// A destination removed from the config that still has
-			// deliveries: show it, so they are not forgotten.
-			out = append(out, DestinationView{Name: q.Destination})
-			byName = map[string]*DestinationView{}
-			v = index(q.Destination)
-		}
+		v := add(q.Destination, "")
 		v.Pending, v.Leased, v.Dead = q.Pending, q.Leased, q.Dead
 		if q.Pending > 0 && !q.Oldest.IsZero() {
 			v.OldestPendingSeconds = max(0, now.Sub(q.Oldest).Seconds())
 		}
 	}
+	// Every destination is in out now; the rest only fills fields in.
+	known := func(name string) *DestinationView {
+		if i, ok := pos[name]; ok {
+			return &out[i]
+		}
+		return nil
+	}
 	for name, since := range paused {
-		if v := index(name); v != nil {
+		if v := known(name); v != nil {
 			v.Paused, v.PausedSince = true, timePtr(since)
 		}
 	}
-	latency := map[string][2]int64{}
+	latency := map[string][2]int64{} // count, sum of ms
 	for _, r := range rollups {
-		v := index(r.Name)
+		v := known(r.Name)
 		if v == nil {
 			continue
 		}
@@ -649,19 +653,19 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			v.Last24h.Retry += r.Value
 		case "attempts.dead":
 			v.Last24h.Dead += r.Value
-		case "latency.count":
+		case "latency.count", "latency.sum_ms":
 			l := latency[r.Name]
-			l[0] += r.Value
-			latency[r.Name] = l
-		case "latency.sum_ms":
-			l := latency[r.Name]
-			l[1] += r.Value
+			if r.Metric == "latency.count" {
+				l[0] += r.Value
+			} else {
+				l[1] += r.Value
+			}
 			latency[r.Name] = l
 		}
 	}
 	for name, l := range latency {
-		if v := index(name); v != nil && l[0] > 0 {
-			v.Last24h.LatencyAvgMS = float64(l[1]) / float64(l[0])
+		if l[0] > 0 {
+			known(name).Last24h.LatencyAvgMS = float64(l[1]) / float64(l[0])
 		}
 	}
 	if s.opts.Alerts != nil {

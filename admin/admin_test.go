@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
+	"github.com/oncehook/oncehook/store/sqlite"
 )
 
 const (
@@ -495,5 +498,42 @@ destinations:
 	}
 	if len(ok.Findings) != 0 || ok.SampledDuplicates != 2 {
 		t.Fatalf("healthy source flagged: %+v", ok)
+	}
+}
+
+// The store down: every read and every change answers 503 with
+// Retry-After, and the dashboard's service says so, never 200 or 500.
+func TestAPIWhenTheStoreIsDown(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := admin.New(admin.Options{Store: st, Sources: []admin.Source{{Name: "stripe", Preset: "stripe"}},
+		Destinations: []admin.Destination{{Name: "app", URL: "http://127.0.0.1:9"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	admin.Register(mux, svc, nil)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	st.Close() // the store goes away
+	for _, c := range [][2]string{{"GET", "/v1/sources"}, {"GET", "/v1/events"}, {"GET", "/v1/events/1"}, {"GET", "/v1/dead-letters"},
+		{"GET", "/v1/destinations"}, {"GET", "/v1/stats"}, {"POST", "/v1/destinations/app/pause"}, {"POST", "/v1/dead-letters/retry"}} {
+		body := ""
+		if strings.HasSuffix(c[1], "/retry") {
+			body = `{"all":true}`
+		}
+		req, _ := http.NewRequest(c[0], srv.URL+c[1], strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer map[string]any
+		json.NewDecoder(resp.Body).Decode(&answer)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || answer["reason"] != "unavailable" {
+			t.Errorf("%s %s with the store down: %d %v", c[0], c[1], resp.StatusCode, answer)
+		}
 	}
 }

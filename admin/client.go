@@ -117,6 +117,7 @@ func (c *Client) Stats(ctx context.Context, sq StatsQuery) (StatsView, error) {
 func (c *Client) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	q := url.Values{}
 	setString(q, "source", f.Source)
+	setString(q, "key", f.Key)
 	setString(q, "state", f.State)
 	setString(q, "key_prefix", f.KeyPrefix)
 	setTime(q, "from", f.From)

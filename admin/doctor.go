@@ -67,13 +67,28 @@ type DoctorReport struct {
 	Sources []SourceDiagnosis `json:"sources"`
 }
 
-// Samples keeps the latest duplicates' bodies per source, bounded.
+// Samples keeps the latest duplicates' bodies per source, bounded. It sits
+// on intake's path, so in a storm of duplicates it copies at most
+// sampleRate bodies a second per source (after a burst of sampleBurst):
+// the doctor needs a sample, not every copy.
 type Samples struct {
 	mu      sync.Mutex
 	per     int
 	max     int
 	sources map[string][]sample
 	next    map[string]int
+	budget  map[string]*tokens
+}
+
+const (
+	sampleRate  = 20.0
+	sampleBurst = 20.0
+)
+
+// tokens is a source's token bucket.
+type tokens struct {
+	n  float64
+	at time.Time
 }
 
 type sample struct {
@@ -84,7 +99,7 @@ type sample struct {
 // NewSamples keeps up to per duplicates per source, of bodies up to
 // maxBody bytes.
 func NewSamples(per, maxBody int) *Samples {
-	return &Samples{per: per, max: maxBody, sources: map[string][]sample{}, next: map[string]int{}}
+	return &Samples{per: per, max: maxBody, sources: map[string][]sample{}, next: map[string]int{}, budget: map[string]*tokens{}}
 }
 
 // Add records a duplicate (receive.Options.OnDuplicate).
@@ -92,9 +107,21 @@ func (s *Samples) Add(source, key string, body []byte) {
 	if s == nil || len(body) > s.max {
 		return
 	}
-	smp := sample{key: key, body: bytes.Clone(body)}
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	b := s.budget[source]
+	if b == nil {
+		b = &tokens{n: sampleBurst, at: now}
+		s.budget[source] = b
+	}
+	b.n = min(sampleBurst, b.n+now.Sub(b.at).Seconds()*sampleRate)
+	b.at = now
+	if b.n < 1 {
+		return
+	}
+	b.n--
+	smp := sample{key: key, body: bytes.Clone(body)}
 	list := s.sources[source]
 	if len(list) < s.per {
 		s.sources[source] = append(list, smp)

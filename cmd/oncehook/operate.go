@@ -69,6 +69,13 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 	if err != nil {
 		return nil, ctx, nil, err
 	}
+	svc, ctx, done, err := configService(ctx, cfg)
+	return svc, ctx, done, err
+}
+
+// configService is the operator's service on cfg's store, its changes
+// audited as cli:<user>.
+func configService(ctx context.Context, cfg *config.Config) (*admin.Service, context.Context, func(), error) {
 	st, err := openConfigStore(ctx, cfg)
 	if err != nil {
 		return nil, ctx, nil, err
@@ -148,6 +155,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	of := addOperatorFlags(fs)
 	source := fs.String("source", "", "only this source's events")
 	state := fs.String("state", "", "only events in this state: pending, delivered, dead or stored")
+	key := fs.String("key", "", "only the event with this key")
 	prefix := fs.String("key-prefix", "", "only keys starting with this")
 	sinceF := fs.Duration("since", 0, "only events received in this last span, e.g. 1h")
 	from := fs.String("from", "", "only events received at or after this time (RFC 3339)")
@@ -160,7 +168,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	f := admin.EventFilter{Source: *source, State: *state, KeyPrefix: *prefix, From: since(*sinceF), All: *all}
+	f := admin.EventFilter{Source: *source, Key: *key, State: *state, KeyPrefix: *prefix, From: since(*sinceF), All: *all}
 	if *from != "" {
 		if f.From, err = parseTimeFlag("from", *from); err != nil {
 			return err

@@ -8,8 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 )
 
@@ -42,21 +42,30 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *destination != "" && !slices.ContainsFunc(cfg.Destinations, func(d config.Destination) bool { return d.Name == *destination }) {
 		return fmt.Errorf("--destination %q: no such destination in %s (%s)", *destination, *path, names(cfg.Destinations, func(d config.Destination) string { return d.Name }))
 	}
-	st, err := openConfigStore(ctx, cfg)
+	// Through the operator's service, as `events replay` and `dead retry`
+	// are: the same store operations, and written to the audit log.
+	svc, ctx, done, err := configService(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	var n int
+	defer done()
+	var n admin.Count
 	if *dead {
-		n, err = st.ReplayDead(ctx, *destination, time.Now())
+		n, err = svc.RetryDeadLetters(ctx, admin.DeadFilter{Destination: *destination, All: *destination == ""}, false)
 	} else {
-		n, err = st.Replay(ctx, *source, *key, time.Now())
+		var page admin.EventPage
+		page, err = svc.Events(ctx, admin.EventFilter{Source: *source, Key: *key, Limit: 1})
+		if err == nil && len(page.Events) == 0 {
+			return fmt.Errorf("replay %s:%s: no such event stored (never received, or swept after its window)", *source, *key)
+		}
+		if err == nil {
+			n, err = svc.ReplayEvent(ctx, page.Events[0].ID)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "requeued %s\n", plural(n, "delivery", "deliveries"))
+	fmt.Fprintf(stdout, "requeued %s\n", plural(n.Count, "delivery", "deliveries"))
 	return nil
 }
 
