@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
@@ -232,6 +233,7 @@ destinations:
 	if pending := strings.TrimSpace(text(`tr[data-destination="app"] td.pending`)); pending != "3" {
 		t.Fatalf("pending while paused: %q", pending)
 	}
+	shot("dashboard-destinations.png")
 	do("resume", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.resume`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.pause`)))
 	if !testenv.WaitFor(5*time.Second, func() bool { return held() == 3 }) {
@@ -246,6 +248,23 @@ destinations:
 			t.Errorf("audit log lacks %q: %s", want, audit)
 		}
 	}
+
+	// The effects ledger's page: one held, one failed with its Reset.
+	if _, err := gw.Effects().Claim(step, "capi:Purchase:order-987", effect.ClaimOptions{Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := gw.Effects().Claim(step, "pix-reminder:HP123:24h", effect.ClaimOptions{Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Effects().Fail(step, "pix-reminder:HP123:24h", c.Token, "invalid phone number"); err != nil {
+		t.Fatal(err)
+	}
+	do("effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if page := text("main"); !strings.Contains(page, "capi:Purchase:order-987") || !strings.Contains(page, "invalid phone number") {
+		t.Fatalf("effects page: %s", page)
+	}
+	shot("dashboard-effects.png")
 
 	// Portuguese, by the switch (and kept in a cookie).
 	do("pt-BR", chromedp.Navigate(ui+"?lang=pt-BR"), chromedp.WaitVisible(chromedp.CSS("h1")))
