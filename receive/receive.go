@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,8 +27,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"golang.org/x/sync/semaphore"
 
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -72,6 +69,15 @@ type Options struct {
 	// MaxBodySize.
 	MaxInflightBytes int64
 	InflightWait     time.Duration
+	// BodyGrace and MinBodyRate are the pace a body must keep: it may take
+	// BodyGrace plus the time its bytes would take at MinBodyRate (bytes a
+	// second), and is cut with 408 past that. Memory is reserved as bytes
+	// arrive, and each source may hold at most half of MaxInflightBytes
+	// when there are several, so slow or unsigned traffic on one URL can
+	// starve neither signed traffic nor the other sources. Defaults:
+	// DefaultBodyGrace, DefaultMinBodyRate.
+	BodyGrace   time.Duration
+	MinBodyRate int64
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed when logging a request's client address. Without them, the
 	// logged address is the connection's peer.
@@ -97,8 +103,8 @@ type Handler struct {
 	seen     *seen.Set
 	onDup    func(source, key string, body []byte)
 	maxBody  int64
-	inflight *semaphore.Weighted
-	wait     time.Duration
+	inflight *budget
+	pace     pace
 	proxies  []netip.Prefix
 	log      *slog.Logger
 	metrics  *metrics.Metrics
@@ -118,16 +124,22 @@ func New(opts Options) *Handler {
 		now:     opts.Now,
 	}
 	if h.maxBody <= 0 {
-		h.maxBody = 5 << 20
+		h.maxBody = DefaultMaxBodySize
 	}
-	budget := opts.MaxInflightBytes
-	if budget <= 0 {
-		budget = 64 << 20
+	total := opts.MaxInflightBytes
+	if total <= 0 {
+		total = DefaultMaxInflightBytes
 	}
-	h.inflight = semaphore.NewWeighted(max(budget, h.maxBody))
-	h.wait = opts.InflightWait
-	if h.wait <= 0 {
-		h.wait = time.Second
+	wait := opts.InflightWait
+	if wait <= 0 {
+		wait = time.Second
+	}
+	h.pace = pace{grace: opts.BodyGrace, minRate: opts.MinBodyRate}
+	if h.pace.grace <= 0 {
+		h.pace.grace = DefaultBodyGrace
+	}
+	if h.pace.minRate <= 0 {
+		h.pace.minRate = DefaultMinBodyRate
 	}
 	h.proxies = opts.TrustedProxies
 	if h.log == nil {
@@ -139,10 +151,13 @@ func New(opts Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	names := make([]string, len(opts.Sources))
 	for i := range opts.Sources {
 		s := opts.Sources[i]
 		h.sources[s.Name] = &s
+		names[i] = s.Name
 	}
+	h.inflight = newBudget(total, h.maxBody, wait, names)
 	return h
 }
 
@@ -178,6 +193,7 @@ const (
 	ReasonMethod        = "method_not_allowed"
 	ReasonTooLarge      = "too_large"
 	ReasonUnreadable    = "unreadable"
+	ReasonSlowBody      = "slow_body" // the body fell below the pace floor: 408
 	ReasonSignature     = "unauthorized"
 	ReasonMalformed     = "malformed"
 	ReasonMissingKey    = "missing_key"
@@ -218,27 +234,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
 		return
 	}
-	reserve := h.maxBody // a body of unknown length may be as large as the limit
-	if r.ContentLength >= 0 {
-		reserve = r.ContentLength
-	}
-	if reserve > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), h.wait)
-		err := h.inflight.Acquire(ctx, reserve)
-		cancel()
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
-			return
-		}
-		defer h.inflight.Release(reserve)
-	}
-	body, err := readBody(w, r, h.maxBody)
+	held := h.inflight.hold(name)
+	defer held.release()
+	body, err := readBody(r.Context(), w, r, h.maxBody, held, h.pace)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
-		} else {
+		case errors.Is(err, errOverloaded):
+			w.Header().Set("Retry-After", "1")
+			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+		case errors.Is(err, errSlowBody):
+			w.Header().Set("Connection", "close")
+			h.reject(w, r, name, http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
+		default:
 			h.reject(w, r, name, http.StatusBadRequest, ReasonUnreadable, "could not read the body")
 		}
 		return
@@ -391,23 +401,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.Request(name, resp.Status)
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// readBody reads the whole body, up to limit bytes. When the length is
-// known the buffer is allocated once, at that size: growing it by doubling
-// would hold up to twice the body for a moment.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if r.ContentLength < 0 {
-		return io.ReadAll(rd)
-	}
-	body := make([]byte, r.ContentLength)
-	if _, err := io.ReadFull(rd, body); err != nil {
-		return nil, err
-	}
-	// Anything past the announced length is the client's error; net/http
-	// already stops the body at Content-Length.
-	return body, nil
 }
 
 // forwardHeaders picks the preset's routing headers out of the request.

@@ -1,0 +1,130 @@
+package oncehook_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+)
+
+// Found from outside, item 1: an attacker who knows only a source's URL
+// cannot starve signed traffic. 100 unsigned connections to /in/stripe
+// announce 5 MiB each (500 MiB against the default 64 MiB budget) and
+// trickle a byte every 2 s; meanwhile 200 signed Stripe events are each
+// answered 200, as fast as without them. Memory is reserved as bytes
+// arrive, so the trickles hold a chunk each; past the pace floor they are
+// cut with 408. Before, the thirteenth trickle took the whole budget and
+// every signed request got 503 for 60 s.
+func TestSlowUnsignedBodiesCannotStarveSignedTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds 100 connections for the pace's grace")
+	}
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	signed := func(from, n int) []time.Duration {
+		var mu sync.Mutex
+		var took []time.Duration
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += 8 {
+					id := fmt.Sprintf("evt_signed_%d", from+i)
+					start := time.Now()
+					a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent(id), ""))
+					d := time.Since(start)
+					if a.Status != http.StatusOK {
+						t.Errorf("%s: %d %+v, want 200", id, a.Status, a.Error)
+					}
+					mu.Lock()
+					took = append(took, d)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		slices.Sort(took)
+		return took
+	}
+	quiet := signed(0, 50)
+
+	u, _ := url.Parse(gw.URL)
+	const slow = 100
+	answers := make(chan string, slow)
+	var conns []net.Conn
+	for i := range slow {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "POST /in/stripe HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", u.Host, 5<<20)
+		go func() {
+			// The trickle: a byte every 2 s until the gateway answers.
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(2 * time.Second):
+						if _, err := c.Write([]byte(" ")); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			c.SetReadDeadline(time.Now().Add(60 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				answers <- fmt.Sprintf("slow %d: no answer: %v", i, err)
+				return
+			}
+			answers <- strings.TrimSpace(line)
+		}()
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	time.Sleep(500 * time.Millisecond) // every trickle is in
+	started := time.Now()
+	busy := signed(1000, 200)
+	if time.Since(started) > 8*time.Second {
+		t.Fatalf("the signed requests took %v: they outlasted the trickles' grace, so the test proves nothing", time.Since(started))
+	}
+	p99 := func(d []time.Duration) time.Duration { return d[len(d)*99/100] }
+	t.Logf("signed p99: %v alone, %v beside %d trickles", p99(quiet), p99(busy), slow)
+	if limit := 10*p99(quiet) + 200*time.Millisecond; p99(busy) > limit {
+		t.Errorf("signed p99 %v beside the trickles, %v alone: want within %v", p99(busy), p99(quiet), limit)
+	}
+	timeouts := 0
+	for range slow {
+		a := <-answers
+		if strings.HasPrefix(a, "HTTP/1.1 408") {
+			timeouts++
+		} else {
+			t.Errorf("a trickle was answered %q, want 408", a)
+		}
+	}
+	if took := time.Since(started); took > 20*time.Second {
+		t.Errorf("the trickles were cut only after %v", took)
+	}
+	if timeouts != slow {
+		t.Errorf("%d of %d trickles cut with 408", timeouts, slow)
+	}
+	if st := stats(t, gw); st.Events != 250 {
+		t.Errorf("stored %d events, want the 250 signed", st.Events)
+	}
+}

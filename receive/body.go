@@ -1,0 +1,188 @@
+package receive
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Defaults of the body's limits and pace.
+const (
+	DefaultMaxBodySize      = 5 << 20
+	DefaultMaxInflightBytes = 64 << 20
+	// DefaultBodyGrace is how long any body may take, whatever its size,
+	// before the rate floor applies: a small body on a slow link is fine.
+	DefaultBodyGrace = 10 * time.Second
+	// DefaultMinBodyRate is the average data rate below which a body is
+	// cut once the grace is over. A provider's datacentre sends far
+	// faster; a client that trickles a byte every few seconds to hold a
+	// connection (and its share of memory) does not.
+	DefaultMinBodyRate = 16 << 10 // bytes per second
+)
+
+// readChunk is the most one read may add to a body's buffer: memory is
+// reserved a chunk at a time as bytes arrive, never for what a request
+// merely announces.
+const readChunk = 32 << 10
+
+var (
+	// errSlowBody is a body whose pace fell below the floor.
+	errSlowBody = errors.New("the body arrives too slowly")
+	// errOverloaded is a request that could not get memory in time.
+	errOverloaded = errors.New("too many request bytes in flight")
+)
+
+// budget bounds the request bytes held in memory: one semaphore for the
+// whole of intake and one per source, so that a flood on one source's URL
+// (which anybody who knows it can send, signed or not, since the signature
+// can only be checked once the body is in) cannot take the memory every
+// other source needs.
+type budget struct {
+	all     *semaphore.Weighted
+	sources map[string]*semaphore.Weighted
+	wait    time.Duration
+}
+
+// newBudget splits total among sources: each may hold at most half of it
+// (but always one whole body) when there are several.
+func newBudget(total, maxBody int64, wait time.Duration, sources []string) *budget {
+	total = max(total, maxBody)
+	share := total
+	if len(sources) > 1 {
+		share = max(total/2, maxBody)
+	}
+	b := &budget{all: semaphore.NewWeighted(total), sources: map[string]*semaphore.Weighted{}, wait: wait}
+	for _, s := range sources {
+		b.sources[s] = semaphore.NewWeighted(share)
+	}
+	return b
+}
+
+// hold is what one request has reserved of a budget.
+type hold struct {
+	b      *budget
+	source *semaphore.Weighted
+	n      int64
+}
+
+func (b *budget) hold(source string) *hold { return &hold{b: b, source: b.sources[source]} }
+
+// acquire reserves n more bytes, waiting up to the budget's wait for them.
+func (h *hold) acquire(ctx context.Context, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if !h.source.TryAcquire(n) {
+		wctx, cancel := context.WithTimeout(ctx, h.b.wait)
+		err := h.source.Acquire(wctx, n)
+		cancel()
+		if err != nil {
+			return errOverloaded
+		}
+	}
+	if !h.b.all.TryAcquire(n) {
+		wctx, cancel := context.WithTimeout(ctx, h.b.wait)
+		err := h.b.all.Acquire(wctx, n)
+		cancel()
+		if err != nil {
+			h.source.Release(n)
+			return errOverloaded
+		}
+	}
+	h.n += n
+	return nil
+}
+
+// give returns n of the reserved bytes.
+func (h *hold) give(n int64) {
+	if n <= 0 {
+		return
+	}
+	h.source.Release(n)
+	h.b.all.Release(n)
+	h.n -= n
+}
+
+// release returns everything the request holds.
+func (h *hold) release() { h.give(h.n) }
+
+// pace is the floor a body's data rate must keep, as nginx's
+// client_body_timeout does between reads, but on the average: the body
+// may take grace plus the time its bytes so far would take at minRate.
+type pace struct {
+	grace   time.Duration
+	minRate int64
+}
+
+func (p pace) deadline(start time.Time, received int) time.Time {
+	return start.Add(p.grace + time.Duration(float64(received)/float64(p.minRate)*float64(time.Second)))
+}
+
+// readBody reads the whole body, up to limit bytes. Its buffer grows by
+// doubling from one chunk up to the announced length (never past it), and
+// the hold reserves each growth before it is made, so memory follows the
+// bytes that actually arrived (a body of up to 32 KiB is one allocation); a liar's Content-Length costs nothing it
+// has not sent. A body that falls below the pace is cut (errSlowBody).
+func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64, h *hold, p pace) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	rc := http.NewResponseController(w)
+	defer rc.SetReadDeadline(time.Time{})
+	start := time.Now()
+	ceiling := limit
+	if r.ContentLength >= 0 {
+		ceiling = min(r.ContentLength, limit)
+	}
+	body := []byte{}
+	for {
+		rc.SetReadDeadline(p.deadline(start, len(body)))
+		if len(body) == cap(body) {
+			if int64(len(body)) >= ceiling {
+				// All that may come has come: one more read sees the end,
+				// or that the body goes on past the limit.
+				var one [1]byte
+				n, err := rd.Read(one[:])
+				switch {
+				case n > 0:
+					return nil, &http.MaxBytesError{Limit: limit}
+				case err == nil:
+					continue
+				case errors.Is(err, io.EOF):
+					return body, nil
+				}
+				return nil, readError(err)
+			}
+			old := int64(cap(body))
+			grow := min(max(old, readChunk), ceiling-old)
+			// The hold counts the new buffer; the old one is garbage
+			// once copied, so its moment beside the new one is not held
+			// against the budget (a request never needs more than one
+			// body's worth of it).
+			if err := h.acquire(ctx, grow); err != nil {
+				return nil, err
+			}
+			next := make([]byte, len(body), old+grow)
+			copy(next, body)
+			body = next
+		}
+		n, err := rd.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if errors.Is(err, io.EOF) {
+			return body, nil
+		}
+		if err != nil {
+			return nil, readError(err)
+		}
+	}
+}
+
+func readError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errSlowBody
+	}
+	return err
+}
