@@ -128,3 +128,43 @@ func TestSlowUnsignedBodiesCannotStarveSignedTraffic(t *testing.T) {
 		t.Errorf("stored %d events, want the 250 signed", st.Events)
 	}
 }
+
+// Found from outside, items 3 and 4, through the whole gateway: four ids
+// that differ only in a lone surrogate (or are U+FFFD itself) are four
+// events, each accepted and delivered once, and a body with bytes after
+// its JSON value is 400 and stores nothing. Before, three of the four were
+// answered "duplicate" and never delivered, and the trailing bytes got 200.
+func TestDistinctIdsAreDistinctEventsAndTrailingBytesAreMalformed(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	ids := []string{`evt_\ud800`, `evt_\udbff`, `evt_\udc00`, `evt_\ufffd`}
+	keys := map[string]bool{}
+	for _, id := range ids {
+		body := []byte(`{"id":"` + id + `","object":"event","type":"charge.succeeded"}`)
+		a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, ""))
+		if a.Status != http.StatusOK || a.Body.Status != "accepted" {
+			t.Fatalf("%s: %d %+v %+v, want accepted", id, a.Status, a.Body, a.Error)
+		}
+		keys[a.Body.Events[0].Key] = true
+	}
+	if len(keys) != len(ids) {
+		t.Fatalf("keys %v for %d distinct ids", keys, len(ids))
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.ByKey()) == len(ids) }) {
+		t.Fatalf("delivered %v, want each of the %d events once", sink.ByKey(), len(ids))
+	}
+	for k, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", k, n)
+		}
+	}
+
+	body := []byte(`{"id":"evt_tg1","object":"event"} garbage`)
+	a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, ""))
+	if a.Status != http.StatusBadRequest || a.Error.Reason != "malformed" {
+		t.Fatalf("trailing bytes: %d %+v, want 400 malformed", a.Status, a.Error)
+	}
+	if st := stats(t, gw); st.Events != int64(len(ids)) {
+		t.Fatalf("stored %d events, want %d", st.Events, len(ids))
+	}
+}

@@ -74,13 +74,13 @@ func (p *evolution) Verify(r *Request, now time.Time) error {
 type evoEnvelope map[string]json.RawMessage
 
 type evoItem struct {
-	ID    any `json:"id"`
-	KeyID any `json:"keyId"`
+	ID    keyText `json:"id"`
+	KeyID keyText `json:"keyId"`
 	Key   struct {
-		ID        any    `json:"id"`
-		RemoteJid string `json:"remoteJid"`
+		ID        keyText `json:"id"`
+		RemoteJid string  `json:"remoteJid"`
 	} `json:"key"`
-	Status any `json:"status"`
+	Status keyText `json:"status"`
 }
 
 // evoKey is the event's key: event and instance, then the message id (and
@@ -105,9 +105,10 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 	if err := decodeJSON(r.Body, &env); err != nil {
 		return nil, err
 	}
-	var event, instance string
-	json.Unmarshal(env["event"], &event)
-	json.Unmarshal(env["instance"], &instance)
+	var ev, in keyText
+	json.Unmarshal(env["event"], &ev)
+	json.Unmarshal(env["instance"], &in)
+	event, instance := string(ev), string(in)
 	data := env["data"]
 	trimmed := strings.TrimSpace(string(data))
 	if !strings.HasPrefix(trimmed, "[") {

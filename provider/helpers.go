@@ -65,13 +65,17 @@ func secretBytes(secrets []string) [][]byte {
 }
 
 // decodeJSON decodes body into v, reporting ErrMalformed (in words a
-// provider's engineer understands) when it is not JSON or not of the
-// expected shape.
+// provider's engineer understands) when it is not JSON, not of the
+// expected shape, or followed by anything but white space: a body is one
+// JSON value, and bytes after it are not part of any event.
 func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		return jsonError("body", err)
+	}
+	if rest := bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return malformed("body is not JSON: there is more after its value (at byte %d)", len(body)-len(rest))
 	}
 	return nil
 }
@@ -129,6 +133,8 @@ func jsonKind(t reflect.Type) string {
 // numbers in their original digits. Anything else is "".
 func jsonText(v any) string {
 	switch t := v.(type) {
+	case keyText:
+		return string(t)
 	case string:
 		return t
 	case json.Number:
@@ -150,9 +156,9 @@ func single(key string, body []byte) []Item { return []Item{{Key: key, Body: bod
 
 // bodyField returns a top-level field of a JSON body as key text.
 func bodyField(body []byte, field string) (string, error) {
-	var doc map[string]any
+	var doc map[string]keyText
 	if err := decodeJSON(body, &doc); err != nil {
 		return "", err
 	}
-	return jsonText(doc[field]), nil
+	return string(doc[field]), nil
 }

@@ -2,10 +2,13 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // keyOf returns the key of the single item preset p finds in r.
@@ -130,8 +133,20 @@ func TestSafeKey(t *testing.T) {
 // FuzzSafeKey: whatever a provider sends as an id, the key is a valid
 // header value of bounded size, and two different ids never share one.
 func FuzzSafeKey(f *testing.F) {
-	for _, s := range []string{"", "evt_1", "a\x00b", "a%00b", "caf\xe9", "café", strings.Repeat("x", 600), "\r\n"} {
+	for _, s := range []string{"", "evt_1", "a\x00b", "a%00b", "caf\xe9", "café", strings.Repeat("x", 600), "\r\n",
+		"evt_\xed\xa0\x80", "evt_\xed\xaf\xbf", "evt_\xed\xb0\x80", "evt_\ufffd", "evt_\xff", "evt_\U0001F600"} {
 		f.Add(s, s+"%")
+	}
+	f.Add("evt_\xed\xa0\x80", "evt_\ufffd")
+	f.Add("evt_\xed\xb0\x80", "evt_\xed\xaf\xbf")
+	stripe, _ := New("stripe", Options{Secrets: []string{"s"}})
+	fromJSON := func(t *testing.T, id string, escape bool) string {
+		body := `{"id":` + jsonLiteral(id, escape) + `,"object":"event"}`
+		items, err := stripe.Items(&Request{Body: []byte(body)})
+		if err != nil {
+			t.Fatalf("id %q as %s: %v", id, body, err)
+		}
+		return SafeKey(items[0].Key)
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		ka, kb := SafeKey(a), SafeKey(b)
@@ -146,7 +161,119 @@ func FuzzSafeKey(f *testing.F) {
 		if a != b && ka == kb {
 			t.Fatalf("SafeKey(%q) == SafeKey(%q) == %q", a, b, ka)
 		}
+		// Injectivity from what the provider sent: an id written in JSON,
+		// escaped or raw, lone surrogates (as WTF-8 here, as \uD800 in the
+		// JSON) and invalid bytes included, gives back exactly its own key,
+		// so distinct ids keep distinct keys.
+		if got := fromJSON(t, a, false); got != ka {
+			t.Fatalf("id %q sent raw: key %q, want %q", a, got, ka)
+		}
+		if got := fromJSON(t, a, true); got != ka {
+			t.Fatalf("id %q sent escaped (%s): key %q, want %q", a, jsonLiteral(a, true), got, ka)
+		}
 	})
+}
+
+// jsonLiteral writes s as a JSON string the way some provider might: its
+// WTF-8 surrogates as \uD8xx escapes (a pair that would join is kept raw),
+// and, when escape is set, every other non-ASCII character as \u escapes
+// too. Invalid bytes are sent raw, as a careless provider would.
+func jsonLiteral(s string, escape bool) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	highEscaped := false
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0xed && i+2 < len(s) && s[i+1] >= 0xa0 && s[i+1] <= 0xbf && s[i+2] >= 0x80 && s[i+2] <= 0xbf {
+			r := rune(c&0x0f)<<12 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f)
+			if r >= 0xdc00 && highEscaped {
+				b.WriteString(s[i : i+3]) // \uD800\uDC00 would be one character
+				highEscaped = false
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+				highEscaped = r < 0xdc00
+			}
+			i += 3
+			continue
+		}
+		highEscaped = false
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, c)
+		case r == utf8.RuneError && size == 1:
+			b.WriteByte(c)
+		case escape && r >= 0x80:
+			r1, r2 := utf16.EncodeRune(r)
+			if r1 == utf8.RuneError {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+			}
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Found from outside: ids that differ only in a lone surrogate or an
+// invalid byte were all decoded to U+FFFD, so "evt_\ud800", "evt_\udbff",
+// "evt_\udc00" and "evt_\ufffd" made one key and three were answered
+// "duplicate". Every preset that reads its key from JSON keeps them apart.
+func TestLoneSurrogatesKeepIdsDistinct(t *testing.T) {
+	ids := []string{`evt_\ud800`, `evt_\udbff`, `evt_\udc00`, `evt_\ufffd`, "evt_\xff", "evt_\xfe", `evt_\ud83d\ude00`}
+	presets := []struct {
+		p    Preset
+		body func(id string) string
+	}{
+		{mustNew(t, "stripe", Options{Secrets: []string{"s"}}), func(id string) string { return `{"id":"` + id + `"}` }},
+		{mustNew(t, "hotmart", Options{Secrets: []string{"s"}}), func(id string) string { return `{"id":"` + id + `","event":"PURCHASE_APPROVED"}` }},
+		{mustNew(t, "generic", Options{Unsigned: true, Key: []string{"json:data.id"}}), func(id string) string { return `{"data":{"id":"` + id + `"}}` }},
+		{mustNew(t, "whatsapp", Options{Secrets: []string{"s"}}), func(id string) string {
+			return `{"entry":[{"changes":[{"field":"messages","value":{"messages":[{"id":"` + id + `"}]}}]}]}`
+		}},
+		{mustNew(t, "evolution", Options{Secrets: []string{"s"}}), func(id string) string {
+			return `{"event":"messages.upsert","instance":"i","data":{"key":{"id":"` + id + `"}}}`
+		}},
+		{mustNew(t, "slack", Options{Secrets: []string{"s"}}), func(id string) string { return `{"type":"event_callback","event_id":"` + id + `"}` }},
+	}
+	for _, pc := range presets {
+		seen := map[string]string{}
+		for _, id := range ids {
+			key := SafeKey(keyOf(t, pc.p, req(pc.body(id), nil)))
+			if other, ok := seen[key]; ok {
+				t.Errorf("%s: ids %q and %q share the key %q", pc.p.Name(), other, id, key)
+			}
+			seen[key] = id
+		}
+		// A pair is one character, escaped or not: the same event.
+		if a, b := keyOf(t, pc.p, req(pc.body(`evt_\ud83d\ude00`), nil)), keyOf(t, pc.p, req(pc.body("evt_😀"), nil)); a != b {
+			t.Errorf("%s: an escaped pair %q and the raw character %q give different keys", pc.p.Name(), a, b)
+		}
+	}
+}
+
+// Found from outside: `{"id":"evt_tg1","object":"event"} garbage` was
+// accepted; a body is one JSON value.
+func TestTrailingBytesAfterTheJSONValueAreMalformed(t *testing.T) {
+	stripe := mustNew(t, "stripe", Options{Secrets: []string{"s"}})
+	generic := mustNew(t, "generic", Options{Unsigned: true, Key: []string{"json:id"}})
+	for _, p := range []Preset{stripe, generic} {
+		for _, body := range []string{`{"id":"evt_tg1","object":"event"} garbage`, `{"id":"a"}{"id":"b"}`, `{"id":"a"} 1`} {
+			if _, err := p.Items(req(body, nil)); !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s: %q: %v, want ErrMalformed", p.Name(), body, err)
+			}
+		}
+		if _, err := p.Items(req("{\"id\":\"a\"}\r\n \t", nil)); err != nil {
+			t.Errorf("%s: trailing white space: %v", p.Name(), err)
+		}
+	}
 }
 
 // A malformed body is explained in JSON's words: no Go type names, and JSON

@@ -1,9 +1,9 @@
 package provider
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 )
 
@@ -53,7 +53,7 @@ func (kr KeyRule) NeedsJSON() bool {
 // Extract returns the key, or "" when a part is missing. It returns
 // ErrMalformed when a part reads a body that is not JSON.
 func (kr KeyRule) Extract(h http.Header, body []byte) (string, error) {
-	var doc any
+	var doc json.RawMessage
 	if kr.NeedsJSON() {
 		if err := decodeJSON(body, &doc); err != nil {
 			return "", err
@@ -79,25 +79,15 @@ func (kr KeyRule) Extract(h http.Header, body []byte) (string, error) {
 }
 
 // lookupJSON follows path through objects (and arrays, by index) and returns
-// a string or number as text; anything else is "".
-func lookupJSON(doc any, path []string) string {
-	cur := doc
-	for _, seg := range path {
-		switch v := cur.(type) {
-		case map[string]any:
-			cur = v[seg]
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(v) {
-				return ""
-			}
-			cur = v[i]
-		default:
-			return ""
-		}
+// a string or number as text (without loss: see keyText), a boolean as
+// "true" or "false"; anything else is "".
+func lookupJSON(doc json.RawMessage, path []string) string {
+	v := rawField(doc, path)
+	switch string(v) {
+	case "true", "false":
+		return string(v)
 	}
-	if b, ok := cur.(bool); ok {
-		return strconv.FormatBool(b)
-	}
-	return jsonText(cur)
+	var k keyText
+	k.UnmarshalJSON(v)
+	return string(k)
 }

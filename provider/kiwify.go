@@ -39,7 +39,7 @@ func (p *kiwify) Verify(r *Request, _ time.Time) error {
 }
 
 func (*kiwify) Items(r *Request) ([]Item, error) {
-	var doc map[string]any
+	var doc map[string]keyText
 	if err := decodeJSON(r.Body, &doc); err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ type mpBody struct {
 	Type   string `json:"type"`
 	Action string `json:"action"`
 	Data   struct {
-		ID any `json:"id"`
+		ID keyText `json:"id"`
 	} `json:"data"`
 }
 

@@ -61,9 +61,9 @@ func (p *slack) Verify(r *Request, now time.Time) error {
 }
 
 type slackEnvelope struct {
-	Type      string `json:"type"`
-	Challenge string `json:"challenge"`
-	EventID   string `json:"event_id"`
+	Type      string  `json:"type"`
+	Challenge string  `json:"challenge"`
+	EventID   keyText `json:"event_id"`
 }
 
 func (p *slack) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
@@ -87,7 +87,7 @@ func (*slack) Items(r *Request) ([]Item, error) {
 		if err := decodeJSON(r.Body, &env); err != nil {
 			return nil, err
 		}
-		return single(env.EventID, r.Body), nil
+		return single(string(env.EventID), r.Body), nil
 	}
 	form, err := url.ParseQuery(body)
 	if err != nil {
@@ -96,10 +96,10 @@ func (*slack) Items(r *Request) ([]Item, error) {
 	key := form.Get("trigger_id")
 	if payload := form.Get("payload"); key == "" && payload != "" {
 		var p struct {
-			TriggerID string `json:"trigger_id"`
+			TriggerID keyText `json:"trigger_id"`
 		}
 		json.Unmarshal([]byte(payload), &p)
-		key = p.TriggerID
+		key = string(p.TriggerID)
 	}
 	return single(key, r.Body), nil
 }

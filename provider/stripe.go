@@ -74,7 +74,7 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 
 func (*stripe) Items(r *Request) ([]Item, error) {
 	var env struct {
-		ID any `json:"id"`
+		ID keyText `json:"id"`
 	}
 	if err := decodeJSON(r.Body, &env); err != nil {
 		return nil, err

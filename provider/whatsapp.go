@@ -74,8 +74,8 @@ type waPayload struct {
 }
 
 type waUpdate struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
+	ID     keyText `json:"id"`
+	Status keyText `json:"status"`
 }
 
 func (*whatsapp) Items(r *Request) ([]Item, error) {
@@ -125,9 +125,9 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 					if err := json.Unmarshal(u, &id); err != nil {
 						return nil, jsonError("an item of value."+list+" (an object with id)", err)
 					}
-					key := joinKey(id.ID)
+					key := joinKey(string(id.ID))
 					if list == "statuses" {
-						key = joinKey(id.ID, id.Status)
+						key = joinKey(string(id.ID), string(id.Status))
 					}
 					body, err := envelope(list, u)
 					if err != nil {

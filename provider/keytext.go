@@ -1,0 +1,129 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// keyText is a JSON string or number read as key text without loss.
+//
+// encoding/json turns every lone surrogate escape (\ud800) and every byte
+// of invalid UTF-8 into U+FFFD, so "evt_\ud800", "evt_\udc00" and
+// "evt_\ufffd" would decode to one string, one key, and two of the three
+// events would be answered "duplicate" and never delivered (design.md,
+// invariant 12). keyText decodes the raw literal itself: escapes are
+// decoded, a lone surrogate becomes its three-byte WTF-8 form (never valid
+// UTF-8, so it cannot meet a real character), and raw bytes are kept as
+// sent; SafeKey then percent-encodes whatever is not printable ASCII. A
+// number keeps its digits as sent, so 1 and "1" make one key. Any other
+// JSON value (object, array, bool, null) is no key text: "".
+type keyText string
+
+func (k *keyText) UnmarshalJSON(raw []byte) error {
+	*k = ""
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		*k = keyText(unquoteLossless(raw))
+	case c == '-' || (c >= '0' && c <= '9'):
+		*k = keyText(raw)
+	}
+	return nil
+}
+
+// unquoteLossless decodes a JSON string literal (quotes included, already
+// validated by the decoder) without replacing anything: see keyText.
+func unquoteLossless(lit []byte) string {
+	s := lit[1 : len(lit)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s)
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(s[i+1:])
+			if !ok {
+				out = append(out, '\\', 'u')
+				continue
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if r < 0xdc00 && i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					if lo, ok := hex4(s[i+3:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
+						out = utf8.AppendRune(out, utf16.DecodeRune(r, lo))
+						i += 6
+						continue
+					}
+				}
+				// A lone surrogate: WTF-8, three bytes no valid UTF-8 has.
+				out = append(out, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+				continue
+			}
+			out = utf8.AppendRune(out, r)
+		default: // \" \\ \/
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}
+
+func hex4(s []byte) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(s[:4]), 16, 32)
+	return rune(v), err == nil
+}
+
+// rawField returns the value at path in a JSON document without decoding
+// anything on the way but the objects and arrays it passes through: the
+// value itself stays raw, for keyText.
+func rawField(doc json.RawMessage, path []string) json.RawMessage {
+	cur := bytes.TrimSpace(doc)
+	for _, seg := range path {
+		if len(cur) == 0 {
+			return nil
+		}
+		switch cur[0] {
+		case '{':
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(cur, &obj) != nil {
+				return nil
+			}
+			cur = bytes.TrimSpace(obj[seg])
+		case '[':
+			var arr []json.RawMessage
+			i, err := strconv.Atoi(seg)
+			if json.Unmarshal(cur, &arr) != nil || err != nil || i < 0 || i >= len(arr) {
+				return nil
+			}
+			cur = bytes.TrimSpace(arr[i])
+		default:
+			return nil
+		}
+	}
+	return cur
+}
