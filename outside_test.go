@@ -2,6 +2,7 @@ package oncehook_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -166,5 +167,87 @@ func TestDistinctIdsAreDistinctEventsAndTrailingBytesAreMalformed(t *testing.T) 
 	}
 	if st := stats(t, gw); st.Events != int64(len(ids)) {
 		t.Fatalf("stored %d events, want %d", st.Events, len(ids))
+	}
+}
+
+// waBatch is a signed WhatsApp request of n messages with a contacts list
+// of about contactBytes: one contact per sender when perSender is set
+// (how Meta writes a batch), else one big contact that every message's
+// sender matches (no real batch; the worst case of a shared field).
+func waBatch(n, contactBytes int, perSender bool) []byte {
+	var contacts, messages []string
+	for i := range n {
+		from := fmt.Sprintf("55119%08d", i)
+		if !perSender {
+			from = "5511900000000"
+		}
+		messages = append(messages, fmt.Sprintf(`{"from":%q,"id":"wamid.M%05d","timestamp":"1700000000","type":"text","text":{"body":"oi"}}`, from, i))
+		if perSender {
+			contacts = append(contacts, fmt.Sprintf(`{"profile":{"name":%q},"wa_id":%q}`, strings.Repeat("n", contactBytes/n-40), from))
+		}
+	}
+	if !perSender {
+		contacts = []string{fmt.Sprintf(`{"profile":{"name":%q},"wa_id":"5511900000000"}`, strings.Repeat("n", contactBytes))}
+	}
+	return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"WABA","changes":[{"field":"messages","value":{"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550001111","phone_number_id":"PNID"},"contacts":[` +
+		strings.Join(contacts, ",") + `],"messages":[` + strings.Join(messages, ",") + `]}}]}]}`)
+}
+
+// Found from outside, item 2: a WhatsApp batch of 300 messages beside
+// 600 KB of contacts stored the whole contacts list with every message
+// (180 MB of bodies from a 628 KB request). Each item now carries its own
+// sender's contact, so what is stored and delivered stays near the
+// request's size; a batch that would still multiply (one giant contact
+// shared by every message, which no real batch has) is refused with 413
+// and stores nothing, instead of being multiplied into memory and disk.
+func TestAWhatsAppBatchStoresAboutItsOwnSize(t *testing.T) {
+	const secret = "meta_app_secret_test"
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, sourceConfig("wa", "whatsapp", secret, sink.URL, ""))
+	body := waBatch(300, 600<<10, true)
+	a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/wa", "whatsapp", secret, body, ""))
+	if a.Status != http.StatusOK || len(a.Body.Events) != 300 {
+		t.Fatalf("the batch: %d %+v, want 300 events", a.Status, a.Error)
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(sink.Deliveries()) >= 300 }) {
+		t.Fatalf("delivered %d of 300", len(sink.Deliveries()))
+	}
+	var stored int
+	for _, d := range sink.Deliveries() {
+		stored += len(d.Body)
+		var item struct {
+			Entry []struct {
+				Changes []struct {
+					Value struct {
+						Contacts []struct {
+							WaID string `json:"wa_id"`
+						} `json:"contacts"`
+						Messages []struct {
+							From string `json:"from"`
+						} `json:"messages"`
+					} `json:"value"`
+				} `json:"changes"`
+			} `json:"entry"`
+		}
+		if err := json.Unmarshal(d.Body, &item); err != nil {
+			t.Fatal(err)
+		}
+		v := item.Entry[0].Changes[0].Value
+		if len(v.Messages) != 1 || len(v.Contacts) != 1 || v.Contacts[0].WaID != v.Messages[0].From {
+			t.Fatalf("an item carries %d messages and contacts %+v: want one message and its sender's contact", len(v.Messages), v.Contacts)
+		}
+	}
+	t.Logf("a %d KB request stored %d KB in 300 events", len(body)>>10, stored>>10)
+	if stored > 2*len(body) {
+		t.Fatalf("a %d byte request stored %d bytes: over twice its size", len(body), stored)
+	}
+
+	worst := waBatch(300, 600<<10, false)
+	a = do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/wa", "whatsapp", secret, worst, ""))
+	if a.Status != http.StatusRequestEntityTooLarge || a.Error.Reason != "too_large" {
+		t.Fatalf("a batch that would multiply: %d %+v, want 413 too_large", a.Status, a.Error)
+	}
+	if st := stats(t, gw); st.Events != 300 {
+		t.Fatalf("stored %d events, want the first batch's 300", st.Events)
 	}
 }

@@ -45,6 +45,7 @@ var (
 type budget struct {
 	all     *semaphore.Weighted
 	sources map[string]*semaphore.Weighted
+	share   int64 // each source's semaphore's size
 	wait    time.Duration
 }
 
@@ -56,7 +57,7 @@ func newBudget(total, maxBody int64, wait time.Duration, sources []string) *budg
 	if len(sources) > 1 {
 		share = max(total/2, maxBody)
 	}
-	b := &budget{all: semaphore.NewWeighted(total), sources: map[string]*semaphore.Weighted{}, wait: wait}
+	b := &budget{all: semaphore.NewWeighted(total), sources: map[string]*semaphore.Weighted{}, share: share, wait: wait}
 	for _, s := range sources {
 		b.sources[s] = semaphore.NewWeighted(share)
 	}
@@ -107,6 +108,10 @@ func (h *hold) give(n int64) {
 	h.b.all.Release(n)
 	h.n -= n
 }
+
+// room is the most this request could still reserve: asking for more
+// could never succeed.
+func (h *hold) room() int64 { return h.b.share - h.n }
 
 // release returns everything the request holds.
 func (h *hold) release() { h.give(h.n) }
@@ -185,4 +190,28 @@ func readError(err error) error {
 		return errSlowBody
 	}
 	return err
+}
+
+// Bounds on what splitting a batch may produce.
+const (
+	// maxExpansion times the request, plus expansionSlack, is the most the
+	// items of one split request may add up to. Each item repeats a small
+	// envelope (Meta's object, entry id, field, metadata) around its own
+	// update; no provider's real batch comes near it, and one that would
+	// is refused (413) rather than multiplied into memory and the store.
+	maxExpansion   = 4
+	expansionSlack = 64 << 10
+)
+
+// splitBytes is what the items hold beyond the request's own body: the
+// bytes of every item that is not the body itself.
+func splitBytes(body []byte, bodies [][]byte) int64 {
+	var n int64
+	for _, b := range bodies {
+		if len(b) > 0 && len(body) > 0 && &b[0] == &body[0] {
+			continue // the body itself, already held
+		}
+		n += int64(len(b))
+	}
+	return n
 }

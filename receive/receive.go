@@ -305,6 +305,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// What the split produced is held in memory too, until the answer, and
+	// stored: it is bounded, and counted against the budget.
+	bodies := make([][]byte, len(items))
+	for i := range items {
+		bodies[i] = items[i].Body
+	}
+	if split := splitBytes(body, bodies); split > 0 {
+		if split > maxExpansion*int64(len(body))+expansionSlack {
+			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
+					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)")
+			return
+		}
+		if err := held.acquire(r.Context(), min(split, held.room())); err != nil {
+			w.Header().Set("Retry-After", "1")
+			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+			return
+		}
+	}
 	contentType := r.Header.Get("Content-Type")
 	if ct, ok := src.Preset.(provider.ContentTyper); ok {
 		contentType = ct.ContentType(preq)
