@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/internal/duration"
 	"github.com/oncehook/oncehook/provider"
 )
 
@@ -193,7 +194,7 @@ type Retry struct {
 type Duration time.Duration
 
 // MaxDuration is the longest duration a config accepts (ten years).
-const MaxDuration = 3650 * 24 * time.Hour
+const MaxDuration = duration.Max
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
@@ -210,32 +211,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // ParseDuration is time.ParseDuration with a leading whole number of days,
 // refusing anything longer than MaxDuration (before it can overflow).
-func ParseDuration(s string) (time.Duration, error) {
-	bad := fmt.Errorf("duration %q: want e.g. 90s, 72h or 7d", s)
-	var d time.Duration
-	rest := s
-	if days, after, ok := strings.Cut(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
-			return 0, bad
-		}
-		if int64(n) > int64(MaxDuration/(24*time.Hour)) {
-			return 0, fmt.Errorf("duration %q is longer than %dd", s, MaxDuration/(24*time.Hour))
-		}
-		d, rest = time.Duration(n)*24*time.Hour, after
-		if rest == "" {
-			return d, nil
-		}
-	}
-	r, err := time.ParseDuration(rest)
-	if err != nil {
-		return 0, bad
-	}
-	if r > MaxDuration || d+r > MaxDuration {
-		return 0, fmt.Errorf("duration %q is longer than %dd", s, MaxDuration/(24*time.Hour))
-	}
-	return d + r, nil
-}
+func ParseDuration(s string) (time.Duration, error) { return duration.Parse(s) }
 
 // ByteSize is a size in bytes that also reads KiB, MiB and GiB ("5MiB").
 type ByteSize int64

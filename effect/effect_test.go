@@ -158,11 +158,28 @@ func TestHTTPBadInputAndTokens(t *testing.T) {
 		{"/v1/effects/k/complete", `{"token":"","result":1}`, "token"},
 		{"/v1/effects/k/complete", `{"token":"t","result":{"big":"` + strings.Repeat("x", 70<<10) + `"}}`, ""},
 		{"/v1/effects/" + url.PathEscape("a\x01b") + "/claim", `{}`, "key"},
+		// Found from outside: each of these named no field, or answered 500
+		// on PostgreSQL, or let an invisible character into a key.
+		{"/v1/effects/k/claim", `{"lease":"abc"}`, "lease"},
+		{"/v1/effects/k/claim", `{"lease":1e300}`, "lease"},
+		{"/v1/effects/k/claim", `{"lease":"99999d"}`, "lease"},
+		{"/v1/effects/k/claim", `{"deadline":"tomorrow"}`, "deadline"},
+		{"/v1/effects/k/claim", `{"fingerprint":5}`, "fingerprint"},
+		{"/v1/effects/k/claim", `{"fingerprint":"a\u0000b"}`, "fingerprint"},
+		{"/v1/effects/k/fail", `{"token":"t","error":"a\u0000b"}`, "error"},
+		{"/v1/effects/k/release", `{"token":"t","error":"a\u0000b"}`, "error"},
+		{"/v1/effects/k/claim", `{"leese":"1s"}`, "leese"},
+		{"/v1/effects/" + url.PathEscape("a\u0085b") + "/claim", `{}`, "key"},
+		{"/v1/effects/" + url.PathEscape("pay\u202egnp") + "/claim", `{}`, "key"},
+		{"/v1/effects/" + url.PathEscape("a\u200bb") + "/claim", `{}`, "key"},
 	}
 	for _, c := range cases {
 		status, m, _ := a.call("POST", c.path, c.body)
 		if status != 400 && status != 413 {
 			t.Errorf("POST %.60s %.40s: %d %v, want 400", c.path, c.body, status, m)
+		}
+		if msg, _ := m["error"].(string); strings.Contains(msg, "parsing time") || strings.Contains(msg, "want more than 0") && strings.Contains(c.body, "e300") {
+			t.Errorf("POST %.60s %.40s: %q is Go's words or the wrong ones", c.path, c.body, msg)
 		}
 		if c.field != "" && m["field"] != c.field {
 			t.Errorf("POST %.60s: field %v, want %s", c.path, m["field"], c.field)
@@ -187,6 +204,53 @@ func TestHTTPBadInputAndTokens(t *testing.T) {
 	if status, _, _ := a.call("GET", "/v1/effects?state=lost", ""); status != 400 {
 		t.Fatalf("a bad filter: %d", status)
 	}
+	// A misspelt filter is refused, as /v1/events refuses it, instead of
+	// listing every record.
+	for _, path := range []string{"/v1/effects?stat=pending", "/v1/effects/k?x=1"} {
+		if status, m, _ := a.call("GET", path, ""); status != 400 || m["field"] == nil {
+			t.Errorf("GET %s: %d %v, want 400 naming the parameter", path, status, m)
+		}
+	}
+	// A lease in days, as the config writes it, and in plain seconds.
+	if status, m, _ := a.call("POST", "/v1/effects/days/claim", `{"lease":"0d5m"}`); status != 201 {
+		t.Errorf("a lease of 0d5m: %d %v", status, m)
+	}
+	if status, m, _ := a.call("POST", "/v1/effects/secs/claim", `{"lease":5}`); status != 201 {
+		t.Errorf("a lease of 5 (seconds): %d %v", status, m)
+	}
+}
+
+// Every error answer of the effects API has docs/api.md's one shape: a
+// message in "error" and a code in "reason" (busy, failed, expired and a
+// fingerprint mismatch included), whatever else it carries.
+func TestHTTPErrorsHaveOneShape(t *testing.T) {
+	_, a := startGateway(t)
+	a.call("POST", "/v1/effects/busy/claim", `{"fingerprint":"f1"}`)
+	status, m, _ := a.call("POST", "/v1/effects/busy/claim", `{"fingerprint":"f1"}`)
+	check := func(what string, status, want int, m map[string]any, reason string) {
+		t.Helper()
+		if status != want || m["reason"] != reason {
+			t.Errorf("%s: %d %v, want %d %s", what, status, m, want, reason)
+		}
+		if msg, _ := m["error"].(string); msg == "" {
+			t.Errorf("%s: %v has no error message", what, m)
+		}
+		if _, ok := m["detail"]; ok {
+			t.Errorf("%s: %v says detail, not error", what, m)
+		}
+	}
+	check("busy", status, 409, m, "busy")
+	status, m, _ = a.call("POST", "/v1/effects/busy/claim", `{"fingerprint":"f2"}`)
+	check("another fingerprint", status, 422, m, "fingerprint_mismatch")
+	if m["key"] != "busy" {
+		t.Errorf("the 422 lost the record: %v", m)
+	}
+	_, c, _ := a.call("POST", "/v1/effects/failed/claim", `{}`)
+	a.call("POST", "/v1/effects/failed/fail", `{"token":"`+c["token"].(string)+`","error":"card declined"}`)
+	status, m, _ = a.call("POST", "/v1/effects/failed/claim", `{}`)
+	check("failed", status, 409, m, "failed")
+	status, m, _ = a.call("POST", "/v1/effects/late/claim", `{"deadline":"`+time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)+`"}`)
+	check("expired", status, 410, m, "expired")
 }
 
 // Invariant 9 over HTTP: 100 concurrent claimers, one owner; once done,

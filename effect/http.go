@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	durationpkg "github.com/oncehook/oncehook/internal/duration"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -21,10 +22,10 @@ import (
 //	POST /v1/effects/{key}/claim     {"lease":"30s","fingerprint":"...","deadline":"RFC 3339"}
 //	  201 {"state":"pending","token":"...","attempt":1,"reclaimed":false,"lease_expires_at":"..."}
 //	  200 {"state":"done","result":<stored JSON>,"replayed":true}
-//	  409 {"state":"pending","retry_after":"..."}, with Retry-After
-//	  409 {"state":"failed","error":"..."}
-//	  422 the existing record: claimed with another fingerprint; nothing changes
-//	  410 {"state":"expired"}
+//	  409 {"error":"...","reason":"busy","state":"pending","retry_after":"..."}, with Retry-After
+//	  409 {"error":"<the stored failure>","reason":"failed","state":"failed"}
+//	  422 {"error":"...","reason":"fingerprint_mismatch", the existing record}; nothing changes
+//	  410 {"error":"...","reason":"expired","state":"expired"}
 //	POST /v1/effects/{key}/complete  {"token":"...","result":<any JSON>}   200, or 409 stale_token
 //	POST /v1/effects/{key}/release   {"token":"...","error":"..."}         200, or 409
 //	POST /v1/effects/{key}/fail      {"token":"...","error":"..."}         200, or 409
@@ -34,7 +35,9 @@ import (
 //	GET  /v1/effects?state=pending&stale=true&cursor=&limit=   the reconciliation list
 //
 // Bad input (an empty or oversized key, a malformed body, a lease of 0 or
-// over the maximum, a result over the limit) is 400 and changes nothing.
+// over the maximum, a result over the limit, a field or query parameter
+// the endpoint does not take) is 400 naming the field, and changes
+// nothing. docs/api.md is the reference.
 
 // Handler serves the ledger's HTTP API. Mount it at /v1/effects and
 // /v1/effects/ behind the API's authentication.
@@ -82,25 +85,76 @@ func writeError(w http.ResponseWriter, status int, reason, msg string) {
 	writeJSON(w, status, apiError{Error: msg, Reason: reason})
 }
 
-// duration reads "30s", "5m" or a number of seconds.
+// duration reads "30s", "5m", "1d" (as the config does) or a number of
+// seconds (5 is 5 s).
 type duration time.Duration
 
 func (d *duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
-		v, err := time.ParseDuration(s)
+		v, err := durationpkg.Parse(s)
 		if err != nil {
-			return fmt.Errorf("%q: want e.g. \"30s\"", s)
+			return err
 		}
 		*d = duration(v)
 		return nil
 	}
 	var secs float64
 	if err := json.Unmarshal(b, &secs); err != nil {
-		return errors.New("want a duration such as \"30s\"")
+		return errors.New("want a duration such as \"30s\" or a number of seconds")
 	}
-	*d = duration(time.Duration(secs * float64(time.Second)))
+	v, err := durationpkg.Seconds(secs)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
 	return nil
+}
+
+// instant reads an RFC 3339 time, saying so when it is something else.
+type instant time.Time
+
+func (t *instant) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) != nil {
+		return errors.New("want a time as an RFC 3339 string, e.g. \"2026-12-01T10:00:00Z\"")
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("%q: want a time in RFC 3339, e.g. \"2026-12-01T10:00:00Z\"", s)
+	}
+	*t = instant(v)
+	return nil
+}
+
+// fieldError is a body field that could not be read.
+type fieldError struct {
+	field string
+	err   error
+}
+
+// decodeField decodes one field of a body, naming it when it fails.
+func decodeField(raw json.RawMessage, name string, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return &fieldError{name, fmt.Errorf("a JSON %s where %s was expected", typ.Value, jsonKind(v))}
+		}
+		return &fieldError{name, err}
+	}
+	return nil
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case *string:
+		return "a string"
+	case *json.RawMessage:
+		return "any JSON"
+	}
+	return "another kind"
 }
 
 // decode reads a JSON body (it may be empty), bounded.
@@ -118,11 +172,41 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "the body is not the JSON this endpoint takes: " + err.Error(), Reason: "invalid"})
+	// Field by field, so that an error names the field at fault.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "the body is not a JSON object: " + err.Error(), Reason: "invalid"})
 		return false
+	}
+	known := v.(interface{ fields() map[string]any }).fields()
+	for name, raw := range fields {
+		dst, ok := known[name]
+		if !ok {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%s: this endpoint takes no such field", name), Reason: "invalid", Field: name})
+			return false
+		}
+		if err := decodeField(raw, name, dst); err != nil {
+			var fe *fieldError
+			errors.As(err, &fe)
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fe.Error(), Reason: "invalid", Field: fe.field})
+			return false
+		}
+	}
+	return true
+}
+
+// onlyParams answers 400 to a query parameter the endpoint does not take:
+// a misspelt filter (?stat=pending) must not quietly mean "everything".
+func onlyParams(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	for name := range r.URL.Query() {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || name == a
+		}
+		if !ok {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%s: no such query parameter (this endpoint takes %s)", name, strings.Join(allowed, ", ")), Reason: "invalid", Field: name})
+			return false
+		}
 	}
 	return true
 }
@@ -142,11 +226,12 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 	case errors.As(err, &busy):
 		secs := int(time.Until(busy.RetryAfter).Seconds()) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		writeJSON(w, http.StatusConflict, map[string]any{"state": store.EffectPending, "retry_after": busy.RetryAfter.UTC(), "reason": "busy"})
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "another owner holds the lease", "reason": "busy",
+			"state": store.EffectPending, "retry_after": busy.RetryAfter.UTC()})
 	case errors.As(err, &failedErr):
 		writeJSON(w, http.StatusConflict, map[string]any{"state": store.EffectFailed, "error": failedErr.Reason, "reason": "failed"})
 	case errors.Is(err, ErrExpired):
-		writeJSON(w, http.StatusGone, map[string]any{"state": store.EffectExpired, "reason": "expired"})
+		writeJSON(w, http.StatusGone, map[string]any{"error": "its deadline passed before it was done", "reason": "expired", "state": store.EffectExpired})
 	case errors.Is(err, ErrStaleToken):
 		writeError(w, http.StatusConflict, "stale_token", err.Error())
 	case errors.Is(err, ErrConflict):
@@ -164,16 +249,12 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 }
 
 func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Lease       *duration `json:"lease"`
-		Fingerprint string    `json:"fingerprint"`
-		Deadline    time.Time `json:"deadline"`
-	}
+	var body claimRequest
 	if !h.decode(w, r, &body) {
 		return
 	}
 	key := r.PathValue("key")
-	opts := ClaimOptions{Fingerprint: body.Fingerprint, Deadline: body.Deadline}
+	opts := ClaimOptions{Fingerprint: body.Fingerprint, Deadline: time.Time(body.Deadline)}
 	if body.Lease != nil {
 		if *body.Lease <= 0 {
 			writeJSON(w, http.StatusBadRequest, apiError{Error: "lease: want more than 0 (leave it out for the default)", Reason: "invalid", Field: "lease"})
@@ -191,9 +272,9 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusUnprocessableEntity, struct {
 			Record
+			Error  string `json:"error"`
 			Reason string `json:"reason"`
-			Detail string `json:"detail"`
-		}{rec, "fingerprint_mismatch", err.Error()})
+		}{rec, err.Error(), "fingerprint_mismatch"})
 		return
 	}
 	if err != nil {
@@ -213,10 +294,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Token  string          `json:"token"`
-		Result json.RawMessage `json:"result"`
-	}
+	var body completeRequest
 	if !h.decode(w, r, &body) {
 		return
 	}
@@ -228,10 +306,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, key, token, reason string) error) {
-	var body struct {
-		Token string `json:"token"`
-		Error string `json:"error"`
-	}
+	var body endRequest
 	if !h.decode(w, r, &body) {
 		return
 	}
@@ -248,10 +323,7 @@ func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx contex
 }
 
 func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Token string   `json:"token"`
-		Lease duration `json:"lease"`
-	}
+	var body renewRequest
 	if !h.decode(w, r, &body) {
 		return
 	}
@@ -276,6 +348,9 @@ func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r) {
+		return
+	}
 	rec, err := h.l.Get(r.Context(), r.PathValue("key"))
 	if err != nil {
 		h.answerError(w, r, err)
@@ -287,6 +362,9 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 // list answers the reconciliation list, a page at a time: next_cursor is
 // the cursor of the next page, absent on the last.
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	if !onlyParams(w, r, "state", "stale", "cursor", "limit") {
+		return
+	}
 	q := r.URL.Query()
 	query := store.EffectQuery{State: q.Get("state"), After: q.Get("cursor"), Limit: 100}
 	switch query.State {
@@ -331,4 +409,39 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		page.NextCursor = recs[len(recs)-1].Key
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// The bodies the endpoints take; fields maps each JSON name to where it
+// is decoded, so that decode can name the field at fault.
+type (
+	claimRequest struct {
+		Lease       *duration
+		Fingerprint string
+		Deadline    instant
+	}
+	completeRequest struct {
+		Token  string
+		Result json.RawMessage
+	}
+	endRequest struct {
+		Token string
+		Error string
+	}
+	renewRequest struct {
+		Token string
+		Lease duration
+	}
+)
+
+func (b *claimRequest) fields() map[string]any {
+	return map[string]any{"lease": &b.Lease, "fingerprint": &b.Fingerprint, "deadline": &b.Deadline}
+}
+func (b *completeRequest) fields() map[string]any {
+	return map[string]any{"token": &b.Token, "result": &b.Result}
+}
+func (b *endRequest) fields() map[string]any {
+	return map[string]any{"token": &b.Token, "error": &b.Error}
+}
+func (b *renewRequest) fields() map[string]any {
+	return map[string]any{"token": &b.Token, "lease": &b.Lease}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/oncehook/oncehook/store"
@@ -202,7 +203,11 @@ func New(s store.Store, opts Options) *Local {
 }
 
 // ValidKey checks a business key: 1 to 512 bytes of UTF-8, without control
-// characters (it travels in URLs and as downstream idempotency keys).
+// or invisible characters: no C0 or C1 control (U+0085 included), no
+// format character (bidi controls such as U+202E, zero-width spaces and
+// joiners, the BOM) and no line or paragraph separator. A key travels in
+// URLs, logs and the dashboard and downstream as an idempotency key: two
+// keys that look alike there must be the same key.
 func ValidKey(key string) error {
 	switch {
 	case key == "":
@@ -213,9 +218,28 @@ func ValidKey(key string) error {
 		return &InvalidError{"key", "not UTF-8"}
 	}
 	for _, r := range key {
-		if r < 0x20 || r == 0x7f {
-			return &InvalidError{"key", "holds a control character"}
+		switch {
+		case unicode.IsControl(r):
+			return &InvalidError{"key", fmt.Sprintf("holds the control character %U", r)}
+		case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			return &InvalidError{"key", fmt.Sprintf("holds the invisible character %U", r)}
 		}
+	}
+	return nil
+}
+
+// validText checks a text field the ledger stores (an error, a
+// fingerprint): at most max bytes of UTF-8 without NUL. PostgreSQL's text
+// cannot hold a NUL and SQLite's can, so the ledger refuses it before any
+// store sees it: every backend answers alike (400, naming the field).
+func validText(field, s string, max int) error {
+	switch {
+	case len(s) > max:
+		return &InvalidError{field, fmt.Sprintf("%d bytes; at most %d", len(s), max)}
+	case !utf8.ValidString(s):
+		return &InvalidError{field, "not UTF-8"}
+	case strings.IndexByte(s, 0) >= 0:
+		return &InvalidError{field, "holds a NUL character (U+0000), which no store keeps"}
 	}
 	return nil
 }
@@ -237,12 +261,9 @@ func validToken(token string) error {
 	return nil
 }
 
-func validReason(reason string) error {
-	if len(reason) > MaxReason || !utf8.ValidString(reason) {
-		return &InvalidError{"error", fmt.Sprintf("at most %d bytes of UTF-8", MaxReason)}
-	}
-	return nil
-}
+func validReason(reason string) error { return validText("error", reason, MaxReason) }
+
+func validFingerprint(fp string) error { return validText("fingerprint", fp, MaxFingerprint) }
 
 func (l *Local) apply(ctx context.Context, op store.EffectOp) (store.EffectResult, error) {
 	op.Now = l.opts.Now()
@@ -263,8 +284,8 @@ func (l *Local) Claim(ctx context.Context, key string, opts ClaimOptions) (Claim
 	if err != nil {
 		return Claim{}, err
 	}
-	if len(opts.Fingerprint) > MaxFingerprint {
-		return Claim{}, &InvalidError{"fingerprint", fmt.Sprintf("at most %d bytes", MaxFingerprint)}
+	if err := validFingerprint(opts.Fingerprint); err != nil {
+		return Claim{}, err
 	}
 	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectClaim, Key: key, Lease: lease, Fingerprint: opts.Fingerprint, Deadline: opts.Deadline})
 	if err != nil {

@@ -39,6 +39,9 @@ func ClaimTx(ctx context.Context, tx any, key string, opts ClaimOptions) (Claim,
 	if opts.Lease <= 0 || opts.Lease > DefaultMaxLease {
 		return Claim{}, &InvalidError{"lease", fmt.Sprintf("%s: want more than 0 and at most %s", opts.Lease, DefaultMaxLease)}
 	}
+	if err := validFingerprint(opts.Fingerprint); err != nil {
+		return Claim{}, err
+	}
 	res, err := applyTx(ctx, tx, store.EffectOp{Kind: store.EffectClaim, Key: key, Lease: opts.Lease, Fingerprint: opts.Fingerprint, Deadline: opts.Deadline})
 	if err != nil {
 		return Claim{}, err

@@ -69,6 +69,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectClaimCompleteReplay", testEffectLifecycle},
 		{"EffectReleaseFailResetAndTakeOver", testEffectTakeOver},
 		{"EffectFingerprintAndDeadline", testEffectGuards},
+		{"EffectTextIsKeptAsWritten", testEffectText},
 		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
 		{"EffectReconciliationListAndSweep", testEffectList},
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
@@ -843,6 +844,29 @@ func testEffectTakeOver(t *testing.T, s store.Store) {
 	}
 	if fmt.Sprint(outcomes) != "[released lease_expired failed ]" {
 		t.Fatalf("attempts %v", outcomes)
+	}
+}
+
+// An effect's error and fingerprint are kept byte for byte, whatever they
+// hold but NUL: the ledger (package effect) refuses a NUL before any store
+// sees it (PostgreSQL's text cannot hold one, SQLite's can), so every
+// backend keeps exactly the same texts.
+func testEffectText(t *testing.T, s store.Store) {
+	text := "line 1\r\n\tline 2 \x01\x1f\x7f \u0085 \u202e \u200b 😀 ' \" \\ %00"
+	claim := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "text", Lease: time.Minute, Fingerprint: text})
+	if claim.Status != store.EffectAcquired {
+		t.Fatalf("claim %+v", claim)
+	}
+	fail := effectOp(t, s, store.EffectOp{Kind: store.EffectFail, Key: "text", Token: claim.Record.Token, Error: text})
+	if fail.Status != store.EffectOK {
+		t.Fatalf("fail %+v", fail)
+	}
+	rec, err := s.Effect(context.Background(), "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Fingerprint != text || rec.Error != text || len(rec.Attempts) != 1 || rec.Attempts[0].Error != text {
+		t.Fatalf("kept fingerprint %q, error %q, attempts %+v; want %q each", rec.Fingerprint, rec.Error, rec.Attempts, text)
 	}
 }
 
