@@ -3,6 +3,7 @@ package oncehook_test
 import (
 	"bufio"
 	"encoding/json"
+	"log/slog"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
 )
 
 // Found from outside, item 1: an attacker who knows only a source's URL
@@ -250,4 +253,95 @@ func TestAWhatsAppBatchStoresAboutItsOwnSize(t *testing.T) {
 	if st := stats(t, gw); st.Events != 300 {
 		t.Fatalf("stored %d events, want the first batch's 300", st.Events)
 	}
+}
+
+// syncBuffer is a log sink safe for the gateway's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// apiGet is an admin API GET with the gateway's token, as raw text.
+func apiGet(t *testing.T, gw *gateway, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, gw.APIURL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+gw.APIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	if _, err := bufio.NewReader(resp.Body).WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b.String())
+	}
+	return b.String()
+}
+
+// Found from outside, item 6: a destination whose URL carries its API key
+// in the query (…/hook?api_key=SECRET) and fails put the whole URL in the
+// log, in the event's attempts and in the dead letters. Every place a URL
+// or an error quoting it is shown now hides query values and passwords.
+func TestADestinationsSecretsNeverShow(t *testing.T) {
+	var logs syncBuffer
+	const secret = "S3CRET-api-key"
+	gw := oncehooktestStartWithLogs(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [%q], destinations: [crm]}
+destinations:
+  - name: crm
+    url: "http://user:%s@127.0.0.1:1/hook?api_key=%s&code=%s"
+    timeout: 2s
+    retry: {max_attempts: 2, base_delay: 10ms, max_delay: 20ms}
+`, stripeSecret, secret, secret, secret), &logs)
+	a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_secret"), ""))
+	if a.Status != 200 {
+		t.Fatalf("%d %+v", a.Status, a.Error)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return stats(t, gw).Dead == 1 }) {
+		t.Fatalf("the delivery did not go dead: %+v", stats(t, gw))
+	}
+	var list struct {
+		Events []struct {
+			ID int64 `json:"id"`
+		} `json:"events"`
+	}
+	json.Unmarshal([]byte(apiGet(t, gw, "/v1/events?source=stripe")), &list)
+	if len(list.Events) != 1 {
+		t.Fatalf("events %+v", list)
+	}
+	shown := map[string]string{
+		"the log":          logs.String(),
+		"the event":        apiGet(t, gw, fmt.Sprintf("/v1/events/%d", list.Events[0].ID)),
+		"the dead letters": apiGet(t, gw, "/v1/dead-letters"),
+		"the destinations": apiGet(t, gw, "/v1/destinations"),
+	}
+	for where, text := range shown {
+		if strings.Contains(text, secret) {
+			t.Errorf("%s shows the destination's secret: %s", where, text)
+		}
+	}
+	if !strings.Contains(shown["the event"], "api_key=xxxxx") {
+		t.Errorf("the event's attempts do not say which URL failed: %s", shown["the event"])
+	}
+}
+
+func oncehooktestStartWithLogs(t *testing.T, yaml string, logs *syncBuffer) *gateway {
+	return oncehooktest.StartWith(t, yaml, oncehook.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 }

@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -579,16 +579,9 @@ type DestinationCounts struct {
 	LatencyAvgMS float64 `json:"latency_avg_ms"`
 }
 
-// displayURL drops what a URL may carry that is secret: credentials and
-// the query.
-func displayURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
+// displayURL hides what a URL may carry that is secret: its password and
+// query values (redact.URL, as everywhere a URL is shown).
+func displayURL(raw string) string { return redact.URL(raw) }
 
 // Destinations implements Operator.
 func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -110,7 +111,10 @@ func NewAlerter(opts AlertOptions) (*Alerter, error) {
 		opts.Interval = time.Minute
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: 10 * time.Second}
+		// Redirects are not followed, as deliveries do not follow them: a
+		// 3xx is the URL's misconfiguration, and following it would POST
+		// the alert somewhere nobody configured.
+		opts.Client = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -296,7 +300,9 @@ func (a *Alerter) post(ctx context.Context, al Alert) error {
 		}
 		resp, err := a.opts.Client.Do(req)
 		if err != nil {
-			return nil, err
+			// Logged and stored in the alert's effect record (which a
+			// read-only token may list): never the URL's secrets.
+			return nil, redact.Error(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode >= 300 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/duration"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/provider"
 )
 
@@ -707,7 +708,7 @@ func (c *Config) Validate() error {
 		}
 		dests[d.Name] = true
 		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			fail(f+".url", "%q: want an http:// or https:// URL", d.URL)
+			fail(f+".url", "%q: want an http:// or https:// URL", Redact(d.URL))
 		}
 		if d.Secret != "" {
 			if _, err := provider.DecodeStandardSecret(d.Secret); err != nil {
@@ -831,37 +832,8 @@ func (c *Config) Warnings() []string {
 	return w
 }
 
-// credentialParams are query parameters that carry secrets in store and
-// Redis URLs.
-var credentialParams = []string{"password", "passwd", "pass", "sslpassword", "secret", "token"}
-
-// Redact returns a URL fit for logs and banners: the password of its
-// user info, and any query parameter that carries a credential, become
-// "xxxxx". A value that is not a URL is not printed at all.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(a URL that does not parse)"
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		changed := false
-		for name := range q {
-			for _, c := range credentialParams {
-				if strings.EqualFold(name, c) {
-					q.Set(name, "xxxxx")
-					changed = true
-				}
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
-}
+// Redact returns a URL fit for logs and banners: the password of its user
+// info and the values in its query become "xxxxx" (see redact.URL, the one
+// function every URL shown goes through). A value that is not a URL is not
+// printed at all.
+func Redact(raw string) string { return redact.URL(raw) }

@@ -244,10 +244,23 @@ sources: [{name: lonely, preset: stripe, secrets: [x]}]`), env(nil))
 	}
 }
 
+func TestValidateRedactsADestinationURL(t *testing.T) {
+	_, err := config.Parse([]byte(`
+sources: [{name: s, preset: stripe, secrets: [x], destinations: [d]}]
+destinations: [{name: d, url: "ftp://u:s3cretPW@h/x?token=s3cretTK"}]`), func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "destinations[0].url") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("err %v: want destinations[0].url named, without its secrets", err)
+	}
+}
+
 func TestRedactHidesCredentials(t *testing.T) {
 	cases := map[string]string{
 		"postgres://oncehook:s3cret@db:5432/x?sslmode=require": "postgres://oncehook:xxxxx@db:5432/x?sslmode=require",
-		"postgres://db/x?user=u&password=s3cret":               "postgres://db/x?password=xxxxx&user=u",
+		"postgres://db/x?user=u&password=s3cret":               "postgres://db/x?user=u&password=xxxxx",
+		// Found from outside: a destination's query holds its API key
+		// under any name, and validate printed it whole.
+		"https://u:s3cret@crm.example/hook?api_key=s3cret&x=1": "https://u:xxxxx@crm.example/hook?api_key=xxxxx&x=xxxxx",
+		"ftp://u:s3cret@h/x?token=s3cret":                      "ftp://u:xxxxx@h/x?token=xxxxx",
 		"redis://:s3cret@cache:6379/0":                         "redis://:xxxxx@cache:6379/0",
 		"redis://cache:6379/0":                                 "redis://cache:6379/0",
 		"sqlite://./oncehook.db":                               "sqlite://./oncehook.db",

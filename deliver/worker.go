@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 )
@@ -425,7 +426,9 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, bounded(location))
 	default:
 		if err != nil {
-			out.Error = err.Error()
+			// net/http quotes the whole URL, and a destination's query
+			// may hold its API key: this text is stored and shown.
+			out.Error = redact.Error(err).Error()
 		} else {
 			out.Error = fmt.Sprintf("HTTP %d", status)
 		}
