@@ -240,7 +240,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // audited
-	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: opts.Logger.With("component", "dashboard")})
+	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: opts.Logger.With("component", "dashboard"), Demo: opts.DemoSink})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -63,6 +63,7 @@ api:
 sources:
   - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [app]}
   - {name: hotmart, preset: stripe, secrets: [`+secret+`]}
+  - {name: github, preset: github, secrets: [`+secret+`], destinations: [app]}
 destinations:
   - {name: app, url: `+app.URL+`}
 `)
@@ -142,6 +143,13 @@ destinations:
 		if err := chromedp.Do(step, actions...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
+		// Every page the test visits rendered: a page that failed is
+		// "Error <status>" or, when its template broke, no page at all.
+		title, err := chromedp.Run(step, chromedp.Title())
+		if err != nil || title == "" || strings.HasPrefix(title, "Error") {
+			body, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS("body")))
+			t.Fatalf("%s: the page is %q (%v): %.300s", what, title, err, body)
+		}
 	}
 	text := func(sel string) string {
 		t.Helper()
@@ -208,6 +216,19 @@ destinations:
 		return err == nil && len(attempts) == 2
 	}) {
 		t.Fatalf("the event page shows %d attempts after the replay, want 2 (%v)", len(attempts), err)
+	}
+
+	// An event that carries forwarded headers (GitHub's X-GitHub-Event)
+	// opens too, and shows them. It answered 500 before.
+	ghReq := testenv.SignedRequest(t, gw.URL+"/in/github", "github", secret, []byte(`{"action":"opened","number":7}`), "delivery-7")
+	ghReq.Header.Set("X-GitHub-Event", "pull_request")
+	if resp, err := http.DefaultClient.Do(ghReq); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GitHub event: %v %v", resp, err)
+	}
+	do("github event", chromedp.Navigate(ui+"events?source=github"), chromedp.WaitVisible(chromedp.ID("events")),
+		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
+	if page := text("main"); !strings.Contains(page, "X-Github-Event") || !strings.Contains(page, "pull_request") {
+		t.Fatalf("the GitHub event's page does not show its forwarded header: %.500s", page)
 	}
 
 	// Pause app: new events are held, not delivered; resume drains them.

@@ -65,6 +65,9 @@ type Options struct {
 	Auth    *apiauth.Auth
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Demo says the gateway runs the demo: its token is not in any config
+	// file but printed in the console, and the login page says so.
+	Demo bool
 }
 
 // Dashboard serves /ui.
@@ -107,7 +110,15 @@ func New(opts Options) (*Dashboard, error) {
 		d.pages[name] = t
 	}
 	static, _ := fs.Sub(staticFS, "static")
-	d.mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", http.FileServerFS(static)))
+	files := http.StripPrefix(Prefix+"/static/", http.FileServerFS(static))
+	d.mux.HandleFunc("GET "+Prefix+"/static/", func(w http.ResponseWriter, r *http.Request) {
+		// Files only: a folder's listing tells a stranger nothing it needs.
+		if strings.HasSuffix(r.URL.Path, "/") {
+			d.fail(w, r, http.StatusNotFound, "not_found")
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	d.mux.HandleFunc("GET "+Prefix+"/login", d.loginPage)
 	d.mux.HandleFunc("POST "+Prefix+"/login", d.login)
 	d.mux.HandleFunc("GET "+Prefix+"/login/{code}", d.loginByLink)
@@ -259,7 +270,7 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next(r.URL.Query().Get("next")), http.StatusFound)
 		return
 	}
-	d.render(w, r, http.StatusOK, "login", session{}, map[string]any{"Next": next(r.URL.Query().Get("next"))})
+	d.render(w, r, http.StatusOK, "login", session{}, map[string]any{"Next": next(r.URL.Query().Get("next")), "Demo": d.opts.Demo})
 }
 
 // next keeps a post-login redirect on the dashboard.
@@ -284,7 +295,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if _, ok := d.opts.Auth.Check(token); !ok {
 		d.opts.Logger.Warn("dashboard: login with an unknown token", "remote", r.RemoteAddr)
-		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true})
+		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true, "Demo": d.opts.Demo})
 		return
 	}
 	d.setSession(w, r, token)
@@ -292,13 +303,20 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) loginByLink(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// Link previewers (chat apps, mail scanners) send HEAD: it must
+		// not use up the one time the link works.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	code := r.PathValue("code")
 	d.mu.Lock()
 	l, ok := d.links[code]
 	delete(d.links, code) // one time
 	d.mu.Unlock()
 	if !ok || d.opts.Now().After(l.expires) {
-		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true})
+		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true, "Demo": d.opts.Demo})
 		return
 	}
 	d.setSession(w, r, l.token)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -167,6 +168,14 @@ func TestLoginLinkWorksOnce(t *testing.T) {
 	if resp, _ := get(t, browser(t), link); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the link worked twice: %d", resp.StatusCode)
 	}
+	// A link previewer's HEAD does not use the link up.
+	fresh := gw.APIURL + gw.DashboardLoginLink(token, time.Minute)
+	if resp, err := browser(t).Head(fresh); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD of a login link: %v %v", resp, err)
+	}
+	if resp, _ := get(t, browser(t), fresh); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the link after a HEAD: %d, want it still to work", resp.StatusCode)
+	}
 	expired := gw.APIURL + gw.DashboardLoginLink(token, -time.Second)
 	if resp, _ := get(t, browser(t), expired); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("an expired link worked: %d", resp.StatusCode)
@@ -228,5 +237,33 @@ func TestEffectsPageReset(t *testing.T) {
 	a, _ := gw.Admin().Audit(ctx, "", 5)
 	if len(a.Entries) != 1 || a.Entries[0].Action != "effect_reset" || a.Entries[0].Actor != "token:ops" {
 		t.Fatalf("audit %+v", a.Entries)
+	}
+}
+
+// Found from outside: /ui/static/ listed its files; it serves files only.
+func TestStaticServesFilesOnly(t *testing.T) {
+	gw := startGateway(t)
+	if resp, body := get(t, browser(t), gw.APIURL+"/ui/static/"); resp.StatusCode != http.StatusNotFound || strings.Contains(body, `href="app.css"`) {
+		t.Fatalf("/ui/static/: %d %.200s", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, browser(t), gw.APIURL+"/ui/static/app.css"); resp.StatusCode != 200 {
+		t.Fatalf("app.css: %d", resp.StatusCode)
+	}
+}
+
+// Found from outside: the demo's login page sent a newcomer to api.tokens
+// in a configuration the demo does not have; the token is in the console.
+func TestDemoLoginPageSaysWhereTheTokenIs(t *testing.T) {
+	gw := oncehooktest.StartWith(t, `
+store: sqlite://$DIR/oncehook.db
+sources: [{name: demo, preset: stripe, secrets: [x]}]
+`, oncehook.Options{DemoSink: true})
+	_, body := get(t, browser(t), gw.APIURL+"/ui/login")
+	if !strings.Contains(body, "printed it in the console") || strings.Contains(body, "from api.tokens in your configuration") {
+		t.Fatalf("the demo's login page: %s", body)
+	}
+	_, body = get(t, browser(t), startGateway(t).APIURL+"/ui/login")
+	if !strings.Contains(body, "from api.tokens in your configuration") {
+		t.Fatalf("a configured gateway's login page: %s", body)
 	}
 }

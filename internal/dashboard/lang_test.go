@@ -29,9 +29,15 @@ func TestCatalogIsComplete(t *testing.T) {
 		}
 	}
 	used := regexp.MustCompile(`\.T "([a-z0-9_.]+)"`)
-	entries, _ := os.ReadDir("templates")
+	entries, err := os.ReadDir("templates")
+	if err != nil || len(entries) < 10 {
+		t.Fatalf("templates: %d entries, %v: a wrong path would check nothing", len(entries), err)
+	}
 	for _, e := range entries {
-		b, _ := os.ReadFile("templates/" + e.Name())
+		b, err := os.ReadFile("templates/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, m := range used.FindAllStringSubmatch(string(b), -1) {
 			if _, ok := en[m[1]]; !ok {
 				t.Errorf("%s uses %q, which the catalog lacks", e.Name(), m[1])
