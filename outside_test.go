@@ -3,8 +3,8 @@ package oncehook_test
 import (
 	"bufio"
 	"encoding/json"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
