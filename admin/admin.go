@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -530,6 +531,9 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err != nil {
 		return Count{}, err
 	}
+	if err := s.knownNames(f.Source, f.Destination); err != nil {
+		return Count{}, err
+	}
 	n, err := s.admin.RetryDeadLetters(ctx, q, s.opts.Now(), dryRun, s.audit(ctx, "retry", f.String()))
 	if err != nil {
 		return Count{}, err
@@ -544,6 +548,9 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 func (s *Service) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
 	q, err := f.bulk()
 	if err != nil {
+		return Count{}, err
+	}
+	if err := s.knownNames(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
 	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, "purge", f.String()))
@@ -667,6 +674,19 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 		}
 	}
 	return out, nil
+}
+
+// knownNames answers ErrNotFound for a source or destination (when set)
+// that the config does not have: a bulk action on a misspelt name must say
+// so, not report that it changed nothing.
+func (s *Service) knownNames(source, destination string) error {
+	if destination != "" && !s.known(destination) {
+		return fmt.Errorf("destination %q: %w", destination, ErrNotFound)
+	}
+	if source != "" && !slices.ContainsFunc(s.opts.Sources, func(x Source) bool { return x.Name == source }) {
+		return fmt.Errorf("source %q: %w", source, ErrNotFound)
+	}
+	return nil
 }
 
 func (s *Service) known(destination string) bool {

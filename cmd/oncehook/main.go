@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0) // the help the user asked for is printed; nothing failed
+		}
+		if errors.Is(err, errFindings) {
+			os.Exit(3) // doctor --strict found something (as linters do)
+		}
 		if !errors.Is(err, errUsage) {
 			fmt.Fprintln(os.Stderr, "oncehook:", err)
 		}

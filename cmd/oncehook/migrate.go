@@ -19,8 +19,8 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", defaultConfigPath, "config file")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, st, err := openStore(ctx, *path)
 	if err != nil {

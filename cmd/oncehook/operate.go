@@ -13,9 +13,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/internal/duration"
+	"github.com/oncehook/oncehook/provider"
 )
 
 // The operator's commands mirror the admin API: each works on the store
@@ -62,12 +66,25 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 	if path == "" {
 		path = os.Getenv(configEnv)
 	}
+	var cfg *config.Config
 	if path == "" {
 		path = defaultConfigPath
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			// No config here: the demo's store, when the demo ran here (it
+			// writes its database in the working directory), else say how
+			// to reach a gateway.
+			demo := config.Demo(config.DefaultListen)
+			if _, err := os.Stat(demo.SQLitePath()); err != nil {
+				return nil, ctx, nil, fmt.Errorf("no %s here and no demo store (%s): pass --config F, or --api URL --token T for a running gateway (the demo's banner prints both)", path, demo.SQLitePath())
+			}
+			cfg = demo
+		}
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, ctx, nil, err
+	if cfg == nil {
+		var err error
+		if cfg, err = config.Load(path); err != nil {
+			return nil, ctx, nil, err
+		}
 	}
 	svc, ctx, done, err := configService(ctx, cfg)
 	return svc, ctx, done, err
@@ -95,11 +112,24 @@ func configService(ctx context.Context, cfg *config.Config) (*admin.Service, con
 
 // parse parses flags wherever they stand among the arguments ("show 12
 // --json" as well as "show --json 12") and returns the others.
+// parseFlags parses a command's flags: -h and --help are flag.ErrHelp
+// (the usage is printed, and the command exits 0); any other error is
+// errUsage (the flag package already said what is wrong).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}
+
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, errUsage
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		if fs.NArg() == 0 {
 			return rest, nil
@@ -157,7 +187,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	state := fs.String("state", "", "only events in this state: pending, delivered, dead or stored")
 	key := fs.String("key", "", "only the event with this key")
 	prefix := fs.String("key-prefix", "", "only keys starting with this")
-	sinceF := fs.Duration("since", 0, "only events received in this last span, e.g. 1h")
+	sinceF := durationFlag(fs, "since", 0, "only events received in this last span, e.g. 1h or 7d")
 	from := fs.String("from", "", "only events received at or after this time (RFC 3339)")
 	to := fs.String("to", "", "only events received before this time (RFC 3339)")
 	limit := fs.Int("limit", 50, "with ls: events per page")
@@ -211,12 +241,25 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	case "show":
-		if len(rest) != 1 {
-			return errors.New("usage: oncehook events show ID")
-		}
-		id, err := strconv.ParseInt(rest[0], 10, 64)
-		if err != nil {
-			return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+		var id int64
+		switch {
+		case len(rest) == 1:
+			if id, err = strconv.ParseInt(rest[0], 10, 64); err != nil {
+				return fmt.Errorf("event id %q: want a number, as events ls prints it (or: events show SOURCE KEY)", rest[0])
+			}
+		case len(rest) == 2:
+			// By the provider's key, as a user has it from a log or a
+			// provider's dashboard; the stored key is the safe one.
+			page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: provider.SafeKey(rest[1]), Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(page.Events) == 0 {
+				return fmt.Errorf("no event with key %q in source %q", rest[1], rest[0])
+			}
+			id = page.Events[0].ID
+		default:
+			return errors.New("usage: oncehook events show ID, or events show SOURCE KEY")
 		}
 		e, err := op.Event(ctx, id)
 		if err != nil {
@@ -228,7 +271,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "event %d  %s  %s  %s\n  received %s, dedup window until %s, %d bytes of %s\n",
 			e.ID, e.Source, e.Key, e.State, ts(e.ReceivedAt), ts(e.ExpiresAt), e.Size, e.ContentType)
 		for name, vs := range e.Headers {
-			fmt.Fprintf(stdout, "  %s: %s\n", name, strings.Join(vs, ", "))
+			fmt.Fprintf(stdout, "  %s: %s\n", name, terminalLine(strings.Join(vs, ", ")))
 		}
 		for _, d := range e.Deliveries {
 			fmt.Fprintf(stdout, "delivery to %s: %s after %s\n", d.Destination, d.State, plural(d.Attempts, "attempt", "attempts"))
@@ -237,11 +280,13 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				if a.Status != 0 {
 					line += fmt.Sprintf(" HTTP %d", a.Status)
 				}
+				// A destination's answer is whatever it sent: its control
+				// bytes (ANSI escapes) must not reach the terminal.
 				if a.Error != "" {
-					line += " " + a.Error
+					line += " " + terminalLine(a.Error)
 				}
 				if a.Response != "" {
-					line += " | " + a.Response
+					line += " | " + terminalLine(a.Response)
 				}
 				fmt.Fprintln(stdout, line)
 			}
@@ -250,7 +295,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if body == "" && len(e.BodyBase64) > 0 {
 			body = fmt.Sprintf("(%d bytes, not UTF-8; --json shows them)", len(e.BodyBase64))
 		}
-		fmt.Fprintf(stdout, "payload:\n%s\n", body)
+		fmt.Fprintf(stdout, "payload:\n%s\n", terminalText(body))
 		return nil
 	case "replay":
 		var n admin.Count
@@ -333,7 +378,7 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if last == "" && d.LastStatus != 0 {
 				last = fmt.Sprintf("HTTP %d", d.LastStatus)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.EventID, d.Source, d.Key, d.Destination, d.Attempts, last, ts(d.DiedAt))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.EventID, d.Source, d.Key, d.Destination, d.Attempts, terminalLine(last), ts(d.DiedAt))
 		}
 		tw.Flush()
 		if page.NextCursor != "" {
@@ -353,11 +398,16 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *of.json {
 			return printJSON(stdout, n)
 		}
-		verb := map[string]string{"retry": "requeued", "purge": "purged"}[args[0]]
+		// One wording for every dry run: "would <verb> N ..." (as events
+		// replay says it), and "<verbed> N ..." when done.
+		verb, done := "requeue", "requeued"
+		if args[0] == "purge" {
+			verb, done = "purge", "purged"
+		}
 		if n.DryRun {
-			fmt.Fprintf(stdout, "would have %s %s (dry run)\n", verb, plural(n.Count, "dead letter", "dead letters"))
+			fmt.Fprintf(stdout, "would %s %s (dry run)\n", verb, plural(n.Count, "dead letter", "dead letters"))
 		} else {
-			fmt.Fprintf(stdout, "%s %s\n", verb, plural(n.Count, "dead letter", "dead letters"))
+			fmt.Fprintf(stdout, "%s %s\n", done, plural(n.Count, "dead letter", "dead letters"))
 		}
 		return nil
 	}
@@ -433,7 +483,7 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	of := addOperatorFlags(fs)
 	source := fs.String("source", "", "only this source")
 	destination := fs.String("destination", "", "only this destination")
-	sinceF := fs.Duration("since", 24*time.Hour, "how far back")
+	sinceF := durationFlag(fs, "since", 24*time.Hour, "how far back, e.g. 24h or 7d")
 	granularity := fs.String("granularity", "1h", "1h or 1d")
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -497,6 +547,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	of := addOperatorFlags(fs)
 	source := fs.String("source", "", "only this source")
+	exitZero := fs.Bool("exit-zero", false, "exit 0 even when something is found (by default a finding exits 3, as linters do)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -513,9 +564,27 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if *of.json {
-		return printJSON(stdout, rep)
+	found := 0
+	for _, s := range rep.Sources {
+		found += len(s.Findings)
 	}
+	if *of.json {
+		if err := printJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(stdout, rep)
+	}
+	if found > 0 && !*exitZero {
+		return errFindings
+	}
+	return nil
+}
+
+// errFindings is the doctor's exit when it found something (exit 3).
+var errFindings = errors.New("the doctor found something")
+
+func printDoctor(stdout io.Writer, rep admin.DoctorReport) {
 	for _, s := range rep.Sources {
 		fmt.Fprintf(stdout, "%s: %d recent events, %d recent duplicates sampled\n", s.Source, s.SampledEvents, s.SampledDuplicates)
 		if s.Note != "" {
@@ -528,5 +597,43 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "  %s: %s\n    fields: %s\n    keys: %s\n", f.Kind, f.Message, strings.Join(f.Fields, ", "), strings.Join(f.Keys, ", "))
 		}
 	}
-	return nil
+}
+
+// durationFlag is a duration flag in the config's words ("7d" included):
+// one parser for every duration a person writes.
+func durationFlag(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	d := value
+	fs.Var(duration.Flag{D: &d}, name, usage)
+	return &d
+}
+
+// terminalLine is s fit for one line of a terminal: every control or
+// invisible character (C0, C1, DEL, bidi controls, zero-width) written as
+// a Go escape (\x1b, \u202e), so that no answer a destination sent can
+// move the cursor, recolour the screen or reorder the text around it.
+func terminalLine(s string) string { return escapeControls(s, false) }
+
+// terminalText is terminalLine for a multi-line text (a payload): newlines
+// and tabs are kept.
+func terminalText(s string) string { return escapeControls(s, true) }
+
+func escapeControls(s string, keepLines bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i-1])
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

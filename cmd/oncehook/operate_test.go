@@ -23,6 +23,7 @@ func TestOperatorCommands(t *testing.T) {
 	sink.Respond = func(w http.ResponseWriter, r *http.Request, n int) {
 		if strings.Contains(string(sink.Deliveries()[n-1].Body), "refuse") {
 			w.WriteHeader(http.StatusGone)
+			w.Write([]byte("\x00\x1b[31mERR\u202e")) // bytes a terminal would obey
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -116,7 +117,7 @@ destinations:
 	if out := run(false, append([]string{"dead", "purge"}, api...)...); !strings.Contains(out, "all") {
 		t.Fatalf("dead purge with no filter:\n%s", out)
 	}
-	if out := run(true, append([]string{"dead", "retry", "--destination", "app", "--dry-run"}, store...)...); !strings.Contains(out, "would have requeued 2 dead letters") {
+	if out := run(true, append([]string{"dead", "retry", "--destination", "app", "--dry-run"}, store...)...); !strings.Contains(out, "would requeue 2 dead letters") {
 		t.Fatalf("dead retry --dry-run:\n%s", out)
 	}
 
@@ -150,6 +151,23 @@ destinations:
 	}
 	if out := run(true, append([]string{"doctor"}, store...)...); !strings.Contains(out, "stripe: 7 recent events") || !strings.Contains(out, "ok: keys look right") {
 		t.Fatalf("doctor:\n%s", out)
+	}
+	// Found from outside: the README's own stats command, --help, the
+	// doctor's exit, a show by key, an unknown destination, raw bytes.
+	if out := run(true, append([]string{"stats", "--source", "stripe", "--since", "7d", "--granularity", "1d"}, api...)...); !strings.Contains(out, "stripe") {
+		t.Fatalf("stats --since 7d:\n%s", out)
+	}
+	for _, c := range [][]string{{"events", "ls", "--help"}, {"stats", "-h"}, {"--help"}} {
+		if out, ok := oncehook(t, dir, nil, c...); !ok || !strings.Contains(out, "sage") {
+			t.Errorf("oncehook %v: ok=%v, want exit 0 with the usage:\n%s", c, ok, out)
+		}
+	}
+	out = run(true, append([]string{"events", "show", "stripe", "evt_0"}, store...)...)
+	if !strings.Contains(out, `"id":"evt_0"`) || !strings.Contains(out, `\x1b[31mERR\u202e`) || strings.ContainsAny(out, "\x00\x1b\u202e") {
+		t.Fatalf("events show SOURCE KEY, with a destination's raw answer escaped:\n%q", out)
+	}
+	if out := run(false, append([]string{"dead", "retry", "--destination", "nope"}, api...)...); !strings.Contains(out, "nope") || !strings.Contains(out, "not found") {
+		t.Fatalf("dead retry of an unknown destination:\n%s", out)
 	}
 	audit, err := gw.Admin().Audit(t.Context(), "", 10)
 	if err != nil {

@@ -328,6 +328,22 @@ func TestQuickStartDemoMode(t *testing.T) {
 	}) {
 		t.Fatalf("demo sink log:\n%s", p.stderr)
 	}
+	// Found from outside: with the demo running, the operator commands in
+	// the same folder failed on the missing oncehook.yaml. They use the
+	// demo's store, and the banner's command for another folder works.
+	if out, ok := oncehook(t, dir, nil, "events", "ls"); !ok || !strings.Contains(out, "evt_demo_1") {
+		t.Fatalf("events ls beside the demo: ok=%v\n%s", ok, out)
+	}
+	cmd := regexp.MustCompile(`oncehook (events ls --api \S+ --token \S+)`).FindStringSubmatch(banner)
+	if cmd == nil {
+		t.Fatalf("the banner has no operator command:\n%s", banner)
+	}
+	if out, ok := oncehook(t, t.TempDir(), nil, strings.Fields(cmd[1])...); !ok || !strings.Contains(out, "evt_demo_1") {
+		t.Fatalf("oncehook %s elsewhere: ok=%v\n%s", cmd[1], ok, out)
+	}
+	if out, ok := oncehook(t, t.TempDir(), nil, "events", "ls"); ok || !strings.Contains(out, "--api") {
+		t.Fatalf("events ls with neither a config nor a demo: ok=%v, want advice on --api\n%s", ok, out)
+	}
 }
 
 // An operator replays dead letters with the CLI while the gateway runs: the

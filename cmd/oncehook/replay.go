@@ -24,8 +24,8 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	key := fs.String("key", "", "the event's key")
 	dead := fs.Bool("dead", false, "replay every dead letter instead")
 	destination := fs.String("destination", "", "with --dead: only this destination's")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *dead == (*source != "" || *key != "") || (!*dead && (*source == "" || *key == "")) {
 		fs.Usage()

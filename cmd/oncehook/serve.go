@@ -32,8 +32,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	demoFlag := fs.Bool("demo", false, "run the demo (a public secret) even where a config exists, or on a non-loopback address")
 	apiListen := fs.String("api-listen", "", "override the config's api.listen (the effects ledger, admin API and dashboard)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -102,7 +102,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// the browser at once, without pasting a token.
 			link := gw.DashboardLoginLink(cfg.API.Tokens[0].Token, 15*time.Minute)
 			apiLine = fmt.Sprintf("  api:    http://%s (admin API /v1, effects ledger /v1/effects), token %s\n"+
-				"  dashboard: http://%s%s (a one-time login link, valid 15 minutes)\n", apiLns[0].Addr(), cfg.API.Tokens[0].Token, apiLns[0].Addr(), link)
+				"  dashboard: http://%s%s (a one-time login link, valid 15 minutes)\n"+
+				"  operate it from another terminal, in this folder or anywhere:\n"+
+				"    oncehook events ls --api http://%s --token %s\n", apiLns[0].Addr(), cfg.API.Tokens[0].Token, apiLns[0].Addr(), link,
+				apiLns[0].Addr(), cfg.API.Tokens[0].Token)
 		}
 	}
 	store := config.Redact(cfg.Store)
@@ -187,8 +190,8 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, source, err := resolveConfig(*path, false)
 	if err != nil {
@@ -209,8 +212,8 @@ func initConfig(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	force := fs.Bool("force", false, "overwrite an existing file")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	path := defaultConfigPath
 	if fs.NArg() > 0 {
