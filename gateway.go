@@ -287,7 +287,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	g.mux.HandleFunc("GET /readyz", g.ready)
-	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.Registry, promhttp.HandlerOpts{}))
+	if cfg.Metrics.Listen == "" {
+		g.mux.Handle("GET /metrics", g.MetricsHandler())
+	}
 	if opts.DemoSink {
 		g.mux.HandleFunc("POST /_demo/sink", g.demoSink)
 	}
@@ -479,6 +481,9 @@ func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	// Answers may echo what the caller sent (a source's name in a 404):
+	// never let a browser sniff them into something else.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }
@@ -605,4 +610,26 @@ func (g *Gateway) Close() error {
 		g.closeErr = g.store.Close()
 	})
 	return g.closeErr
+}
+
+// MetricsHandler serves GET /metrics (Prometheus). It is on the intake
+// listener unless the config's metrics.listen moves it, and then the
+// caller serves it there (ServeMetrics).
+func (g *Gateway) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(g.metrics.Registry, promhttp.HandlerOpts{})
+}
+
+// ServeMetrics serves GET /metrics on ln until ctx ends.
+func (g *Gateway) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", g.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -132,6 +132,14 @@ func TestUnknownPathsAre404InOneShape(t *testing.T) {
 		if a.Status != http.StatusNotFound || a.Error.Reason == "" {
 			t.Errorf("POST %s: %d %+v, want a JSON 404", path, a.Status, a.Error)
 		}
+		resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("POST %s: the 404 (which echoes the path) has no nosniff", path)
+		}
 	}
 	if st := stats(t, gw); st.Events != 0 {
 		t.Fatalf("stored %d events from unknown paths", st.Events)

@@ -54,6 +54,8 @@ type Config struct {
 	Stats Stats `yaml:"stats"`
 	// Alerts watch the duplicate rate, dead letters and backlog.
 	Alerts Alerts `yaml:"alerts"`
+	// Metrics places GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
@@ -71,6 +73,16 @@ type APIToken struct {
 	Name     string `yaml:"name"`
 	Token    string `yaml:"token"`
 	ReadOnly bool   `yaml:"read_only"`
+}
+
+// Metrics places the Prometheus endpoint. By default it is on the intake
+// listener (where a scraper that reaches intake finds it); the names of
+// sources and destinations, queue depths and alert state are then visible
+// to whoever reaches intake, so an operator can move it to an address of
+// its own (an internal interface).
+type Metrics struct {
+	// Listen, when set, serves GET /metrics there and not on intake.
+	Listen string `yaml:"listen"`
 }
 
 // Stats tunes the hourly rollups (counts per source and destination per

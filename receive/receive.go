@@ -541,6 +541,9 @@ func absoluteURL(r *http.Request) *url.URL {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	// Answers may echo what the caller sent (a source's name in a 404):
+	// never let a browser sniff them into something else.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

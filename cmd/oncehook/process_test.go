@@ -475,3 +475,38 @@ func TestKillNineBeforeOutcomesCommitRepeatsOnlyThoseAttempts(t *testing.T) {
 		}
 	}
 }
+
+// metrics.listen moves GET /metrics off the intake listener: intake is for
+// providers, on the internet, and the metrics name every source and
+// destination and show queue depths.
+func TestMetricsListenMovesMetricsOffIntake(t *testing.T) {
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, "metrics: {listen: 127.0.0.1:0}")
+	f.Close()
+	p := startProcess(t, dir, "--config", cfg)
+	re := regexp.MustCompile(`metrics: (http://\S+/metrics)`)
+	if !testenv.WaitFor(5*time.Second, func() bool { return re.MatchString(p.stdout.String()) }) {
+		t.Fatalf("no metrics line:\n%s", p.stdout)
+	}
+	get := func(u string) (int, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := get(re.FindStringSubmatch(p.stdout.String())[1]); status != 200 || !strings.Contains(body, "oncehook_") {
+		t.Fatalf("metrics on metrics.listen: %d %.200s", status, body)
+	}
+	if status, _ := get(p.URL + "/metrics"); status != http.StatusNotFound {
+		t.Fatalf("metrics still on intake: %d", status)
+	}
+}

@@ -130,6 +130,23 @@ Write a real config with: oncehook init
 			fmt.Fprintln(stdout, "  warning:", w)
 		}
 	}
+	if cfg.Metrics.Listen != "" {
+		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			ln.Close()
+			for _, l := range apiLns {
+				l.Close()
+			}
+			gw.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		fmt.Fprintf(stdout, "  metrics: http://%s/metrics (metrics.listen; not on intake)\n", mln.Addr())
+		go func() {
+			if err := gw.ServeMetrics(ctx, mln); err != nil {
+				log.Error("metrics listener", "err", err)
+			}
+		}()
+	}
 	log.Info("serving", "addr", addr, "store", store, "demo", demo)
 	err = gw.Serve(ctx, ln, apiLns...)
 	log.Info("stopped")

@@ -81,10 +81,12 @@ func (a *Auth) Check(value string) (Caller, bool) {
 	return found, ok
 }
 
-// Bearer returns the token of an Authorization: Bearer header.
+// Bearer returns the token of an Authorization: Bearer header. The scheme
+// is case-insensitive (RFC 9110, section 11.1): "bearer" and "BEARER" are
+// "Bearer".
 func Bearer(r *http.Request) string {
-	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, v, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return ""
 	}
 	return strings.TrimSpace(v)
