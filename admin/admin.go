@@ -773,10 +773,7 @@ func (s *Service) ResetEffect(ctx context.Context, key string) error {
 	if s.opts.Effects == nil {
 		return fmt.Errorf("effects ledger: %w", ErrNotFound)
 	}
-	if err := s.opts.Effects.Reset(ctx, key); err != nil {
-		return err
-	}
-	return s.admin.RecordAudit(ctx, s.audit(ctx, "effect_reset", "effect "+key))
+	return s.opts.Effects.ResetAudited(ctx, key, s.audit(ctx, "effect_reset", "effect "+key))
 }
 
 func contains(list []string, v string) bool {

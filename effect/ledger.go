@@ -400,10 +400,17 @@ func (l *Local) Renew(ctx context.Context, key, token string, lease time.Duratio
 // Reset reopens a failed or expired record: an operator's deliberate
 // second chance. Claims then take it as the next attempt.
 func (l *Local) Reset(ctx context.Context, key string) error {
+	return l.ResetAudited(ctx, key, store.AuditEntry{})
+}
+
+// ResetAudited is Reset with its audit entry written in the reset's own
+// transaction (and only when the reset happened): how an operator's
+// reset, from the API, the dashboard or the CLI, is recorded.
+func (l *Local) ResetAudited(ctx context.Context, key string, audit store.AuditEntry) error {
 	if err := ValidKey(key); err != nil {
 		return err
 	}
-	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectReset, Key: key})
+	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectReset, Key: key, Audit: audit})
 	if err != nil {
 		return err
 	}

@@ -50,9 +50,6 @@ type Admin interface {
 	EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error)
 	// ListAudit lists the audit log newest first; Before pages.
 	ListAudit(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
-	// RecordAudit writes an entry for a change made elsewhere (the effects
-	// ledger's reset).
-	RecordAudit(ctx context.Context, e AuditEntry) error
 }
 
 // Unwrapper is a layer in front of a store (Redis) that hands out the store

@@ -53,6 +53,11 @@ type EffectOp struct {
 	// Retention is how long a final record is kept (done, failed, expired),
 	// for later claims to get its result back. It is the backend's to sweep.
 	Retention time.Duration
+	// Audit, when its Action is set (an operator's Reset), is written to
+	// the audit log in the op's own transaction, at op.Now with Count 1,
+	// when the op changed the record (EffectOK), and not otherwise: the log
+	// says what happened, and holds nothing that did not.
+	Audit AuditEntry
 }
 
 // EffectStatus is the answer to an EffectOp.

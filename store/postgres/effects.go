@@ -143,6 +143,13 @@ func applyEffect(ctx context.Context, tx pgx.Tx, op store.EffectOp) (store.Effec
 				return store.EffectResult{}, err
 			}
 		}
+		if a := op.Audit; a.Action != "" && res.Status == store.EffectOK {
+			// op.Now is on the database's clock already.
+			if _, err := tx.Exec(ctx, `INSERT INTO audit (at, actor, action, target, count) VALUES ($1, $2, $3, $4, 1)`,
+				op.Now, a.Actor, a.Action, a.Target); err != nil {
+				return store.EffectResult{}, err
+			}
+		}
 		return res, nil
 	}
 }

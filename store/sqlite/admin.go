@@ -474,12 +474,6 @@ func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store
 	return out, rows.Err()
 }
 
-// RecordAudit implements store.Admin.
-func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
-	_, err := s.change(ctx, false, e, time.Now(), func(*sql.Tx) (int, error) { return e.Count, nil })
-	return err
-}
-
 // EffectCounts implements store.Admin.
 func (s *Store) EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error) {
 	return s.countBy(ctx, "count effects", `SELECT state, COUNT(*) FROM effects GROUP BY state

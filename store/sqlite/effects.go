@@ -30,6 +30,7 @@ const (
 	endAttemptSQL = `UPDATE effect_attempts SET ended_at = ?, outcome = ?, error = ?
 		WHERE key = ? AND attempt = ? AND ended_at IS NULL`
 	startAttemptSQL = `INSERT INTO effect_attempts (key, attempt, claimed_at) VALUES (?, ?, ?)`
+	auditEffectSQL  = `INSERT INTO audit (at, actor, action, target, count) VALUES (?, ?, ?, ?, 1)`
 )
 
 // effectDB runs those statements: prepared, on the writer, or as text.
@@ -147,6 +148,11 @@ func applyEffect(ctx context.Context, tx effectDB, op store.EffectOp) (store.Eff
 	if a := ch.Start; a != nil {
 		if err := tx.exec(ctx, startAttemptSQL, op.Key, a.Attempt, ms(a.ClaimedAt)); err != nil {
 			return store.EffectResult{}, failed("record effect attempt", err)
+		}
+	}
+	if a := op.Audit; a.Action != "" && res.Status == store.EffectOK {
+		if err := tx.exec(ctx, auditEffectSQL, ms(op.Now), a.Actor, a.Action, a.Target); err != nil {
+			return store.EffectResult{}, failed("audit", err)
 		}
 	}
 	return res, nil

@@ -106,7 +106,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		*dst = st
 	}
 	s.stmt.effects = map[string]*sql.Stmt{}
-	for _, query := range []string{loadEffectSQL, upsertEffectSQL, endAttemptSQL, startAttemptSQL} {
+	for _, query := range []string{loadEffectSQL, upsertEffectSQL, endAttemptSQL, startAttemptSQL, auditEffectSQL} {
 		st, err := s.write.PrepareContext(ctx, query)
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare: %w", err)

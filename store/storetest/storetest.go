@@ -70,6 +70,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectReleaseFailResetAndTakeOver", testEffectTakeOver},
 		{"EffectFingerprintAndDeadline", testEffectGuards},
 		{"EffectTextIsKeptAsWritten", testEffectText},
+		{"EffectResetIsAuditedInItsTransaction", testEffectResetAudit},
 		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
 		{"EffectReconciliationListAndSweep", testEffectList},
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
@@ -867,6 +868,33 @@ func testEffectText(t *testing.T, s store.Store) {
 	}
 	if rec.Fingerprint != text || rec.Error != text || len(rec.Attempts) != 1 || rec.Attempts[0].Error != text {
 		t.Fatalf("kept fingerprint %q, error %q, attempts %+v; want %q each", rec.Fingerprint, rec.Error, rec.Attempts, text)
+	}
+}
+
+// An operator's reset writes its audit entry in the reset's transaction,
+// counting the one record it reopened; a reset that changes nothing (the
+// record is not failed) writes none. Before, the entry came after, in a
+// transaction of its own, with count 0.
+func testEffectResetAudit(t *testing.T, s store.Store) {
+	a, ok := store.AdminOf(s)
+	if !ok {
+		t.Fatal("no admin")
+	}
+	claim := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "audited", Lease: time.Minute})
+	effectOp(t, s, store.EffectOp{Kind: store.EffectFail, Key: "audited", Token: claim.Record.Token, Error: "no"})
+	entry := store.AuditEntry{Actor: "token:ops", Action: "effect_reset", Target: "effect audited"}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectReset, Key: "audited", Audit: entry}); r.Status != store.EffectOK {
+		t.Fatalf("reset %+v", r)
+	}
+	if r := effectOp(t, s, store.EffectOp{Kind: store.EffectReset, Key: "audited", Audit: entry}); r.Status != store.EffectConflict {
+		t.Fatalf("a second reset %+v, want a conflict", r)
+	}
+	log, err := a.ListAudit(context.Background(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 1 || log[0].Action != "effect_reset" || log[0].Count != 1 || log[0].Actor != "token:ops" || log[0].Target != "effect audited" {
+		t.Fatalf("audit log %+v, want one effect_reset of count 1", log)
 	}
 }
 
