@@ -335,6 +335,9 @@ type page struct {
 	L      Lang
 	CSRF   string
 	Caller string
+	// ReadOnly hides what the session's token may not do (Replay, Retry,
+	// Purge, Pause, Reset), instead of showing buttons that answer 403.
+	ReadOnly bool
 	Nav    string
 	Flash  string
 	Data   any
@@ -345,7 +348,7 @@ type page struct {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, s session, data any) {
 	p := page{L: d.lang(w, r), Nav: name, Data: data, Now: d.opts.Now(), Flash: r.URL.Query().Get("done")}
 	if s.token != "" {
-		p.CSRF, p.Caller = d.csrf(s), s.caller.Name
+		p.CSRF, p.Caller, p.ReadOnly = d.csrf(s), s.caller.Name, s.caller.ReadOnly
 	}
 	q := r.URL.Query()
 	q.Del("lang")

@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -265,5 +267,39 @@ sources: [{name: demo, preset: stripe, secrets: [x]}]
 	_, body = get(t, browser(t), startGateway(t).APIURL+"/ui/login")
 	if !strings.Contains(body, "from api.tokens in your configuration") {
 		t.Fatalf("a configured gateway's login page: %s", body)
+	}
+}
+
+// Found from outside: read-only sessions saw Replay, Retry, Purge, Pause
+// and Reset, which answered 403 when pressed. They see none of them, and
+// are told why; a token that may act sees them all.
+func TestReadOnlySessionsSeeNoActions(t *testing.T) {
+	gw := startGateway(t)
+	post(t, gw.URL+"/in/stripe", `{"id":"evt_ro","type":"invoice.paid"}`)
+	list, err := gw.Admin().Events(t.Context(), admin.EventFilter{Source: "stripe"})
+	if err != nil || len(list.Events) != 1 {
+		t.Fatalf("events %+v %v", list, err)
+	}
+	pages := []string{fmt.Sprintf("events/%d", list.Events[0].ID), "events", "dead-letters", "destinations", "effects"}
+	actions := regexp.MustCompile(`<form method="post" action="/ui/(events/[^"]*replay|dead-letters/(retry|purge)|destinations/[^"]+/(pause|resume)|effects/reset)"`)
+	ro, _ := login(t, gw, viewer)
+	ops, _ := login(t, gw, token)
+	seen := 0
+	for _, p := range pages {
+		resp, body := get(t, ro, gw.APIURL+"/ui/"+p)
+		if resp.StatusCode != 200 {
+			t.Fatalf("read-only %s: %d", p, resp.StatusCode)
+		}
+		if m := actions.FindString(body); m != "" {
+			t.Errorf("read-only %s shows %s", p, m)
+		}
+		_, body = get(t, ops, gw.APIURL+"/ui/"+p)
+		seen += len(actions.FindAllString(body, -1))
+	}
+	if seen < 4 {
+		t.Fatalf("a token that may act saw %d action forms: the check above proves nothing", seen)
+	}
+	if _, body := get(t, ro, gw.APIURL+"/ui/dead-letters"); !strings.Contains(body, `id="read-only"`) {
+		t.Error("the read-only dead letters page does not say why it has no actions")
 	}
 }
