@@ -338,11 +338,11 @@ type page struct {
 	// ReadOnly hides what the session's token may not do (Replay, Retry,
 	// Purge, Pause, Reset), instead of showing buttons that answer 403.
 	ReadOnly bool
-	Nav    string
-	Flash  string
-	Data   any
-	Path   string // the current path and query, for the language switch
-	Now    time.Time
+	Nav      string
+	Flash    string
+	Data     any
+	Path     string // the current path and query, for the language switch
+	Now      time.Time
 }
 
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, s session, data any) {
