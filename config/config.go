@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -263,8 +264,9 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 // Any other use of $ is an error naming the field, so that no secret can
 // silently become the text "${NOPE:-x}" or "$SECRET". An expanded value is
 // never expanded again.
-func expandEnv(root *yaml.Node, lookup func(string) (string, bool)) []error {
+func expandEnv(root *yaml.Node, lookup func(string) (string, bool)) ([]error, pathSet) {
 	var errs []error
+	var paths pathSet
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
@@ -274,7 +276,8 @@ func expandEnv(root *yaml.Node, lookup func(string) (string, bool)) []error {
 			}
 			v, err := expandValue(n.Value, lookup)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				errs = append(errs, fmt.Errorf("%s: %w (line %d)", path, err, n.Line))
+				paths = append(paths, path)
 				return
 			}
 			// The value is text, whatever YAML would make of it ("true",
@@ -291,7 +294,7 @@ func expandEnv(root *yaml.Node, lookup func(string) (string, bool)) []error {
 		}
 	}
 	walk(root, "")
-	return errs
+	return errs, paths
 }
 
 func join(path, field string) string {
@@ -405,11 +408,12 @@ func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("line %d: the config must be a mapping of settings (listen, store, sources, destinations, ...)", root.Line)
 	}
-	if errs := expandEnv(root, lookupEnv); len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
+	// Every error at once, each with its field and line: the environment
+	// references, then the fields' names and types, then what they say.
+	lines := linesOf(root)
+	envErrs, envPaths := expandEnv(root, lookupEnv)
 	if errs := checkNode(root, reflect.TypeFor[Config](), ""); len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errors.Join(append(envErrs, errs...)...)
 	}
 	var cfg Config
 	if err := root.Decode(&cfg); err != nil {
@@ -418,10 +422,76 @@ func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	errs := envErrs
+	for _, err := range cfg.validate(lines) {
+		// A field whose reference did not expand is already reported;
+		// what validation says of its unexpanded text is only the echo.
+		if !envPaths.covers(err.Error()) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &cfg, nil
+}
+
+// fieldLines maps a field's path (sources[0].preset) to its line.
+type fieldLines map[string]int
+
+// linesOf reads every field's line from the document.
+func linesOf(root *yaml.Node) fieldLines {
+	lines := fieldLines{}
+	var walk func(n *yaml.Node, path string, line int)
+	walk = func(n *yaml.Node, path string, line int) {
+		if path != "" {
+			lines[path] = line
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], join(path, n.Content[i].Value), n.Content[i].Line)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i), c.Line)
+			}
+		}
+	}
+	walk(root, "", root.Line)
+	return lines
+}
+
+// at is " (line N)" for path, or for the nearest enclosing field written
+// in the file (a default has no line of its own); "" without lines.
+func (l fieldLines) at(path string) string {
+	for p := path; p != ""; {
+		if n, ok := l[p]; ok {
+			return fmt.Sprintf(" (line %d)", n)
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return ""
+}
+
+// pathSet is the fields whose environment references failed.
+type pathSet []string
+
+// covers reports whether an error (written "path: ...") is about one of
+// the set's fields, or a field inside or around one.
+func (s pathSet) covers(msg string) bool {
+	field, _, _ := strings.Cut(msg, ": ")
+	for _, p := range s {
+		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") ||
+			strings.HasPrefix(p, field+".") || strings.HasPrefix(p, field+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
@@ -522,8 +592,18 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
 
 // suggest names the known field closest to a misspelled one.
 func suggest(key string, fields map[string]reflect.Type) string {
-	best, bestDist := "", 3
+	names := make([]string, 0, len(fields))
 	for name := range fields {
+		names = append(names, name)
+	}
+	return suggestOne(key, names)
+}
+
+// suggestOne names the known word closest to a misspelled one, if any is
+// close: "; did you mean stripe?".
+func suggestOne(key string, known []string) string {
+	best, bestDist := "", 3
+	for _, name := range known {
 		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {
 			best, bestDist = name, d
 		}
@@ -650,10 +730,14 @@ func (s *Source) ProviderOptions() provider.Options {
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // Validate checks the configuration and names the field at fault.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return errors.Join(c.validate(nil)...) }
+
+// validate is Validate, each error also naming the line of its field (or
+// of the nearest enclosing field written in the file) when lines is set.
+func (c *Config) validate(lines fieldLines) []error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%s: %s%s", field, fmt.Sprintf(format, args...), lines.at(field)))
 	}
 	switch c.StoreKind() {
 	case "sqlite":
@@ -739,7 +823,7 @@ func (c *Config) Validate() error {
 		lease := time.Duration(c.Delivery.Lease)
 		if margin := deliver.AttemptMargin(lease); lease < time.Duration(d.Timeout)+margin {
 			fail("delivery.lease", "%s is shorter than %s's timeout (%s) plus a %s margin: an attempt would outlive its lease and be made twice at once; use at least %s",
-				lease, f, time.Duration(d.Timeout), margin, time.Duration(d.Timeout)+deliver.LeaseMargin)
+				lease, f, time.Duration(d.Timeout), margin, deliver.MinLease(time.Duration(d.Timeout)))
 		}
 	}
 	sources := map[string]bool{}
@@ -754,10 +838,18 @@ func (c *Config) Validate() error {
 			fail(f+".name", "%q is used twice", s.Name)
 		}
 		sources[s.Name] = true
-		if s.Preset == "" {
+		presetOK := false
+		switch {
+		case s.Preset == "":
 			fail(f+".preset", "required (one of %v)", provider.Names())
-		} else if _, err := provider.New(s.Preset, s.ProviderOptions()); err != nil {
-			fail(f, "%v", err)
+		case !slices.Contains(provider.Names(), s.Preset):
+			fail(f+".preset", "unknown preset %q%s (one of %v)", s.Preset, suggestOne(s.Preset, provider.Names()), provider.Names())
+		default:
+			if _, err := provider.New(s.Preset, s.ProviderOptions()); err != nil {
+				fail(f, "%v", err)
+			} else {
+				presetOK = true
+			}
 		}
 		for j, sec := range s.Secrets {
 			if sec == "" {
@@ -770,7 +862,9 @@ func (c *Config) Validate() error {
 		if s.OnBadSignature != "reject" && s.OnBadSignature != "discard" {
 			fail(f+".on_bad_signature", "%q: want reject or discard", s.OnBadSignature)
 		}
-		if s.Window <= 0 {
+		if s.Window <= 0 && presetOK {
+			// Without a working preset the window has no default yet: its
+			// error is the preset's, not a second one here.
 			fail(f+".window", "must be positive")
 		}
 		named := map[string]bool{}
@@ -784,7 +878,7 @@ func (c *Config) Validate() error {
 			named[d] = true
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // StoreKind is "sqlite", "postgres", or "" for an unknown store URL.

@@ -271,3 +271,57 @@ func TestRedactHidesCredentials(t *testing.T) {
 		}
 	}
 }
+
+// Found from outside: validate's advice and reports. Every error comes at
+// once, each with its field and line; an unknown preset is a .preset error
+// with a suggestion; a source whose preset failed gets no echo about its
+// window; the lease advice is a lease that validates.
+func TestValidateReportsEveryErrorWithItsLine(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	_, err := config.Parse([]byte(`store: ${NOPE_STORE}
+sources:
+  - {name: a, preset: strpe, secrets: [x], destinations: [app]}
+  - name: gh
+    preset: github
+    secrets: []
+  - {name: c, preset: stripe, secrets: ["${NOPE_SECRET}"]}
+destinations:
+  - name: app
+    url: "ftp://h/x"
+    timeout: 9s
+delivery:
+  lease: 10s
+`), env)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"store: ", "NOPE_STORE", "(line 1)",
+		`sources[0].preset: unknown preset "strpe"; did you mean stripe?`, "(line 3)",
+		"sources[1]: ", "(line 4)",
+		"sources[2].secrets[0]: ", "NOPE_SECRET", "(line 7)",
+		"destinations[0].url: ", "(line 10)",
+		"delivery.lease: 10s is shorter", "use at least 12s", "(line 13)",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors lack %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "window") {
+		t.Errorf("a source whose preset failed also reported its window:\n%s", msg)
+	}
+	// The advice validates.
+	if _, err := config.Parse([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
+destinations: [{name: app, url: "http://h", timeout: 9s}]
+delivery: {lease: 12s}
+`), env); err != nil {
+		t.Fatalf("the advised lease: %v", err)
+	}
+	if _, err := config.Parse([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
+destinations: [{name: app, url: "http://h", timeout: 9s}]
+delivery: {lease: 11s}
+`), env); err == nil || !strings.Contains(err.Error(), "use at least 12s") {
+		t.Fatalf("a lease of 11s for 9s: %v", err)
+	}
+}

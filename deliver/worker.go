@@ -60,6 +60,21 @@ const LeaseMargin = 5 * time.Second
 // is bounded by both.
 func AttemptMargin(lease time.Duration) time.Duration { return min(LeaseMargin, lease/5) }
 
+// MinLease is the shortest lease that covers an attempt of timeout plus
+// its margin (lease >= timeout + AttemptMargin(lease)), rounded up to a
+// whole second: what the config advises when a lease is too short.
+func MinLease(timeout time.Duration) time.Duration {
+	l := timeout + LeaseMargin
+	if timeout < 4*LeaseMargin {
+		l = (timeout*5 + 3) / 4 // lease - lease/5 >= timeout
+	}
+	l = (l + time.Second - 1).Truncate(time.Second)
+	for l < timeout+AttemptMargin(l) { // integer rounding
+		l += time.Second
+	}
+	return l
+}
+
 // Writer is where a worker's outcomes go and where it gets deliveries: the
 // gateway's group committer. Outcomes are committed with the writer's next
 // transaction; WantDue asks it to lease deliveries that are due in the
