@@ -45,9 +45,12 @@ type Finding struct {
 	Message string `json:"message"`
 	// Fields are the body fields involved: those that differ.
 	Fields []string `json:"fields"`
-	// Events is how many sampled events show it; Keys, some of their keys.
-	Events int      `json:"events"`
-	Keys   []string `json:"keys"`
+	// Events is how many sampled events show it, of Sampled; Keys, some of
+	// their keys. (Message says it in English; the dashboard writes it in
+	// the reader's language from these fields.)
+	Events  int      `json:"events"`
+	Sampled int      `json:"sampled"`
+	Keys    []string `json:"keys"`
 }
 
 // SourceDiagnosis is the doctor's answer for one source.
@@ -243,7 +246,7 @@ func (s *Service) diagnose(ctx context.Context, source string) (SourceDiagnosis,
 		if len(fs) > 0 {
 			apart = "the same body apart from " + strings.Join(fs, ", ")
 		}
-		d.Findings = append(d.Findings, Finding{Kind: FindingPerDelivery, Fields: fs, Events: perDeliveryEvents, Keys: keys,
+		d.Findings = append(d.Findings, Finding{Kind: FindingPerDelivery, Fields: fs, Events: perDeliveryEvents, Sampled: len(bodies), Keys: keys,
 			Message: fmt.Sprintf("%d of %d recent events share %s with an event of another key: the key seems to hold a per-delivery value, so every resend looks new and gets through",
 				perDeliveryEvents, len(bodies), apart)})
 	}
@@ -287,7 +290,7 @@ func (s *Service) diagnose(ctx context.Context, source string) (SourceDiagnosis,
 	}
 	if coarse > 0 {
 		fs := sortedKeys(coarseFields)
-		d.Findings = append(d.Findings, Finding{Kind: FindingTooCoarse, Fields: fs, Events: coarse, Keys: coarseKeys,
+		d.Findings = append(d.Findings, Finding{Kind: FindingTooCoarse, Fields: fs, Events: coarse, Sampled: d.SampledDuplicates, Keys: coarseKeys,
 			Message: fmt.Sprintf("%d of %d recent duplicates differ from the stored event in %s: the key seems too coarse, so real changes are dropped as duplicates",
 				coarse, d.SampledDuplicates, strings.Join(fs, ", "))})
 	}

@@ -405,6 +405,21 @@ type pair struct{ A, B any }
 var funcs = template.FuncMap{
 	"pair":  func(a, b any) pair { return pair{a, b} },
 	"langs": Langs,
+	// target writes an audit entry's target in the reader's language: its
+	// leading word (event, destination, effect) or the whole of a bulk
+	// target ("all events") is the catalog's; the rest (an id, a name, a
+	// filter) is data, shown as it is.
+	"target": func(l Lang, t string) string {
+		for _, whole := range []string{"all events", "all dead letters"} {
+			if t == whole {
+				return l.T("target." + strings.ReplaceAll(whole, " ", "_"))
+			}
+		}
+		if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "destination" || word == "effect") {
+			return l.T("target."+word) + " " + rest
+		}
+		return t
+	},
 	"ts": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
