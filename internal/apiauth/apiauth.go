@@ -64,6 +64,18 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
+// ByName returns the caller of the token named name: a dashboard session
+// keeps the token's name, and a token removed from the config ends its
+// sessions.
+func (a *Auth) ByName(name string) (Caller, bool) {
+	for _, t := range a.tokens {
+		if t.name == name {
+			return Caller{Name: t.name, ReadOnly: t.readOnly}, true
+		}
+	}
+	return Caller{}, false
+}
+
 // Check returns the caller a token value belongs to. Every configured token
 // is compared, in constant time, whatever matches first.
 func (a *Auth) Check(value string) (Caller, bool) {

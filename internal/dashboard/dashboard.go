@@ -8,10 +8,12 @@
 // Content-Security-Policy (no inline script or style at all). Charts are
 // SVG drawn on the server.
 //
-// Login takes an API token and keeps it in an HttpOnly, SameSite=Strict
-// cookie; every action is a POST carrying a CSRF token derived from the
-// session, and is written to the audit log under the token's name, as the
-// API's are.
+// Login takes an API token and starts a session kept in the store (so that
+// every replica accepts it and a logout ends it everywhere); the cookie
+// holds only the session's random id, HttpOnly and SameSite=Strict, Secure
+// and __Host- prefixed when the request came over TLS. Every action is a
+// POST carrying the session's own CSRF token, and is written to the audit
+// log under the token's name, as the API's are.
 package dashboard
 
 import (
@@ -27,7 +29,9 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -36,6 +40,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -49,8 +54,10 @@ var staticFS embed.FS
 const Prefix = "/ui"
 
 const (
-	sessionCookie = "oncehook_session"
-	langCookie    = "oncehook_lang"
+	sessionCookie       = "oncehook_session"        // over plain HTTP, Path=/ui
+	secureSessionCookie = "__Host-oncehook_session" // over TLS: Secure, Path=/, no Domain
+	langCookie          = "oncehook_lang"
+	sessionTTL          = 12 * time.Hour
 )
 
 // CSP is the dashboard's Content-Security-Policy: its own script and
@@ -65,6 +72,12 @@ type Options struct {
 	Auth    *apiauth.Auth
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Sessions keeps sign-ins (the store's: see store.Sessions).
+	Sessions store.Sessions
+	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto and
+	// X-Forwarded-For are believed: a request that came over TLS to such a
+	// proxy gets a Secure cookie, and failed logins count per client.
+	TrustedProxies []netip.Prefix
 	// Demo says the gateway runs the demo: its token is not in any config
 	// file but printed in the console, and the login page says so.
 	Demo bool
@@ -75,10 +88,10 @@ type Dashboard struct {
 	opts  Options
 	pages map[string]*template.Template
 	mux   *http.ServeMux
-	key   [32]byte // signs CSRF tokens
 
-	mu    sync.Mutex
-	links map[string]loginLink // one-time login links
+	mu       sync.Mutex
+	links    map[string]loginLink // one-time login links
+	failures map[string]*failures // failed logins per client address
 }
 
 type loginLink struct {
@@ -94,10 +107,10 @@ func New(opts Options) (*Dashboard, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}}
-	if _, err := rand.Read(d.key[:]); err != nil {
-		return nil, err
+	if opts.Sessions == nil {
+		return nil, errors.New("dashboard: no session store")
 	}
+	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}, failures: map[string]*failures{}}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, err
@@ -183,34 +196,57 @@ func (d *Dashboard) LoginLink(token string, ttl time.Duration) string {
 
 type session struct {
 	caller apiauth.Caller
-	token  string
+	idHash string
+	csrf   string
 }
 
 type sessionKey struct{}
 
-func (d *Dashboard) sessionOf(r *http.Request) (session, bool) {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return session{}, false
+// sessionOf finds the request's session in the store. A store that cannot
+// answer is an error (503), not a logout.
+func (d *Dashboard) sessionOf(r *http.Request) (session, bool, error) {
+	var id string
+	for _, name := range []string{secureSessionCookie, sessionCookie} {
+		if c, err := r.Cookie(name); err == nil && c.Value != "" {
+			id = c.Value
+			break
+		}
 	}
-	caller, ok := d.opts.Auth.Check(c.Value)
-	return session{caller: caller, token: c.Value}, ok
+	if id == "" || len(id) > 128 {
+		return session{}, false, nil
+	}
+	ss, err := d.opts.Sessions.Session(r.Context(), hashID(id), d.opts.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return session{}, false, nil
+	}
+	if err != nil {
+		return session{}, false, err
+	}
+	caller, ok := d.opts.Auth.ByName(ss.Token)
+	if !ok {
+		return session{}, false, nil // the token left the config: so did its sessions
+	}
+	return session{caller: caller, idHash: ss.IDHash, csrf: ss.CSRF}, true, nil
 }
 
-// csrf is the session's CSRF token: a MAC of the session under a key of
-// this process (a restart, or another replica, asks for a reload).
-func (d *Dashboard) csrf(s session) string {
-	m := hmac.New(sha256.New, d.key[:])
-	m.Write([]byte("csrf\x00" + s.token))
-	return hex.EncodeToString(m.Sum(nil)[:16])
+func hashID(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(h[:])
 }
+
+// csrf is the session's CSRF token, made with it and kept in the store.
+func (d *Dashboard) csrf(s session) string { return s.csrf }
 
 // authed runs h for a logged-in session; a POST must also carry the CSRF
 // token and come from this origin, and a read-only token may not change
 // anything.
 func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ok := d.sessionOf(r)
+		s, ok, err := d.sessionOf(r)
+		if err != nil {
+			d.failErr(w, r, err)
+			return
+		}
 		if !ok {
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
@@ -266,7 +302,7 @@ func (d *Dashboard) lang(w http.ResponseWriter, r *http.Request) Lang {
 }
 
 func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := d.sessionOf(r); ok {
+	if _, ok, _ := d.sessionOf(r); ok {
 		http.Redirect(w, r, next(r.URL.Query().Get("next")), http.StatusFound)
 		return
 	}
@@ -281,9 +317,98 @@ func next(v string) string {
 	return v
 }
 
-func (d *Dashboard) setSession(w http.ResponseWriter, r *http.Request, token string) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+// setSession starts a session for the token's caller: a random id in the
+// cookie, its digest and a CSRF token of its own in the store.
+func (d *Dashboard) setSession(w http.ResponseWriter, r *http.Request, caller apiauth.Caller) error {
+	var id, csrf [32]byte
+	rand.Read(id[:])
+	rand.Read(csrf[:])
+	value := base64.RawURLEncoding.EncodeToString(id[:])
+	now := d.opts.Now()
+	if err := d.opts.Sessions.CreateSession(r.Context(), store.Session{IDHash: hashID(value), Token: caller.Name,
+		CSRF: hex.EncodeToString(csrf[:16]), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}); err != nil {
+		return err
+	}
+	http.SetCookie(w, d.sessionCookie(r, value, int(sessionTTL/time.Second)))
+	return nil
+}
+
+// sessionCookie is the session's cookie: over TLS (directly, or to a
+// trusted proxy that says so) Secure and __Host- prefixed, which pins it
+// to this host and path /; over plain HTTP (loopback, a dev machine) the
+// browser would not send a Secure cookie back.
+func (d *Dashboard) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	c := &http.Cookie{Name: sessionCookie, Value: value, Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: maxAge}
+	if d.overTLS(r) {
+		c.Name, c.Path, c.Secure = secureSessionCookie, "/", true
+	}
+	return c
+}
+
+// overTLS reports whether the browser reached us over TLS: directly, or
+// through a trusted proxy that terminated it (X-Forwarded-Proto: https).
+func (d *Dashboard) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	return d.fromTrustedProxy(r) && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
+}
+
+func (d *Dashboard) fromTrustedProxy(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, p := range d.opts.TrustedProxies {
+		if p.Contains(ip.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// Failed logins: at most maxFailures per client address in failureWindow;
+// past that, 429 until the window has passed. Guessing a 16-character
+// token is hopeless anyway; this keeps a script from filling the log.
+const (
+	maxFailures   = 10
+	failureWindow = 10 * time.Minute
+)
+
+type failures struct {
+	n     int
+	since time.Time
+}
+
+// tooManyFailures reports whether client is over the limit now.
+func (d *Dashboard) tooManyFailures(client string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.failures[client]
+	return f != nil && f.n >= maxFailures && d.opts.Now().Sub(f.since) < failureWindow
+}
+
+func (d *Dashboard) failedLogin(client string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.opts.Now()
+	if len(d.failures) > 10000 { // bounded: forget the old ones
+		for c, f := range d.failures {
+			if now.Sub(f.since) >= failureWindow {
+				delete(d.failures, c)
+			}
+		}
+	}
+	f := d.failures[client]
+	if f == nil || now.Sub(f.since) >= failureWindow {
+		f = &failures{since: now}
+		d.failures[client] = f
+	}
+	f.n++
 }
 
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
@@ -292,13 +417,24 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
 		return
 	}
+	client := receive.ClientAddr(r, d.opts.TrustedProxies)
+	if d.tooManyFailures(client) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(failureWindow/time.Second)))
+		d.fail(w, r, http.StatusTooManyRequests, "too_many_logins")
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	if _, ok := d.opts.Auth.Check(token); !ok {
-		d.opts.Logger.Warn("dashboard: login with an unknown token", "remote", r.RemoteAddr)
+	caller, ok := d.opts.Auth.Check(token)
+	if !ok {
+		d.failedLogin(client)
+		d.opts.Logger.Warn("dashboard: login with an unknown token", "client", client)
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true, "Demo": d.opts.Demo})
 		return
 	}
-	d.setSession(w, r, token)
+	if err := d.setSession(w, r, caller); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
 	http.Redirect(w, r, next(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -319,12 +455,26 @@ func (d *Dashboard) loginByLink(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true, "Demo": d.opts.Demo})
 		return
 	}
-	d.setSession(w, r, l.token)
+	caller, ok := d.opts.Auth.Check(l.token)
+	if !ok {
+		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true, "Demo": d.opts.Demo})
+		return
+	}
+	if err := d.setSession(w, r, caller); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
 	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
 }
 
-func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, _ session) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+// logout ends the session in the store, on every replica at once, and
+// clears the cookie.
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, s session) {
+	if err := d.opts.Sessions.DeleteSession(r.Context(), s.idHash); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	http.SetCookie(w, d.sessionCookie(r, "", -1))
 	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
 }
 
@@ -347,7 +497,7 @@ type page struct {
 
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, s session, data any) {
 	p := page{L: d.lang(w, r), Nav: name, Data: data, Now: d.opts.Now(), Flash: r.URL.Query().Get("done")}
-	if s.token != "" {
+	if s.idHash != "" {
 		p.CSRF, p.Caller, p.ReadOnly = d.csrf(s), s.caller.Name, s.caller.ReadOnly
 	}
 	q := r.URL.Query()
@@ -371,7 +521,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 }
 
 func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, status int, reason string) {
-	s, _ := d.sessionOf(r)
+	s, _, _ := d.sessionOf(r) // a store that cannot answer shows the page signed out
 	d.render(w, r, status, "error", s, map[string]any{"Status": status, "Reason": reason})
 }
 

@@ -71,6 +71,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectFingerprintAndDeadline", testEffectGuards},
 		{"EffectTextIsKeptAsWritten", testEffectText},
 		{"EffectResetIsAuditedInItsTransaction", testEffectResetAudit},
+		{"SessionsEndAtLogoutAndExpiry", replicas(testSessions)},
 		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
 		{"EffectReconciliationListAndSweep", testEffectList},
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
@@ -895,6 +896,41 @@ func testEffectResetAudit(t *testing.T, s store.Store) {
 	}
 	if len(log) != 1 || log[0].Action != "effect_reset" || log[0].Count != 1 || log[0].Actor != "token:ops" || log[0].Target != "effect audited" {
 		t.Fatalf("audit log %+v, want one effect_reset of count 1", log)
+	}
+}
+
+// A session made on one replica is accepted on every other, until it
+// expires or is deleted (a logout) on any of them.
+func testSessions(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	a, ok := store.SessionsOf(stores[0])
+	if !ok {
+		t.Fatal("no sessions")
+	}
+	b, _ := store.SessionsOf(stores[len(stores)-1])
+	ss := store.Session{IDHash: "h1", Token: "ops", CSRF: "c1", CreatedAt: base, ExpiresAt: base.Add(time.Hour)}
+	if err := a.CreateSession(ctx, ss); err != nil {
+		t.Fatal(err)
+	}
+	a.CreateSession(ctx, store.Session{IDHash: "h2", Token: "viewer", CSRF: "c2", CreatedAt: base, ExpiresAt: base.Add(time.Hour)})
+	got, err := b.Session(ctx, "h1", base.Add(time.Minute))
+	if err != nil || got.Token != "ops" || got.CSRF != "c1" || !got.ExpiresAt.Equal(base.Add(time.Hour)) {
+		t.Fatalf("the session on another replica: %+v %v", got, err)
+	}
+	if _, err := b.Session(ctx, "h1", base.Add(time.Hour)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an expired session: %v", err)
+	}
+	if err := b.DeleteSession(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Session(ctx, "h1", base.Add(time.Minute)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a session after logout: %v", err)
+	}
+	if got, err := a.Session(ctx, "h2", base.Add(time.Minute)); err != nil || got.Token != "viewer" {
+		t.Fatalf("a logout ended another session: %+v %v", got, err)
+	}
+	if _, err := a.Session(ctx, "nope", base); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unknown session: %v", err)
 	}
 }
 

@@ -1,0 +1,126 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+func sessionCookieOf(t *testing.T, resp *http.Response) *http.Cookie {
+	t.Helper()
+	for _, c := range resp.Cookies() {
+		if strings.HasSuffix(c.Name, "oncehook_session") && c.Value != "" {
+			return c
+		}
+	}
+	t.Fatalf("no session cookie in %v", resp.Header["Set-Cookie"])
+	return nil
+}
+
+// Found from outside: the session cookie was the raw API token, a logout
+// revoked nothing, the CSRF token was the same for every session of one
+// token, and behind a TLS-terminating proxy the cookie was not Secure.
+// Sessions now live in the store: the cookie is a random id, a logout ends
+// it on every replica, each session has its own CSRF token, and over TLS
+// the cookie is Secure and __Host- prefixed.
+func TestSessionsAreServerSideAndEndAtLogout(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `
+store: sqlite://` + dir + `/shared.db
+trusted_proxies: [127.0.0.1/32, "::1/128"]
+api:
+  tokens:
+    - {name: ops, token: ` + token + `}
+sources:
+  - {name: stripe, preset: stripe, secrets: [` + secret + `], destinations: [app]}
+destinations:
+  - {name: app, url: http://127.0.0.1:9/never}
+`
+	one, two := oncehooktest.Start(t, cfg), oncehooktest.Start(t, cfg) // two replicas, one store
+
+	c, csrf := login(t, one, token)
+	u, _ := url.Parse(one.APIURL + "/ui/")
+	cookie := c.Jar.Cookies(u)[0]
+	if cookie.Value == token || strings.Contains(cookie.Value, token) {
+		t.Fatal("the cookie holds the API token")
+	}
+	// Another replica accepts the session.
+	other := browser(t)
+	req, _ := http.NewRequest(http.MethodGet, two.APIURL+"/ui/", nil)
+	req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
+	if resp, err := other.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the session on another replica: %v %v", resp, err)
+	}
+	// Each session has a CSRF token of its own.
+	c2, csrf2 := login(t, one, token)
+	if csrf == csrf2 {
+		t.Fatal("two sessions of one token share a CSRF token")
+	}
+	if resp, _ := postForm(t, c2, one.APIURL+"/ui/destinations/app/pause", url.Values{"csrf": {csrf}}, one.APIURL); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("one session's CSRF token in another session: %d", resp.StatusCode)
+	}
+	// A logout ends the session everywhere, also for a copy of the cookie.
+	postForm(t, c, one.APIURL+"/ui/logout", url.Values{"csrf": {csrf}}, one.APIURL)
+	for _, gw := range []*oncehooktest.Gateway{one, two} {
+		req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/ui/", nil)
+		req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
+		resp, err := browser(t).Do(req)
+		if err != nil || resp.StatusCode != http.StatusFound {
+			t.Fatalf("a copy of the cookie after logout: %v %v, want the login page", resp, err)
+		}
+	}
+	if resp, _ := get(t, c2, one.APIURL+"/ui/"); resp.StatusCode != 200 {
+		t.Fatalf("a logout ended another session: %d", resp.StatusCode)
+	}
+
+	// Through a trusted proxy that terminated TLS: Secure, __Host-, Path=/.
+	form := url.Values{"token": {token}, "next": {"/ui/"}}
+	req, _ = http.NewRequest(http.MethodPost, one.APIURL+"/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err := browser(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if sc := sessionCookieOf(t, resp); sc.Name != "__Host-oncehook_session" || !sc.Secure || sc.Path != "/" || sc.Domain != "" || !sc.HttpOnly {
+		t.Fatalf("over TLS at the proxy: %+v", sc)
+	}
+}
+
+// A client address that fails to log in ten times in ten minutes is
+// refused for a while, even with a right token then.
+func TestFailedLoginsAreLimitedPerClient(t *testing.T) {
+	gw := startGateway(t)
+	for i := range 10 {
+		if resp, _ := postForm(t, browser(t), gw.APIURL+"/ui/login", url.Values{"token": {"wrong-token-0000000000"}}, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	resp, body := postForm(t, browser(t), gw.APIURL+"/ui/login", url.Values{"token": {token}}, "")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the 11th login: %d %s", resp.StatusCode, regexp.MustCompile(`\s+`).ReplaceAllString(body, " "))
+	}
+}
+
+// X-Forwarded-Proto from a client that is no trusted proxy changes
+// nothing: anybody can send the header.
+func TestForwardedProtoFromAStrangerIsIgnored(t *testing.T) {
+	gw := startGateway(t) // no trusted_proxies
+	form := url.Values{"token": {token}, "next": {"/ui/"}}
+	req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err := browser(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if sc := sessionCookieOf(t, resp); sc.Name != "oncehook_session" || sc.Secure {
+		t.Fatalf("a stranger's X-Forwarded-Proto made the cookie %+v", sc)
+	}
+}
