@@ -242,7 +242,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // audited
 	sessions, _ := store.SessionsOf(st)                    // every backend keeps them; New says so if one does not
 	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: opts.Logger.With("component", "dashboard"),
-		Demo: opts.DemoSink, Sessions: sessions, TrustedProxies: proxies})
+		Demo: opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: func() []receive.UnknownSource { return g.intake.UnknownSources() }})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -279,10 +279,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	})
 
 	g.mux = http.NewServeMux()
-	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		g.metrics.Request("", receive.ReasonNotFound)
-		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "nothing here: sources receive at POST /in/{source}", Reason: receive.ReasonNotFound})
-	})
+	g.mux.HandleFunc("/", g.intake.NotFound)
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -109,6 +109,7 @@ type Handler struct {
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 	now      func() time.Time
+	unknown  *unknownSources
 }
 
 // New creates a Handler.
@@ -122,6 +123,7 @@ func New(opts Options) *Handler {
 		log:     opts.Logger,
 		metrics: opts.Metrics,
 		now:     opts.Now,
+		unknown: newUnknownSources(),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = DefaultMaxBodySize
@@ -216,8 +218,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src, ok := h.sources[name]
 	if !ok {
 		// The label is not the requested name: strangers must not be able
-		// to grow the metric's cardinality.
-		h.reject(w, r, "", http.StatusNotFound, ReasonUnknownSource, "no source named "+name)
+		// to grow the metric's cardinality. The name is kept among the
+		// recent unknown ones (the dashboard shows them) and logged at a
+		// bounded rate.
+		h.metrics.Request("", ReasonUnknownSource)
+		if log, suppressed := h.unknown.seen(name, h.now()); log {
+			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
+				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
+		}
+		writeJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
 		return
 	}
 	token := r.PathValue("token")

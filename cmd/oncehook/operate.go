@@ -521,10 +521,10 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				if p.Received == 0 && p.Requests == 0 {
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", s.Name, ts(p.At), p.Received, p.Accepted, p.Duplicate, p.Keyless, p.RejectedTotal(), 100*p.DuplicateRate)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", sourceLabel(s.Name), ts(p.At), p.Received, p.Accepted, p.Duplicate, p.Keyless, p.RejectedTotal(), 100*p.DuplicateRate)
 			}
 			t := s.Total
-			fmt.Fprintf(tw, "%s\ttotal\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", s.Name, t.Received, t.Accepted, t.Duplicate, t.Keyless, t.RejectedTotal(), 100*t.DuplicateRate)
+			fmt.Fprintf(tw, "%s\ttotal\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", sourceLabel(s.Name), t.Received, t.Accepted, t.Duplicate, t.Keyless, t.RejectedTotal(), 100*t.DuplicateRate)
 		}
 	}
 	if len(view.Destinations) > 0 {
@@ -636,4 +636,14 @@ func escapeControls(s string, keepLines bool) string {
 		}
 	}
 	return b.String()
+}
+
+// sourceLabel names a rollup's source: requests for a source the config
+// does not have (or for no source at all) are counted without a name, as
+// their metric is, so that strangers cannot choose labels.
+func sourceLabel(name string) string {
+	if name == "" {
+		return "(unknown source)"
+	}
+	return name
 }

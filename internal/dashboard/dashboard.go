@@ -72,6 +72,9 @@ type Options struct {
 	Auth    *apiauth.Auth
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// UnknownSources, when set, lists the source names requests asked
+	// for lately that the config does not have (intake's, this replica's).
+	UnknownSources func() []receive.UnknownSource
 	// Sessions keeps sign-ins (the store's: see store.Sessions).
 	Sessions store.Sessions
 	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -38,17 +39,26 @@ func reasons(c admin.SourceCounts) []reason {
 	return out
 }
 
-func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, error) {
+// unknownCard is the requests for sources the config does not have: how
+// many in the last 24 hours (every replica's, from the rollups) and the
+// names lately asked for (this replica's; strangers choose them, so they
+// are kept in memory only and shown escaped).
+type unknownCard struct {
+	Last24h int64
+	Names   []receive.UnknownSource
+}
+
+func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownCard, error) {
 	ctx := r.Context()
 	svc := d.opts.Service
 	sources, err := svc.Sources(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := d.opts.Now()
 	week, err := svc.Stats(ctx, admin.StatsQuery{Source: only, From: now.Add(-7*24*time.Hour + time.Hour), To: now})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	series := map[string]admin.SourceSeries{}
 	for _, s := range week.Sources {
@@ -67,16 +77,31 @@ func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, error) {
 		out = append(out, sourceCard{SourceView: src, Day: newChart(day, src.Baseline, false), Week: newChart(pts, src.Baseline, false),
 			Reasons: reasons(src.Last24h), Rejected: src.Last24h.RejectedTotal()})
 	}
-	return out, nil
+	var unknown *unknownCard
+	if only == "" {
+		u := &unknownCard{}
+		for _, p := range series[""].Points {
+			if !p.At.Before(now.Add(-24 * time.Hour)) {
+				u.Last24h += p.Rejected[receive.ReasonUnknownSource]
+			}
+		}
+		if d.opts.UnknownSources != nil {
+			u.Names = d.opts.UnknownSources()
+		}
+		if u.Last24h > 0 || len(u.Names) > 0 {
+			unknown = u
+		}
+	}
+	return out, unknown, nil
 }
 
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s session) {
-	cards, err := d.cards(r, "")
+	cards, unknown, err := d.cards(r, "")
 	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "overview", s, map[string]any{"Sources": cards})
+	d.render(w, r, http.StatusOK, "overview", s, map[string]any{"Sources": cards, "Unknown": unknown})
 }
 
 // live answers the overview's script with this hour's counters.
@@ -99,7 +124,7 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ session) {
 
 func (d *Dashboard) source(w http.ResponseWriter, r *http.Request, s session) {
 	name := r.PathValue("name")
-	cards, err := d.cards(r, name)
+	cards, _, err := d.cards(r, name)
 	if err != nil {
 		d.failErr(w, r, err)
 		return

@@ -1,12 +1,17 @@
 package dashboard_test
 
 import (
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
@@ -124,3 +129,54 @@ func TestForwardedProtoFromAStrangerIsIgnored(t *testing.T) {
 		t.Fatalf("a stranger's X-Forwarded-Proto made the cookie %+v", sc)
 	}
 }
+
+// Found from outside: requests for an unknown source were counted under a
+// blank name and shown nowhere. The overview shows them, with the names
+// asked for (escaped: strangers choose them), and they are logged at a
+// bounded rate.
+func TestUnknownSourcesAreShownEscaped(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	gw := oncehooktest.StartWith(t, `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens: [{name: ops, token: `+token+`}]
+sources:
+  - {name: stripe, preset: stripe, secrets: [`+secret+`]}
+`, oncehook.Options{Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))})
+	for _, name := range []string{"strpe", "strpe", "strpe", url.PathEscape("<b>x</b>")} {
+		resp, err := http.Post(gw.URL+"/in/"+name, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("/in/%s: %d", name, resp.StatusCode)
+		}
+	}
+	c, _ := login(t, gw, token)
+	var body string
+	if !testenv.WaitFor(15*time.Second, func() bool {
+		_, body = get(t, c, gw.APIURL+"/ui/")
+		return strings.Contains(body, `id="unknown-sources"`) && strings.Contains(body, ">4 requests")
+	}) {
+		t.Fatalf("the overview does not show 4 requests for unknown sources:\n%s", body)
+	}
+	if !strings.Contains(body, "/in/strpe") || !strings.Contains(body, "&lt;b&gt;x&lt;/b&gt;") || strings.Contains(body, "<b>x</b>") {
+		t.Fatalf("the unknown names, escaped:\n%s", body)
+	}
+	mu.Lock()
+	n := strings.Count(logs.String(), "reason=unknown_source")
+	mu.Unlock()
+	if n < 1 || n > 2 {
+		t.Fatalf("%d log lines for 4 requests within a second: want one (bounded), at most two", n)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
