@@ -194,6 +194,23 @@ destinations:
 	if !strings.Contains(counters, strconv.Itoa(received)) || !strings.Contains(counters, rate) {
 		t.Fatalf("counters %q, want %d received and a %s duplicate rate", counters, received, rate)
 	}
+	// Found from outside: the overview must be readable at a glance. This
+	// hour and the last 24 hours are labelled apart, the hour's duplicate
+	// rate is written on the chart (not only in a tooltip), the colours
+	// have a legend, and a missing baseline says why.
+	label, err := chromedp.Run(step, chromedp.TextContent(chromedp.CSS(`section[data-source="stripe"] svg.chart text.rate-label`))) // SVG text has no innerText
+	if err != nil || label != fmt.Sprintf("%.0f%%", 100*float64(duplicates)/float64(received)) {
+		t.Fatalf("the hour's rate on the chart: %q %v", label, err)
+	}
+	if c := text(`section[data-source="stripe"] .counters`); !strings.Contains(strings.ToLower(c), "this hour") || !strings.Contains(strings.ToLower(c), "last 24 hours") {
+		t.Fatalf("the counters do not say which span they count: %q", c)
+	}
+	if l := text(`section[data-source="stripe"] ul.legend`); !strings.Contains(l, "duplicates") || !strings.Contains(l, "baseline") {
+		t.Fatalf("legend %q", l)
+	}
+	if why := text(`section[data-source="stripe"] [data-test="no-baseline"]`); !strings.Contains(why, "7 days") {
+		t.Fatalf("a missing baseline says %q", why)
+	}
 	shot("dashboard-overview.png")
 
 	// Open an event from the list, and replay it.

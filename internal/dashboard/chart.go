@@ -39,11 +39,19 @@ type bar struct {
 	RatePercent string
 }
 
-type dot struct{ X, Y float64 }
+// dot is one hour's duplicate rate on the line; Label, when set, writes
+// it beside the dot (on a day's chart, where there is room): the rate per
+// hour is what users come for, and must be readable without hovering.
+type dot struct {
+	X, Y   float64
+	Label  string
+	LabelY float64 // above both the dot and its bar
+}
 
 type tick struct {
 	X     float64
 	Label string
+	Now   bool // the right end of the axis: the hour (or day) now
 }
 
 const (
@@ -88,7 +96,11 @@ func newChart(points []admin.SourcePoint, baseline *float64, daily bool) chart {
 		if p.Received > 0 {
 			y := round(c.PlotBot - plotH*p.DuplicateRate)
 			line = append(line, fmt.Sprintf("%.1f,%.1f", x+step/2, y))
-			c.RateDots = append(c.RateDots, dot{round(x + step/2), y})
+			d := dot{X: round(x + step/2), Y: y}
+			if len(points) <= 48 && p.Duplicate > 0 {
+				d.Label, d.LabelY = fmt.Sprintf("%.0f%%", 100*p.DuplicateRate), max(min(y, b.RY)-4, c.PlotTop+8)
+			}
+			c.RateDots = append(c.RateDots, d)
 		}
 		// A tick every 6 hours (or every day on a week of hours).
 		every := 6
@@ -106,6 +118,7 @@ func newChart(points []admin.SourcePoint, baseline *float64, daily bool) chart {
 			c.Ticks = append(c.Ticks, tick{X: round(x), Label: label})
 		}
 	}
+	c.Ticks = append(c.Ticks, tick{X: c.PlotRight, Now: true})
 	c.RateLine = strings.Join(line, " ")
 	if baseline != nil {
 		c.Baseline = round(c.PlotBot - plotH**baseline)
