@@ -235,6 +235,16 @@ destinations:
 		t.Fatalf("the event page shows %d attempts after the replay, want 2 (%v)", len(attempts), err)
 	}
 
+	// Found from outside: at ~500 px the attempts table overflowed its card
+	// and the viewport. Tables scroll inside their card; the page does not.
+	do("narrow", chromedp.EmulateViewport(500, 900), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("event-key")))
+	width, err := chromedp.Run(step, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
+	if err != nil || width > 500 {
+		t.Fatalf("at 500 px the event page is %d px wide (%v): it overflows the viewport", width, err)
+	}
+	shot("narrow-event.png")
+	do("wide again", chromedp.EmulateReset(), chromedp.EmulateViewport(1280, 900))
+
 	// An event that carries forwarded headers (GitHub's X-GitHub-Event)
 	// opens too, and shows them. It answered 500 before.
 	ghReq := testenv.SignedRequest(t, gw.URL+"/in/github", "github", secret, []byte(`{"action":"opened","number":7}`), "delivery-7")
