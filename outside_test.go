@@ -255,24 +255,6 @@ func TestAWhatsAppBatchStoresAboutItsOwnSize(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the gateway's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // apiGet is an admin API GET with the gateway's token, as raw text.
 func apiGet(t *testing.T, gw *gateway, path string) string {
 	t.Helper()
@@ -298,7 +280,7 @@ func apiGet(t *testing.T, gw *gateway, path string) string {
 // log, in the event's attempts and in the dead letters. Every place a URL
 // or an error quoting it is shown now hides query values and passwords.
 func TestADestinationsSecretsNeverShow(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.Buffer
 	const secret = "S3CRET-api-key"
 	gw := oncehooktestStartWithLogs(t, fmt.Sprintf(`
 store: sqlite://$DIR/oncehook.db
@@ -342,6 +324,6 @@ destinations:
 	}
 }
 
-func oncehooktestStartWithLogs(t *testing.T, yaml string, logs *syncBuffer) *gateway {
+func oncehooktestStartWithLogs(t *testing.T, yaml string, logs *testenv.Buffer) *gateway {
 	return oncehooktest.StartWith(t, yaml, oncehook.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 }

@@ -59,14 +59,19 @@ type Unwrapper interface {
 }
 
 // AdminOf returns s's Admin, looking through layers in front of it.
-func AdminOf(s Store) (Admin, bool) {
+func AdminOf(s Store) (Admin, bool) { return innermost[Admin](s) }
+
+// innermost returns s as a T, or the first store it wraps (through
+// Unwrapper layers) that is one.
+func innermost[T any](s Store) (T, bool) {
 	for {
-		if a, ok := s.(Admin); ok {
+		if a, ok := s.(T); ok {
 			return a, true
 		}
 		u, ok := s.(Unwrapper)
 		if !ok {
-			return nil, false
+			var zero T
+			return zero, false
 		}
 		s = u.Unwrap()
 	}

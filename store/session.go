@@ -30,15 +30,4 @@ type Session struct {
 }
 
 // SessionsOf returns the sessions of s, or of the store it wraps.
-func SessionsOf(s Store) (Sessions, bool) {
-	for {
-		if a, ok := s.(Sessions); ok {
-			return a, true
-		}
-		u, ok := s.(Unwrapper)
-		if !ok {
-			return nil, false
-		}
-		s = u.Unwrap()
-	}
-}
+func SessionsOf(s Store) (Sessions, bool) { return innermost[Sessions](s) }

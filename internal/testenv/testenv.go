@@ -105,3 +105,22 @@ func SignedRequest(t testing.TB, url, preset, secret string, body []byte, id str
 	}
 	return req
 }
+
+// Buffer is a bytes.Buffer safe for concurrent writers: a process's output
+// or a gateway's log, read by the test while it is being written.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
