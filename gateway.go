@@ -129,6 +129,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if !opts.NoRollups {
 		m.Hourly = metrics.NewHourly(nil)
 	}
+	m.Copies = metrics.NewCopies()
 	st, writers, linger, err := openStore(ctx, cfg, opts.Logger, m)
 	if err != nil {
 		return nil, err
@@ -169,6 +170,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		// The hourly rollups ride the writer's commits, under this
 		// process's own rows.
 		Stats:  rollups,
+		Copies: m.Copies,
 		Shard:  store.NewLeaseToken()[:12],
 		Paused: g.pausedNow,
 	})

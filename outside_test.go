@@ -327,3 +327,49 @@ destinations:
 func oncehooktestStartWithLogs(t *testing.T, yaml string, logs *testenv.Buffer) *gateway {
 	return oncehooktest.StartWith(t, yaml, oncehook.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 }
+
+// Found from outside, item 15: an event's page did not say how many copies
+// arrived (evt_demo_1 arrived 6 times). The API and the page now say how
+// many and when the last duplicate came; the copies are counted by intake
+// and committed with the rollups, about once a second.
+func TestAnEventSaysHowManyCopiesArrived(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	for range 6 {
+		if a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_six"), "")); a.Status != 200 {
+			t.Fatalf("%d %+v", a.Status, a.Error)
+		}
+	}
+	do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_once"), ""))
+	var list struct {
+		Events []struct {
+			ID  int64  `json:"id"`
+			Key string `json:"key"`
+		} `json:"events"`
+	}
+	json.Unmarshal([]byte(apiGet(t, gw, "/v1/events?source=stripe")), &list)
+	ids := map[string]int64{}
+	for _, e := range list.Events {
+		ids[e.Key] = e.ID
+	}
+	var ev struct {
+		Copies     int64      `json:"copies"`
+		LastCopyAt *time.Time `json:"last_copy_at"`
+	}
+	if !testenv.WaitFor(15*time.Second, func() bool {
+		json.Unmarshal([]byte(apiGet(t, gw, fmt.Sprintf("/v1/events/%d", ids["evt_six"]))), &ev)
+		return ev.Copies == 6
+	}) {
+		t.Fatalf("evt_six: copies %d, want 6", ev.Copies)
+	}
+	if ev.LastCopyAt == nil || time.Since(*ev.LastCopyAt) > time.Minute {
+		t.Fatalf("evt_six: last copy at %v", ev.LastCopyAt)
+	}
+	json.Unmarshal([]byte(apiGet(t, gw, fmt.Sprintf("/v1/events/%d", ids["evt_once"]))), &ev)
+	if ev.Copies != 1 {
+		t.Fatalf("evt_once: copies %d, want 1", ev.Copies)
+	}
+	if n := sink.ByKey()["stripe:evt_six"]; n > 1 {
+		t.Fatalf("evt_six delivered %d times", n)
+	}
+}

@@ -289,6 +289,11 @@ type EventDetail struct {
 	Body       string           `json:"body,omitempty"`
 	BodyBase64 []byte           `json:"body_base64,omitempty"`
 	Deliveries []DeliveryDetail `json:"deliveries"`
+	// Copies is how many copies of the event arrived in all (the first and
+	// every duplicate; counted about once a second), LastCopyAt when the
+	// last duplicate did.
+	Copies     int64      `json:"copies"`
+	LastCopyAt *time.Time `json:"last_copy_at,omitempty"`
 }
 
 // DeliveryDetail is one delivery of an event.
@@ -358,7 +363,10 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 	if err != nil {
 		return EventDetail{}, err
 	}
-	d := EventDetail{EventSummary: summaryOf(e.EventSummary), Headers: e.Header, Deliveries: []DeliveryDetail{}}
+	d := EventDetail{EventSummary: summaryOf(e.EventSummary), Headers: e.Header, Deliveries: []DeliveryDetail{}, Copies: 1 + e.Copies}
+	if !e.LastCopyAt.IsZero() {
+		d.LastCopyAt = timePtr(e.LastCopyAt)
+	}
 	if d.Headers == nil {
 		d.Headers = map[string][]string{}
 	}

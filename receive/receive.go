@@ -415,6 +415,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case c.Duplicate:
 			res.Status, verdict = StatusDuplicate, StatusDuplicate
+			h.metrics.Copy(name, events[i].Key, now)
 			if h.onDup != nil {
 				h.onDup(name, events[i].Key, events[i].Body)
 			}

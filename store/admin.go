@@ -118,6 +118,11 @@ type EventDetail struct {
 	Header     http.Header
 	Body       []byte
 	Deliveries []DeliveryDetail
+	// Copies is how many duplicate copies arrived after the first (counted
+	// about once a second: see Batch.Copies); LastCopyAt, when the last did
+	// (zero when none has).
+	Copies     int64
+	LastCopyAt time.Time
 }
 
 // DeliveryDetail is one delivery of an event, with its attempts.

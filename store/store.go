@@ -148,6 +148,18 @@ type Batch struct {
 	// writer's own rows.
 	Stats []StatDelta
 	Shard string
+	// Copies are duplicates to count on their stored events (how many
+	// copies of an event arrived, and when the last did), gathered by
+	// intake and committed with the rollups, about once a second. A copy
+	// of an event no longer stored changes nothing.
+	Copies []Copy
+}
+
+// Copy is N more copies of the event source/key, the last at Last.
+type Copy struct {
+	Source, Key string
+	N           int64
+	Last        time.Time
 }
 
 // Lease asks a commit to lease deliveries to the caller, in the same

@@ -218,6 +218,9 @@ destinations:
 		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
 	key := text("#event-key")
 	idem := "stripe:" + key
+	if copies := text("#event-copies"); !strings.Contains(copies, "arrived") {
+		t.Fatalf("the event page does not say how many copies arrived: %q", copies)
+	}
 	if n := app.ByKey()[idem]; n != 1 {
 		t.Fatalf("%s delivered %d times before the replay", idem, n)
 	}

@@ -558,6 +558,7 @@ type pair struct{ A, B any }
 var funcs = template.FuncMap{
 	"pair":  func(a, b any) pair { return pair{a, b} },
 	"langs": Langs,
+	"sub1":  func(n int64) int64 { return n - 1 },
 	// target writes an audit entry's target in the reader's language: its
 	// leading word (event, destination, effect) or the whole of a bulk
 	// target ("all events") is the catalog's; the rest (an id, a name, a

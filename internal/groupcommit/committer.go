@@ -49,6 +49,13 @@ type Stats interface {
 	Restore([]store.StatDelta)
 }
 
+// Copies is an accumulator of duplicates per stored event; they ride the
+// same commits as the Stats, at the same pace.
+type Copies interface {
+	Take() []store.Copy
+	Restore([]store.Copy)
+}
+
 // Receiver is the delivery worker, as the writer sees it.
 type Receiver interface {
 	// Reserve reserves room for up to n deliveries and says how many it
@@ -99,6 +106,7 @@ type Committer struct {
 	outcomeTimer *time.Timer
 	outcomeDelay time.Duration
 	stats        Stats
+	copies       Copies
 	statsEvery   time.Duration
 	statsAt      time.Time // when a commit last took the stats (under work)
 	shard        string
@@ -162,6 +170,7 @@ type Options struct {
 	// hundreds of commits a second, cost the single writer ≈5% of intake.
 	// Shard names this process's rows; each writer adds its index.
 	Stats      Stats
+	Copies     Copies
 	Shard      string
 	StatsEvery time.Duration
 	FlushEvery time.Duration
@@ -227,6 +236,7 @@ func New(commit CommitFunc, opts Options) *Committer {
 		closeWait:    opts.CloseTimeout,
 		outcomeDelay: opts.OutcomeDelay,
 		stats:        opts.Stats,
+		copies:       opts.Copies,
 		statsEvery:   opts.StatsEvery,
 		shard:        opts.Shard,
 		paused:       opts.Paused,
@@ -236,7 +246,7 @@ func New(commit CommitFunc, opts Options) *Committer {
 		c.wg.Add(1)
 		go c.write(fmt.Sprintf("%s/%d", c.shard, i))
 	}
-	if c.stats != nil {
+	if c.stats != nil || c.copies != nil {
 		c.flush = time.NewTicker(opts.FlushEvery)
 		go func() {
 			for {
@@ -417,6 +427,7 @@ type tick struct {
 	receiver Receiver
 	reserved int
 	stats    []store.StatDelta
+	copies   []store.Copy
 	shard    string
 	paused   []string
 }
@@ -432,8 +443,14 @@ func (c *Committer) take(events []store.NewEvent, final bool) tick {
 	if !final && c.now().Before(c.holdTill) {
 		return t // backing off after failures; claims still go through
 	}
-	if now := c.now(); c.stats != nil && (final || now.Sub(c.statsAt) >= c.statsEvery) {
-		t.stats, c.statsAt = c.stats.Take(), now
+	if now := c.now(); (c.stats != nil || c.copies != nil) && (final || now.Sub(c.statsAt) >= c.statsEvery) {
+		if c.stats != nil {
+			t.stats = c.stats.Take()
+		}
+		if c.copies != nil {
+			t.copies = c.copies.Take()
+		}
+		c.statsAt = now
 	}
 	if c.paused != nil {
 		t.paused = c.paused()
@@ -547,7 +564,7 @@ func (c *Committer) shardOf(t tick, shard string) tick {
 // commit commits one tick and answers everyone in it.
 func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []store.EffectOp, t tick) {
 	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Paused: t.paused}
-	if len(events) == 0 && len(effects) == 0 && len(t.outcomes) == 0 && len(t.stats) == 0 && (lease.Max == 0 || !lease.Due) {
+	if len(events) == 0 && len(effects) == 0 && len(t.outcomes) == 0 && len(t.stats) == 0 && len(t.copies) == 0 && (lease.Max == 0 || !lease.Due) {
 		if t.receiver != nil {
 			t.receiver.Hand(nil, t.reserved)
 		}
@@ -556,7 +573,7 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 	if c.observe != nil && len(events) > 0 {
 		c.observe(len(events))
 	}
-	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease, Effects: effects, Stats: t.stats, Shard: t.shard})
+	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease, Effects: effects, Stats: t.stats, Copies: t.copies, Shard: t.shard})
 	if errors.Is(err, store.ErrRejected) && (len(batch) > 1 || len(batch) == 1 && len(t.outcomes) > 0) {
 		c.split(batch, t)
 		return
@@ -628,9 +645,7 @@ func (c *Committer) settled(t tick, created, leased int) {
 // worker's side of the ticks (not the claims, which must fail fast) so that
 // a store that is down is not hammered.
 func (c *Committer) failed(t tick, err error) {
-	if c.stats != nil {
-		c.stats.Restore(t.stats)
-	}
+	c.restoreCounts(t)
 	c.work.Lock()
 	defer c.work.Unlock()
 	c.outcomes = append(t.outcomes, c.outcomes...)
@@ -651,17 +666,15 @@ func (c *Committer) failed(t tick, err error) {
 // its own, so that only the request that carries the offending data gets
 // the error.
 func (c *Committer) split(batch []*request, t tick) {
-	if len(t.outcomes) > 0 || t.reserved > 0 || len(t.stats) > 0 {
+	if len(t.outcomes) > 0 || t.reserved > 0 || len(t.stats) > 0 || len(t.copies) > 0 {
 		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Paused: t.paused},
-			Stats: t.stats, Shard: t.shard})
+			Stats: t.stats, Copies: t.copies, Shard: t.shard})
 		switch {
 		case errors.Is(err, store.ErrRejected):
 			// Not retried: their leases expire and the deliveries are
 			// attempted again, under the same Idempotency-Key.
 			c.log.Error("the store refused delivery outcomes; their deliveries will be retried when their leases expire", "err", err, "outcomes", len(t.outcomes))
-			if c.stats != nil {
-				c.stats.Restore(t.stats)
-			}
+			c.restoreCounts(t)
 			if t.receiver != nil {
 				t.receiver.Hand(nil, t.reserved)
 			}
@@ -700,4 +713,15 @@ func (c *Committer) run(b store.Batch) (store.Committed, error) {
 		err = errors.New("groupcommit: store returned a wrong number of claims or effect results")
 	}
 	return res, err
+}
+
+// restoreCounts gives a tick's rollups and copies back to their
+// accumulators, for a later commit: a failed commit loses no count.
+func (c *Committer) restoreCounts(t tick) {
+	if c.stats != nil {
+		c.stats.Restore(t.stats)
+	}
+	if c.copies != nil {
+		c.copies.Restore(t.copies)
+	}
 }

@@ -38,6 +38,9 @@ type Metrics struct {
 	// Hourly accumulates the durable hourly rollups of the same counts;
 	// the writer commits them (nil: none).
 	Hourly *Hourly
+	// Copies accumulates the duplicates per stored event; the writer
+	// commits them with the rollups (nil: none).
+	Copies *Copies
 }
 
 // Request counts an intake answer, in Prometheus and the hourly rollups.
@@ -47,6 +50,10 @@ func (m *Metrics) Request(source, outcome string) {
 }
 
 // Event counts an event's verdict (accepted, duplicate, keyless).
+// Copy counts a duplicate of the stored event source/key (see Copies).
+func (m *Metrics) Copy(source, key string, at time.Time) { m.Copies.Add(source, key, at) }
+
+// Event counts an event's verdict, in Prometheus and the hourly rollups.
 func (m *Metrics) Event(source, verdict string) {
 	m.Events.WithLabelValues(source, verdict).Inc()
 	m.Hourly.Add(store.ScopeSource, source, "events."+verdict, 1)

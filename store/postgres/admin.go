@@ -110,10 +110,11 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
 	var e store.EventDetail
 	var header string
+	var lastCopy *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at
 		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
-		&e.State, &e.EventSummary.Deliveries, &header, &e.Body)
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
 	}
@@ -121,6 +122,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		return e, unavailable("read event", err)
 	}
 	e.ReceivedAt, e.ExpiresAt, e.Header = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt), store.DecodeHeader(header)
+	if lastCopy != nil {
+		e.LastCopyAt = s.fromDB(*lastCopy)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
 		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
 	if err != nil {

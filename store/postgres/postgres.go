@@ -330,6 +330,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		return store.Committed{}, err
 	}
 	queueStats(batch, b.Shard, b.Stats)
+	s.queueCopies(batch, b.Copies)
 	outcomes := batch.Len()
 	claiming := len(b.Events) > 0 || (l.Max > 0 && l.Due)
 	if claiming {

@@ -17,6 +17,24 @@ const statsSQL = `INSERT INTO stats_hourly (hour, scope, name, metric, shard, va
 	ORDER BY hour, scope, name, metric
 	ON CONFLICT (hour, scope, name, metric, shard) DO UPDATE SET value = stats_hourly.value + EXCLUDED.value`
 
+// copiesSQL counts duplicates on their events, the keys in one order.
+const copiesSQL = `UPDATE events e SET copies = e.copies + c.n, last_copy_at = GREATEST(e.last_copy_at, c.at)
+	FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) AS u(source, key, n, at)
+	      ORDER BY source COLLATE "C", key COLLATE "C") c
+	WHERE e.source = c.source AND e.key = c.key`
+
+func (s *Store) queueCopies(batch *pgx.Batch, copies []store.Copy) {
+	if len(copies) == 0 {
+		return
+	}
+	n := len(copies)
+	sources, keys, ns, ats := make([]string, n), make([]string, n), make([]int64, n), make([]time.Time, n)
+	for i, c := range copies {
+		sources[i], keys[i], ns[i], ats[i] = c.Source, c.Key, c.N, s.toDB(c.Last)
+	}
+	batch.Queue(copiesSQL, sources, keys, ns, ats)
+}
+
 func queueStats(batch *pgx.Batch, shard string, deltas []store.StatDelta) {
 	if len(deltas) == 0 {
 		return

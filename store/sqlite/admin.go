@@ -100,11 +100,12 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
 	var e store.EventDetail
 	var received, expires int64
+	var lastCopy sql.NullInt64
 	var header string
 	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at
 		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
-		&e.State, &e.EventSummary.Deliveries, &header, &e.Body)
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
 	}
@@ -112,6 +113,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		return e, unavailable("read event", err)
 	}
 	e.ReceivedAt, e.ExpiresAt, e.Header = fromMS(received), fromMS(expires), store.DecodeHeader(header)
+	if lastCopy.Valid {
+		e.LastCopyAt = fromMS(lastCopy.Int64)
+	}
 	rows, err := s.read.QueryContext(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
 		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
 	if err != nil {

@@ -13,6 +13,20 @@ import (
 const addStatSQL = `INSERT INTO stats_hourly (hour, scope, name, metric, shard, value) VALUES (?, ?, ?, ?, ?, ?)
 	ON CONFLICT (hour, scope, name, metric, shard) DO UPDATE SET value = value + excluded.value`
 
+const addCopiesSQL = `UPDATE events SET copies = copies + ?, last_copy_at = MAX(COALESCE(last_copy_at, 0), ?) WHERE source = ? AND key = ?`
+
+// addCopies counts a batch's duplicates on their events, in key order.
+func addCopies(ctx context.Context, stmt *sql.Stmt, copies []store.Copy) error {
+	copies = slices.Clone(copies)
+	slices.SortFunc(copies, func(a, b store.Copy) int { return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Key, b.Key)) })
+	for _, c := range copies {
+		if _, err := stmt.ExecContext(ctx, c.N, ms(c.Last), c.Source, c.Key); err != nil {
+			return failed("count copies", err)
+		}
+	}
+	return nil
+}
+
 // addStats adds a batch's counters, in key order.
 func addStats(ctx context.Context, stmt *sql.Stmt, shard string, deltas []store.StatDelta) error {
 	if len(deltas) == 0 {

@@ -65,7 +65,7 @@ type Store struct {
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
 	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent *sql.Stmt
-	release, finish, retry, insertAttempt, addStat                          *sql.Stmt
+	release, finish, retry, insertAttempt, addStat, addCopies               *sql.Stmt
 	effects                                                                 map[string]*sql.Stmt
 }
 
@@ -95,7 +95,8 @@ func (s *Store) prepare(ctx context.Context) error {
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
 		&s.stmt.retry: `UPDATE deliveries SET attempts = ?, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL,
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
-		&s.stmt.addStat: addStatSQL,
+		&s.stmt.addStat:   addStatSQL,
+		&s.stmt.addCopies: addCopiesSQL,
 		&s.stmt.insertAttempt: `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 	} {
@@ -282,6 +283,11 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	}
 	if len(b.Stats) > 0 {
 		if err := addStats(ctx, tx.StmtContext(ctx, s.stmt.addStat), b.Shard, b.Stats); err != nil {
+			return store.Committed{}, err
+		}
+	}
+	if len(b.Copies) > 0 {
+		if err := addCopies(ctx, tx.StmtContext(ctx, s.stmt.addCopies), b.Copies); err != nil {
 			return store.Committed{}, err
 		}
 	}

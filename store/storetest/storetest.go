@@ -72,6 +72,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectTextIsKeptAsWritten", testEffectText},
 		{"EffectResetIsAuditedInItsTransaction", testEffectResetAudit},
 		{"SessionsEndAtLogoutAndExpiry", replicas(testSessions)},
+		{"CopiesAreCountedOnTheirEvents", testCopies},
 		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
 		{"EffectReconciliationListAndSweep", testEffectList},
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
@@ -931,6 +932,32 @@ func testSessions(t *testing.T, stores []store.Store) {
 	}
 	if _, err := a.Session(ctx, "nope", base); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown session: %v", err)
+	}
+}
+
+// A commit's copies add up on their events, the latest time kept; a copy
+// of an event no longer stored changes nothing and fails nothing.
+func testCopies(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	claims := mustClaim(t, s, event("c1", "app"), event("c2", "app"))
+	a, _ := store.AdminOf(s)
+	commit := func(copies ...store.Copy) {
+		t.Helper()
+		if _, err := s.Commit(ctx, store.Batch{Copies: copies}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(store.Copy{Source: "src", Key: "c1", N: 2, Last: base.Add(2 * time.Second)}, store.Copy{Source: "src", Key: "gone", N: 1, Last: base})
+	commit(store.Copy{Source: "src", Key: "c1", N: 3, Last: base.Add(time.Second)}) // an older copy, committed later
+	e, err := a.Event(ctx, claims[0].EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Copies != 5 || !e.LastCopyAt.Equal(base.Add(2*time.Second)) {
+		t.Fatalf("c1: %d copies, last %v; want 5, %v", e.Copies, e.LastCopyAt, base.Add(2*time.Second))
+	}
+	if e, _ := a.Event(ctx, claims[1].EventID); e.Copies != 0 || !e.LastCopyAt.IsZero() {
+		t.Fatalf("c2: %d copies, last %v; want none", e.Copies, e.LastCopyAt)
 	}
 }
 
