@@ -2,6 +2,7 @@ package oncehook
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,6 +75,7 @@ type Gateway struct {
 	api       *http.ServeMux
 	health    writeHealth
 	paused    atomic.Pointer[[]string]
+	tls       *tls.Config // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
 	closeErr  error
@@ -135,6 +137,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m}
+	if cfg.TLS.Enabled() {
+		if g.tls, err = cfg.TLS.Load(); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+	}
 	// Paused destinations are read before anything runs: a pause survives
 	// restarts, so not one delivery may slip out while starting.
 	if err := g.refreshPaused(ctx); err != nil {
@@ -566,6 +574,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); g.Run(bgCtx) }()
 
+	for i := range listeners {
+		listeners[i] = g.withTLS(listeners[i])
+	}
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { serveErr <- srv.Serve(listeners[i]) }()
@@ -625,6 +636,7 @@ func (g *Gateway) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", g.MetricsHandler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	ln = g.withTLS(ln)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -633,4 +645,21 @@ func (g *Gateway) ServeMetrics(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// withTLS serves ln over TLS when the config names a certificate.
+func (g *Gateway) withTLS(ln net.Listener) net.Listener {
+	if g.tls == nil {
+		return ln
+	}
+	return tls.NewListener(ln, g.tls)
+}
+
+// Scheme is how the gateway's listeners are reached: "https" with the
+// config's tls, else "http".
+func (g *Gateway) Scheme() string {
+	if g.tls != nil {
+		return "https"
+	}
+	return "http"
 }

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -57,6 +58,10 @@ type Config struct {
 	Alerts Alerts `yaml:"alerts"`
 	// Metrics places GET /metrics.
 	Metrics Metrics `yaml:"metrics"`
+	// TLS, when set, serves every listener (intake, the API and dashboard,
+	// metrics) over TLS with this certificate: for running without a
+	// reverse proxy in front.
+	TLS TLS `yaml:"tls"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
@@ -74,6 +79,25 @@ type APIToken struct {
 	Name     string `yaml:"name"`
 	Token    string `yaml:"token"`
 	ReadOnly bool   `yaml:"read_only"`
+}
+
+// TLS names a certificate and its key, PEM files (a chain: the leaf
+// first). Both or neither.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Load reads the certificate and key.
+func (t TLS) Load() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Metrics places the Prometheus endpoint. By default it is on the intake
@@ -756,6 +780,13 @@ func (c *Config) validate(lines fieldLines) []error {
 	}
 	if c.MaxInflightBytes < c.MaxBodySize {
 		fail("max_inflight_bytes", "%d bytes is below max_body_size (%d): one request could never be taken in", c.MaxInflightBytes, c.MaxBodySize)
+	}
+	if c.TLS.Enabled() {
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+			fail("tls", "set both cert_file and key_file")
+		} else if _, err := c.TLS.Load(); err != nil {
+			fail("tls", "%v", err)
+		}
 	}
 	if _, err := c.TrustedProxyPrefixes(); err != nil {
 		fail("trusted_proxies", "%v", err)

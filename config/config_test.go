@@ -325,3 +325,13 @@ delivery: {lease: 11s}
 		t.Fatalf("a lease of 11s for 9s: %v", err)
 	}
 }
+
+func TestTLSNeedsBothFilesThatLoad(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	for _, tlsLine := range []string{"tls: {cert_file: a.pem}", "tls: {cert_file: /nope/a.pem, key_file: /nope/b.pem}"} {
+		_, err := config.Parse([]byte("sources: [{name: s, preset: stripe, secrets: [x]}]\n"+tlsLine+"\n"), env)
+		if err == nil || !strings.Contains(err.Error(), "tls") {
+			t.Errorf("%s: %v, want a tls error", tlsLine, err)
+		}
+	}
+}

@@ -6,11 +6,20 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"database/sql"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -492,5 +501,82 @@ func TestMetricsListenMovesMetricsOffIntake(t *testing.T) {
 	}
 	if status, _ := get(p.URL + "/metrics"); status != http.StatusNotFound {
 		t.Fatalf("metrics still on intake: %d", status)
+	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, PEM, and
+// returns their paths and a pool that trusts it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "oncehook test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// tls: serve runs every listener over TLS, for users without a reverse
+// proxy: intake takes a signed event over https, the dashboard's session
+// cookie is then Secure and __Host- prefixed, and plain HTTP is refused.
+func TestServeOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	sink := testenv.NewSink(t)
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "tls: {cert_file: %q, key_file: %q}\napi:\n  listen: 127.0.0.1:0\n  tokens: [{name: ops, token: ops-token-0123456789}]\n", certFile, keyFile)
+	f.Close()
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	cmd.Dir = dir
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	re := regexp.MustCompile(`listening on (https://\S+)[\s\S]*api: +(https://\S+)`)
+	if !testenv.WaitFor(10*time.Second, func() bool { return re.MatchString(out.String()) }) {
+		t.Fatalf("no https banner:\n%s", out)
+	}
+	m := re.FindStringSubmatch(out.String())
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req := testenv.SignedRequest(t, m[1]+"/in/stripe", "stripe", secret, []byte(`{"id":"evt_tls","object":"event"}`), "")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a signed event over TLS: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_tls"] == 1 }) {
+		t.Fatal("not delivered")
+	}
+	resp, err = client.PostForm(m[2]+"/ui/login", url.Values{"token": {"ops-token-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var secure bool
+	for _, c := range resp.Cookies() {
+		secure = secure || c.Name == "__Host-oncehook_session" && c.Secure && c.Path == "/"
+	}
+	if !secure {
+		t.Fatalf("the session cookie over TLS: %v", resp.Header["Set-Cookie"])
+	}
+	if resp, err := http.Get(strings.Replace(m[1], "https://", "http://", 1) + "/healthz"); err == nil && resp.StatusCode == 200 {
+		t.Fatal("plain HTTP answered on a TLS listener")
 	}
 }

@@ -95,8 +95,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr := ln.Addr().String()
 	apiLine := "  api:    off (no api.tokens in the config)\n"
 	if len(apiLns) > 0 {
-		apiLine = fmt.Sprintf("  api:    http://%s (admin API /v1, effects ledger /v1/effects; tokens from api.tokens)\n"+
-			"  dashboard: http://%s/ui/ (sign in with a token from api.tokens)\n", apiLns[0].Addr(), apiLns[0].Addr())
+		apiLine = fmt.Sprintf("  api:    %[1]s://%[2]s (admin API /v1, effects ledger /v1/effects; tokens from api.tokens)\n"+
+			"  dashboard: %[1]s://%[2]s/ui/ (sign in with a token from api.tokens)\n", gw.Scheme(), apiLns[0].Addr())
 		if demo {
 			// A one-time link, so that a newcomer sees the demo's events in
 			// the browser at once, without pasting a token.
@@ -124,7 +124,7 @@ Write a real config with: oncehook init
 `, addr, configEnv, defaultConfigPath, config.DemoSecret, store, config.DemoSecret, apiLine, addr, config.DemoSecret)
 		log.Warn("running the DEMO: no config was found, and the demo source's secret is public", "config_env", configEnv)
 	} else {
-		fmt.Fprintf(stdout, "oncehook is listening on http://%s (config %s, store %s, %s)\n", addr, source, store, plural(len(cfg.Sources), "source", "sources"))
+		fmt.Fprintf(stdout, "oncehook is listening on %s://%s (config %s, store %s, %s)\n", gw.Scheme(), addr, source, store, plural(len(cfg.Sources), "source", "sources"))
 		fmt.Fprint(stdout, apiLine)
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintln(stdout, "  warning:", w)
@@ -140,7 +140,7 @@ Write a real config with: oncehook init
 			gw.Close()
 			return fmt.Errorf("metrics listen: %w", err)
 		}
-		fmt.Fprintf(stdout, "  metrics: http://%s/metrics (metrics.listen; not on intake)\n", mln.Addr())
+		fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (metrics.listen; not on intake)\n", gw.Scheme(), mln.Addr())
 		go func() {
 			if err := gw.ServeMetrics(ctx, mln); err != nil {
 				log.Error("metrics listener", "err", err)
