@@ -168,3 +168,69 @@ func firingSum(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	return sum
 }
+
+// Found from outside: the alert sender followed redirects (deliveries do
+// not), and an alert URL's ?key= was logged and kept in the alert's effect
+// record, which a read-only token may list. A redirect is now an error, as
+// for deliveries, and what is stored hides the URL's secrets.
+func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "o.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hour := time.Now().UTC().Truncate(time.Hour)
+	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{{Hour: hour, Scope: store.ScopeDestination, Name: "crm", Metric: "attempts.dead", Value: 12}}, Shard: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	var followed atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Add(1) }))
+	defer elsewhere.Close()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+	}))
+	defer hook.Close()
+	ledger := effect.New(st, effect.Options{})
+	a, err := admin.NewAlerter(admin.AlertOptions{URL: hook.URL + "/?key=S3CRET", Store: st, Ledger: ledger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Check(ctx)
+	if followed.Load() != 0 {
+		t.Fatal("the alert sender followed a redirect")
+	}
+	// And a URL that does not answer: its error is stored without the key.
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	b, _ := admin.NewAlerter(admin.AlertOptions{URL: downURL + "/?key=S3CRET", Store: st, Ledger: ledger})
+	b.Check(ctx)
+	recs, err := ledger.List(ctx, store.EffectQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) == 0 {
+		t.Fatal("no alert was attempted")
+	}
+	var shown string
+	for _, r := range recs {
+		shown += r.Error
+		for _, at := range r.Attempts {
+			shown += at.Error
+		}
+	}
+	if !strings.Contains(shown, "key=xxxxx") {
+		t.Fatalf("the alerts' errors do not say which URL failed: %q", shown)
+	}
+	for _, r := range recs {
+		if strings.Contains(r.Error, "S3CRET") {
+			t.Fatalf("the alert's effect record keeps the URL's secret: %q", r.Error)
+		}
+		for _, at := range r.Attempts {
+			if strings.Contains(at.Error, "S3CRET") {
+				t.Fatalf("an attempt keeps the URL's secret: %q", at.Error)
+			}
+		}
+	}
+}
