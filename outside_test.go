@@ -19,7 +19,7 @@ import (
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
-// Found from outside, item 1: an attacker who knows only a source's URL
+// Invariant 17 (docs/design.md), found from outside, item 1: an attacker who knows only a source's URL
 // cannot starve signed traffic. 100 unsigned connections to /in/stripe
 // announce 5 MiB each (500 MiB against the default 64 MiB budget) and
 // trickle a byte every 2 s; meanwhile 200 signed Stripe events are each

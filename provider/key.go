@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// How event keys are written. Two rules keep design.md's invariant 12 (distinct
+// How event keys are written. Two rules keep docs/design.md's invariant 12 (distinct
 // events keep distinct keys, and every accepted key is deliverable):
 //
 //  1. A key built from several parts escapes each part before joining them

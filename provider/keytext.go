@@ -13,7 +13,7 @@ import (
 // encoding/json turns every lone surrogate escape (\ud800) and every byte
 // of invalid UTF-8 into U+FFFD, so "evt_\ud800", "evt_\udc00" and
 // "evt_\ufffd" would decode to one string, one key, and two of the three
-// events would be answered "duplicate" and never delivered (design.md,
+// events would be answered "duplicate" and never delivered (docs/design.md,
 // invariant 12). keyText decodes the raw literal itself: escapes are
 // decoded, a lone surrogate becomes its three-byte WTF-8 form (never valid
 // UTF-8, so it cannot meet a real character), and raw bytes are kept as
