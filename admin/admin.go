@@ -7,9 +7,11 @@
 // and Client talks to a running gateway's API (the CLI with --api). Handler
 // serves a Service as the JSON API under /v1, documented in docs/api.md.
 //
-// Counts come from the hourly rollups (see store.Rollup), never from
-// counting rows, so the overview stays fast with millions of events stored;
-// lists page by keyset (a cursor), never by offset.
+// Traffic counts (received, duplicates, rejected, attempts) come from the
+// hourly rollups (see store.Rollup), not from counting events, so the
+// overview stays fast with millions stored; what only rows can say (queue
+// depths, effects by state, a bulk action's dry run) is counted on indexes.
+// Lists page by keyset (a cursor), never by offset.
 package admin
 
 import (

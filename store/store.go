@@ -1,5 +1,5 @@
 // Package store defines the one narrow interface between oncehook's core and
-// a durable backend. Receive, deliver and (later) the effects ledger talk to a
+// a durable backend. Receive, deliver and the effects ledger talk to a
 // Store and nothing else, so that a backend is a package of its own
 // (store/sqlite, store/postgres) that either passes the conformance suite or
 // does not ship.
@@ -263,6 +263,8 @@ type Store interface {
 	// is not empty, as Replay does, and returns how many.
 	ReplayDead(ctx context.Context, destination string, now time.Time) (int, error)
 
+	// Stats counts what the store holds, row by row: for tests and the
+	// benchmarks, which need exact totals; operators read the rollups.
 	Stats(ctx context.Context) (Stats, error)
 	// Ping checks that the store can commit now: a small durable write, not
 	// only a connection (a full disk still answers reads).
