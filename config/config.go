@@ -19,8 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/duration"
+	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/provider"
 )
@@ -851,10 +851,10 @@ func (c *Config) validate(lines fieldLines) []error {
 		// A lease shorter than an attempt lets a second worker take the
 		// delivery over while the first still waits on the destination:
 		// the event is delivered twice, at once, again and again.
-		lease := time.Duration(c.Delivery.Lease)
-		if margin := deliver.AttemptMargin(lease); lease < time.Duration(d.Timeout)+margin {
+		held := time.Duration(c.Delivery.Lease)
+		if margin := lease.AttemptMargin(held); held < time.Duration(d.Timeout)+margin {
 			fail("delivery.lease", "%s is shorter than %s's timeout (%s) plus a %s margin: an attempt would outlive its lease and be made twice at once; use at least %s",
-				lease, f, time.Duration(d.Timeout), margin, deliver.MinLease(time.Duration(d.Timeout)))
+				held, f, time.Duration(d.Timeout), margin, lease.MinLease(time.Duration(d.Timeout)))
 		}
 	}
 	sources := map[string]bool{}

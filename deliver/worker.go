@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/provider"
@@ -47,32 +48,6 @@ type Destination struct {
 	SigningKey []byte
 	Headers    map[string]string
 	Retry      RetryPolicy
-}
-
-// LeaseMargin is how long before its lease expires an attempt is cut, at
-// most: the outcome must be written while the lease still holds, or another
-// worker takes the delivery over and delivers it a second time, at once.
-const LeaseMargin = 5 * time.Second
-
-// AttemptMargin is the margin for a lease of the given length: LeaseMargin,
-// or a fifth of a short lease. A lease must be at least the longest
-// destination timeout plus this margin (the config checks it); an attempt
-// is bounded by both.
-func AttemptMargin(lease time.Duration) time.Duration { return min(LeaseMargin, lease/5) }
-
-// MinLease is the shortest lease that covers an attempt of timeout plus
-// its margin (lease >= timeout + AttemptMargin(lease)), rounded up to a
-// whole second: what the config advises when a lease is too short.
-func MinLease(timeout time.Duration) time.Duration {
-	l := timeout + LeaseMargin
-	if timeout < 4*LeaseMargin {
-		l = (timeout*5 + 3) / 4 // lease - lease/5 >= timeout
-	}
-	l = (l + time.Second - 1).Truncate(time.Second)
-	for l < timeout+AttemptMargin(l) { // integer rounding
-		l += time.Second
-	}
-	return l
 }
 
 // Writer is where a worker's outcomes go and where it gets deliveries: the
@@ -412,7 +387,7 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 	// already be delivering the same event.
 	timeout := dest.Timeout
 	if !d.LeaseExpiresAt.IsZero() {
-		timeout = min(timeout, d.LeaseExpiresAt.Add(-AttemptMargin(w.opts.Lease)).Sub(start))
+		timeout = min(timeout, d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease)).Sub(start))
 	}
 	if timeout <= 0 {
 		out.Kind, out.NextAttemptAt = store.OutcomeReleased, start
