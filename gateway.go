@@ -315,19 +315,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 // database on another host, overlap matters more).
 func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (st store.Store, writers int, linger time.Duration, err error) {
 	writers, linger = 1, 300*time.Microsecond
-	switch cfg.StoreKind() {
-	case "postgres":
-		pg, err := postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log.With("component", "store")})
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		st, writers, linger = pg, 2, 0
-	default:
-		lite, err := sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		st = lite
+	if cfg.StoreKind() == "postgres" {
+		writers, linger = 2, 0
+	}
+	if st, err = OpenStore(ctx, cfg, log); err != nil {
+		return nil, 0, 0, err
 	}
 	if cfg.Redis != "" {
 		hot, err := redis.Open(cfg.Redis, st, redis.Options{
@@ -342,6 +334,21 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, m *met
 		st = hot
 	}
 	return st, writers, linger, nil
+}
+
+// OpenStore opens the config's backend, SQLite or PostgreSQL, applying its
+// pending migrations: the one place a store is opened, for the gateway and
+// for the commands that work on the store directly (migrate, replay, the
+// operator's commands). Redis is not in front: the gateway adds it; the
+// commands claim nothing.
+func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StoreKind() == "postgres" {
+		return postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log.With("component", "store")})
+	}
+	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
 }
 
 // listener is a store that announces new deliveries (PostgreSQL's NOTIFY),

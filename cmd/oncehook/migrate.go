@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/store"
-	"github.com/oncehook/oncehook/store/postgres"
-	"github.com/oncehook/oncehook/store/sqlite"
 )
 
 // migrate applies the store's pending migrations and exits. serve does the
@@ -43,10 +42,8 @@ func openStore(ctx context.Context, path string) (*config.Config, store.Store, e
 	return cfg, st, err
 }
 
-// openConfigStore opens cfg's store (applying pending migrations).
+// openConfigStore opens cfg's store (applying pending migrations), as the
+// gateway does.
 func openConfigStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	if cfg.StoreKind() == "postgres" {
-		return postgres.Open(ctx, cfg.Store, postgres.Options{})
-	}
-	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
+	return oncehook.OpenStore(ctx, cfg, nil)
 }
