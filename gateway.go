@@ -249,7 +249,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	})
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle("/v1/", adminAPI)
-	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // audited
+	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // the one reset: audited (effect.Handler has none)
 	sessions, _ := store.SessionsOf(st)                    // every backend keeps them; New says so if one does not
 	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: opts.Logger.With("component", "dashboard"),
 		Demo: opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: func() []receive.UnknownSource { return g.intake.UnknownSources() }})

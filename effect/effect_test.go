@@ -415,3 +415,26 @@ func TestHTTPReconciliationList(t *testing.T) {
 		t.Fatalf("stale effects %v", keys)
 	}
 }
+
+// The one reset over HTTP is the admin API's, audited in the reset's own
+// transaction under the token's name; effect.Client reaches it. (The
+// effects handler had a second, unaudited one, shadowed in the gateway.)
+func TestHTTPResetIsAuditedOnce(t *testing.T) {
+	gw, a := startGateway(t)
+	_, c, _ := a.call("POST", "/v1/effects/pix:9/claim", `{}`)
+	a.call("POST", "/v1/effects/pix:9/fail", `{"token":"`+c["token"].(string)+`","error":"no"}`)
+	client := effect.NewClient(gw.APIURL, "ops-token-0123456789", nil)
+	if err := client.Reset(context.Background(), "pix:9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Reset(context.Background(), "pix:9"); !errors.Is(err, effect.ErrConflict) {
+		t.Fatalf("a second reset: %v, want a conflict", err)
+	}
+	log, err := gw.Admin().Audit(context.Background(), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Entries) != 1 || log.Entries[0].Action != "effect_reset" || log.Entries[0].Actor != "token:ops" || log.Entries[0].Count != 1 {
+		t.Fatalf("audit %+v, want one effect_reset by token:ops, count 1", log.Entries)
+	}
+}

@@ -30,7 +30,7 @@ import (
 //	POST /v1/effects/{key}/release   {"token":"...","error":"..."}         200, or 409
 //	POST /v1/effects/{key}/fail      {"token":"...","error":"..."}         200, or 409
 //	POST /v1/effects/{key}/renew     {"token":"...","lease":"30s"}         200, or 409
-//	POST /v1/effects/{key}/reset     (an operator: reopen failed/expired)  200, or 409
+//	POST /v1/effects/{key}/reset     not here: an operator's action, served (and audited) by the admin API
 //	GET  /v1/effects/{key}           the record, with its attempts
 //	GET  /v1/effects?state=pending&stale=true&cursor=&limit=   the reconciliation list
 //
@@ -52,7 +52,6 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/effects/{key}/release", h.release)
 	mux.HandleFunc("POST /v1/effects/{key}/fail", h.fail)
 	mux.HandleFunc("POST /v1/effects/{key}/renew", h.renew)
-	mux.HandleFunc("POST /v1/effects/{key}/reset", h.reset)
 	mux.HandleFunc("GET /v1/effects/{key}", h.get)
 	mux.HandleFunc("GET /v1/effects", h.list)
 	mux.HandleFunc("/v1/effects/", func(w http.ResponseWriter, r *http.Request) {
@@ -337,14 +336,6 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending, "lease_expires_at": until.UTC()})
-}
-
-func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
-	if err := h.l.Reset(r.Context(), r.PathValue("key")); err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending})
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
