@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -780,6 +781,11 @@ func (c *Config) validate(lines fieldLines) []error {
 	}
 	if c.MaxInflightBytes < c.MaxBodySize {
 		fail("max_inflight_bytes", "%d bytes is below max_body_size (%d): one request could never be taken in", c.MaxInflightBytes, c.MaxBodySize)
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			fail("metrics.listen", "%q: want host:port, e.g. 127.0.0.1:9090", c.Metrics.Listen)
+		}
 	}
 	if c.TLS.Enabled() {
 		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {

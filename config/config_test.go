@@ -328,6 +328,10 @@ delivery: {lease: 11s}
 
 func TestTLSNeedsBothFilesThatLoad(t *testing.T) {
 	env := func(string) (string, bool) { return "", false }
+	_, err := config.Parse([]byte("sources: [{name: s, preset: stripe, secrets: [x]}]\nmetrics: {listen: nine}\n"), env)
+	if err == nil || !strings.Contains(err.Error(), "metrics.listen") || !strings.Contains(err.Error(), "(line 2)") {
+		t.Errorf("metrics.listen: nine: %v, want the field and its line", err)
+	}
 	for _, tlsLine := range []string{"tls: {cert_file: a.pem}", "tls: {cert_file: /nope/a.pem, key_file: /nope/b.pem}"} {
 		_, err := config.Parse([]byte("sources: [{name: s, preset: stripe, secrets: [x]}]\n"+tlsLine+"\n"), env)
 		if err == nil || !strings.Contains(err.Error(), "tls") {

@@ -137,7 +137,7 @@ func decodeField(raw json.RawMessage, name string, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		var typ *json.UnmarshalTypeError
 		if errors.As(err, &typ) {
-			return &fieldError{name, fmt.Errorf("a JSON %s where %s was expected", typ.Value, jsonKind(v))}
+			return &fieldError{name, fmt.Errorf("a JSON %s where a JSON %s was expected", typ.Value, typ.Type.Kind())}
 		}
 		return &fieldError{name, err}
 	}
@@ -145,16 +145,6 @@ func decodeField(raw json.RawMessage, name string, v any) error {
 }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case *string:
-		return "a string"
-	case *json.RawMessage:
-		return "any JSON"
-	}
-	return "another kind"
-}
 
 // decode reads a JSON body (it may be empty), bounded.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {

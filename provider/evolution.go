@@ -87,15 +87,15 @@ type evoItem struct {
 // the status, for updates).
 func evoKey(event, instance string, it evoItem) string {
 	switch {
-	case jsonText(it.KeyID) != "":
-		return joinKey(event, instance, jsonText(it.KeyID), jsonText(it.Status))
-	case jsonText(it.Key.ID) != "":
-		if jsonText(it.Status) != "" && event != "messages.upsert" {
-			return joinKey(event, instance, jsonText(it.Key.ID), jsonText(it.Status))
+	case string(it.KeyID) != "":
+		return joinKey(event, instance, string(it.KeyID), string(it.Status))
+	case string(it.Key.ID) != "":
+		if string(it.Status) != "" && event != "messages.upsert" {
+			return joinKey(event, instance, string(it.Key.ID), string(it.Status))
 		}
-		return joinKey(event, instance, jsonText(it.Key.ID))
-	case jsonText(it.ID) != "":
-		return joinKey(event, instance, jsonText(it.ID))
+		return joinKey(event, instance, string(it.Key.ID))
+	case string(it.ID) != "":
+		return joinKey(event, instance, string(it.ID))
 	}
 	return ""
 }

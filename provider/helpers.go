@@ -129,20 +129,6 @@ func jsonKind(t reflect.Type) string {
 	return "value"
 }
 
-// jsonText turns a decoded JSON scalar into key text: strings as they are,
-// numbers in their original digits. Anything else is "".
-func jsonText(v any) string {
-	switch t := v.(type) {
-	case keyText:
-		return string(t)
-	case string:
-		return t
-	case json.Number:
-		return t.String()
-	}
-	return ""
-}
-
 // setDefault sets a header that the caller did not set: Sign never
 // overwrites what a user asked for (a form-encoded GitHub delivery, say).
 func setDefault(h http.Header, name, value string) {

@@ -101,7 +101,7 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 	}
 	var body mpBody
 	if err := decodeJSON(r.Body, &body); err == nil {
-		if id := jsonText(body.Data.ID); id != "" && !strings.EqualFold(id, dataID) {
+		if id := string(body.Data.ID); id != "" && !strings.EqualFold(id, dataID) {
 			return signatureError("body data.id %q is not the signed data.id %q", id, dataID)
 		}
 	}
@@ -123,7 +123,7 @@ func (*mercadoPago) Items(r *Request) ([]Item, error) {
 	if err := decodeJSON(r.Body, &body); err != nil {
 		return nil, err
 	}
-	id := jsonText(body.Data.ID)
+	id := string(body.Data.ID)
 	if id == "" {
 		id = r.URL.Query().Get("data.id")
 	}
@@ -142,7 +142,7 @@ func (*mercadoPago) Sign(r *Request, secret string, now time.Time, id string) er
 		return err
 	}
 	q := r.URL.Query()
-	dataID := jsonText(body.Data.ID)
+	dataID := string(body.Data.ID)
 	if dataID != "" {
 		q.Set("data.id", dataID)
 	}

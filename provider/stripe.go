@@ -79,7 +79,7 @@ func (*stripe) Items(r *Request) ([]Item, error) {
 	if err := decodeJSON(r.Body, &env); err != nil {
 		return nil, err
 	}
-	return []Item{{Key: jsonText(env.ID), Body: r.Body}}, nil
+	return []Item{{Key: string(env.ID), Body: r.Body}}, nil
 }
 
 func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {

@@ -187,13 +187,9 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 					if err := json.Unmarshal(u, &id); err != nil {
 						return nil, jsonError("an item of value."+list+" (an object with id)", err)
 					}
-					key := joinKey(string(id.ID))
+					key, party := joinKey(string(id.ID)), string(id.From)
 					if list == "statuses" {
-						key = joinKey(string(id.ID), string(id.Status))
-					}
-					party := string(id.From)
-					if list == "statuses" {
-						party = string(id.RecipientID)
+						key, party = joinKey(string(id.ID), string(id.Status)), string(id.RecipientID)
 					}
 					body, err := envelope(list, u, party)
 					if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/oncehook/oncehook/provider"
 )
 
 // Defaults of the body's limits and pace.
@@ -205,13 +207,13 @@ const (
 
 // splitBytes is what the items hold beyond the request's own body: the
 // bytes of every item that is not the body itself.
-func splitBytes(body []byte, bodies [][]byte) int64 {
+func splitBytes(body []byte, items []provider.Item) int64 {
 	var n int64
-	for _, b := range bodies {
-		if len(b) > 0 && len(body) > 0 && &b[0] == &body[0] {
+	for _, it := range items {
+		if b := it.Body; len(b) > 0 && len(body) > 0 && &b[0] == &body[0] {
 			continue // the body itself, already held
 		}
-		n += int64(len(b))
+		n += int64(len(it.Body))
 	}
 	return n
 }

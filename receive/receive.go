@@ -252,8 +252,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.As(err, &tooLarge):
 			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
 		case errors.Is(err, errOverloaded):
-			w.Header().Set("Retry-After", "1")
-			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+			h.overloaded(w, r, name)
 		case errors.Is(err, errSlowBody):
 			w.Header().Set("Connection", "close")
 			h.reject(w, r, name, http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
@@ -316,11 +315,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// What the split produced is held in memory too, until the answer, and
 	// stored: it is bounded, and counted against the budget.
-	bodies := make([][]byte, len(items))
-	for i := range items {
-		bodies[i] = items[i].Body
-	}
-	if split := splitBytes(body, bodies); split > 0 {
+	if split := splitBytes(body, items); split > 0 {
 		if split > maxExpansion*int64(len(body))+expansionSlack {
 			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge,
 				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
@@ -328,8 +323,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := held.acquire(r.Context(), min(split, held.room())); err != nil {
-			w.Header().Set("Retry-After", "1")
-			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+			h.overloaded(w, r, name)
 			return
 		}
 	}
@@ -454,6 +448,13 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// overloaded answers a request that could not get memory in time: 503,
+// to be retried by the provider.
+func (h *Handler) overloaded(w http.ResponseWriter, r *http.Request, source string) {
+	w.Header().Set("Retry-After", "1")
+	h.reject(w, r, source, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
 }
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {

@@ -322,6 +322,7 @@ destinations:
 	if h := text("h1"); h != "Visão geral" {
 		t.Fatalf("pt-BR heading %q", h)
 	}
+	shot("dashboard-overview-pt.png")
 	do("pt-BR kept", chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	if h := text("h1"); h != "Destinos" {
 		t.Fatalf("pt-BR not kept: %q", h)

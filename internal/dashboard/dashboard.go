@@ -200,7 +200,7 @@ func (d *Dashboard) LoginLink(token string, ttl time.Duration) string {
 type session struct {
 	caller apiauth.Caller
 	idHash string
-	csrf   string
+	csrf   string // the session's own CSRF token, made with it and kept in the store
 }
 
 type sessionKey struct{}
@@ -237,9 +237,6 @@ func hashID(id string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// csrf is the session's CSRF token, made with it and kept in the store.
-func (d *Dashboard) csrf(s session) string { return s.csrf }
-
 // authed runs h for a logged-in session; a POST must also carry the CSRF
 // token and come from this origin, and a read-only token may not change
 // anything.
@@ -264,7 +261,7 @@ func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) 
 				d.fail(w, r, http.StatusBadRequest, "bad_request")
 				return
 			}
-			if !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(d.csrf(s))) || !sameOrigin(r) {
+			if !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) || !sameOrigin(r) {
 				d.fail(w, r, http.StatusForbidden, "csrf")
 				return
 			}
@@ -501,7 +498,7 @@ type page struct {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, s session, data any) {
 	p := page{L: d.lang(w, r), Nav: name, Data: data, Now: d.opts.Now(), Flash: r.URL.Query().Get("done")}
 	if s.idHash != "" {
-		p.CSRF, p.Caller, p.ReadOnly = d.csrf(s), s.caller.Name, s.caller.ReadOnly
+		p.CSRF, p.Caller, p.ReadOnly = s.csrf, s.caller.Name, s.caller.ReadOnly
 	}
 	q := r.URL.Query()
 	q.Del("lang")

@@ -19,9 +19,8 @@ const MaxCopyKeys = 100_000
 // did. Counting costs a map update; the store sees one update per event
 // per commit.
 type Copies struct {
-	mu      sync.Mutex
-	m       map[copyKey]*store.Copy
-	dropped int64
+	mu sync.Mutex
+	m  map[copyKey]*store.Copy
 }
 
 type copyKey struct{ source, key string }
@@ -34,19 +33,24 @@ func (c *Copies) Add(source, key string, at time.Time) {
 	if c == nil {
 		return
 	}
-	k := copyKey{source, key}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.addLocked(source, key, 1, at)
+	c.mu.Unlock()
+}
+
+// addLocked counts n copies of source/key, the last at at, unless the
+// accumulator is full.
+func (c *Copies) addLocked(source, key string, n int64, at time.Time) {
+	k := copyKey{source, key}
 	e := c.m[k]
 	if e == nil {
 		if len(c.m) >= MaxCopyKeys {
-			c.dropped++
-			return
+			return // full: see MaxCopyKeys
 		}
 		e = &store.Copy{Source: source, Key: key}
 		c.m[k] = e
 	}
-	e.N++
+	e.N += n
 	if at.After(e.Last) {
 		e.Last = at
 	}
@@ -77,22 +81,9 @@ func (c *Copies) Restore(copies []store.Copy) {
 	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, x := range copies {
-		c.mu.Lock()
-		e := c.m[copyKey{x.Source, x.Key}]
-		if e == nil {
-			if len(c.m) >= MaxCopyKeys {
-				c.dropped += x.N
-				c.mu.Unlock()
-				continue
-			}
-			e = &store.Copy{Source: x.Source, Key: x.Key}
-			c.m[copyKey{x.Source, x.Key}] = e
-		}
-		e.N += x.N
-		if x.Last.After(e.Last) {
-			e.Last = x.Last
-		}
-		c.mu.Unlock()
+		c.addLocked(x.Source, x.Key, x.N, x.Last)
 	}
 }
