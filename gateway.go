@@ -368,14 +368,16 @@ func (g *Gateway) Store() store.Store { return g.store }
 // the gateway's commits.
 func (g *Gateway) Effects() *effect.Local { return g.effects }
 
-// Replay redelivers a stored event on purpose (see store.Store's Replay),
-// and wakes this gateway's worker to deliver it at once.
+// Replay redelivers a stored event on purpose (see store.Replay), as the
+// operator's replay does: audited, under the actor admin.WithActor put in
+// ctx ("library" when none), and waking this gateway's worker. It returns
+// how many deliveries it requeued, or an error wrapping admin.ErrNotFound.
 func (g *Gateway) Replay(ctx context.Context, source, key string) (int, error) {
-	n, err := g.store.Replay(ctx, source, key, time.Now())
-	if err == nil && n > 0 {
-		g.worker.Notify()
+	if admin.ActorOf(ctx) == admin.UnknownActor {
+		ctx = admin.WithActor(ctx, "library")
 	}
-	return n, err
+	n, err := g.admin.ReplayEvents(ctx, admin.EventFilter{Source: source, Key: key}, false)
+	return n.Count, err
 }
 
 // Admin is the gateway's operator surface (what the admin API serves).

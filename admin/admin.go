@@ -151,8 +151,11 @@ func ActorOf(ctx context.Context) string {
 	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
 		return a
 	}
-	return "unknown"
+	return UnknownActor
 }
+
+// UnknownActor is ActorOf a context that names nobody.
+const UnknownActor = "unknown"
 
 func (s *Service) audit(ctx context.Context, action, target string) store.AuditEntry {
 	return store.AuditEntry{At: s.opts.Now(), Actor: ActorOf(ctx), Action: action, Target: target}
@@ -397,12 +400,10 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 
 // ReplayEvent implements Operator.
 func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
-	if _, err := s.admin.Event(ctx, id); errors.Is(err, store.ErrNotFound) {
+	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{ID: id}, Now: s.opts.Now(), Audit: s.audit(ctx, "replay", fmt.Sprintf("event %d", id))})
+	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
-	} else if err != nil {
-		return Count{}, err
 	}
-	n, err := s.admin.ReplayEvents(ctx, store.EventQuery{ID: id}, s.opts.Now(), false, s.audit(ctx, "replay", fmt.Sprintf("event %d", id)))
 	if err != nil {
 		return Count{}, err
 	}
@@ -422,8 +423,14 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 	if f.empty() && !f.All {
 		return Count{}, invalid("all", "the filter is empty: set all to replay every stored event")
 	}
+	if err := s.knownNames(f.Source, ""); err != nil {
+		return Count{}, err // a typo, not "nothing to replay"
+	}
 	q.Limit = 0
-	n, err := s.admin.ReplayEvents(ctx, q, s.opts.Now(), dryRun, s.audit(ctx, "replay", f.String()))
+	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, "replay", f.String())})
+	if errors.Is(err, store.ErrNotFound) {
+		return Count{}, fmt.Errorf("replay %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
+	}
 	if err != nil {
 		return Count{}, err
 	}
@@ -544,7 +551,8 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err := s.knownNames(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
-	n, err := s.admin.RetryDeadLetters(ctx, q, s.opts.Now(), dryRun, s.audit(ctx, "retry", f.String()))
+	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{Source: q.Source}, Destination: q.Destination, Dead: true,
+		Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, "retry", f.String())})
 	if err != nil {
 		return Count{}, err
 	}
@@ -691,12 +699,24 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 // so, not report that it changed nothing.
 func (s *Service) knownNames(source, destination string) error {
 	if destination != "" && !s.known(destination) {
-		return fmt.Errorf("destination %q: %w", destination, ErrNotFound)
+		return fmt.Errorf("no such destination %q (known: %s): %w", destination, names(s.opts.Destinations, func(d Destination) string { return d.Name }), ErrNotFound)
 	}
 	if source != "" && !slices.ContainsFunc(s.opts.Sources, func(x Source) bool { return x.Name == source }) {
-		return fmt.Errorf("source %q: %w", source, ErrNotFound)
+		return fmt.Errorf("no such source %q (known: %s): %w", source, names(s.opts.Sources, func(x Source) string { return x.Name }), ErrNotFound)
 	}
 	return nil
+}
+
+// names lists items' names for an error message.
+func names[T any](items []T, name func(T) string) string {
+	if len(items) == 0 {
+		return "none configured"
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = name(it)
+	}
+	return strings.Join(out, ", ")
 }
 
 func (s *Service) known(destination string) bool {

@@ -580,7 +580,7 @@ func (b *bench) effects(storeName, storeURL string) ([]result, error) {
 				t0 := time.Now()
 				c, err := l.Claim(context.Background(), key, effect.ClaimOptions{Lease: time.Minute})
 				took := time.Since(t0)
-				if err == nil && !c.Replayed {
+				if err == nil && !c.AlreadyDone {
 					owners.Add(1)
 				}
 				mu.Lock()

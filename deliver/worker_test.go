@@ -419,7 +419,7 @@ func TestReplayedDeadLetterIsDelivered(t *testing.T) {
 	waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
 
 	broken.Store(false)
-	if n, err := s.Replay(context.Background(), "src", "evt_replay", time.Now()); err != nil || n != 1 {
+	if n, err := s.Replay(context.Background(), store.Replay{Events: store.EventQuery{Source: "src", Key: "evt_replay"}, Now: time.Now()}); err != nil || n != 1 {
 		t.Fatalf("Replay = %d, %v", n, err)
 	}
 	// No Notify: the worker has to find it.

@@ -43,7 +43,6 @@ type answer struct {
 	Reclaimed      bool            `json:"reclaimed"`
 	LeaseExpiresAt time.Time       `json:"lease_expires_at"`
 	Result         json.RawMessage `json:"result"`
-	Replayed       bool            `json:"replayed"`
 	RetryAfter     time.Time       `json:"retry_after"`
 	Error          string          `json:"error"`
 	Reason         string          `json:"reason"`
@@ -136,7 +135,7 @@ func (c *Client) Claim(ctx context.Context, key string, opts ClaimOptions) (Clai
 	case http.StatusCreated:
 		return Claim{Token: a.Token, Attempt: a.Attempt, Reclaimed: a.Reclaimed, LeaseExpiresAt: a.LeaseExpiresAt}, nil
 	case http.StatusOK:
-		return Claim{Replayed: true, Result: a.Result}, nil
+		return Claim{AlreadyDone: true, Result: a.Result}, nil
 	}
 	return Claim{}, errorFor(status, a)
 }

@@ -33,7 +33,7 @@ func IsPermanent(err error) bool {
 // by however many processes:
 //
 //   - it claims key; if key was done before, it returns the stored result
-//     with replayed set, and fn does not run;
+//     with alreadyDone set, and fn does not run;
 //   - it runs fn while renewing the lease in the background (fn's context
 //     ends if the lease is lost, so that fn stops acting as an owner);
 //   - it completes key with fn's result, or, when fn fails, releases it
@@ -44,12 +44,12 @@ func IsPermanent(err error) bool {
 // RetryAfter. fn is told the claim: a Reclaimed claim means a previous owner
 // stopped halfway, so fn should check whether the effect already happened
 // (the downstream API, looked up by the same key) before doing it again.
-func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ctx context.Context, c Claim) (json.RawMessage, error)) (result json.RawMessage, replayed bool, err error) {
+func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ctx context.Context, c Claim) (json.RawMessage, error)) (result json.RawMessage, alreadyDone bool, err error) {
 	c, err := l.Claim(ctx, key, opts)
 	if err != nil {
 		return nil, false, err
 	}
-	if c.Replayed {
+	if c.AlreadyDone {
 		return c.Result, true, nil
 	}
 	lease := opts.Lease

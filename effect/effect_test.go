@@ -103,7 +103,7 @@ func TestHTTPClaimCompleteReplay(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !bytes.Contains(raw, []byte(`"result":`+result)) || !bytes.Contains(raw, []byte(`"replayed":true`)) {
+	if resp.StatusCode != 200 || !bytes.Contains(raw, []byte(`"result":`+result)) || !bytes.Contains(raw, []byte(`"already_done":true`)) || !bytes.Contains(raw, []byte(`"replayed":true`)) {
 		t.Fatalf("claim after done: %d %s", resp.StatusCode, raw)
 	}
 	status, m, _ = a.call("GET", key, "")
@@ -275,7 +275,7 @@ func TestHTTPOneOwnerAmongHundredClaimers(t *testing.T) {
 			defer mu.Unlock()
 			var b *effect.BusyError
 			switch {
-			case err == nil && !c.Replayed:
+			case err == nil && !c.AlreadyDone:
 				owners++
 				token = c.Token
 			case errors.As(err, &b) && !b.RetryAfter.IsZero():
@@ -296,7 +296,7 @@ func TestHTTPOneOwnerAmongHundredClaimers(t *testing.T) {
 	}
 	for range 10 {
 		c, err := client.Claim(context.Background(), "llm-summary:evt_1", effect.ClaimOptions{})
-		if err != nil || !c.Replayed || string(c.Result) != string(result) {
+		if err != nil || !c.AlreadyDone || string(c.Result) != string(result) {
 			t.Fatalf("after done: %+v %v", c, err)
 		}
 	}
@@ -324,7 +324,7 @@ func TestDoRunsTheWorkOnce(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for {
-						res, replayed, err := effect.Do(context.Background(), l, key, effect.ClaimOptions{Lease: 5 * time.Second},
+						res, alreadyDone, err := effect.Do(context.Background(), l, key, effect.ClaimOptions{Lease: 5 * time.Second},
 							func(ctx context.Context, c effect.Claim) (json.RawMessage, error) {
 								mu.Lock()
 								runs++
@@ -340,7 +340,7 @@ func TestDoRunsTheWorkOnce(t *testing.T) {
 						if err != nil || string(res) != `{"sent":1}` {
 							t.Errorf("Do: %s %v", res, err)
 						}
-						if replayed {
+						if alreadyDone {
 							mu.Lock()
 							replays++
 							mu.Unlock()

@@ -29,21 +29,21 @@ func Example() {
 
 	sends := 0
 	remind := func() {
-		result, replayed, err := effect.Do(context.Background(), ledger, "pix-reminder:HP123:24h", effect.ClaimOptions{Lease: 30 * time.Second},
+		result, alreadyDone, err := effect.Do(context.Background(), ledger, "pix-reminder:HP123:24h", effect.ClaimOptions{Lease: 30 * time.Second},
 			func(ctx context.Context, c effect.Claim) (json.RawMessage, error) {
 				// c.Reclaimed: a previous run stopped halfway; look up
 				// whether it sent the message before sending it again.
 				sends++
 				return json.RawMessage(`{"message_id":"wamid.1"}`), nil
 			})
-		fmt.Println(string(result), "replayed:", replayed, "err:", err)
+		fmt.Println(string(result), "already done:", alreadyDone, "err:", err)
 	}
 	remind()
 	remind()
 	fmt.Println("messages sent:", sends)
 	// Output:
-	// {"message_id":"wamid.1"} replayed: false err: <nil>
-	// {"message_id":"wamid.1"} replayed: true err: <nil>
+	// {"message_id":"wamid.1"} already done: false err: <nil>
+	// {"message_id":"wamid.1"} already done: true err: <nil>
 	// messages sent: 1
 }
 
@@ -90,7 +90,7 @@ func ExampleClaimTx() {
 
 	tx, _ := db.BeginTx(ctx, nil)
 	c, err := effect.ClaimTx(ctx, tx, "ship:order-987", effect.ClaimOptions{})
-	if err == nil && !c.Replayed {
+	if err == nil && !c.AlreadyDone {
 		tx.Exec(`INSERT INTO orders VALUES ('order-987', 'shipped')`)
 		effect.CompleteTx(ctx, tx, "ship:order-987", c.Token, json.RawMessage(`{"tracking":"BR123"}`))
 	}

@@ -21,7 +21,8 @@ import (
 //
 //	POST /v1/effects/{key}/claim     {"lease":"30s","fingerprint":"...","deadline":"RFC 3339"}
 //	  201 {"state":"pending","token":"...","attempt":1,"reclaimed":false,"lease_expires_at":"..."}
-//	  200 {"state":"done","result":<stored JSON>,"replayed":true}
+//	  200 {"state":"done","already_done":true,"result":<stored JSON>}
+//	      ("replayed":true too: the older name, for clients that read it)
 //	  409 {"error":"...","reason":"busy","state":"pending","retry_after":"..."}, with Retry-After
 //	  409 {"error":"<the stored failure>","reason":"failed","state":"failed"}
 //	  422 {"error":"...","reason":"fingerprint_mismatch", the existing record}; nothing changes
@@ -270,12 +271,12 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	if c.Replayed {
+	if c.AlreadyDone {
 		// Written by hand: an encoder would compact the result, and a later
 		// claim gets it back byte for byte.
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		fmt.Fprintf(w, "{\"state\":%q,\"replayed\":true,\"result\":%s}\n", store.EffectDone, c.Result)
+		fmt.Fprintf(w, "{\"state\":%q,\"already_done\":true,\"replayed\":true,\"result\":%s}\n", store.EffectDone, c.Result)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"state": store.EffectPending, "token": c.Token, "attempt": c.Attempt,

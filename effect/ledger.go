@@ -16,7 +16,7 @@ import (
 // Ledger is the effects ledger, in-process (New) or over HTTP (NewClient).
 // Both behave the same; the HTTP one reaches a running gateway's API.
 type Ledger interface {
-	// Claim takes key's lease, or says why not: a Claim with Replayed set
+	// Claim takes key's lease, or says why not: a Claim with AlreadyDone set
 	// (done before: use its Result instead of doing the work again), or an
 	// error: *BusyError (another owner holds the lease), *FailedError
 	// (failed for good), ErrFingerprint (the key was claimed for another
@@ -63,10 +63,10 @@ type Claim struct {
 	// before acting again.
 	Reclaimed bool
 
-	// Replayed: the key was done before; Result is what its owner stored.
+	// AlreadyDone: the key was done before; Result is what its owner stored.
 	// Nothing is owned, and there is nothing to complete.
-	Replayed bool
-	Result   json.RawMessage
+	AlreadyDone bool
+	Result      json.RawMessage
 }
 
 // Record is what the ledger keeps for a key.
@@ -300,8 +300,8 @@ func claimOf(res store.EffectResult) (Claim, error) {
 	switch res.Status {
 	case store.EffectAcquired:
 		return Claim{Token: r.Token, Attempt: r.Attempt, LeaseExpiresAt: r.LeaseExpiresAt, Reclaimed: res.Reclaimed}, nil
-	case store.EffectReplayed:
-		return Claim{Replayed: true, Result: json.RawMessage(r.Result)}, nil
+	case store.EffectAlreadyDone:
+		return Claim{AlreadyDone: true, Result: json.RawMessage(r.Result)}, nil
 	}
 	return Claim{}, errorOf(res)
 }

@@ -146,7 +146,7 @@ func TestOutboxCommitsWithTheUsersTransaction(t *testing.T) {
 			}
 			// The ledger then answers everyone else with the result.
 			l := effect.New(o.store, effect.Options{})
-			if c, err := l.Claim(ctx, "reminder:order-1", effect.ClaimOptions{}); err != nil || !c.Replayed {
+			if c, err := l.Claim(ctx, "reminder:order-1", effect.ClaimOptions{}); err != nil || !c.AlreadyDone {
 				t.Fatalf("claim after the outbox commit: %+v %v", c, err)
 			}
 		})

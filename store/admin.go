@@ -22,17 +22,17 @@ type Admin interface {
 	// Event returns one event with its body, forwarded headers, and every
 	// delivery with every attempt, or ErrNotFound.
 	Event(ctx context.Context, id int64) (EventDetail, error)
-	// ReplayEvents requeues, as Replay does, every delivery not leased
-	// right now of every event q selects (not only a page of them), and
-	// returns how many deliveries; with dryRun, only how many it would.
-	ReplayEvents(ctx context.Context, q EventQuery, now time.Time, dryRun bool, audit AuditEntry) (int, error)
+	// Replay is an operator's deliberate redelivery, the one way a stored
+	// delivery is requeued: see Replay (the type). It returns how many
+	// deliveries it requeued, or with DryRun how many it would, and
+	// ErrNotFound when r names one event (by ID, or Source and Key) that is
+	// not stored.
+	Replay(ctx context.Context, r Replay) (int, error)
 	// ListDeadLetters lists dead deliveries newest first, a page at a time.
 	ListDeadLetters(ctx context.Context, q DeadQuery) ([]DeadLetter, error)
-	// RetryDeadLetters requeues the dead letters q selects (all of them,
-	// not a page), due at now with their attempts reset; PurgeDeadLetters
-	// deletes them (their events go with the window sweep). Both return how
-	// many, or with dryRun how many they would.
-	RetryDeadLetters(ctx context.Context, q DeadQuery, now time.Time, dryRun bool, audit AuditEntry) (int, error)
+	// PurgeDeadLetters deletes the dead letters q selects (all of them, not
+	// a page; their events go with the window sweep) and returns how many,
+	// or with dryRun how many it would.
 	PurgeDeadLetters(ctx context.Context, q DeadQuery, dryRun bool, audit AuditEntry) (int, error)
 	// SetPaused pauses or resumes a destination. A paused destination's
 	// deliveries are neither handed off nor leased (attempts already running
@@ -75,6 +75,45 @@ func innermost[T any](s Store) (T, bool) {
 		}
 		s = u.Unwrap()
 	}
+}
+
+// Replay selects what a replay requeues: every delivery, of every event
+// Events selects (Before and Limit are ignored: all of them, not a page),
+// that no worker holds right now (delivered, dead-lettered, or pending in
+// backoff), narrowed to one destination and to dead letters when asked.
+// Each is due again at Now with its attempt count reset (the attempts stay
+// on record). The event keeps its key, so the destination sees the same
+// Idempotency-Key, and inbound dedup is not involved. A delivery leased
+// right now is left to its worker.
+//
+// The change and its audit entry are written together (a bulk replay in
+// several transactions raises the entry's count with each), and a replay
+// that returned a count is never undone by a concurrent SweepExpired: the
+// events and their requeued deliveries stay.
+type Replay struct {
+	Events      EventQuery
+	Destination string // only this destination's deliveries, when set
+	Dead        bool   // only dead letters: retrying them
+	Now         time.Time
+	DryRun      bool
+	Audit       AuditEntry // Action defaults to replay, or retry with Dead
+}
+
+// OneEvent is true when r names a single event, by ID or by source and key.
+func (r Replay) OneEvent() bool {
+	return r.Events.ID != 0 || (r.Events.Source != "" && r.Events.Key != "")
+}
+
+// Entry is r's audit entry, its action filled in.
+func (r Replay) Entry() AuditEntry {
+	a := r.Audit
+	if a.Action == "" {
+		a.Action = "replay"
+		if r.Dead {
+			a.Action = "retry"
+		}
+	}
+	return a
 }
 
 // Event states, as listed: the state of an event's deliveries taken

@@ -64,16 +64,16 @@ type EffectOp struct {
 type EffectStatus int
 
 const (
-	EffectAcquired  EffectStatus = iota // Claim: the caller owns it now (HTTP 201)
-	EffectReplayed                      // Claim: already done; here is the result (200)
-	EffectBusy                          // Claim: another owner holds an unexpired lease (409)
-	EffectIsFailed                      // Claim: it failed for good (409)
-	EffectMismatch                      // Claim: another fingerprint claimed this key (422)
-	EffectIsExpired                     // Claim: its deadline passed before it was done (410)
-	EffectOK                            // Complete, Release, Fail, Renew, Reset: done
-	EffectStale                         // the token is not the owner's any more (409)
-	EffectNotFound                      // no record (404)
-	EffectConflict                      // Reset of a record that is not failed or expired (409)
+	EffectAcquired    EffectStatus = iota // Claim: the caller owns it now (HTTP 201)
+	EffectAlreadyDone                     // Claim: already done; here is the result (200)
+	EffectBusy                            // Claim: another owner holds an unexpired lease (409)
+	EffectIsFailed                        // Claim: it failed for good (409)
+	EffectMismatch                        // Claim: another fingerprint claimed this key (422)
+	EffectIsExpired                       // Claim: its deadline passed before it was done (410)
+	EffectOK                              // Complete, Release, Fail, Renew, Reset: done
+	EffectStale                           // the token is not the owner's any more (409)
+	EffectNotFound                        // no record (404)
+	EffectConflict                        // Reset of a record that is not failed or expired (409)
 )
 
 // EffectRecord is what the ledger keeps for a key.
@@ -158,7 +158,7 @@ func Transition(rec *EffectRecord, op EffectOp, newToken string) (*EffectRecord,
 		}
 		switch rec.State {
 		case EffectDone:
-			return nil, EffectResult{Status: EffectReplayed, Record: *rec}, ch
+			return nil, EffectResult{Status: EffectAlreadyDone, Record: *rec}, ch
 		case EffectFailed:
 			return nil, EffectResult{Status: EffectIsFailed, Record: *rec}, ch
 		case EffectExpired:

@@ -248,21 +248,6 @@ type Store interface {
 	// long.
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
-	// Replay is an operator's deliberate redelivery: every delivery of the
-	// event (source, key) that no worker holds right now (delivered,
-	// dead-lettered, or pending in backoff) is due again at now with its
-	// attempt count reset (the attempts stay on record). The event keeps its
-	// key, so the destination sees the same Idempotency-Key, and inbound
-	// dedup is not involved. A delivery leased right now is left to its
-	// worker. It returns how many deliveries it requeued, or ErrNotFound.
-	// A replay that returned a count is never undone by a concurrent
-	// SweepExpired: the event and its requeued deliveries stay.
-	Replay(ctx context.Context, source, key string, now time.Time) (int, error)
-
-	// ReplayDead requeues every dead letter, or only destination's when it
-	// is not empty, as Replay does, and returns how many.
-	ReplayDead(ctx context.Context, destination string, now time.Time) (int, error)
-
 	// Stats counts what the store holds, row by row: for tests and the
 	// benchmarks, which need exact totals; operators read the rollups.
 	Stats(ctx context.Context) (Stats, error)

@@ -128,7 +128,7 @@ func TestKilledEffectHolderIsTakenOverOnce(t *testing.T) {
 				defer mu.Unlock()
 				var b *effect.BusyError
 				switch {
-				case err == nil && !c.Replayed:
+				case err == nil && !c.AlreadyDone:
 					owners++
 					owner = c
 				case errors.As(err, &b):
@@ -156,7 +156,7 @@ func TestKilledEffectHolderIsTakenOverOnce(t *testing.T) {
 	}
 	for _, c := range clients {
 		got, err := c.Claim(context.Background(), key, effect.ClaimOptions{})
-		if err != nil || !got.Replayed || string(got.Result) != string(result) {
+		if err != nil || !got.AlreadyDone || string(got.Result) != string(result) {
 			t.Fatalf("after done: %+v %v", got, err)
 		}
 	}

@@ -110,6 +110,24 @@ destinations:
 	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_3"] == before+1 }) {
 		t.Fatal("the replay never arrived")
 	}
+	// The older `oncehook replay` is the same replay, and reaches the API
+	// (once the first replay's outcome is recorded: a leased delivery is
+	// its worker's).
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		e, err := gw.Admin().Event(t.Context(), page.Events[0].ID)
+		return err == nil && e.State == "delivered"
+	}) {
+		t.Fatal("the replay's outcome was never recorded")
+	}
+	if out := run(true, append([]string{"replay", "--source", "stripe", "--key", "evt_3"}, api...)...); !strings.Contains(out, "requeued 1 delivery") {
+		t.Fatalf("replay --api:\n%s", out)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_3"] == before+2 }) {
+		t.Fatal("the second replay never arrived")
+	}
+	if out := run(false, append([]string{"replay", "--source", "stripe", "--key", "evt_none"}, api...)...); !strings.Contains(out, "no such event") {
+		t.Fatalf("replay --api of an unknown key:\n%s", out)
+	}
 	if out := run(true, append([]string{"events", "replay", "--state", "dead", "--dry-run"}, store...)...); !strings.Contains(out, "would requeue 2 deliveries (dry run)") {
 		t.Fatalf("replay dry run:\n%s", out)
 	}
@@ -177,7 +195,9 @@ destinations:
 	for _, e := range audit.Entries {
 		actors[strings.SplitN(e.Actor, ":", 2)[0]+":"+e.Action] = true
 	}
-	if !actors["cli:pause"] || !actors["token:resume"] || !actors["token:replay"] || len(audit.Entries) != 3 {
+	// Two replays (events replay, and the older replay), a pause and a
+	// resume; the replay of an unknown key changed nothing and says nothing.
+	if !actors["cli:pause"] || !actors["token:resume"] || !actors["token:replay"] || len(audit.Entries) != 4 {
 		t.Fatalf("audit %+v", audit.Entries)
 	}
 	// Bad input says what is wrong.

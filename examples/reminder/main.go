@@ -83,7 +83,7 @@ func (s *Service) Remind(ctx context.Context, a Appointment) error {
 	if err != nil {
 		return err
 	}
-	if c.Replayed {
+	if c.AlreadyDone {
 		return nil // sent before; c.Result says which message
 	}
 	if s.crash != nil && s.crash(key, "claimed") {

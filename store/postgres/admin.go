@@ -190,25 +190,39 @@ func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, fn 
 	return n, nil
 }
 
-// ReplayEvents implements store.Admin.
-func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
-	f := s.eventFilter(q)
+// Replay implements store.Admin, in one transaction.
+func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
+	f := s.eventFilter(r.Events)
 	events := `SELECT e.id FROM events e WHERE ` + f.where()
-	nowArg := f.arg(s.toDB(now))
-	sel := `FROM deliveries WHERE event_id IN (` + events + `) AND NOT ` + leasedAt(nowArg)
-	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
-		if dryRun {
+	eventArgs := len(f.args)
+	sel := `FROM deliveries WHERE event_id IN (` + events + `) AND NOT ` + leasedAt(f.arg(s.toDB(r.Now)))
+	if r.Destination != "" {
+		sel += ` AND destination = ` + f.arg(r.Destination)
+	}
+	if r.Dead {
+		sel += ` AND state = 'dead'`
+	}
+	n, err := s.change(ctx, r.DryRun, r.Entry(), func(tx pgx.Tx) (int, error) {
+		// FOR SHARE: a sweep on another replica passes these events by
+		// (SKIP LOCKED) until the replay has committed, so it can never
+		// delete what this replay requeues (see sweepEvents).
+		lock := ` FOR SHARE`
+		if r.DryRun {
+			lock = ""
+		}
+		var found int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+events+lock+`) x`, f.args[:eventArgs]...).Scan(&found); err != nil {
+			return 0, err
+		}
+		if found == 0 && r.OneEvent() {
+			return 0, errNoEvent
+		}
+		if r.DryRun {
 			var n int
 			err := tx.QueryRow(ctx, `SELECT COUNT(*) `+sel, f.args...).Scan(&n)
 			return n, err
 		}
-		// FOR SHARE, as Replay does: a sweep on another replica passes
-		// these events by (SKIP LOCKED) until the replay has committed, so
-		// it can never delete what this replay requeues.
-		if _, err := tx.Exec(ctx, events+` ORDER BY e.id FOR SHARE`, f.args[:len(f.args)-1]...); err != nil {
-			return 0, err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueAt(nowArg)+`
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueAt("$"+fmt.Sprint(eventArgs+1))+`
 			WHERE id IN (SELECT id `+sel+` ORDER BY id FOR UPDATE)`, f.args...)
 		if err != nil {
 			return 0, err
@@ -216,7 +230,14 @@ func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.T
 		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
 		return int(tag.RowsAffected()), err
 	})
+	if errors.Is(err, errNoEvent) {
+		return 0, fmt.Errorf("replay: %w", store.ErrNotFound)
+	}
+	return n, err
 }
+
+// errNoEvent ends a replay of one event that is not stored.
+var errNoEvent = errors.New("no such event")
 
 func deadFilter(q store.DeadQuery) *filter {
 	f := &filter{conds: []string{"d.state = 'dead'"}}
@@ -254,27 +275,6 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 		return nil, unavailable("list dead letters", err)
 	}
 	return out, nil
-}
-
-// RetryDeadLetters implements store.Admin.
-func (s *Store) RetryDeadLetters(ctx context.Context, q store.DeadQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
-	f := deadFilter(q)
-	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + f.where()
-	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
-		if dryRun {
-			var n int
-			err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+sel+`) x`, f.args...).Scan(&n)
-			return n, err
-		}
-		nowArg := f.arg(s.toDB(now))
-		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueAt(nowArg)+`
-			WHERE id IN (`+sel+` ORDER BY d.id FOR UPDATE OF d)`, f.args...)
-		if err != nil {
-			return 0, err
-		}
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
-		return int(tag.RowsAffected()), err
-	})
 }
 
 // PurgeDeadLetters implements store.Admin.

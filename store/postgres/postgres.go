@@ -626,60 +626,6 @@ func leasedAt(now string) string {
 	return `(state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > ` + now + `)`
 }
 
-var (
-	requeueSet = requeueAt("$1")
-	leasedNow  = leasedAt("$1")
-)
-
-// Replay implements store.Store.
-func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {
-	now = s.toDB(now)
-	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// FOR SHARE: the sweep's SKIP LOCKED passes this event by while the
-		// replay runs (see SweepExpired).
-		var id int64
-		if err := tx.QueryRow(ctx, `SELECT id FROM events WHERE source = $1 AND key = $2 FOR SHARE`, source, key).Scan(&id); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
-			WHERE id IN (SELECT id FROM deliveries WHERE event_id = $2 AND NOT `+leasedNow+` ORDER BY id FOR UPDATE)`, now, id)
-		if err != nil {
-			return err
-		}
-		n = int(tag.RowsAffected())
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("replay %s:%s: %w", source, key, store.ErrNotFound)
-	}
-	if err != nil {
-		return 0, unavailable("replay", err)
-	}
-	return n, nil
-}
-
-// ReplayDead implements store.Store.
-func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Time) (int, error) {
-	now = s.toDB(now)
-	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueSet+`
-			WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND ($2 = '' OR destination = $2) ORDER BY id FOR UPDATE)`, now, destination)
-		if err != nil {
-			return err
-		}
-		n = int(tag.RowsAffected())
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
-		return err
-	})
-	if err != nil {
-		return 0, unavailable("replay dead letters", err)
-	}
-	return n, nil
-}
-
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats

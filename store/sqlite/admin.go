@@ -280,16 +280,35 @@ func (s *Store) count(ctx context.Context, what, query string, args ...any) (int
 	return n, nil
 }
 
-// ReplayEvents implements store.Admin.
-func (s *Store) ReplayEvents(ctx context.Context, q store.EventQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
-	where, args := eventWhere(q)
-	sel := `FROM deliveries WHERE event_id IN (SELECT e.id FROM events e WHERE ` + where + `) AND NOT ` + leasedNow
-	args = append(args, ms(now))
-	return s.bulkChange(ctx, dryRun, a, now,
+// Replay implements store.Admin, in transactions of s.bulk deliveries (see
+// bulkChange). SQLite has one writer, so no sweep runs between a
+// transaction's read and its write.
+func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
+	where, args := eventWhere(r.Events)
+	events := `SELECT e.id FROM events e WHERE ` + where
+	if r.OneEvent() {
+		var found int
+		if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+events+`)`, args...).Scan(&found); err != nil {
+			return 0, unavailable("replay", err)
+		}
+		if found == 0 {
+			return 0, fmt.Errorf("replay: %w", store.ErrNotFound)
+		}
+	}
+	sel := `FROM deliveries WHERE event_id IN (` + events + `) AND NOT ` + leasedNow
+	args = append(args, ms(r.Now))
+	if r.Destination != "" {
+		sel += ` AND destination = ?`
+		args = append(args, r.Destination)
+	}
+	if r.Dead {
+		sel += ` AND state = 'dead'`
+	}
+	return s.bulkChange(ctx, r.DryRun, r.Entry(), r.Now,
 		func() (int, error) { return s.count(ctx, "count replay", `SELECT COUNT(*) `+sel, args...) },
 		func(tx *sql.Tx, after int64) ([]int64, error) {
 			return returningIDs(ctx, tx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (SELECT id `+sel+` AND id > ? ORDER BY id LIMIT ?) RETURNING id`,
-				append(append([]any{ms(now), ms(now)}, args...), after, s.bulk)...)
+				append(append([]any{ms(r.Now), ms(r.Now)}, args...), after, s.bulk)...)
 		})
 }
 
@@ -335,20 +354,6 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 		out = append(out, d)
 	}
 	return out, rows.Err()
-}
-
-// RetryDeadLetters implements store.Admin.
-func (s *Store) RetryDeadLetters(ctx context.Context, q store.DeadQuery, now time.Time, dryRun bool, a store.AuditEntry) (int, error) {
-	where, args := deadWhere(q)
-	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + where
-	return s.bulkChange(ctx, dryRun, a, now,
-		func() (int, error) {
-			return s.count(ctx, "count dead letters", `SELECT COUNT(*) FROM (`+sel+`)`, args...)
-		},
-		func(tx *sql.Tx, after int64) ([]int64, error) {
-			return returningIDs(ctx, tx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (`+sel+` AND d.id > ? ORDER BY d.id LIMIT ?) RETURNING id`,
-				append(append([]any{ms(now), ms(now)}, args...), after, s.bulk)...)
-		})
 }
 
 // PurgeDeadLetters implements store.Admin.

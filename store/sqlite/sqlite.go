@@ -524,53 +524,6 @@ const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = ?, lease_
 // NULL: a delivery waiting in backoff has no lease and is replayed).
 const leasedNow = `(state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > ?)`
 
-// Replay implements store.Store.
-func (s *Store) Replay(ctx context.Context, source, key string, now time.Time) (int, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, unavailable("begin replay", err)
-	}
-	defer tx.Rollback()
-	var id int64
-	err = tx.QueryRowContext(ctx, `SELECT id FROM events WHERE source = ? AND key = ?`, source, key).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("replay %s:%s: %w", source, key, store.ErrNotFound)
-	}
-	if err != nil {
-		return 0, unavailable("replay", err)
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+`
-		WHERE event_id = ? AND NOT `+leasedNow, ms(now), ms(now), id, ms(now))
-	if err != nil {
-		return 0, unavailable("replay", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, unavailable("commit replay", err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
-}
-
-// ReplayDead implements store.Store, in transactions of 1,000 so that
-// replaying a large pile of dead letters never holds intake's writer long.
-func (s *Store) ReplayDead(ctx context.Context, destination string, now time.Time) (int, error) {
-	const batch = 1000
-	total := 0
-	for {
-		res, err := s.write.ExecContext(ctx, `UPDATE deliveries SET `+requeueSet+`
-			WHERE id IN (SELECT id FROM deliveries WHERE state = 'dead' AND (? = '' OR destination = ?) LIMIT ?)`,
-			ms(now), ms(now), destination, destination, batch)
-		if err != nil {
-			return total, unavailable("replay dead letters", err)
-		}
-		n, _ := res.RowsAffected()
-		total += int(n)
-		if n < batch {
-			return total, nil
-		}
-	}
-}
-
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats

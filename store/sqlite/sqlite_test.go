@@ -146,13 +146,13 @@ func TestBulkChangesRunInBatches(t *testing.T) {
 	audit := func(action string) store.AuditEntry {
 		return store.AuditEntry{Actor: "ops", Action: action, Target: "all"}
 	}
-	if n, err := s.RetryDeadLetters(ctx, store.DeadQuery{}, now, true, audit("retry")); err != nil || n != 25 {
+	if n, err := s.Replay(ctx, store.Replay{Dead: true, Now: now, DryRun: true, Audit: audit("retry")}); err != nil || n != 25 {
 		t.Fatalf("dry run %d %v", n, err)
 	}
-	if n, err := s.RetryDeadLetters(ctx, store.DeadQuery{}, now, false, audit("retry")); err != nil || n != 25 {
+	if n, err := s.Replay(ctx, store.Replay{Dead: true, Now: now, Audit: audit("retry")}); err != nil || n != 25 {
 		t.Fatalf("retry %d %v", n, err)
 	}
-	if n, err := s.ReplayEvents(ctx, store.EventQuery{Source: "src"}, now.Add(time.Second), false, audit("replay")); err != nil || n != 25 {
+	if n, err := s.Replay(ctx, store.Replay{Events: store.EventQuery{Source: "src"}, Now: now.Add(time.Second), Audit: audit("replay")}); err != nil || n != 25 {
 		t.Fatalf("replay %d %v", n, err)
 	}
 	st, _ := s.Stats(ctx)

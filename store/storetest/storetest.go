@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -61,12 +62,11 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"LeaseCountsTheAttempt", testLeaseCountsAttempt},
 		{"ReplayRequeuesADeliveryInBackoff", testReplayBackoff},
 		{"ReplayIsNeverUndoneBySweep", replicas(testReplayVersusSweep)},
-		{"AdminReplayIsNeverUndoneBySweep", replicas(testAdminReplayVersusSweep)},
 		{"StormOfOverlappingBatchesOnThreeReplicas", replicas(testStorm)},
 		{"BadEventIsRejectedNotUnavailable", testRejected},
 		{"CommitHandsOffTheDeliveriesItCreates", testHandOff},
 		{"OneCommitCarriesClaimsOutcomesAndLeases", testOneCommit},
-		{"EffectClaimCompleteReplay", testEffectLifecycle},
+		{"EffectClaimCompleteAlreadyDone", testEffectLifecycle},
 		{"EffectReleaseFailResetAndTakeOver", testEffectTakeOver},
 		{"EffectFingerprintAndDeadline", testEffectGuards},
 		{"EffectTextIsKeptAsWritten", testEffectText},
@@ -321,7 +321,6 @@ func testSweep(t *testing.T, s store.Store) {
 }
 
 func testReplay(t *testing.T, s store.Store) {
-	ctx := context.Background()
 	mustClaim(t, s, event("ok", "d1", "d2"), event("bad", "d1"))
 	for _, d := range lease(t, s, base, time.Minute, 10) {
 		kind := store.OutcomeDelivered
@@ -331,11 +330,11 @@ func testReplay(t *testing.T, s store.Store) {
 		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: 1})
 	}
 	later := base.Add(time.Hour)
-	n, err := s.Replay(ctx, "src", "ok", later)
+	n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "ok"}, Now: later})
 	if err != nil || n != 2 {
 		t.Fatalf("Replay = %d, %v; want both deliveries of the event", n, err)
 	}
-	if _, err := s.Replay(ctx, "src", "never", later); !errors.Is(err, store.ErrNotFound) {
+	if _, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "never"}, Now: later}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Replay of an unknown event: %v, want ErrNotFound", err)
 	}
 	if ds := lease(t, s, later.Add(-time.Second), time.Minute, 10); len(ds) != 0 {
@@ -346,20 +345,40 @@ func testReplay(t *testing.T, s store.Store) {
 		t.Fatalf("after replay leased %+v: want the two deliveries of ok, as attempt 1", ds)
 	}
 	// A leased delivery is its worker's: replaying now leaves it alone.
-	if n, _ := s.Replay(ctx, "src", "ok", later); n != 0 {
+	if n, _ := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "ok"}, Now: later}); n != 0 {
 		t.Fatalf("replay took %d deliveries away from their worker", n)
 	}
-	n, err = s.ReplayDead(ctx, "other", later)
+	n, err = replay(t, s, store.Replay{Destination: "other", Dead: true, Now: later})
 	if err != nil || n != 0 {
-		t.Fatalf("ReplayDead(other) = %d, %v", n, err)
+		t.Fatalf("replay of other's dead letters = %d, %v", n, err)
 	}
-	n, err = s.ReplayDead(ctx, "", later)
+	n, err = replay(t, s, store.Replay{Destination: "", Dead: true, Now: later})
 	if err != nil || n != 1 {
-		t.Fatalf("ReplayDead = %d, %v; want the one dead letter", n, err)
+		t.Fatalf("replay of the dead letters = %d, %v; want the one dead letter", n, err)
 	}
 	if st := stats(t, s); st.Dead != 0 || st.Pending != 3 || st.Attempts != 3 {
 		t.Fatalf("stats %+v: want nothing dead, 3 pending, the 3 earlier attempts kept", st)
 	}
+	// Every replay is audited, with what it did; the one of an unknown
+	// event did nothing, and wrote nothing.
+	audit, err := admin(t, s).ListAudit(context.Background(), 0, 10)
+	var got []string
+	for _, a := range audit {
+		got = append(got, fmt.Sprintf("%s %d", a.Action, a.Count))
+	}
+	if want := []string{"retry 1", "retry 0", "replay 0", "replay 2"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("audit %q %v, want %q (newest first)", got, err, want)
+	}
+}
+
+// replay replays through s's Admin, as every operator's replay does.
+func replay(t *testing.T, s store.Store, r store.Replay) (int, error) {
+	t.Helper()
+	a, ok := store.AdminOf(s)
+	if !ok {
+		t.Fatal("the store has no Admin")
+	}
+	return a.Replay(context.Background(), r)
 }
 
 func testID(t *testing.T, s store.Store) {
@@ -462,13 +481,12 @@ func testLeaseCountsAttempt(t *testing.T, s store.Store) {
 // One meaning of replay on every backend: a delivery waiting in backoff
 // (even one parked for a day by Retry-After) is requeued now.
 func testReplayBackoff(t *testing.T, s store.Store) {
-	ctx := context.Background()
 	mustClaim(t, s, event("a", "d"))
 	d := lease(t, s, base, time.Minute, 10)[0]
 	complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeRetry, Attempt: d.Attempt,
 		StatusCode: 503, NextAttemptAt: base.Add(24 * time.Hour)})
 	now := base.Add(time.Minute)
-	n, err := s.Replay(ctx, "src", "a", now)
+	n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "a"}, Now: now})
 	if err != nil || n != 1 {
 		t.Fatalf("Replay = %d, %v; want the delivery in backoff requeued", n, err)
 	}
@@ -483,34 +501,18 @@ func testReplayBackoff(t *testing.T, s store.Store) {
 // Three rounds: before the sweep judged on a fresh snapshot, PostgreSQL lost
 // a replayed event in 7 of 10 rounds.
 func testReplayVersusSweep(t *testing.T, stores []store.Store) {
-	replayVersusSweep(t, stores, func(ctx context.Context, s store.Store, key string, now time.Time) (int, error) {
-		return s.Replay(ctx, "src", key, now)
-	})
-}
-
-// The same for the operator's replay (store.Admin), which selects events
-// by a filter: here, one key.
-func testAdminReplayVersusSweep(t *testing.T, stores []store.Store) {
-	replayVersusSweep(t, stores, func(ctx context.Context, s store.Store, key string, now time.Time) (int, error) {
-		a, _ := store.AdminOf(s)
-		return a.ReplayEvents(ctx, store.EventQuery{Source: "src", Key: key}, now, false, store.AuditEntry{Actor: "ops", Action: "replay", Target: key})
-	})
-}
-
-type replayFunc func(ctx context.Context, s store.Store, key string, now time.Time) (int, error)
-
-func replayVersusSweep(t *testing.T, stores []store.Store, replay replayFunc) {
 	pending := 0
 	for round := range 3 {
-		pending += replayWhileSweeping(t, stores, round, replay)
+		pending += replayWhileSweeping(t, stores, round)
 		if st := stats(t, stores[0]); st.Pending != int64(pending) {
 			t.Fatalf("round %d: %d replays returned a count, %d deliveries pending", round, pending, st.Pending)
 		}
 	}
 }
 
-func replayWhileSweeping(t *testing.T, stores []store.Store, round int, replay replayFunc) (replays int) {
+func replayWhileSweeping(t *testing.T, stores []store.Store, round int) (replays int) {
 	ctx := context.Background()
+	a := admin(t, stores[0])
 	const n = 200
 	evs := make([]store.NewEvent, n)
 	for i := range evs {
@@ -551,7 +553,7 @@ func replayWhileSweeping(t *testing.T, stores []store.Store, round int, replay r
 		defer wg.Done()
 		for i := range evs {
 			k := n - 1 - i // from the other end, so the two meet in the middle
-			c, err := replay(ctx, stores[0], evs[k].Key, past)
+			c, err := a.Replay(ctx, store.Replay{Events: store.EventQuery{Source: "src", Key: evs[k].Key}, Now: past, Audit: store.AuditEntry{Actor: "ops"}})
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				errs <- err
 				return
@@ -569,7 +571,7 @@ func replayWhileSweeping(t *testing.T, stores []store.Store, round int, replay r
 			continue
 		}
 		replays++
-		if _, err := stores[0].Replay(ctx, "src", evs[k].Key, past); err != nil {
+		if _, err := replay(t, stores[0], store.Replay{Events: store.EventQuery{Source: "src", Key: evs[k].Key}, Now: past}); err != nil {
 			t.Errorf("%s was replayed, then swept away: %v", evs[k].Key, err)
 		}
 	}
@@ -788,7 +790,7 @@ func testEffectLifecycle(t *testing.T, s store.Store) {
 		t.Fatalf("completing twice: %+v, want OK with the stored result", again)
 	}
 	replay := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "pix:HP1:24h", Lease: time.Minute, Now: base.Add(time.Hour)})
-	if replay.Status != store.EffectReplayed || string(replay.Record.Result) != string(result) {
+	if replay.Status != store.EffectAlreadyDone || string(replay.Record.Result) != string(result) {
 		t.Fatalf("claim after done: %+v, want the stored result, byte for byte", replay)
 	}
 	rec, err := s.Effect(context.Background(), "pix:HP1:24h")
@@ -1028,7 +1030,7 @@ func testEffectRace(t *testing.T, stores []store.Store) {
 	effectOp(t, stores[0], store.EffectOp{Kind: store.EffectComplete, Key: "llm-summary:evt_1", Token: owner.Record.Token, Result: result})
 	for _, s := range stores {
 		r := effectOp(t, s, store.EffectOp{Kind: store.EffectClaim, Key: "llm-summary:evt_1", Lease: time.Minute})
-		if r.Status != store.EffectReplayed || string(r.Record.Result) != string(result) {
+		if r.Status != store.EffectAlreadyDone || string(r.Record.Result) != string(result) {
 			t.Fatalf("after done: %+v", r)
 		}
 	}
@@ -1210,21 +1212,21 @@ func testAdminEvents(t *testing.T, s store.Store) {
 	}
 	// A bulk replay selects by filter, not by page; a dry run counts.
 	q := store.EventQuery{Source: "src", State: store.EventPending}
-	n, err := a.ReplayEvents(ctx, q, base.Add(2*time.Hour), true, store.AuditEntry{Actor: "ops", Action: "replay", Target: "pending"})
+	n, err := a.Replay(ctx, store.Replay{Events: q, Now: base.Add(2 * time.Hour), DryRun: true, Audit: store.AuditEntry{Actor: "ops", Action: "replay", Target: "pending"}})
 	if err != nil || n != 6 {
 		t.Fatalf("dry run: %d %v, want the 6 deliveries of 3 pending events", n, err)
 	}
 	if got, _ := a.ListAudit(ctx, 0, 10); len(got) != 0 {
 		t.Fatalf("a dry run was audited: %+v", got)
 	}
-	n, err = a.ReplayEvents(ctx, store.EventQuery{KeyPrefix: "evt_1"}, base.Add(2*time.Hour), false, store.AuditEntry{Actor: "ops", Action: "replay", Target: "key_prefix=evt_1"})
+	n, err = a.Replay(ctx, store.Replay{Events: store.EventQuery{KeyPrefix: "evt_1"}, Now: base.Add(2 * time.Hour), DryRun: false, Audit: store.AuditEntry{Actor: "ops", Action: "replay", Target: "key_prefix=evt_1"}})
 	if err != nil || n != 2 {
 		t.Fatalf("replay: %d %v", n, err)
 	}
 	if got, _ := a.ListAudit(ctx, 0, 10); len(got) != 1 || got[0].Actor != "ops" || got[0].Count != 2 || got[0].Action != "replay" {
 		t.Fatalf("audit %+v", got)
 	}
-	if n, err := a.ReplayEvents(ctx, store.EventQuery{ID: e.ID}, base.Add(2*time.Hour), true, store.AuditEntry{}); err != nil || n != 2 {
+	if n, err := a.Replay(ctx, store.Replay{Events: store.EventQuery{ID: e.ID}, Now: base.Add(2 * time.Hour), DryRun: true, Audit: store.AuditEntry{}}); err != nil || n != 2 {
 		t.Fatalf("one event's replay, dry run: %d %v", n, err)
 	}
 }
@@ -1247,10 +1249,10 @@ func testAdminDead(t *testing.T, s store.Store) {
 	if q, err := a.Queues(ctx, base); err != nil || len(q) != 2 || q[0].Destination != "d1" || q[0].Dead != 2 || q[1].Dead != 2 || q[0].Pending != 0 {
 		t.Fatalf("queues with dead letters %+v %v", q, err)
 	}
-	if n, _ := a.RetryDeadLetters(ctx, store.DeadQuery{Destination: "d2"}, base, true, store.AuditEntry{}); n != 2 {
+	if n, _ := a.Replay(ctx, store.Replay{Destination: "d2", Dead: true, Now: base, DryRun: true, Audit: store.AuditEntry{}}); n != 2 {
 		t.Fatalf("dry run %d", n)
 	}
-	n, err := a.RetryDeadLetters(ctx, store.DeadQuery{Destination: "d2"}, base.Add(time.Hour), false, store.AuditEntry{Actor: "ops", Action: "retry", Target: "destination=d2"})
+	n, err := a.Replay(ctx, store.Replay{Destination: "d2", Dead: true, Now: base.Add(time.Hour), DryRun: false, Audit: store.AuditEntry{Actor: "ops", Action: "retry", Target: "destination=d2"}})
 	if err != nil || n != 2 {
 		t.Fatalf("retry %d %v", n, err)
 	}
