@@ -14,7 +14,7 @@ import (
 
 // Client is the ledger over HTTP: a running gateway's API, reached with a
 // bearer token. It behaves as the in-process ledger does, with one
-// difference: it cannot join your database transaction (see ClaimTx).
+// difference: it cannot join your database transaction (see NewTx).
 type Client struct {
 	base  string
 	token string

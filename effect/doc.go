@@ -42,9 +42,9 @@
 // In process: New over a store (a Gateway's Effects() shares the gateway's
 // group commit, so thousands of claims share a few fsyncs). Over HTTP:
 // NewClient against a running gateway's API listener, with a bearer token;
-// Handler is that API. And inside your own database transaction (ClaimTx,
-// CompleteTx), so that "done" commits or rolls back with your own write: the
-// outbox. The HTTP client cannot join your transaction; the key sent
+// Handler is that API. And inside your own database transaction (NewTx, with
+// the backend's driver: postgres.TxDriver or sqlite.TxDriver), so that
+// "done" commits or rolls back with your own write: the outbox. The HTTP client cannot join your transaction; the key sent
 // downstream and the reconciliation list cover the gap between your commit
 // and Complete.
 package effect

@@ -77,7 +77,7 @@ func ExampleLedger_claim() {
 
 // The outbox: "done" commits with the application's own write, in its own
 // transaction on oncehook's database, or not at all.
-func ExampleClaimTx() {
+func ExampleNewTx() {
 	dir, _ := os.MkdirTemp("", "effect-example")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "oncehook.db")
@@ -88,11 +88,12 @@ func ExampleClaimTx() {
 	db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT)`)
 	ctx := context.Background()
 
+	ledger := effect.NewTx(sqlite.TxDriver{}, effect.Options{}) // postgres.TxDriver{} for a pgx.Tx
 	tx, _ := db.BeginTx(ctx, nil)
-	c, err := effect.ClaimTx(ctx, tx, "ship:order-987", effect.ClaimOptions{})
+	c, err := ledger.Claim(ctx, tx, "ship:order-987", effect.ClaimOptions{})
 	if err == nil && !c.AlreadyDone {
 		tx.Exec(`INSERT INTO orders VALUES ('order-987', 'shipped')`)
-		effect.CompleteTx(ctx, tx, "ship:order-987", c.Token, json.RawMessage(`{"tracking":"BR123"}`))
+		ledger.Complete(ctx, tx, "ship:order-987", c.Token, json.RawMessage(`{"tracking":"BR123"}`))
 	}
 	tx.Commit()
 

@@ -182,8 +182,8 @@ func (o *Options) retention(key string) time.Duration {
 
 // Local is the in-process ledger over a store.
 type Local struct {
+	rules
 	store store.Store
-	opts  Options
 }
 
 var _ Ledger = (*Local)(nil)
@@ -199,7 +199,7 @@ func New(s store.Store, opts Options) *Local {
 			return c.Effects, err
 		}
 	}
-	return &Local{store: s, opts: opts}
+	return &Local{rules: rules{opts}, store: s}
 }
 
 // ValidKey checks a business key: 1 to 512 bytes of UTF-8, without control
@@ -244,16 +244,6 @@ func validText(field, s string, max int) error {
 	return nil
 }
 
-func (l *Local) validLease(d time.Duration) (time.Duration, error) {
-	if d == 0 {
-		d = DefaultLease
-	}
-	if d <= 0 || d > l.opts.MaxLease {
-		return 0, &InvalidError{"lease", fmt.Sprintf("%s: want more than 0 and at most %s", d, l.opts.MaxLease)}
-	}
-	return d, nil
-}
-
 func validToken(token string) error {
 	if token == "" || len(token) > 128 {
 		return &InvalidError{"token", "missing"}
@@ -266,9 +256,7 @@ func validReason(reason string) error { return validText("error", reason, MaxRea
 func validFingerprint(fp string) error { return validText("fingerprint", fp, MaxFingerprint) }
 
 func (l *Local) apply(ctx context.Context, op store.EffectOp) (store.EffectResult, error) {
-	op.Now = l.opts.Now()
-	op.Retention = l.opts.retention(op.Key)
-	res, err := l.opts.Commit(ctx, []store.EffectOp{op})
+	res, err := l.opts.Commit(ctx, []store.EffectOp{l.stamp(op)})
 	if err != nil {
 		return store.EffectResult{}, err
 	}
@@ -277,17 +265,11 @@ func (l *Local) apply(ctx context.Context, op store.EffectOp) (store.EffectResul
 
 // Claim implements Ledger.
 func (l *Local) Claim(ctx context.Context, key string, opts ClaimOptions) (Claim, error) {
-	if err := ValidKey(key); err != nil {
-		return Claim{}, err
-	}
-	lease, err := l.validLease(opts.Lease)
+	op, err := l.claim(key, opts)
 	if err != nil {
 		return Claim{}, err
 	}
-	if err := validFingerprint(opts.Fingerprint); err != nil {
-		return Claim{}, err
-	}
-	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectClaim, Key: key, Lease: lease, Fingerprint: opts.Fingerprint, Deadline: opts.Deadline})
+	res, err := l.apply(ctx, op)
 	if err != nil {
 		return Claim{}, err
 	}
@@ -329,22 +311,11 @@ func errorOf(res store.EffectResult) error {
 
 // Complete implements Ledger.
 func (l *Local) Complete(ctx context.Context, key, token string, result json.RawMessage) error {
-	if err := ValidKey(key); err != nil {
+	op, err := l.complete(key, token, result)
+	if err != nil {
 		return err
 	}
-	if err := validToken(token); err != nil {
-		return err
-	}
-	if len(result) == 0 {
-		result = json.RawMessage("null")
-	}
-	if len(result) > l.opts.MaxResult {
-		return &InvalidError{"result", fmt.Sprintf("%d bytes; at most %d", len(result), l.opts.MaxResult)}
-	}
-	if !json.Valid(result) {
-		return &InvalidError{"result", "not JSON"}
-	}
-	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectComplete, Key: key, Token: token, Result: result})
+	res, err := l.apply(ctx, op)
 	if err != nil {
 		return err
 	}
@@ -353,25 +324,24 @@ func (l *Local) Complete(ctx context.Context, key, token string, result json.Raw
 
 // Release implements Ledger.
 func (l *Local) Release(ctx context.Context, key, token, reason string) error {
-	return l.end(ctx, store.EffectRelease, key, token, reason)
+	op, err := l.end(store.EffectRelease, key, token, reason)
+	if err != nil {
+		return err
+	}
+	res, err := l.apply(ctx, op)
+	if err != nil {
+		return err
+	}
+	return errorOf(res)
 }
 
 // Fail implements Ledger.
 func (l *Local) Fail(ctx context.Context, key, token, reason string) error {
-	return l.end(ctx, store.EffectFail, key, token, reason)
-}
-
-func (l *Local) end(ctx context.Context, kind store.EffectOpKind, key, token, reason string) error {
-	if err := ValidKey(key); err != nil {
+	op, err := l.end(store.EffectFail, key, token, reason)
+	if err != nil {
 		return err
 	}
-	if err := validToken(token); err != nil {
-		return err
-	}
-	if err := validReason(reason); err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, store.EffectOp{Kind: kind, Key: key, Token: token, Error: reason})
+	res, err := l.apply(ctx, op)
 	if err != nil {
 		return err
 	}
@@ -380,17 +350,11 @@ func (l *Local) end(ctx context.Context, kind store.EffectOpKind, key, token, re
 
 // Renew implements Ledger.
 func (l *Local) Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error) {
-	if err := ValidKey(key); err != nil {
-		return time.Time{}, err
-	}
-	if err := validToken(token); err != nil {
-		return time.Time{}, err
-	}
-	lease, err := l.validLease(lease)
+	op, err := l.renew(key, token, lease)
 	if err != nil {
 		return time.Time{}, err
 	}
-	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectRenew, Key: key, Token: token, Lease: lease})
+	res, err := l.apply(ctx, op)
 	if err != nil {
 		return time.Time{}, err
 	}

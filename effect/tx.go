@@ -2,24 +2,23 @@ package effect
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/oncehook/oncehook/store"
-	"github.com/oncehook/oncehook/store/postgres"
-	"github.com/oncehook/oncehook/store/sqlite"
 )
 
-// The outbox: ClaimTx and CompleteTx run inside the caller's own
-// transaction, on oncehook's database, so that "mark done" commits or rolls
-// back together with the caller's domain write (an order marked "reminder
-// sent", a row in an outbox table), the way River's InsertTx does. tx is a
-// pgx.Tx on PostgreSQL, or a *sql.Tx on the SQLite file (opened with
+// TxLedger is the ledger inside the caller's own transactions, on
+// oncehook's database (the outbox), the way River's InsertTx works: "mark
+// done" commits or rolls back together with the caller's domain write (an
+// order marked "reminder sent", a row in an outbox table). TTx is the
+// backend's transaction type, and the backend provides the driver that
+// applies the ledger's operations in it: postgres.TxDriver for a pgx.Tx,
+// sqlite.TxDriver for a *sql.Tx on the SQLite file (opened with
 // _txlock=immediate, so that it holds the write lock from its start).
+//
+// It takes the same Options as New, and checks every call by the same
+// rules (limits, retention by key prefix) as the in-process and HTTP
+// ledgers.
 //
 // Over HTTP (NewClient) the ledger cannot join the caller's transaction: a
 // crash between the caller's commit and Complete leaves the key pending, and
@@ -27,58 +26,70 @@ import (
 // as that API's idempotency key (Meta CAPI's event_id, a payment provider's
 // Idempotency-Key), so a repeat is deduplicated there, and the
 // reconciliation list (pending and stale) shows what was left halfway.
+type TxLedger[TTx any] struct {
+	rules
+	driver store.TxDriver[TTx]
+}
 
-// ClaimTx claims key in tx. Lease and deadline are as for Ledger.Claim.
-func ClaimTx(ctx context.Context, tx any, key string, opts ClaimOptions) (Claim, error) {
-	if err := ValidKey(key); err != nil {
+// NewTx returns the ledger that works in transactions of the driver's kind.
+// opts.Commit is not used: the caller's transaction is the commit.
+func NewTx[TTx any](driver store.TxDriver[TTx], opts Options) *TxLedger[TTx] {
+	opts.defaults()
+	return &TxLedger[TTx]{rules: rules{opts}, driver: driver}
+}
+
+func (l *TxLedger[TTx]) apply(ctx context.Context, tx TTx, op store.EffectOp) (store.EffectResult, error) {
+	return l.driver.ApplyEffect(ctx, tx, l.stamp(op))
+}
+
+// Claim claims key in tx, as Ledger's Claim does.
+func (l *TxLedger[TTx]) Claim(ctx context.Context, tx TTx, key string, opts ClaimOptions) (Claim, error) {
+	op, err := l.claim(key, opts)
+	if err != nil {
 		return Claim{}, err
 	}
-	if opts.Lease == 0 {
-		opts.Lease = DefaultLease
-	}
-	if opts.Lease <= 0 || opts.Lease > DefaultMaxLease {
-		return Claim{}, &InvalidError{"lease", fmt.Sprintf("%s: want more than 0 and at most %s", opts.Lease, DefaultMaxLease)}
-	}
-	if err := validFingerprint(opts.Fingerprint); err != nil {
-		return Claim{}, err
-	}
-	res, err := applyTx(ctx, tx, store.EffectOp{Kind: store.EffectClaim, Key: key, Lease: opts.Lease, Fingerprint: opts.Fingerprint, Deadline: opts.Deadline})
+	res, err := l.apply(ctx, tx, op)
 	if err != nil {
 		return Claim{}, err
 	}
 	return claimOf(res)
 }
 
-// CompleteTx marks key done with result in tx; the record is kept for
-// DefaultRetention.
-func CompleteTx(ctx context.Context, tx any, key, token string, result json.RawMessage) error {
-	if err := ValidKey(key); err != nil {
+// Complete marks key done with result in tx, as Ledger's Complete does.
+func (l *TxLedger[TTx]) Complete(ctx context.Context, tx TTx, key, token string, result json.RawMessage) error {
+	op, err := l.complete(key, token, result)
+	if err != nil {
 		return err
 	}
-	if err := validToken(token); err != nil {
-		return err
-	}
-	if len(result) == 0 {
-		result = json.RawMessage("null")
-	}
-	if len(result) > DefaultMaxResult || !json.Valid(result) {
-		return &InvalidError{"result", fmt.Sprintf("want JSON of at most %d bytes", DefaultMaxResult)}
-	}
-	res, err := applyTx(ctx, tx, store.EffectOp{Kind: store.EffectComplete, Key: key, Token: token, Result: result})
+	res, err := l.apply(ctx, tx, op)
 	if err != nil {
 		return err
 	}
 	return errorOf(res)
 }
 
-func applyTx(ctx context.Context, tx any, op store.EffectOp) (store.EffectResult, error) {
-	op.Now = time.Now()
-	op.Retention = DefaultRetention
-	switch t := tx.(type) {
-	case pgx.Tx:
-		return postgres.EffectTx(ctx, t, op)
-	case *sql.Tx:
-		return sqlite.EffectTx(ctx, t, op)
+// Release gives the lease back in tx, as Ledger's Release does.
+func (l *TxLedger[TTx]) Release(ctx context.Context, tx TTx, key, token, reason string) error {
+	op, err := l.end(store.EffectRelease, key, token, reason)
+	if err != nil {
+		return err
 	}
-	return store.EffectResult{}, fmt.Errorf("effect: a transaction of type %T: want a pgx.Tx (PostgreSQL) or a *sql.Tx (SQLite)", tx)
+	res, err := l.apply(ctx, tx, op)
+	if err != nil {
+		return err
+	}
+	return errorOf(res)
+}
+
+// Fail marks key failed for good in tx, as Ledger's Fail does.
+func (l *TxLedger[TTx]) Fail(ctx context.Context, tx TTx, key, token, reason string) error {
+	op, err := l.end(store.EffectFail, key, token, reason)
+	if err != nil {
+		return err
+	}
+	res, err := l.apply(ctx, tx, op)
+	if err != nil {
+		return err
+	}
+	return errorOf(res)
 }

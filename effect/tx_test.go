@@ -27,10 +27,22 @@ import (
 // opened on it) and the user's own table, reached through the user's own
 // transactions.
 type outbox struct {
-	name   string
-	store  store.Store
-	begin  func(t *testing.T) (tx any, exec func(q string) error, commit, rollback func() error)
-	orders func(t *testing.T) int
+	name  string
+	store store.Store
+	begin func(t *testing.T) (tx any, exec func(q string) error, commit, rollback func() error)
+	// claim and complete are the TxLedger's, on the tx begin made.
+	claim    func(ctx context.Context, tx any, key string) (effect.Claim, error)
+	complete func(ctx context.Context, tx any, key, token string, result json.RawMessage) error
+	orders   func(t *testing.T) int
+}
+
+// through returns claim and complete of a TxLedger, on a tx of its type.
+func through[TTx any](l *effect.TxLedger[TTx]) (func(context.Context, any, string) (effect.Claim, error), func(context.Context, any, string, string, json.RawMessage) error) {
+	return func(ctx context.Context, tx any, key string) (effect.Claim, error) {
+			return l.Claim(ctx, tx.(TTx), key, effect.ClaimOptions{})
+		}, func(ctx context.Context, tx any, key, token string, result json.RawMessage) error {
+			return l.Complete(ctx, tx.(TTx), key, token, result)
+		}
 }
 
 func sqliteOutbox(t *testing.T) (outbox, string) {
@@ -48,8 +60,9 @@ func sqliteOutbox(t *testing.T) (outbox, string) {
 	if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, reminded INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
+	claim, complete := through(effect.NewTx(sqlite.TxDriver{}, effect.Options{}))
 	return outbox{
-		name: "sqlite", store: s,
+		name: "sqlite", store: s, claim: claim, complete: complete,
 		begin: func(t *testing.T) (any, func(string) error, func() error, func() error) {
 			tx, err := db.BeginTx(context.Background(), nil)
 			if err != nil {
@@ -82,8 +95,9 @@ func postgresOutbox(t *testing.T) (outbox, string) {
 	if _, err := conn.Exec(context.Background(), `CREATE TABLE orders (id TEXT PRIMARY KEY, reminded BOOLEAN NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
+	claim, complete := through(effect.NewTx(postgres.TxDriver{}, effect.Options{}))
 	return outbox{
-		name: "postgres", store: s,
+		name: "postgres", store: s, claim: claim, complete: complete,
 		begin: func(t *testing.T) (any, func(string) error, func() error, func() error) {
 			tx, err := conn.Begin(context.Background())
 			if err != nil {
@@ -109,14 +123,14 @@ func TestOutboxCommitsWithTheUsersTransaction(t *testing.T) {
 		t.Run(o.name, func(t *testing.T) {
 			ctx := context.Background()
 			tx, exec, _, rollback := o.begin(t)
-			c, err := effect.ClaimTx(ctx, tx, "reminder:order-1", effect.ClaimOptions{})
+			c, err := o.claim(ctx, tx, "reminder:order-1")
 			if err != nil || c.Token == "" {
-				t.Fatalf("ClaimTx: %+v %v", c, err)
+				t.Fatalf("Claim in the transaction: %+v %v", c, err)
 			}
 			if err := exec(`INSERT INTO orders VALUES ('order-1', true)`); err != nil {
 				t.Fatal(err)
 			}
-			if err := effect.CompleteTx(ctx, tx, "reminder:order-1", c.Token, json.RawMessage(`{"sent":true}`)); err != nil {
+			if err := o.complete(ctx, tx, "reminder:order-1", c.Token, json.RawMessage(`{"sent":true}`)); err != nil {
 				t.Fatal(err)
 			}
 			if err := rollback(); err != nil {
@@ -127,14 +141,14 @@ func TestOutboxCommitsWithTheUsersTransaction(t *testing.T) {
 			}
 
 			tx, exec, commit, _ := o.begin(t)
-			c, err = effect.ClaimTx(ctx, tx, "reminder:order-1", effect.ClaimOptions{})
+			c, err = o.claim(ctx, tx, "reminder:order-1")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := exec(`INSERT INTO orders VALUES ('order-1', true)`); err != nil {
 				t.Fatal(err)
 			}
-			if err := effect.CompleteTx(ctx, tx, "reminder:order-1", c.Token, json.RawMessage(`{"sent":true}`)); err != nil {
+			if err := o.complete(ctx, tx, "reminder:order-1", c.Token, json.RawMessage(`{"sent":true}`)); err != nil {
 				t.Fatal(err)
 			}
 			if err := commit(); err != nil {
@@ -200,6 +214,8 @@ func outboxChild() {
 	var tx any
 	var exec func(string) error
 	var commit func() error
+	var claim func(context.Context, any, string) (effect.Claim, error)
+	var complete func(context.Context, any, string, string, json.RawMessage) error
 	switch os.Getenv("ONCEHOOK_OUTBOX_CHILD") {
 	case "sqlite":
 		db, err := sql.Open("sqlite", "file:"+dsn+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
@@ -211,6 +227,7 @@ func outboxChild() {
 			fail(err)
 		}
 		tx, exec, commit = t, func(q string) error { _, err := t.Exec(q); return err }, t.Commit
+		claim, complete = through(effect.NewTx(sqlite.TxDriver{}, effect.Options{}))
 	default:
 		conn, err := pgx.Connect(ctx, dsn)
 		if err != nil {
@@ -221,15 +238,16 @@ func outboxChild() {
 			fail(err)
 		}
 		tx, exec, commit = t, func(q string) error { _, err := t.Exec(ctx, q); return err }, func() error { return t.Commit(ctx) }
+		claim, complete = through(effect.NewTx(postgres.TxDriver{}, effect.Options{}))
 	}
-	c, err := effect.ClaimTx(ctx, tx, "reminder:killed", effect.ClaimOptions{})
+	c, err := claim(ctx, tx, "reminder:killed")
 	if err != nil {
 		fail(err)
 	}
 	if err := exec(`INSERT INTO orders VALUES ('order-killed', true)`); err != nil {
 		fail(err)
 	}
-	if err := effect.CompleteTx(ctx, tx, "reminder:killed", c.Token, json.RawMessage(`1`)); err != nil {
+	if err := complete(ctx, tx, "reminder:killed", c.Token, json.RawMessage(`1`)); err != nil {
 		fail(err)
 	}
 	if err := commit(); err != nil {
@@ -237,4 +255,59 @@ func outboxChild() {
 	}
 	os.Stdout.WriteString("committed\n")
 	time.Sleep(time.Hour)
+}
+
+// One set of rules for every path: the ledger in the caller's transaction
+// refuses what the in-process one refuses, with the same field named, and
+// keeps a record as long as retention_by_prefix says.
+func TestTxLedgerKeepsTheLedgersRules(t *testing.T) {
+	o, _ := sqliteOutbox(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	opts := effect.Options{MaxResult: 16, MaxLease: time.Minute, RetentionByPrefix: map[string]time.Duration{"llm:": 2 * time.Hour},
+		Now: func() time.Time { return now }}
+	txl := effect.NewTx(sqlite.TxDriver{}, opts)
+	local := effect.New(o.store, opts)
+	long := strings.Repeat("f", effect.MaxFingerprint+1)
+	for _, c := range []struct {
+		name, field string
+		tx          func(tx *sql.Tx) error
+		local       func() error
+	}{
+		{"fingerprint", "fingerprint",
+			func(tx *sql.Tx) error { _, err := txl.Claim(ctx, tx, "llm:1", effect.ClaimOptions{Fingerprint: long}); return err },
+			func() error { _, err := local.Claim(ctx, "llm:1", effect.ClaimOptions{Fingerprint: long}); return err }},
+		{"lease", "lease",
+			func(tx *sql.Tx) error { _, err := txl.Claim(ctx, tx, "llm:1", effect.ClaimOptions{Lease: time.Hour}); return err },
+			func() error { _, err := local.Claim(ctx, "llm:1", effect.ClaimOptions{Lease: time.Hour}); return err }},
+		{"result", "result",
+			func(tx *sql.Tx) error { return txl.Complete(ctx, tx, "llm:1", "tok", json.RawMessage(`"seventeen bytes"`)) },
+			func() error { return local.Complete(ctx, "llm:1", "tok", json.RawMessage(`"seventeen bytes"`)) }},
+		{"reason", "error",
+			func(tx *sql.Tx) error { return txl.Fail(ctx, tx, "llm:1", "tok", "a\x00b") },
+			func() error { return local.Fail(ctx, "llm:1", "tok", "a\x00b") }},
+	} {
+		tx, _, _, rollback := o.begin(t)
+		errTx, errLocal := c.tx(tx.(*sql.Tx)), c.local()
+		rollback()
+		var a, b *effect.InvalidError
+		if !errors.As(errTx, &a) || !errors.As(errLocal, &b) || a.Field != c.field || *a != *b {
+			t.Errorf("%s: in a transaction %v, in process %v; want the same refusal of %s", c.name, errTx, errLocal, c.field)
+		}
+	}
+	tx, _, commit, _ := o.begin(t)
+	cl, err := txl.Claim(ctx, tx.(*sql.Tx), "llm:2", effect.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txl.Complete(ctx, tx.(*sql.Tx), "llm:2", cl.Token, json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := o.store.Effect(ctx, "llm:2")
+	if err != nil || !rec.ExpiresAt.Equal(now.Add(2*time.Hour)) {
+		t.Fatalf("record %+v %v: want it kept 2h (retention_by_prefix llm:)", rec, err)
+	}
 }

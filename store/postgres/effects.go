@@ -154,11 +154,18 @@ func applyEffect(ctx context.Context, tx pgx.Tx, op store.EffectOp) (store.Effec
 	}
 }
 
-// EffectTx applies op in the caller's own transaction on this store's
+// TxDriver is the effects ledger's store.TxDriver for a pgx.Tx on this
+// store's database (effect.NewTx). ApplyEffect applies op in that
+// transaction: it commits, or rolls back, with the caller's own writes.
+type TxDriver struct{}
+
+var _ store.TxDriver[pgx.Tx] = TxDriver{}
+
+// ApplyEffect applies op in the caller's own transaction on this store's
 // database (the outbox): it commits, or rolls back, with the caller's own
 // writes. Times are taken as they are (the caller's transaction has no
 // store to correct its clock).
-func EffectTx(ctx context.Context, tx pgx.Tx, op store.EffectOp) (store.EffectResult, error) {
+func (TxDriver) ApplyEffect(ctx context.Context, tx pgx.Tx, op store.EffectOp) (store.EffectResult, error) {
 	if op.Now.IsZero() {
 		op.Now = time.Now()
 	}

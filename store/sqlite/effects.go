@@ -20,7 +20,7 @@ const effectColumns = `key, state, token, attempt, lease_expires_at, fingerprint
 
 // The four statements an effect needs, as text: the writer prepares them
 // once (parsing them on every operation cost a fifth of the ledger's
-// throughput); a caller's own transaction (EffectTx) runs them as they are.
+// throughput); a caller's own transaction (TxDriver) runs them as they are.
 const (
 	loadEffectSQL   = `SELECT ` + effectColumns + ` FROM effects WHERE key = ?`
 	upsertEffectSQL = `INSERT INTO effects (` + effectColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -158,11 +158,18 @@ func applyEffect(ctx context.Context, tx effectDB, op store.EffectOp) (store.Eff
 	return res, nil
 }
 
-// EffectTx applies op in the caller's own transaction on this store's
+// TxDriver is the effects ledger's store.TxDriver for a *sql.Tx on this
+// store's database (effect.NewTx). ApplyEffect applies op in that
+// transaction: it commits, or rolls back, with the caller's own writes.
+type TxDriver struct{}
+
+var _ store.TxDriver[*sql.Tx] = TxDriver{}
+
+// ApplyEffect applies op in the caller's own transaction on this store's
 // database (the outbox): it commits, or rolls back, with the caller's own
 // writes. Open that database with _txlock=immediate, so the transaction
 // holds the write lock from its start, as oncehook's writer does.
-func EffectTx(ctx context.Context, tx *sql.Tx, op store.EffectOp) (store.EffectResult, error) {
+func (TxDriver) ApplyEffect(ctx context.Context, tx *sql.Tx, op store.EffectOp) (store.EffectResult, error) {
 	return applyEffect(ctx, textDB{tx}, op)
 }
 
