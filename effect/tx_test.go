@@ -275,13 +275,21 @@ func TestTxLedgerKeepsTheLedgersRules(t *testing.T) {
 		local       func() error
 	}{
 		{"fingerprint", "fingerprint",
-			func(tx *sql.Tx) error { _, err := txl.Claim(ctx, tx, "llm:1", effect.ClaimOptions{Fingerprint: long}); return err },
+			func(tx *sql.Tx) error {
+				_, err := txl.Claim(ctx, tx, "llm:1", effect.ClaimOptions{Fingerprint: long})
+				return err
+			},
 			func() error { _, err := local.Claim(ctx, "llm:1", effect.ClaimOptions{Fingerprint: long}); return err }},
 		{"lease", "lease",
-			func(tx *sql.Tx) error { _, err := txl.Claim(ctx, tx, "llm:1", effect.ClaimOptions{Lease: time.Hour}); return err },
+			func(tx *sql.Tx) error {
+				_, err := txl.Claim(ctx, tx, "llm:1", effect.ClaimOptions{Lease: time.Hour})
+				return err
+			},
 			func() error { _, err := local.Claim(ctx, "llm:1", effect.ClaimOptions{Lease: time.Hour}); return err }},
 		{"result", "result",
-			func(tx *sql.Tx) error { return txl.Complete(ctx, tx, "llm:1", "tok", json.RawMessage(`"seventeen bytes"`)) },
+			func(tx *sql.Tx) error {
+				return txl.Complete(ctx, tx, "llm:1", "tok", json.RawMessage(`"seventeen bytes"`))
+			},
 			func() error { return local.Complete(ctx, "llm:1", "tok", json.RawMessage(`"seventeen bytes"`)) }},
 		{"reason", "error",
 			func(tx *sql.Tx) error { return txl.Fail(ctx, tx, "llm:1", "tok", "a\x00b") },
