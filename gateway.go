@@ -3,7 +3,6 @@ package oncehook
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/groupcommit"
+	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/provider"
@@ -243,9 +244,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		return nil, err
 	}
 	adminMux := http.NewServeMux()
-	admin.Register(adminMux, g.admin, opts.Logger.With("component", "admin"))
+	api.Register(adminMux, g.admin, opts.Logger.With("component", "admin"))
 	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "no such endpoint: see docs/api.md", Reason: receive.ReasonNotFound})
+		httpapi.WriteJSON(w, http.StatusNotFound, httpapi.Error{Error: "no such endpoint: see docs/api.md", Reason: receive.ReasonNotFound})
 	})
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle("/v1/", adminAPI)
@@ -263,10 +264,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		m.Registry.MustRegister(c)
 	}
 	g.api.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	g.api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, receive.ErrorResponse{Error: "nothing here: the API is under /v1", Reason: receive.ReasonNotFound})
+		httpapi.WriteJSON(w, http.StatusNotFound, httpapi.Error{Error: "nothing here: the API is under /v1", Reason: receive.ReasonNotFound})
 	})
 
 	sources := make([]receive.Source, len(cfg.Sources))
@@ -293,7 +294,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	g.mux.HandleFunc("GET /readyz", g.ready)
 	if cfg.Metrics.Listen == "" {
@@ -482,10 +483,10 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		g.log.Warn("not ready: the store cannot commit", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
+		httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
@@ -494,16 +495,7 @@ func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
 		"idempotency_key", r.Header.Get("Idempotency-Key"),
 		"attempt", r.Header.Get("X-Oncehook-Attempt"),
 		"bytes", len(body))
-	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	// Answers may echo what the caller sent (a source's name in a 404):
-	// never let a browser sniff them into something else.
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	httpapi.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 // Run runs the background parts (delivery and the window sweep) until ctx

@@ -52,6 +52,9 @@ type Operator interface {
 	Audit(ctx context.Context, cursor string, limit int) (AuditPage, error)
 	// Doctor checks a source's keys (every source when source is empty).
 	Doctor(ctx context.Context, source string) (DoctorReport, error)
+	// ResetEffect reopens a failed or expired effects ledger record, the
+	// operator's second chance (audited).
+	ResetEffect(ctx context.Context, key string) error
 }
 
 // Errors an Operator returns; the API answers them with 404 and 400.
@@ -60,17 +63,18 @@ var (
 	ErrInvalid  = errors.New("invalid")
 )
 
-// invalid is a bad argument, naming the field.
-type invalidError struct {
+// InvalidError is a bad argument, naming the field (the API answers it
+// with 400 and the field).
+type InvalidError struct {
 	Field string
 	Msg   string
 }
 
-func (e *invalidError) Error() string { return e.Field + ": " + e.Msg }
-func (e *invalidError) Unwrap() error { return ErrInvalid }
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
 func invalid(field, format string, args ...any) error {
-	return &invalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Source is a configured source, as the operator sees it.

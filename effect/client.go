@@ -1,39 +1,29 @@
 package effect
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
+
+	"github.com/oncehook/oncehook/internal/httpapi"
 )
 
 // Client is the ledger over HTTP: a running gateway's API, reached with a
 // bearer token. It behaves as the in-process ledger does, with one
 // difference: it cannot join your database transaction (see NewTx).
-type Client struct {
-	base  string
-	token string
-	http  *http.Client
-}
+type Client struct{ api *httpapi.Client }
 
 var _ Ledger = (*Client)(nil)
 
 // NewClient returns a client of the gateway API at baseURL (for example
 // http://127.0.0.1:8081), authenticated with token. httpClient may be nil.
 func NewClient(baseURL, token string, httpClient *http.Client) *Client {
-	if httpClient == nil {
-		httpClient = &http.Client{Timeout: 30 * time.Second}
-	}
-	return &Client{base: strings.TrimSuffix(baseURL, "/"), token: token, http: httpClient}
+	c := httpapi.NewClient(baseURL, token, httpClient)
+	c.MaxAnswer = 16 << 20
+	return &Client{api: c}
 }
-
-// rawBody is a request body already encoded.
-type rawBody []byte
 
 // answer is what any endpoint may answer.
 type answer struct {
@@ -49,41 +39,14 @@ type answer struct {
 	Field          string          `json:"field"`
 }
 
-func (c *Client) do(ctx context.Context, method, key, action string, body any) (int, answer, []byte, error) {
-	u := c.base + "/v1/effects/" + url.PathEscape(key)
-	if action != "" {
-		u += "/" + action
-	}
-	var rd io.Reader
-	if raw, ok := body.(rawBody); ok {
-		rd = bytes.NewReader(raw)
-	} else if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, answer{}, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+func (c *Client) do(ctx context.Context, route httpapi.Route, key string, body any) (int, answer, []byte, error) {
+	status, raw, err := c.api.Do(ctx, route.Method, route.With(key), nil, body)
 	if err != nil {
-		return 0, answer{}, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, answer{}, nil, fmt.Errorf("effect: %s %s: %w", method, u, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return 0, answer{}, nil, fmt.Errorf("effect: %s %s: %w", method, u, err)
+		return 0, answer{}, nil, fmt.Errorf("effect: %w", err)
 	}
 	var a answer
 	json.Unmarshal(raw, &a)
-	return resp.StatusCode, a, raw, nil
+	return status, a, raw, nil
 }
 
 // errorFor maps an answer that is not a success to the ledger's errors.
@@ -127,7 +90,7 @@ func (c *Client) Claim(ctx context.Context, key string, opts ClaimOptions) (Clai
 	if !opts.Deadline.IsZero() {
 		body.Deadline = &opts.Deadline
 	}
-	status, a, _, err := c.do(ctx, http.MethodPost, key, "claim", body)
+	status, a, _, err := c.do(ctx, routeClaim, key, body)
 	if err != nil {
 		return Claim{}, err
 	}
@@ -153,29 +116,29 @@ func (c *Client) Complete(ctx context.Context, key, token string, result json.Ra
 	tok, _ := json.Marshal(token)
 	body := make([]byte, 0, len(result)+len(tok)+24)
 	body = append(append(append(append(body, `{"token":`...), tok...), `,"result":`...), result...)
-	return c.post(ctx, key, "complete", rawBody(append(body, '}')))
+	return c.post(ctx, routeComplete, key, httpapi.Raw(append(body, '}')))
 }
 
 // Release implements Ledger.
 func (c *Client) Release(ctx context.Context, key, token, reason string) error {
-	return c.post(ctx, key, "release", map[string]any{"token": token, "error": reason})
+	return c.post(ctx, routeRelease, key, map[string]any{"token": token, "error": reason})
 }
 
 // Fail implements Ledger.
 func (c *Client) Fail(ctx context.Context, key, token, reason string) error {
-	return c.post(ctx, key, "fail", map[string]any{"token": token, "error": reason})
+	return c.post(ctx, routeFail, key, map[string]any{"token": token, "error": reason})
 }
 
 // Reset reopens a failed or expired record (an operator's action).
 func (c *Client) Reset(ctx context.Context, key string) error {
-	return c.post(ctx, key, "reset", nil)
+	return c.post(ctx, ResetRoute, key, nil)
 }
 
-func (c *Client) post(ctx context.Context, key, action string, body any) error {
+func (c *Client) post(ctx context.Context, route httpapi.Route, key string, body any) error {
 	if err := ValidKey(key); err != nil {
 		return err
 	}
-	status, a, _, err := c.do(ctx, http.MethodPost, key, action, body)
+	status, a, _, err := c.do(ctx, route, key, body)
 	if err != nil {
 		return err
 	}
@@ -190,7 +153,7 @@ func (c *Client) Renew(ctx context.Context, key, token string, lease time.Durati
 	if err := ValidKey(key); err != nil {
 		return time.Time{}, err
 	}
-	status, a, _, err := c.do(ctx, http.MethodPost, key, "renew", map[string]any{"token": token, "lease": lease.String()})
+	status, a, _, err := c.do(ctx, routeRenew, key, map[string]any{"token": token, "lease": lease.String()})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -205,7 +168,7 @@ func (c *Client) Get(ctx context.Context, key string) (Record, error) {
 	if err := ValidKey(key); err != nil {
 		return Record{}, err
 	}
-	status, a, raw, err := c.do(ctx, http.MethodGet, key, "", nil)
+	status, a, raw, err := c.do(ctx, routeGet, key, nil)
 	if err != nil {
 		return Record{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	durationpkg "github.com/oncehook/oncehook/internal/duration"
+	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -48,15 +49,15 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	}
 	h := &handler{l: l, log: log}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/effects/{key}/claim", h.claim)
-	mux.HandleFunc("POST /v1/effects/{key}/complete", h.complete)
-	mux.HandleFunc("POST /v1/effects/{key}/release", h.release)
-	mux.HandleFunc("POST /v1/effects/{key}/fail", h.fail)
-	mux.HandleFunc("POST /v1/effects/{key}/renew", h.renew)
-	mux.HandleFunc("GET /v1/effects/{key}", h.get)
-	mux.HandleFunc("GET /v1/effects", h.list)
+	mux.HandleFunc(routeClaim.Pattern(), h.claim)
+	mux.HandleFunc(routeComplete.Pattern(), h.complete)
+	mux.HandleFunc(routeRelease.Pattern(), h.release)
+	mux.HandleFunc(routeFail.Pattern(), h.fail)
+	mux.HandleFunc(routeRenew.Pattern(), h.renew)
+	mux.HandleFunc(routeGet.Pattern(), h.get)
+	mux.HandleFunc(routeList.Pattern(), h.list)
 	mux.HandleFunc("/v1/effects/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such effects endpoint: see POST /v1/effects/{key}/claim")
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", "no such effects endpoint: see POST /v1/effects/{key}/claim")
 	})
 	return mux
 }
@@ -66,24 +67,19 @@ type handler struct {
 	log *slog.Logger
 }
 
-// apiError is every error answer.
-type apiError struct {
-	Error  string `json:"error"`
-	Reason string `json:"reason"`
-	Field  string `json:"field,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, reason, msg string) {
-	writeJSON(w, status, apiError{Error: msg, Reason: reason})
-}
+// The ledger's routes, written once for Handler and Client.
+var (
+	routeClaim    = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/claim"}
+	routeComplete = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/complete"}
+	routeRelease  = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/release"}
+	routeFail     = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/fail"}
+	routeRenew    = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/renew"}
+	routeGet      = httpapi.Route{Method: http.MethodGet, Path: "/v1/effects/{key}"}
+	routeList     = httpapi.Route{Method: http.MethodGet, Path: "/v1/effects"}
+	// ResetRoute is the operator's reset of a record: not served here but
+	// by the admin API (package api), which audits it; Client.Reset calls it.
+	ResetRoute = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/reset"}
+)
 
 // duration reads "30s", "5m", "1d" (as the config does) or a number of
 // seconds (5 is 5 s).
@@ -153,9 +149,9 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the size limit")
+			httpapi.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the size limit")
 		} else {
-			writeError(w, http.StatusBadRequest, "unreadable", "could not read the body")
+			httpapi.WriteError(w, http.StatusBadRequest, "unreadable", "could not read the body")
 		}
 		return false
 	}
@@ -165,20 +161,20 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	// Field by field, so that an error names the field at fault.
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "the body is not a JSON object: " + err.Error(), Reason: "invalid"})
+		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "the body is not a JSON object: " + err.Error(), Reason: "invalid"})
 		return false
 	}
 	known := v.(interface{ fields() map[string]any }).fields()
 	for name, raw := range fields {
 		dst, ok := known[name]
 		if !ok {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%s: this endpoint takes no such field", name), Reason: "invalid", Field: name})
+			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: fmt.Sprintf("%s: this endpoint takes no such field", name), Reason: "invalid", Field: name})
 			return false
 		}
 		if err := decodeField(raw, name, dst); err != nil {
 			var fe *fieldError
 			errors.As(err, &fe)
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fe.Error(), Reason: "invalid", Field: fe.field})
+			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: fe.Error(), Reason: "invalid", Field: fe.field})
 			return false
 		}
 	}
@@ -194,7 +190,7 @@ func onlyParams(w http.ResponseWriter, r *http.Request, allowed ...string) bool 
 			ok = ok || name == a
 		}
 		if !ok {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("%s: no such query parameter (this endpoint takes %s)", name, strings.Join(allowed, ", ")), Reason: "invalid", Field: name})
+			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: fmt.Sprintf("%s: no such query parameter (this endpoint takes %s)", name, strings.Join(allowed, ", ")), Reason: "invalid", Field: name})
 			return false
 		}
 	}
@@ -212,29 +208,29 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 	var failedErr *FailedError
 	switch {
 	case errors.As(err, &invalid):
-		writeJSON(w, http.StatusBadRequest, apiError{Error: invalid.Error(), Reason: "invalid", Field: invalid.Field})
+		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: invalid.Error(), Reason: "invalid", Field: invalid.Field})
 	case errors.As(err, &busy):
 		secs := int(time.Until(busy.RetryAfter).Seconds()) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "another owner holds the lease", "reason": "busy",
+		httpapi.WriteJSON(w, http.StatusConflict, map[string]any{"error": "another owner holds the lease", "reason": "busy",
 			"state": store.EffectPending, "retry_after": busy.RetryAfter.UTC()})
 	case errors.As(err, &failedErr):
-		writeJSON(w, http.StatusConflict, map[string]any{"state": store.EffectFailed, "error": failedErr.Reason, "reason": "failed"})
+		httpapi.WriteJSON(w, http.StatusConflict, map[string]any{"state": store.EffectFailed, "error": failedErr.Reason, "reason": "failed"})
 	case errors.Is(err, ErrExpired):
-		writeJSON(w, http.StatusGone, map[string]any{"error": "its deadline passed before it was done", "reason": "expired", "state": store.EffectExpired})
+		httpapi.WriteJSON(w, http.StatusGone, map[string]any{"error": "its deadline passed before it was done", "reason": "expired", "state": store.EffectExpired})
 	case errors.Is(err, ErrStaleToken):
-		writeError(w, http.StatusConflict, "stale_token", err.Error())
+		httpapi.WriteError(w, http.StatusConflict, "stale_token", err.Error())
 	case errors.Is(err, ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		httpapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		h.log.Error("effects: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the ledger could not commit; retry")
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the ledger could not commit; retry")
 	default:
 		h.log.Error("effects: unexpected error", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		httpapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
 }
 
@@ -247,7 +243,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 	opts := ClaimOptions{Fingerprint: body.Fingerprint, Deadline: time.Time(body.Deadline)}
 	if body.Lease != nil {
 		if *body.Lease <= 0 {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: "lease: want more than 0 (leave it out for the default)", Reason: "invalid", Field: "lease"})
+			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "lease: want more than 0 (leave it out for the default)", Reason: "invalid", Field: "lease"})
 			return
 		}
 		opts.Lease = time.Duration(*body.Lease)
@@ -260,7 +256,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 			h.answerError(w, r, gerr)
 			return
 		}
-		writeJSON(w, http.StatusUnprocessableEntity, struct {
+		httpapi.WriteJSON(w, http.StatusUnprocessableEntity, struct {
 			Record
 			Error  string `json:"error"`
 			Reason string `json:"reason"`
@@ -279,7 +275,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "{\"state\":%q,\"already_done\":true,\"replayed\":true,\"result\":%s}\n", store.EffectDone, c.Result)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"state": store.EffectPending, "token": c.Token, "attempt": c.Attempt,
+	httpapi.WriteJSON(w, http.StatusCreated, map[string]any{"state": store.EffectPending, "token": c.Token, "attempt": c.Attempt,
 		"reclaimed": c.Reclaimed, "lease_expires_at": c.LeaseExpiresAt.UTC()})
 }
 
@@ -292,7 +288,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectDone})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectDone})
 }
 
 func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, key, token, reason string) error) {
@@ -309,7 +305,7 @@ func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx contex
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"state": rec.State})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": rec.State})
 }
 
 func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +314,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Lease <= 0 {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "lease: want more than 0", Reason: "invalid", Field: "lease"})
+		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "lease: want more than 0", Reason: "invalid", Field: "lease"})
 		return
 	}
 	until, err := h.l.Renew(r.Context(), r.PathValue("key"), body.Token, time.Duration(body.Lease))
@@ -326,7 +322,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending, "lease_expires_at": until.UTC()})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending, "lease_expires_at": until.UTC()})
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
@@ -338,7 +334,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	httpapi.WriteJSON(w, http.StatusOK, rec)
 }
 
 // list answers the reconciliation list, a page at a time: next_cursor is
@@ -352,13 +348,13 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	switch query.State {
 	case "", store.EffectPending, store.EffectDone, store.EffectFailed, store.EffectExpired:
 	default:
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "state: want pending, done, failed or expired", Reason: "invalid", Field: "state"})
+		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "state: want pending, done, failed or expired", Reason: "invalid", Field: "state"})
 		return
 	}
 	if s := q.Get("stale"); s != "" {
 		stale, err := strconv.ParseBool(s)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: "stale: want true or false", Reason: "invalid", Field: "stale"})
+			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "stale: want true or false", Reason: "invalid", Field: "stale"})
 			return
 		}
 		query.Stale = stale
@@ -366,13 +362,13 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: "limit: want 1 to 1000", Reason: "invalid", Field: "limit"})
+			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "limit: want 1 to 1000", Reason: "invalid", Field: "limit"})
 			return
 		}
 		query.Limit = n
 	}
 	if len(query.After) > MaxKeyLen {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "cursor: not a cursor this API gave", Reason: "invalid", Field: "cursor"})
+		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "cursor: not a cursor this API gave", Reason: "invalid", Field: "cursor"})
 		return
 	}
 	recs, err := h.l.List(r.Context(), query)
@@ -390,7 +386,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	if len(recs) == query.Limit {
 		page.NextCursor = recs[len(recs)-1].Key
 	}
-	writeJSON(w, http.StatusOK, page)
+	httpapi.WriteJSON(w, http.StatusOK, page)
 }
 
 // The bodies the endpoints take; fields maps each JSON name to where it

@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -28,6 +27,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/provider"
@@ -176,11 +176,9 @@ type Response struct {
 	Events []EventResult `json:"events"`
 }
 
-// ErrorResponse is the body of every error answer.
-type ErrorResponse struct {
-	Error  string `json:"error"`
-	Reason string `json:"reason"`
-}
+// ErrorResponse is the body of every error answer: the one error shape
+// of every oncehook endpoint (httpapi.Error).
+type ErrorResponse = httpapi.Error
 
 // Statuses of events and responses.
 const (
@@ -226,7 +224,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
 				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
 		}
-		writeJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
+		httpapi.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
 		return
 	}
 	token := r.PathValue("token")
@@ -296,7 +294,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if src.DiscardUnauthorized {
 			h.metrics.Request(name, ReasonDiscarded)
 			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", h.client(r))
-			writeJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
+			httpapi.WriteJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
 			return
 		}
 		h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
@@ -423,7 +421,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.Events[i] = res
 	}
 	h.metrics.Request(name, resp.Status)
-	writeJSON(w, http.StatusOK, resp)
+	httpapi.WriteJSON(w, http.StatusOK, resp)
 }
 
 // forwardHeaders picks the preset's routing headers out of the request.
@@ -462,7 +460,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, 
 	h.metrics.Request(source, reason)
 	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
 		"detail", msg, "client", h.client(r))
-	writeJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
+	httpapi.WriteJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
 }
 
 // bounded cuts a message that may quote the request (an id, a header) to
@@ -548,17 +546,6 @@ func absoluteURL(r *http.Request) *url.URL {
 		u.Host = fh
 	}
 	return &u
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	// Answers may echo what the caller sent (a source's name in a 404):
-	// never let a browser sniff them into something else.
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
 }
 
 // keylessKey names an event that has no provider key. It is unique, so the

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/duration"
 	"github.com/oncehook/oncehook/provider"
@@ -60,7 +61,7 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 		if token == "" {
 			return nil, ctx, nil, fmt.Errorf("--api needs --token (or $%s)", tokenEnv)
 		}
-		return admin.NewClient(*f.api, token, nil), ctx, func() {}, nil
+		return api.NewClient(*f.api, token, nil), ctx, func() {}, nil
 	}
 	path := *f.config
 	if path == "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
 )
 
@@ -70,7 +71,7 @@ func TestStatsAcrossReplicasAreExact(t *testing.T) {
 
 	want := admin.SourceCounts{Received: events * copies, Accepted: events, Duplicate: events * (copies - 1),
 		Requests: events*copies + forged + broken, Rejected: map[string]int64{"unauthorized": forged, "malformed": broken}}
-	client := admin.NewClient(apis[1], token, nil)
+	client := api.NewClient(apis[1], token, nil)
 	var got admin.SourceCounts
 	// Each replica's counts ride its next commit, or its 10s flush.
 	if !testenv.WaitFor(25*time.Second, func() bool {

@@ -13,9 +13,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/oncehook/oncehook/internal/httpapi"
 )
 
 // Token is one configured API token.
@@ -104,12 +105,6 @@ func Bearer(r *http.Request) string {
 	return strings.TrimSpace(v)
 }
 
-func writeError(w http.ResponseWriter, status int, reason, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg, "reason": reason})
-}
-
 // Wrap serves h to requests with a known bearer token, and only safe
 // methods (GET, HEAD) to read-only tokens.
 func (a *Auth) Wrap(h http.Handler) http.Handler {
@@ -117,11 +112,11 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 		c, ok := a.Check(Bearer(r))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oncehook"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
+			httpapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
 			return
 		}
 		if c.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
+			httpapi.WriteError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))

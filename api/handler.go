@@ -1,4 +1,4 @@
-package admin
+package api
 
 import (
 	"context"
@@ -9,82 +9,91 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/store"
 )
 
 // maxRequestBody bounds an API request's body.
 const maxRequestBody = 64 << 10
 
-// APIError is every error answer of the API.
-type APIError struct {
-	Status int    `json:"-"`
-	Err    string `json:"error"`
-	Reason string `json:"reason"`
-	Field  string `json:"field,omitempty"`
+// Error is an error answer of the API, as the Client returns it: the
+// status, and the one error shape of every endpoint.
+type Error struct {
+	Status int
+	Body   httpapi.Error
 }
 
-func (e *APIError) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s (%s, field %s)", e.Err, e.Reason, e.Field)
+func (e *Error) Error() string {
+	if e.Body.Field != "" {
+		return fmt.Sprintf("%s (%s, field %s)", e.Body.Error, e.Body.Reason, e.Body.Field)
 	}
-	return fmt.Sprintf("%s (%s)", e.Err, e.Reason)
+	return fmt.Sprintf("%s (%s)", e.Body.Error, e.Body.Reason)
 }
 
 // Unwrap lets a Client's caller test an answer with errors.Is(err,
-// ErrNotFound) and errors.Is(err, ErrInvalid).
-func (e *APIError) Unwrap() error {
+// admin.ErrNotFound) and errors.Is(err, admin.ErrInvalid), as it would the
+// Service's.
+func (e *Error) Unwrap() error {
 	switch e.Status {
 	case http.StatusNotFound:
-		return ErrNotFound
+		return admin.ErrNotFound
 	case http.StatusBadRequest:
-		return ErrInvalid
+		return admin.ErrInvalid
 	}
 	return nil
 }
 
+func fail(status int, reason, msg string) *Error {
+	return &Error{Status: status, Body: httpapi.Error{Error: msg, Reason: reason}}
+}
+
+func invalid(field, format string, args ...any) error {
+	return &admin.InvalidError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
 // Register mounts the admin API on mux, under /v1. The caller puts it
 // behind authentication (the gateway uses api.tokens).
-func Register(mux *http.ServeMux, s *Service, log *slog.Logger) {
+func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{s: s, log: log}
-	mux.HandleFunc("GET /v1/sources", h.sources)
-	mux.HandleFunc("GET /v1/stats", h.stats)
-	mux.HandleFunc("GET /v1/events", h.events)
-	mux.HandleFunc("POST /v1/events/replay", h.replayEvents)
-	mux.HandleFunc("GET /v1/events/{id}", h.event)
-	mux.HandleFunc("POST /v1/events/{id}/replay", h.replayEvent)
-	mux.HandleFunc("GET /v1/dead-letters", h.deadLetters)
-	mux.HandleFunc("POST /v1/dead-letters/retry", h.retryDead)
-	mux.HandleFunc("DELETE /v1/dead-letters", h.purgeDead)
-	mux.HandleFunc("GET /v1/destinations", h.destinations)
-	mux.HandleFunc("POST /v1/destinations/{name}/pause", h.pause(true))
-	mux.HandleFunc("POST /v1/destinations/{name}/resume", h.pause(false))
-	mux.HandleFunc("GET /v1/audit", h.audit)
-	mux.HandleFunc("GET /v1/doctor", h.doctor)
-	// The effects ledger's reset, audited (the ledger's own handler serves
-	// the rest of /v1/effects).
-	mux.HandleFunc("POST /v1/effects/{key}/reset", h.resetEffect)
+	h := &handler{s: op, log: log}
+	for _, e := range []struct {
+		route httpapi.Route
+		serve http.HandlerFunc
+	}{
+		{routeSources, h.sources},
+		{routeStats, h.stats},
+		{routeEvents, h.events},
+		{routeReplayEvents, h.replayEvents},
+		{routeEvent, h.event},
+		{routeReplayEvent, h.replayEvent},
+		{routeDeadLetters, h.deadLetters},
+		{routeRetryDead, h.retryDead},
+		{routePurgeDead, h.purgeDead},
+		{routeDestinations, h.destinations},
+		{routePause, h.pause(true)},
+		{routeResume, h.pause(false)},
+		{routeAudit, h.audit},
+		{routeDoctor, h.doctor},
+		// The effects ledger's reset, audited (the ledger's own handler
+		// serves the rest of /v1/effects).
+		{effect.ResetRoute, h.resetEffect},
+	} {
+		mux.HandleFunc(e.route.Pattern(), e.serve)
+	}
 }
 
 type handler struct {
-	s   *Service
+	s   admin.Operator
 	log *slog.Logger
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
 }
 
 // respond answers v, or err when there is one.
@@ -93,32 +102,32 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, v any, err err
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	httpapi.WriteJSON(w, http.StatusOK, v)
 }
 
-func writeError(w http.ResponseWriter, e *APIError) {
-	writeJSON(w, e.Status, e)
+func writeError(w http.ResponseWriter, e *Error) {
+	httpapi.WriteJSON(w, e.Status, e.Body)
 }
 
 // answerError maps an error to its answer.
 func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error) {
-	var inv *invalidError
+	var inv *admin.InvalidError
 	switch {
 	case errors.As(err, &inv):
-		writeError(w, &APIError{Status: http.StatusBadRequest, Err: inv.Error(), Reason: "invalid", Field: inv.Field})
-	case errors.Is(err, ErrNotFound), errors.Is(err, effect.ErrNotFound):
-		writeError(w, &APIError{Status: http.StatusNotFound, Err: err.Error(), Reason: "not_found"})
+		httpapi.WriteFieldError(w, inv.Field, inv.Error())
+	case errors.Is(err, admin.ErrNotFound), errors.Is(err, effect.ErrNotFound):
+		httpapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, effect.ErrInvalid):
-		writeError(w, &APIError{Status: http.StatusBadRequest, Err: err.Error(), Reason: "invalid", Field: "key"})
+		httpapi.WriteFieldError(w, "key", err.Error())
 	case errors.Is(err, effect.ErrConflict):
-		writeError(w, &APIError{Status: http.StatusConflict, Err: err.Error(), Reason: "conflict"})
+		httpapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		h.log.Warn("admin API: store unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Err: "the store is unavailable", Reason: "unavailable"})
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable")
 	default:
 		h.log.Error("admin API", "path", r.URL.Path, "err", err)
-		writeError(w, &APIError{Status: http.StatusInternalServerError, Err: "internal error", Reason: "internal"})
+		httpapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
 }
 
@@ -130,7 +139,7 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 		return nil, invalid("query", "not a valid query string")
 	}
 	for k, vs := range q {
-		if !contains(allowed, k) {
+		if !slices.Contains(allowed, k) {
 			return nil, invalid(k, "unknown parameter; this endpoint takes %s", strings.Join(allowed, ", "))
 		}
 		if len(vs) > 1 {
@@ -178,14 +187,14 @@ func parseBool(q url.Values, field string) (bool, error) {
 
 // decode reads a JSON body (which may be empty), bounded, refusing unknown
 // fields.
-func decode(w http.ResponseWriter, r *http.Request, v any) *APIError {
+func decode(w http.ResponseWriter, r *http.Request, v any) *Error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &APIError{Status: http.StatusRequestEntityTooLarge, Err: fmt.Sprintf("the body is over %d bytes", maxRequestBody), Reason: "too_large"}
+			return fail(http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", maxRequestBody))
 		}
-		return &APIError{Status: http.StatusBadRequest, Err: "could not read the body", Reason: "unreadable"}
+		return fail(http.StatusBadRequest, "unreadable", "could not read the body")
 	}
 	if strings.TrimSpace(string(body)) == "" {
 		return nil
@@ -193,7 +202,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) *APIError {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &APIError{Status: http.StatusBadRequest, Err: "the body is not the JSON this endpoint takes: " + err.Error(), Reason: "invalid"}
+		return fail(http.StatusBadRequest, "invalid", "the body is not the JSON this endpoint takes: "+err.Error())
 	}
 	return nil
 }
@@ -208,7 +217,7 @@ func (h *handler) sources(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sources": list})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"sources": list})
 }
 
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
@@ -217,16 +226,16 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	sq := StatsQuery{Source: q.Get("source"), Destination: q.Get("destination")}
+	sq := admin.StatsQuery{Source: q.Get("source"), Destination: q.Get("destination")}
 	if sq.From, err = parseTime(q, "from"); err == nil {
 		sq.To, err = parseTime(q, "to")
 	}
 	if err == nil {
 		switch g := q.Get("granularity"); g {
 		case "", "1h":
-			sq.Granularity = Hourly
+			sq.Granularity = admin.Hourly
 		case "1d":
-			sq.Granularity = Daily
+			sq.Granularity = admin.Daily
 		default:
 			err = invalid("granularity", "want 1h or 1d")
 		}
@@ -239,8 +248,8 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	h.respond(w, r, view, err)
 }
 
-func eventFilter(q url.Values) (EventFilter, error) {
-	f := EventFilter{Source: q.Get("source"), Key: q.Get("key"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor")}
+func eventFilter(q url.Values) (admin.EventFilter, error) {
+	f := admin.EventFilter{Source: q.Get("source"), Key: q.Get("key"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor")}
 	var err error
 	if f.From, err = parseTime(q, "from"); err != nil {
 		return f, err
@@ -270,7 +279,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 func eventID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("event %q: %w", r.PathValue("id"), ErrNotFound)
+		return 0, fmt.Errorf("event %q: %w", r.PathValue("id"), admin.ErrNotFound)
 	}
 	return id, nil
 }
@@ -305,7 +314,7 @@ func (h *handler) replayEvent(w http.ResponseWriter, r *http.Request) {
 
 // bulkEvents is the body of a bulk replay.
 type bulkEvents struct {
-	EventFilter
+	admin.EventFilter
 	DryRun bool `json:"dry_run,omitempty"`
 }
 
@@ -325,7 +334,7 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	f := DeadFilter{Destination: q.Get("destination"), Source: q.Get("source"), Cursor: q.Get("cursor")}
+	f := admin.DeadFilter{Destination: q.Get("destination"), Source: q.Get("source"), Cursor: q.Get("cursor")}
 	if f.Limit, err = parseInt(q, "limit"); err != nil {
 		h.answerError(w, r, err)
 		return
@@ -336,7 +345,7 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 
 // bulkDead is the body of a dead letters retry.
 type bulkDead struct {
-	DeadFilter
+	admin.DeadFilter
 	DryRun bool `json:"dry_run,omitempty"`
 }
 
@@ -358,7 +367,7 @@ func (h *handler) purgeDead(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	f := DeadFilter{Destination: q.Get("destination"), Source: q.Get("source")}
+	f := admin.DeadFilter{Destination: q.Get("destination"), Source: q.Get("source")}
 	var dry bool
 	if f.All, err = parseBool(q, "all"); err == nil {
 		dry, err = parseBool(q, "dry_run")
@@ -381,7 +390,7 @@ func (h *handler) destinations(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"destinations": list})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"destinations": list})
 }
 
 func (h *handler) pause(paused bool) http.HandlerFunc {
@@ -431,5 +440,5 @@ func (h *handler) resetEffect(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending})
 }

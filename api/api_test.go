@@ -1,4 +1,4 @@
-package admin_test
+package api_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -35,7 +36,7 @@ type seeded struct {
 	gw    *oncehooktest.Gateway
 	app   *testenv.Sink
 	flaky *testenv.Sink
-	api   *admin.Client
+	api   *api.Client
 }
 
 func seed(t *testing.T) *seeded {
@@ -64,7 +65,7 @@ destinations:
   - {name: app, url: `+app.URL+`}
   - {name: flaky, url: `+flaky.URL+`, retry: {max_attempts: 3, base_delay: 10ms, max_delay: 20ms}}
 `)
-	s := &seeded{gw: gw, app: app, flaky: flaky, api: admin.NewClient(gw.APIURL, opsToken, nil)}
+	s := &seeded{gw: gw, app: app, flaky: flaky, api: api.NewClient(gw.APIURL, opsToken, nil)}
 	// 20 events; 5 of them resent twice more; 4 of them refused by flaky.
 	for i := range 20 {
 		kind := "ok"
@@ -480,7 +481,7 @@ destinations:
 		post("healthy", fmt.Sprintf(`{"id":"evt_%d","type":"invoice.paid","amount":%d,"created":176449680%d}`, i+2, 100+i, i))
 	}
 
-	rep, err := admin.NewClient(gw.APIURL, gw.APIToken, nil).Doctor(context.Background(), "")
+	rep, err := api.NewClient(gw.APIURL, gw.APIToken, nil).Doctor(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +515,7 @@ func TestAPIWhenTheStoreIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	admin.Register(mux, svc, nil)
+	api.Register(mux, svc, nil)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	st.Close() // the store goes away

@@ -1,0 +1,35 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestRouteWithEscapesEachArgument(t *testing.T) {
+	r := Route{http.MethodPost, "/v1/effects/{key}/reset"}
+	if got := r.With("order 1/2"); got != "/v1/effects/order%201%2F2/reset" {
+		t.Fatalf("With = %q", got)
+	}
+	if r.Pattern() != "POST /v1/effects/{key}/reset" {
+		t.Fatalf("Pattern = %q", r.Pattern())
+	}
+	// The pattern serves what With builds, the escaped slash included.
+	mux := http.NewServeMux()
+	var key string
+	mux.HandleFunc(r.Pattern(), func(_ http.ResponseWriter, req *http.Request) { key = req.PathValue("key") })
+	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, r.With("order 1/2"), nil))
+	if key != "order 1/2" {
+		t.Fatalf("served key %q", key)
+	}
+}
+
+func TestWriteJSONNeverLetsABrowserSniff(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteError(rec, http.StatusNotFound, "not_found", "no source named <script>")
+	h := rec.Header()
+	if rec.Code != 404 || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Content-Type") != "application/json" ||
+		rec.Body.String() != `{"error":"no source named <script>","reason":"not_found"}`+"\n" {
+		t.Fatalf("%d %v %s", rec.Code, h, rec.Body)
+	}
+}
