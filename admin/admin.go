@@ -27,6 +27,7 @@ import (
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/store"
 )
@@ -669,15 +670,15 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			continue
 		}
 		switch r.Metric {
-		case "attempts.delivered":
+		case metrics.Rollup(metrics.Attempts, metrics.Delivered):
 			v.Last24h.Delivered += r.Value
-		case "attempts.retry":
+		case metrics.Rollup(metrics.Attempts, metrics.Retry):
 			v.Last24h.Retry += r.Value
-		case "attempts.dead":
+		case metrics.Rollup(metrics.Attempts, metrics.Dead):
 			v.Last24h.Dead += r.Value
-		case "latency.count", "latency.sum_ms":
+		case metrics.LatencyCount, metrics.LatencySumMS:
 			l := latency[r.Name]
-			if r.Metric == "latency.count" {
+			if r.Metric == metrics.LatencyCount {
 				l[0] += r.Value
 			} else {
 				l[1] += r.Value

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/store"
 )
@@ -201,7 +202,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 				current[r.Name] = c
 			}
 			c.add(r.Metric, r.Value)
-		case r.Scope == store.ScopeDestination && r.Metric == "attempts.dead":
+		case r.Scope == store.ScopeDestination && r.Metric == metrics.Rollup(metrics.Attempts, metrics.Dead):
 			dead[r.Name] += r.Value
 		}
 	}

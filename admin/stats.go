@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -39,22 +40,22 @@ type SourceCounts struct {
 }
 
 func (c *SourceCounts) add(metric string, v int64) {
-	kind, what, _ := strings.Cut(metric, ".")
+	kind, what := metrics.SplitRollup(metric)
 	switch kind {
-	case "events":
+	case metrics.Events:
 		switch what {
-		case "accepted":
+		case metrics.Accepted:
 			c.Accepted += v
-		case "duplicate":
+		case metrics.Duplicate:
 			c.Duplicate += v
-		case "keyless":
+		case metrics.Keyless:
 			c.Keyless += v
 		}
 		c.Received += v
-	case "requests":
+	case metrics.Requests:
 		c.Requests += v
 		switch what {
-		case "accepted", "duplicate", "handshake", "discarded_unauthorized":
+		case metrics.Accepted, metrics.Duplicate, metrics.Handshake, metrics.Discarded:
 		default:
 			if c.Rejected == nil {
 				c.Rejected = map[string]int64{}
@@ -238,25 +239,25 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 			}
 			p := &ds.Points[i]
 			switch r.Metric {
-			case "attempts.delivered":
+			case metrics.Rollup(metrics.Attempts, metrics.Delivered):
 				p.Delivered += r.Value
-			case "attempts.retry":
+			case metrics.Rollup(metrics.Attempts, metrics.Retry):
 				p.Retry += r.Value
-			case "attempts.dead":
+			case metrics.Rollup(metrics.Attempts, metrics.Dead):
 				p.Dead += r.Value
-			case "latency.count", "latency.sum_ms":
+			case metrics.LatencyCount, metrics.LatencySumMS:
 				l := latency[r.Name]
 				if l == nil {
 					l = make([]int64, 2*spans)
 					latency[r.Name] = l
 				}
-				if r.Metric == "latency.count" {
+				if r.Metric == metrics.LatencyCount {
 					l[2*i] += r.Value
 				} else {
 					l[2*i+1] += r.Value
 				}
 			default:
-				if le, ok := strings.CutPrefix(r.Metric, "latency.le_"); ok {
+				if le, ok := strings.CutPrefix(r.Metric, metrics.LatencyLEPrefix); ok {
 					if p.LatencyLE == nil {
 						p.LatencyLE = map[string]int64{}
 					}
@@ -361,8 +362,8 @@ func baselines(rows []store.Rollup, hour time.Time) map[string]float64 {
 		if r.Scope != store.ScopeSource || !r.Hour.Before(hour) || hour.Sub(r.Hour)%(24*time.Hour) != 0 || hour.Sub(r.Hour) > 7*24*time.Hour {
 			continue
 		}
-		kind, what, _ := strings.Cut(r.Metric, ".")
-		if kind != "events" {
+		kind, what := metrics.SplitRollup(r.Metric)
+		if kind != metrics.Events {
 			continue
 		}
 		a := sums[r.Name]
@@ -371,7 +372,7 @@ func baselines(rows []store.Rollup, hour time.Time) map[string]float64 {
 			sums[r.Name] = a
 		}
 		a.received += r.Value
-		if what == "duplicate" {
+		if what == metrics.Duplicate {
 			a.duplicate += r.Value
 		}
 	}

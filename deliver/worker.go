@@ -378,7 +378,7 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		// delivery that crashes its worker would be retried forever.
 		out.Kind, out.Attempt = store.OutcomeDead, d.Attempt-1
 		out.Error = fmt.Sprintf("gave up after %d attempts (the last never reported an outcome: a worker crashed or an attempt outlived its lease)", d.Attempt-1)
-		w.opts.Metrics.Attempt(dest.Name, "dead")
+		w.opts.Metrics.Attempt(dest.Name, metrics.Dead)
 		w.logAttempt(slog.LevelWarn, d, "dead letter", "reason", out.Error)
 		return out
 	}
@@ -439,13 +439,13 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 	}
 	switch out.Kind {
 	case store.OutcomeDelivered:
-		w.opts.Metrics.Attempt(dest.Name, "delivered")
+		w.opts.Metrics.Attempt(dest.Name, metrics.Delivered)
 		w.logAttempt(slog.LevelDebug, d, "delivered", "status", status, "duration", out.Duration)
 	case store.OutcomeDead:
-		w.opts.Metrics.Attempt(dest.Name, "dead")
+		w.opts.Metrics.Attempt(dest.Name, metrics.Dead)
 		w.logAttempt(slog.LevelWarn, d, "dead letter", "status", status, "reason", out.Error)
 	case store.OutcomeRetry:
-		w.opts.Metrics.Attempt(dest.Name, "retry")
+		w.opts.Metrics.Attempt(dest.Name, metrics.Retry)
 	}
 	return out
 }

@@ -182,8 +182,8 @@ type ErrorResponse = httpapi.Error
 
 // Statuses of events and responses.
 const (
-	StatusAccepted  = "accepted"
-	StatusDuplicate = "duplicate"
+	StatusAccepted  = metrics.Accepted
+	StatusDuplicate = metrics.Duplicate
 	StatusDiscarded = "discarded" // failed verification on a source that answers 200 anyway
 )
 
@@ -201,7 +201,7 @@ const (
 	ReasonOverloaded    = "overloaded"     // over the in-flight byte budget: 503, retry later
 	ReasonNotFound      = "not_found"      // a path under /in/{source}/ the source does not serve
 	ReasonStoreRejected = "store_rejected" // the store refused this request's data: 500
-	ReasonDiscarded     = "discarded_unauthorized"
+	ReasonDiscarded     = metrics.Discarded
 )
 
 // Limits on what intake stores beside the body.
@@ -271,7 +271,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
 				return
 			}
-			h.metrics.Request(name, "handshake")
+			h.metrics.Request(name, metrics.Handshake)
 			// The reply echoes what the caller sent (hub.challenge): never
 			// let a browser sniff it into something else.
 			w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -412,7 +412,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.onDup(name, events[i].Key, events[i].Body)
 			}
 		case events[i].Keyless:
-			verdict = "keyless"
+			verdict = metrics.Keyless
 		}
 		if !c.Duplicate {
 			resp.Status = StatusAccepted

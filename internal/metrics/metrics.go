@@ -46,7 +46,7 @@ type Metrics struct {
 // Request counts an intake answer, in Prometheus and the hourly rollups.
 func (m *Metrics) Request(source, outcome string) {
 	m.Requests.WithLabelValues(source, outcome).Inc()
-	m.Hourly.Add(store.ScopeSource, source, "requests."+outcome, 1)
+	m.Hourly.Add(store.ScopeSource, source, Rollup(Requests, outcome), 1)
 }
 
 // Event counts an event's verdict (accepted, duplicate, keyless).
@@ -56,13 +56,13 @@ func (m *Metrics) Copy(source, key string, at time.Time) { m.Copies.Add(source, 
 // Event counts an event's verdict, in Prometheus and the hourly rollups.
 func (m *Metrics) Event(source, verdict string) {
 	m.Events.WithLabelValues(source, verdict).Inc()
-	m.Hourly.Add(store.ScopeSource, source, "events."+verdict, 1)
+	m.Hourly.Add(store.ScopeSource, source, Rollup(Events, verdict), 1)
 }
 
 // Attempt counts a delivery attempt's outcome (delivered, retry, dead).
 func (m *Metrics) Attempt(destination, outcome string) {
 	m.Attempts.WithLabelValues(destination, outcome).Inc()
-	m.Hourly.Add(store.ScopeDestination, destination, "attempts."+outcome, 1)
+	m.Hourly.Add(store.ScopeDestination, destination, Rollup(Attempts, outcome), 1)
 }
 
 // LatencyBuckets are the hourly rollups' delivery latency buckets: counts
@@ -71,14 +71,14 @@ func (m *Metrics) Attempt(destination, outcome string) {
 var LatencyBuckets = []struct {
 	Metric string
 	Le     time.Duration
-}{{"latency.le_10ms", 10 * time.Millisecond}, {"latency.le_100ms", 100 * time.Millisecond}, {"latency.le_1s", time.Second},
-	{"latency.le_10s", 10 * time.Second}, {"latency.le_1m", time.Minute}, {"latency.le_1h", time.Hour}}
+}{{LatencyLEPrefix + "10ms", 10 * time.Millisecond}, {LatencyLEPrefix + "100ms", 100 * time.Millisecond}, {LatencyLEPrefix + "1s", time.Second},
+	{LatencyLEPrefix + "10s", 10 * time.Second}, {LatencyLEPrefix + "1m", time.Minute}, {LatencyLEPrefix + "1h", time.Hour}}
 
 // Latency counts a successful delivery's time from receipt.
 func (m *Metrics) Latency(destination string, d time.Duration) {
 	m.DeliveryLatency.WithLabelValues(destination).Observe(d.Seconds())
-	m.Hourly.Add(store.ScopeDestination, destination, "latency.count", 1)
-	m.Hourly.Add(store.ScopeDestination, destination, "latency.sum_ms", d.Milliseconds())
+	m.Hourly.Add(store.ScopeDestination, destination, LatencyCount, 1)
+	m.Hourly.Add(store.ScopeDestination, destination, LatencySumMS, d.Milliseconds())
 	for _, b := range LatencyBuckets {
 		if d <= b.Le {
 			m.Hourly.Add(store.ScopeDestination, destination, b.Metric, 1)

@@ -1,0 +1,46 @@
+package metrics
+
+import "strings"
+
+// What the counters count, written once: receive and deliver count with
+// these words, the hourly rollups store them, and the operator's views
+// (admin's stats and alerts) read them back by the same constants.
+const (
+	// Event verdicts, after a batch is split.
+	Accepted  = "accepted"
+	Duplicate = "duplicate"
+	Keyless   = "keyless"
+
+	// Intake answers that reject nothing (every other request outcome is
+	// one of receive's reasons, a rejection). Accepted and Duplicate
+	// answer requests too.
+	Handshake = "handshake"              // a provider's verification challenge, answered
+	Discarded = "discarded_unauthorized" // failed verification on a source that answers 200 anyway
+
+	// Attempt outcomes.
+	Delivered = "delivered"
+	Retry     = "retry"
+	Dead      = "dead"
+)
+
+// Rollup metric names are a kind and what it counts, "events.duplicate":
+// a source's Requests (by outcome) and Events (by verdict), a
+// destination's Attempts (by outcome) and its latency counters.
+const (
+	Requests = "requests"
+	Events   = "events"
+	Attempts = "attempts"
+
+	LatencyCount    = "latency.count"  // successful deliveries
+	LatencySumMS    = "latency.sum_ms" // their time from receipt, summed
+	LatencyLEPrefix = "latency.le_"    // + a bucket (see LatencyBuckets)
+)
+
+// Rollup is the rollup metric name of what, counted under kind.
+func Rollup(kind, what string) string { return kind + "." + what }
+
+// SplitRollup is Rollup's inverse.
+func SplitRollup(metric string) (kind, what string) {
+	kind, what, _ = strings.Cut(metric, ".")
+	return kind, what
+}
