@@ -21,6 +21,7 @@ import (
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/groupcommit"
@@ -71,7 +72,7 @@ type Gateway struct {
 	mux       *http.ServeMux
 	effects   *effect.Local
 	admin     *admin.Service
-	alerts    *admin.Alerter
+	alerts    *alert.Alerter
 	dashboard *dashboard.Dashboard
 	api       *http.ServeMux
 	health    writeHealth
@@ -219,7 +220,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	// The operator surface: the admin API (and the dashboard) on the same
 	// listener and tokens.
 	samples := admin.NewSamples(100, 64<<10)
-	alerts, err := admin.NewAlerter(admin.AlertOptions{
+	alerts, err := alert.New(alert.Options{
 		URL: cfg.Alerts.URL, Headers: cfg.Alerts.Headers,
 		DuplicateFactor: cfg.Alerts.DuplicateFactor, MinVolume: cfg.Alerts.MinVolume, BaselineFloor: cfg.Alerts.BaselineFloor,
 		DeadLetters: cfg.Alerts.DeadLetters, OldestPending: time.Duration(cfg.Alerts.OldestPending), Interval: time.Duration(cfg.Alerts.Interval),
@@ -260,7 +261,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	}
 	g.api.Handle(dashboard.Prefix, g.dashboard)
 	g.api.Handle(dashboard.Prefix+"/", g.dashboard)
-	if c, ok := admin.NewCollector(st, destNames, 5*time.Second); ok {
+	if c, ok := metrics.NewStoreCollector(st, destNames, 5*time.Second); ok {
 		m.Registry.MustRegister(c)
 	}
 	g.api.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -389,9 +390,6 @@ func (g *Gateway) Admin() *admin.Service { return g.admin }
 func (g *Gateway) DashboardLoginLink(token string, ttl time.Duration) string {
 	return g.dashboard.LoginLink(token, ttl)
 }
-
-// Alerts is the gateway's alerter.
-func (g *Gateway) Alerts() *admin.Alerter { return g.alerts }
 
 // pauseRefresh is how often the paused destinations are read from the
 // store: how long a pause or resume made on another replica takes to apply

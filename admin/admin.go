@@ -26,7 +26,7 @@ import (
 
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
-	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/actor"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/store"
@@ -108,8 +108,14 @@ type Options struct {
 	// check; without them it runs only the first.
 	Samples *Samples
 	// Alerts, when set, marks sources and destinations that are alerting.
-	Alerts *Alerter
+	Alerts Firing
 	Now    func() time.Time
+}
+
+// Firing says which alerts fire now for a source or destination (scope
+// store.ScopeSource or store.ScopeDestination): the gateway's alerter.
+type Firing interface {
+	Firing(scope, name string) []string
 }
 
 // Service is the Operator over a store.
@@ -136,25 +142,26 @@ func New(opts Options) (*Service, error) {
 	return &Service{opts: opts, admin: a}, nil
 }
 
-// Effects is the effects ledger the Service was given, or nil.
-func (s *Service) Effects() *effect.Local { return s.opts.Effects }
-
-type actorKey struct{}
+// ListEffects lists the effects ledger's records q selects (the
+// reconciliation list), or ErrNotFound when the Service has no ledger.
+func (s *Service) ListEffects(ctx context.Context, q store.EffectQuery) ([]effect.Record, error) {
+	if s.opts.Effects == nil {
+		return nil, fmt.Errorf("effects ledger: %w", ErrNotFound)
+	}
+	return s.opts.Effects.List(ctx, q)
+}
 
 // WithActor names who makes the changes made with ctx, for the audit log
 // (the CLI passes "cli:<user>"). The API's callers are named by their
 // token's name.
-func WithActor(ctx context.Context, actor string) context.Context {
-	return context.WithValue(ctx, actorKey{}, actor)
+func WithActor(ctx context.Context, name string) context.Context {
+	return actor.With(ctx, name)
 }
 
 // ActorOf returns who makes the changes made with ctx.
 func ActorOf(ctx context.Context) string {
-	if c, ok := apiauth.CallerOf(ctx); ok {
-		return "token:" + c.Name
-	}
-	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
-		return a
+	if name, ok := actor.Of(ctx); ok {
+		return name
 	}
 	return UnknownActor
 }

@@ -24,64 +24,7 @@ type StatsQuery struct {
 }
 
 // SourceCounts are what a source's intake answered, in a span of time.
-type SourceCounts struct {
-	// Received is every event that came in: accepted, duplicate or keyless.
-	Received  int64 `json:"received"`
-	Accepted  int64 `json:"accepted"`
-	Duplicate int64 `json:"duplicate"`
-	Keyless   int64 `json:"keyless"`
-	// Requests is every request answered; Rejected, those refused, by
-	// reason (unauthorized, malformed, too_large, missing_key,
-	// unavailable, ...).
-	Requests int64            `json:"requests"`
-	Rejected map[string]int64 `json:"rejected"`
-	// DuplicateRate is Duplicate / Received.
-	DuplicateRate float64 `json:"duplicate_rate"`
-}
-
-func (c *SourceCounts) add(metric string, v int64) {
-	kind, what := metrics.SplitRollup(metric)
-	switch kind {
-	case metrics.Events:
-		switch what {
-		case metrics.Accepted:
-			c.Accepted += v
-		case metrics.Duplicate:
-			c.Duplicate += v
-		case metrics.Keyless:
-			c.Keyless += v
-		}
-		c.Received += v
-	case metrics.Requests:
-		c.Requests += v
-		switch what {
-		case metrics.Accepted, metrics.Duplicate, metrics.Handshake, metrics.Discarded:
-		default:
-			if c.Rejected == nil {
-				c.Rejected = map[string]int64{}
-			}
-			c.Rejected[what] += v
-		}
-	}
-}
-
-func (c *SourceCounts) finish() {
-	if c.Rejected == nil {
-		c.Rejected = map[string]int64{}
-	}
-	if c.Received > 0 {
-		c.DuplicateRate = float64(c.Duplicate) / float64(c.Received)
-	}
-}
-
-// RejectedTotal is every rejected request.
-func (c SourceCounts) RejectedTotal() int64 {
-	var n int64
-	for _, v := range c.Rejected {
-		n += v
-	}
-	return n
-}
+type SourceCounts = metrics.SourceCounts
 
 // SourcePoint is a source's counts in one span.
 type SourcePoint struct {
@@ -230,8 +173,8 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 			if ss == nil {
 				ss = newSource(r.Name)
 			}
-			ss.Points[i].add(r.Metric, r.Value)
-			ss.Total.add(r.Metric, r.Value)
+			ss.Points[i].Add(r.Metric, r.Value)
+			ss.Total.Add(r.Metric, r.Value)
 		case store.ScopeDestination:
 			ds := dests[r.Name]
 			if ds == nil {
@@ -277,9 +220,9 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 	for _, name := range sortedKeys(sources) {
 		ss := sources[name]
 		for i := range ss.Points {
-			ss.Points[i].finish()
+			ss.Points[i].Finish()
 		}
-		ss.Total.finish()
+		ss.Total.Finish()
 		view.Sources = append(view.Sources, *ss)
 	}
 	for _, name := range sortedKeys(dests) {
@@ -313,7 +256,7 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := baselines(rows, hour)
+	base := metrics.DuplicateBaselines(rows, hour)
 	out := make([]SourceView, 0, len(s.opts.Sources))
 	for _, src := range s.opts.Sources {
 		v := SourceView{Name: src.Name, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey}
@@ -328,14 +271,14 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 				continue
 			}
 			if !r.Hour.Before(hour.Add(-23 * time.Hour)) {
-				v.Last24h.add(r.Metric, r.Value)
+				v.Last24h.Add(r.Metric, r.Value)
 			}
 			if r.Hour.Equal(hour) {
-				v.LastHour.add(r.Metric, r.Value)
+				v.LastHour.Add(r.Metric, r.Value)
 			}
 		}
-		v.Last24h.finish()
-		v.LastHour.finish()
+		v.Last24h.Finish()
+		v.LastHour.Finish()
 		if b, ok := base[src.Name]; ok {
 			v.Baseline = &b
 			v.AboveBaseline = v.LastHour.Received > 0 && v.LastHour.DuplicateRate > b
@@ -346,43 +289,6 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// baselineMinVolume is how many events the same hour on the 7 days before
-// must hold for their duplicate rate to be a baseline.
-const baselineMinVolume = 20
-
-// baselines returns, per source, the duplicate rate of the same hour of
-// day as hour over the 7 days before it: the trailing baseline that a
-// spike stands out against (traffic, and resends, follow the day).
-func baselines(rows []store.Rollup, hour time.Time) map[string]float64 {
-	type acc struct{ received, duplicate int64 }
-	sums := map[string]*acc{}
-	for _, r := range rows {
-		if r.Scope != store.ScopeSource || !r.Hour.Before(hour) || hour.Sub(r.Hour)%(24*time.Hour) != 0 || hour.Sub(r.Hour) > 7*24*time.Hour {
-			continue
-		}
-		kind, what := metrics.SplitRollup(r.Metric)
-		if kind != metrics.Events {
-			continue
-		}
-		a := sums[r.Name]
-		if a == nil {
-			a = &acc{}
-			sums[r.Name] = a
-		}
-		a.received += r.Value
-		if what == metrics.Duplicate {
-			a.duplicate += r.Value
-		}
-	}
-	out := map[string]float64{}
-	for name, a := range sums {
-		if a.received >= baselineMinVolume {
-			out[name] = float64(a.duplicate) / float64(a.received)
-		}
-	}
-	return out
 }
 
 // formatDuration writes whole days as days (168h reads as 7d).

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/oncehook/oncehook/internal/actor"
 	"github.com/oncehook/oncehook/internal/httpapi"
 )
 
@@ -60,9 +61,10 @@ func CallerOf(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
-// WithCaller returns ctx carrying c.
+// WithCaller returns ctx carrying c, and naming it as the actor of the
+// changes made with ctx (the audit log's "token:<name>").
 func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+	return actor.With(context.WithValue(ctx, callerKey{}, c), actor.Token(c.Name))
 }
 
 // ByName returns the caller of the token named name: a dashboard session

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
@@ -66,9 +67,18 @@ const (
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
+// Operator is what the dashboard shows and does: the operator's surface,
+// and the effects ledger's reconciliation list (admin.Service is one).
+type Operator interface {
+	admin.Operator
+	// ListEffects lists the ledger's records q selects, or answers
+	// admin.ErrNotFound when there is no ledger.
+	ListEffects(ctx context.Context, q store.EffectQuery) ([]effect.Record, error)
+}
+
 // Options configure a Dashboard.
 type Options struct {
-	Service *admin.Service
+	Service Operator
 	Auth    *apiauth.Auth
 	Logger  *slog.Logger
 	Now     func() time.Time

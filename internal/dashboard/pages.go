@@ -295,12 +295,7 @@ func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, _ session) {
 }
 
 func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
-	l := d.opts.Service.Effects()
-	if l == nil {
-		d.fail(w, r, http.StatusNotFound, "not_found")
-		return
-	}
-	pending, err := l.List(r.Context(), store.EffectQuery{State: store.EffectPending, Limit: 200})
+	pending, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectPending, Limit: 200})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -313,7 +308,7 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 			held = append(held, rec)
 		}
 	}
-	failed, err := l.List(r.Context(), store.EffectQuery{State: store.EffectFailed, Limit: 100})
+	failed, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectFailed, Limit: 100})
 	if err != nil {
 		d.failErr(w, r, err)
 		return

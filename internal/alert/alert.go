@@ -1,4 +1,8 @@
-package admin
+// Package alert watches the rollups and the queues, and says when a source's
+// duplicates spike above their baseline, a destination's dead letters
+// rise, or its oldest pending delivery falls behind: as a metric, on the
+// dashboard, and once per alert and hour (across every replica) as a POST.
+package alert
 
 import (
 	"bytes"
@@ -7,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -22,13 +28,13 @@ import (
 
 // Alert kinds.
 const (
-	AlertDuplicateRate = "duplicate_rate" // a source's duplicates above its baseline
-	AlertDeadLetters   = "dead_letters"   // a destination's dead letters rising
-	AlertOldestPending = "oldest_pending" // a destination falling behind
+	KindDuplicateRate = "duplicate_rate" // a source's duplicates above its baseline
+	KindDeadLetters   = "dead_letters"   // a destination's dead letters rising
+	KindOldestPending = "oldest_pending" // a destination falling behind
 )
 
-// AlertOptions configure an Alerter.
-type AlertOptions struct {
+// Options configure an Alerter.
+type Options struct {
 	// URL, when set, receives each alert as a JSON POST, at most once per
 	// alert, source (or destination) and hour, across every replica.
 	URL     string
@@ -76,7 +82,7 @@ type Alert struct {
 
 // Alerter runs the checks and remembers what fires.
 type Alerter struct {
-	opts   AlertOptions
+	opts   Options
 	admin  store.Admin
 	firing *prometheus.GaugeVec
 	total  *prometheus.CounterVec
@@ -87,8 +93,8 @@ type Alerter struct {
 
 type alertID struct{ kind, scope, name string }
 
-// NewAlerter returns an Alerter; Run runs it.
-func NewAlerter(opts AlertOptions) (*Alerter, error) {
+// New returns an Alerter; Run runs it.
+func New(opts Options) (*Alerter, error) {
 	a, ok := store.AdminOf(opts.Store)
 	if !ok {
 		return nil, fmt.Errorf("alerts: %T has no operator queries", opts.Store)
@@ -188,7 +194,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 	var alerts []Alert
 
 	// Duplicate rate per source, this hour against the same hour before.
-	current := map[string]*SourceCounts{}
+	current := map[string]*metrics.SourceCounts{}
 	dead := map[string]int64{}
 	for _, r := range rows {
 		if !r.Hour.Equal(hour) {
@@ -198,25 +204,25 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 		case r.Scope == store.ScopeSource:
 			c := current[r.Name]
 			if c == nil {
-				c = &SourceCounts{}
+				c = &metrics.SourceCounts{}
 				current[r.Name] = c
 			}
-			c.add(r.Metric, r.Value)
+			c.Add(r.Metric, r.Value)
 		case r.Scope == store.ScopeDestination && r.Metric == metrics.Rollup(metrics.Attempts, metrics.Dead):
 			dead[r.Name] += r.Value
 		}
 	}
-	base := baselines(rows, hour)
-	for _, name := range sortedKeys(current) {
+	base := metrics.DuplicateBaselines(rows, hour)
+	for _, name := range slices.Sorted(maps.Keys(current)) {
 		c := current[name]
-		c.finish()
+		c.Finish()
 		b, ok := base[name]
 		baseline := max(b, a.opts.BaselineFloor)
 		threshold := a.opts.DuplicateFactor * baseline
 		if c.Received < a.opts.MinVolume || c.DuplicateRate <= threshold {
 			continue
 		}
-		al := Alert{Kind: AlertDuplicateRate, Scope: store.ScopeSource, Name: name, Hour: hour, Value: c.DuplicateRate,
+		al := Alert{Kind: KindDuplicateRate, Scope: store.ScopeSource, Name: name, Hour: hour, Value: c.DuplicateRate,
 			Threshold: threshold, Volume: c.Received,
 			Message: fmt.Sprintf("source %s: %.1f%% of %d events this hour were duplicates, above %.1f× its baseline", name, 100*c.DuplicateRate, c.Received, a.opts.DuplicateFactor)}
 		if ok {
@@ -224,9 +230,9 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 		}
 		alerts = append(alerts, al)
 	}
-	for _, name := range sortedKeys(dead) {
+	for _, name := range slices.Sorted(maps.Keys(dead)) {
 		if n := dead[name]; n >= a.opts.DeadLetters {
-			alerts = append(alerts, Alert{Kind: AlertDeadLetters, Scope: store.ScopeDestination, Name: name, Hour: hour,
+			alerts = append(alerts, Alert{Kind: KindDeadLetters, Scope: store.ScopeDestination, Name: name, Hour: hour,
 				Value: float64(n), Threshold: float64(a.opts.DeadLetters),
 				Message: fmt.Sprintf("destination %s: %d deliveries became dead letters this hour", name, n)})
 		}
@@ -236,7 +242,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 			continue
 		}
 		if age := now.Sub(q.Oldest); age > a.opts.OldestPending {
-			alerts = append(alerts, Alert{Kind: AlertOldestPending, Scope: store.ScopeDestination, Name: q.Destination, Hour: hour,
+			alerts = append(alerts, Alert{Kind: KindOldestPending, Scope: store.ScopeDestination, Name: q.Destination, Hour: hour,
 				Value: age.Seconds(), Threshold: a.opts.OldestPending.Seconds(),
 				Message: fmt.Sprintf("destination %s: its oldest pending delivery came in %s ago", q.Destination, age.Round(time.Second))})
 		}

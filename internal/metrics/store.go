@@ -1,4 +1,4 @@
-package admin
+package metrics
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-// Collector exports what the store holds that an operator watches: each
+// StoreCollector exports what the store holds that an operator watches: each
 // destination's queue depth, oldest pending delivery, dead letters and
 // pause, and the effects ledger's records by state. The store is read at
 // most once per TTL however often Prometheus scrapes, and these are the
 // same on every replica (they are the store's, not the process's).
-type Collector struct {
+type StoreCollector struct {
 	admin        store.Admin
 	destinations []string
 	ttl          time.Duration
@@ -28,9 +28,9 @@ type Collector struct {
 	depth, leased, oldest, dead, paused, effects, up *prometheus.Desc
 }
 
-// NewCollector returns a Collector for the store's queues, for the
+// NewStoreCollector returns a StoreCollector for the store's queues, for the
 // configured destinations (and any other that has deliveries).
-func NewCollector(st store.Store, destinations []string, ttl time.Duration) (*Collector, bool) {
+func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration) (*StoreCollector, bool) {
 	a, ok := store.AdminOf(st)
 	if !ok {
 		return nil, false
@@ -38,7 +38,7 @@ func NewCollector(st store.Store, destinations []string, ttl time.Duration) (*Co
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &Collector{admin: a, destinations: destinations, ttl: ttl, now: time.Now,
+	return &StoreCollector{admin: a, destinations: destinations, ttl: ttl, now: time.Now,
 		depth:   d("oncehook_queue_depth", "Pending deliveries per destination (in backoff, due, or being attempted).", "destination"),
 		leased:  d("oncehook_queue_leased", "Pending deliveries being attempted now, per destination.", "destination"),
 		oldest:  d("oncehook_oldest_pending_seconds", "Age of the oldest pending delivery's event, per destination: how far behind it is.", "destination"),
@@ -50,14 +50,14 @@ func NewCollector(st store.Store, destinations []string, ttl time.Duration) (*Co
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.depth, c.leased, c.oldest, c.dead, c.paused, c.effects, c.up} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -69,7 +69,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *Collector) read(now time.Time) []prometheus.Metric {
+func (c *StoreCollector) read(now time.Time) []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var out []prometheus.Metric

@@ -1,4 +1,4 @@
-package admin_test
+package alert_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
@@ -54,10 +54,10 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	}
 
 	var mu sync.Mutex
-	var posts []admin.Alert
+	var posts []alert.Alert
 	var keys []string
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var a admin.Alert
+		var a alert.Alert
 		body, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(body, &a); err != nil {
 			t.Errorf("alert body %s: %v", body, err)
@@ -75,20 +75,20 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	set(hour.Add(20 * time.Minute))
 	ledger := effect.New(st, effect.Options{Now: now})
 	reg := prometheus.NewRegistry()
-	replicas := make([]*admin.Alerter, 2)
+	replicas := make([]*alert.Alerter, 2)
 	for i := range replicas {
-		opts := admin.AlertOptions{URL: hook.URL, Store: st, Ledger: ledger, Now: now}
+		opts := alert.Options{URL: hook.URL, Store: st, Ledger: ledger, Now: now}
 		if i == 0 {
 			opts.Registerer = reg
 		}
-		replicas[i], err = admin.NewAlerter(opts)
+		replicas[i], err = alert.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	check := func() []admin.Alert {
+	check := func() []alert.Alert {
 		var wg sync.WaitGroup
-		var first []admin.Alert
+		var first []alert.Alert
 		for i, a := range replicas {
 			wg.Add(1)
 			go func() {
@@ -108,7 +108,7 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	for _, m := range []time.Duration{20, 21, 30, 45, 59} {
 		set(hour.Add(m * time.Minute))
 		firing := check()
-		if len(firing) != 2 || firing[0].Kind != admin.AlertDuplicateRate || firing[0].Name != "stripe" || firing[1].Kind != admin.AlertDeadLetters {
+		if len(firing) != 2 || firing[0].Kind != alert.KindDuplicateRate || firing[0].Name != "stripe" || firing[1].Kind != alert.KindDeadLetters {
 			t.Fatalf("at :%02d firing %+v", m, firing)
 		}
 	}
@@ -116,9 +116,9 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	if len(posts) != 2 || posts[0].Name+posts[1].Name != "stripecrm" && posts[0].Name+posts[1].Name != "crmstripe" {
 		t.Fatalf("posts in the hour: %+v", posts)
 	}
-	var dup admin.Alert
+	var dup alert.Alert
 	for _, p := range posts {
-		if p.Kind == admin.AlertDuplicateRate {
+		if p.Kind == alert.KindDuplicateRate {
 			dup = p
 		}
 	}
@@ -129,7 +129,7 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	if got := firingSum(t, reg); got != 2 {
 		t.Fatalf("oncehook_alert_firing sums to %v", got)
 	}
-	if f := replicas[0].Firing(store.ScopeSource, "stripe"); len(f) != 1 || f[0] != admin.AlertDuplicateRate {
+	if f := replicas[0].Firing(store.ScopeSource, "stripe"); len(f) != 1 || f[0] != alert.KindDuplicateRate {
 		t.Fatalf("Firing: %v", f)
 	}
 
@@ -192,7 +192,7 @@ func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
 	}))
 	defer hook.Close()
 	ledger := effect.New(st, effect.Options{})
-	a, err := admin.NewAlerter(admin.AlertOptions{URL: hook.URL + "/?key=S3CRET", Store: st, Ledger: ledger})
+	a, err := alert.New(alert.Options{URL: hook.URL + "/?key=S3CRET", Store: st, Ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close()
-	b, _ := admin.NewAlerter(admin.AlertOptions{URL: downURL + "/?key=S3CRET", Store: st, Ledger: ledger})
+	b, _ := alert.New(alert.Options{URL: downURL + "/?key=S3CRET", Store: st, Ledger: ledger})
 	b.Check(ctx)
 	recs, err := ledger.List(ctx, store.EffectQuery{Limit: 100})
 	if err != nil {

@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// Reading the hourly rollups back: what the operator's views (admin) and
+// the alerts both sum from a source's counters.
+
+// SourceCounts are what a source's intake answered, in a span of time.
+type SourceCounts struct {
+	// Received is every event that came in: accepted, duplicate or keyless.
+	Received  int64 `json:"received"`
+	Accepted  int64 `json:"accepted"`
+	Duplicate int64 `json:"duplicate"`
+	Keyless   int64 `json:"keyless"`
+	// Requests is every request answered; Rejected, those refused, by
+	// reason (unauthorized, malformed, too_large, missing_key,
+	// unavailable, ...).
+	Requests int64            `json:"requests"`
+	Rejected map[string]int64 `json:"rejected"`
+	// DuplicateRate is Duplicate / Received.
+	DuplicateRate float64 `json:"duplicate_rate"`
+}
+
+// Add counts v of a source's rollup metric.
+func (c *SourceCounts) Add(metric string, v int64) {
+	kind, what := SplitRollup(metric)
+	switch kind {
+	case Events:
+		switch what {
+		case Accepted:
+			c.Accepted += v
+		case Duplicate:
+			c.Duplicate += v
+		case Keyless:
+			c.Keyless += v
+		}
+		c.Received += v
+	case Requests:
+		c.Requests += v
+		switch what {
+		case Accepted, Duplicate, Handshake, Discarded:
+		default:
+			if c.Rejected == nil {
+				c.Rejected = map[string]int64{}
+			}
+			c.Rejected[what] += v
+		}
+	}
+}
+
+// Finish sets what is derived from the counts (the rate; an empty
+// Rejected rather than none).
+func (c *SourceCounts) Finish() {
+	if c.Rejected == nil {
+		c.Rejected = map[string]int64{}
+	}
+	if c.Received > 0 {
+		c.DuplicateRate = float64(c.Duplicate) / float64(c.Received)
+	}
+}
+
+// RejectedTotal is every rejected request.
+func (c SourceCounts) RejectedTotal() int64 {
+	var n int64
+	for _, v := range c.Rejected {
+		n += v
+	}
+	return n
+}
+
+// baselineMinVolume is how many events the same hour on the 7 days before
+// must hold for their duplicate rate to be a baseline.
+const baselineMinVolume = 20
+
+// DuplicateBaselines returns, per source, the duplicate rate of the same hour of
+// day as hour over the 7 days before it: the trailing baseline that a
+// spike stands out against (traffic, and resends, follow the day).
+func DuplicateBaselines(rows []store.Rollup, hour time.Time) map[string]float64 {
+	type acc struct{ received, duplicate int64 }
+	sums := map[string]*acc{}
+	for _, r := range rows {
+		if r.Scope != store.ScopeSource || !r.Hour.Before(hour) || hour.Sub(r.Hour)%(24*time.Hour) != 0 || hour.Sub(r.Hour) > 7*24*time.Hour {
+			continue
+		}
+		kind, what := SplitRollup(r.Metric)
+		if kind != Events {
+			continue
+		}
+		a := sums[r.Name]
+		if a == nil {
+			a = &acc{}
+			sums[r.Name] = a
+		}
+		a.received += r.Value
+		if what == Duplicate {
+			a.duplicate += r.Value
+		}
+	}
+	out := map[string]float64{}
+	for name, a := range sums {
+		if a.received >= baselineMinVolume {
+			out[name] = float64(a.duplicate) / float64(a.received)
+		}
+	}
+	return out
+}
