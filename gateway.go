@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,6 +23,7 @@ import (
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/groupcommit"
+	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -76,7 +75,7 @@ type Gateway struct {
 	dashboard *dashboard.Dashboard
 	api       *http.ServeMux
 	health    writeHealth
-	paused    atomic.Pointer[[]string]
+	holds     *hold.Holds
 	tls       *tls.Config // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
@@ -145,9 +144,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 			return nil, fmt.Errorf("tls: %w", err)
 		}
 	}
-	// Paused destinations are read before anything runs: a pause survives
-	// restarts, so not one delivery may slip out while starting.
-	if err := g.refreshPaused(ctx); err != nil {
+	// Held destinations are read before anything runs (hold.New).
+	if g.holds, err = hold.New(ctx, st, opts.Logger.With("component", "hold")); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -182,7 +180,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		Stats:  rollups,
 		Copies: m.Copies,
 		Shard:  store.NewLeaseToken()[:12],
-		Paused: g.pausedNow,
+		Held:   g.holds.Held,
 	})
 	g.worker = deliver.New(st, deliver.Options{
 		Writer:        g.committer,
@@ -192,9 +190,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		ShutdownGrace: min(opts.ShutdownTimeout, lease),
 		Logger:        opts.Logger.With("component", "deliver"),
 		Metrics:       g.metrics,
-		Paused:        g.pausedNow,
+		Held:          g.holds.Held,
 	})
 	g.committer.Attach(g.worker)
+	g.holds.OnRelease(g.worker.Notify) // a resumed destination's deliveries are due
 
 	// The effects ledger rides the same writer: its claims and completions
 	// share intake's commits.
@@ -391,71 +390,11 @@ func (g *Gateway) DashboardLoginLink(token string, ttl time.Duration) string {
 	return g.dashboard.LoginLink(token, ttl)
 }
 
-// pauseRefresh is how often the paused destinations are read from the
-// store: how long a pause or resume made on another replica takes to apply
-// here (one made here applies at once).
-const pauseRefresh = 2 * time.Second
-
-// pausedNow is the paused destinations, as last read; the writer and the
-// worker ask on every tick.
-func (g *Gateway) pausedNow() []string {
-	if p := g.paused.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// refreshPaused reads the paused destinations, and wakes the worker when
-// one was resumed: its held deliveries are due.
-func (g *Gateway) refreshPaused(ctx context.Context) error {
-	a, ok := store.AdminOf(g.store)
-	if !ok {
-		return nil
-	}
-	m, err := a.Paused(ctx)
-	if err != nil {
-		return fmt.Errorf("read paused destinations: %w", err)
-	}
-	now := make([]string, 0, len(m))
-	for d := range m {
-		now = append(now, d)
-	}
-	slices.Sort(now)
-	old := g.pausedNow()
-	g.paused.Store(&now)
-	for _, d := range old {
-		if !slices.Contains(now, d) && g.worker != nil {
-			g.worker.Notify()
-			break
-		}
-	}
-	return nil
-}
-
-// changed is called after an operator's change: a pause applies at once,
+// changed is called after an operator's change: a pause holds at once,
 // and a resume, replay or retry wakes the worker.
 func (g *Gateway) changed() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := g.refreshPaused(ctx); err != nil {
-		g.log.Warn("refresh paused destinations", "err", err)
-	}
+	g.holds.Changed(context.Background())
 	g.worker.Notify()
-}
-
-func (g *Gateway) watchPaused(ctx context.Context) {
-	t := time.NewTicker(pauseRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := g.refreshPaused(ctx); err != nil && ctx.Err() == nil {
-				g.log.Warn("refresh paused destinations", "err", err)
-			}
-		}
-	}
 }
 
 // APIHandler is the API listener's handler: /v1/effects (and the admin API
@@ -503,7 +442,7 @@ func (g *Gateway) Run(ctx context.Context) {
 	wg.Add(4)
 	go func() { defer wg.Done(); g.worker.Run(ctx) }()
 	go func() { defer wg.Done(); g.sweep(ctx) }()
-	go func() { defer wg.Done(); g.watchPaused(ctx) }()
+	go func() { defer wg.Done(); g.holds.Run(ctx) }()
 	go func() { defer wg.Done(); g.alerts.Run(ctx) }()
 	if l, ok := g.store.(listener); ok {
 		wg.Add(1)

@@ -78,9 +78,10 @@ type Options struct {
 	// store (default 5s): commits in this process wake it at once, but a
 	// replay made by another process (oncehook replay) is found this way.
 	IdlePoll time.Duration
-	// Paused, when set, names the destinations paused now: the worker does
-	// not wait on their deliveries (the writer does not lease them).
-	Paused func() []string
+	// Held, when set, names the destinations whose deliveries wait now
+	// (internal/hold decides): the worker does not wait on them (the
+	// writer does not lease them).
+	Held func() []string
 	// Now and Jitter are injected so tests can control time and randomness.
 	Now    func() time.Time
 	Jitter func(n int64) int64
@@ -331,18 +332,18 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-func (w *Worker) paused() []string {
-	if w.opts.Paused == nil {
+func (w *Worker) held() []string {
+	if w.opts.Held == nil {
 		return nil
 	}
-	return w.opts.Paused()
+	return w.opts.Held()
 }
 
 // nextPoll is how long until the store's next delivery is due, at most
 // IdlePoll.
 func (w *Worker) nextPoll(ctx context.Context) time.Duration {
 	wait := w.opts.IdlePoll
-	if next, ok, err := w.store.NextDue(ctx, w.paused()); err != nil {
+	if next, ok, err := w.store.NextDue(ctx, w.held()); err != nil {
 		wait = min(wait, time.Second)
 	} else if ok {
 		wait = min(wait, max(next.Sub(w.opts.Now()), time.Millisecond))

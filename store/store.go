@@ -177,8 +177,9 @@ type Lease struct {
 	Due bool
 	Now time.Time
 	For time.Duration
-	// Paused destinations' deliveries are neither handed off nor leased.
-	Paused []string
+	// Held destinations' deliveries (a pause, for now: see internal/hold)
+	// are neither handed off nor leased: they wait, never dropped.
+	Held []string
 }
 
 // Committed is what a commit did.
@@ -236,10 +237,10 @@ type Store interface {
 	SweepRollups(ctx context.Context, before time.Time) (int, error)
 
 	// NextDue returns when the earliest pending delivery of a destination
-	// not paused becomes due, and false when there is none. A lease moves a
+	// not held becomes due, and false when there is none. A lease moves a
 	// delivery's due time to the lease's expiry (when another worker may take
 	// it over), so this is one indexed MIN, however large the backlog.
-	NextDue(ctx context.Context, paused []string) (time.Time, bool, error)
+	NextDue(ctx context.Context, held []string) (time.Time, bool, error)
 
 	// SweepExpired deletes up to limit events whose window ended before now
 	// and that have no delivery still pending or dead-lettered, and up to

@@ -111,7 +111,7 @@ type Committer struct {
 	statsAt      time.Time // when a commit last took the stats (under work)
 	shard        string
 	flush        *time.Ticker
-	paused       func() []string
+	held         func() []string
 	receiver     Receiver
 	dueTimer     *time.Timer
 	dueAt        time.Time
@@ -174,9 +174,9 @@ type Options struct {
 	Shard      string
 	StatsEvery time.Duration
 	FlushEvery time.Duration
-	// Paused, when set, names the destinations paused now: their
-	// deliveries are neither handed off nor leased.
-	Paused func() []string
+	// Held, when set, names the destinations whose deliveries wait now
+	// (internal/hold decides): they are neither handed off nor leased.
+	Held   func() []string
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -239,7 +239,7 @@ func New(commit CommitFunc, opts Options) *Committer {
 		copies:       opts.Copies,
 		statsEvery:   opts.StatsEvery,
 		shard:        opts.Shard,
-		paused:       opts.Paused,
+		held:         opts.Held,
 	}
 	c.stop, c.cancel = context.WithCancel(context.Background())
 	for i := range opts.Writers {
@@ -429,7 +429,7 @@ type tick struct {
 	stats    []store.StatDelta
 	copies   []store.Copy
 	shard    string
-	paused   []string
+	held     []string
 }
 
 // take collects the worker's side of a tick: its outcomes, whether it asked
@@ -452,8 +452,8 @@ func (c *Committer) take(events []store.NewEvent, final bool) tick {
 		}
 		c.statsAt = now
 	}
-	if c.paused != nil {
-		t.paused = c.paused()
+	if c.held != nil {
+		t.held = c.held()
 	}
 	t.outcomes, c.outcomes = c.outcomes, nil
 	if c.receiver != nil && !final {
@@ -563,7 +563,7 @@ func (c *Committer) shardOf(t tick, shard string) tick {
 
 // commit commits one tick and answers everyone in it.
 func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []store.EffectOp, t tick) {
-	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Paused: t.paused}
+	lease := store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Held: t.held}
 	if len(events) == 0 && len(effects) == 0 && len(t.outcomes) == 0 && len(t.stats) == 0 && len(t.copies) == 0 && (lease.Max == 0 || !lease.Due) {
 		if t.receiver != nil {
 			t.receiver.Hand(nil, t.reserved)
@@ -667,7 +667,7 @@ func (c *Committer) failed(t tick, err error) {
 // the error.
 func (c *Committer) split(batch []*request, t tick) {
 	if len(t.outcomes) > 0 || t.reserved > 0 || len(t.stats) > 0 || len(t.copies) > 0 {
-		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Paused: t.paused},
+		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Held: t.held},
 			Stats: t.stats, Copies: t.copies, Shard: t.shard})
 		switch {
 		case errors.Is(err, store.ErrRejected):

@@ -267,8 +267,8 @@ const commitSQL = `WITH input AS (
 		SELECT e.source, e.key, e.expires_at FROM input i JOIN events e USING (source, key)
 		WHERE NOT EXISTS (SELECT 1 FROM inserted n WHERE n.source = i.source AND n.key = i.key)
 	), fresh AS (
-		-- n numbers the deliveries that may be handed off (not to a paused
-		-- destination); a paused one gets no number to stay unleased.
+		-- n numbers the deliveries that may be handed off (not to a held
+		-- destination); a held one gets no number to stay unleased.
 		SELECT inserted.id AS event_id, d.destination, i.received_at,
 			CASE WHEN d.destination = ANY($16::text[]) THEN NULL
 			ELSE row_number() OVER (PARTITION BY d.destination = ANY($16::text[]) ORDER BY inserted.id, d.destination) END AS n
@@ -350,12 +350,12 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			}
 			received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
 		}
-		paused := l.Paused
-		if paused == nil {
-			paused = []string{}
+		held := l.Held
+		if held == nil {
+			held = []string{}
 		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, paused)
+			l.Max, token, expires, l.Due, now, held)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -553,13 +553,13 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 }
 
 // NextDue implements store.Store.
-func (s *Store) NextDue(ctx context.Context, paused []string) (time.Time, bool, error) {
+func (s *Store) NextDue(ctx context.Context, held []string) (time.Time, bool, error) {
 	var next *time.Time
-	if paused == nil {
-		paused = []string{}
+	if held == nil {
+		held = []string{}
 	}
 	err := s.pool.QueryRow(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'
-		AND NOT (destination = ANY($1::text[]))`, paused).Scan(&next)
+		AND NOT (destination = ANY($1::text[]))`, held).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, unavailable("next due", err)
 	}

@@ -272,7 +272,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		return store.Committed{}, err
 	}
 	if l.Due && len(out.Leased) < l.Max {
-		due, err := s.leaseDue(ctx, tx, l.Now, l.For, l.Max-len(out.Leased), token, l.Paused)
+		due, err := s.leaseDue(ctx, tx, l.Now, l.For, l.Max-len(out.Leased), token, l.Held)
 		if err != nil {
 			return store.Committed{}, err
 		}
@@ -343,7 +343,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
 		for _, d := range e.Destinations {
-			if len(handed) >= l.Max || slices.Contains(l.Paused, d) {
+			if len(handed) >= l.Max || slices.Contains(l.Held, d) {
 				if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt)); err != nil {
 					return nil, nil, failed("create delivery", err)
 				}
@@ -373,9 +373,9 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 }
 
 // leaseDue leases up to limit due deliveries under token.
-func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration, limit int, token string, paused []string) ([]store.LeasedDelivery, error) {
+func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease time.Duration, limit int, token string, held []string) ([]store.LeasedDelivery, error) {
 	expires := now.Add(lease)
-	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(expires), ms(now), ms(now), ms(now), jsonList(paused), limit)
+	rows, err := tx.StmtContext(ctx, s.stmt.leaseDue).QueryContext(ctx, token, ms(expires), ms(expires), ms(now), ms(now), ms(now), jsonList(held), limit)
 	if err != nil {
 		return nil, unavailable("lease deliveries", err)
 	}
@@ -455,10 +455,10 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 }
 
 // NextDue implements store.Store.
-func (s *Store) NextDue(ctx context.Context, paused []string) (time.Time, bool, error) {
+func (s *Store) NextDue(ctx context.Context, held []string) (time.Time, bool, error) {
 	var next sql.NullInt64
 	err := s.read.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'
-		AND destination NOT IN (SELECT value FROM json_each(?))`, jsonList(paused)).Scan(&next)
+		AND destination NOT IN (SELECT value FROM json_each(?))`, jsonList(held)).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, unavailable("next due", err)
 	}

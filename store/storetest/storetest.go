@@ -1282,11 +1282,11 @@ func testAdminPause(t *testing.T, s store.Store) {
 		t.Fatalf("paused %v %v", p, err)
 	}
 	paused := []string{"slow"}
-	c, err := s.Commit(ctx, store.Batch{Events: []store.NewEvent{event("a", "slow", "fast")}, Lease: store.Lease{Max: 10, Now: base, For: time.Minute, Paused: paused}})
+	c, err := s.Commit(ctx, store.Batch{Events: []store.NewEvent{event("a", "slow", "fast")}, Lease: store.Lease{Max: 10, Now: base, For: time.Minute, Held: paused}})
 	if err != nil || len(c.Leased) != 1 || c.Leased[0].Destination != "fast" {
 		t.Fatalf("hand-off with slow paused: %+v %v", c.Leased, err)
 	}
-	c, err = s.Commit(ctx, store.Batch{Lease: store.Lease{Max: 10, Due: true, Now: base.Add(30 * time.Second), For: time.Minute, Paused: paused}})
+	c, err = s.Commit(ctx, store.Batch{Lease: store.Lease{Max: 10, Due: true, Now: base.Add(30 * time.Second), For: time.Minute, Held: paused}})
 	if err != nil || len(c.Leased) != 0 {
 		t.Fatalf("due lease with slow paused: %+v %v", c.Leased, err)
 	}

@@ -1,0 +1,52 @@
+package hold_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/hold"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
+)
+
+// A pause stored before a gateway starts holds from its first commit; a
+// resume releases, and says so once.
+func TestHoldsFollowTheStoredPauses(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := store.AdminOf(s)
+	now := time.Now()
+	for _, d := range []string{"crm", "billing"} {
+		if err := a.SetPaused(ctx, d, true, now, store.AuditEntry{Actor: "ops", Action: "pause", Target: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := hold.New(ctx, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Held(); !slices.Equal(got, []string{"billing", "crm"}) {
+		t.Fatalf("held at start %q, want both paused destinations", got)
+	}
+	var released atomic.Int32
+	h.OnRelease(func() { released.Add(1) })
+	if err := a.SetPaused(ctx, "crm", false, now, store.AuditEntry{Actor: "ops", Action: "resume", Target: "crm"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Held(); len(got) != 2 || released.Load() != 0 {
+		t.Fatalf("before a refresh: held %q, released %d; want the old set", got, released.Load())
+	}
+	h.Changed(ctx)
+	h.Changed(ctx)
+	if got := h.Held(); !slices.Equal(got, []string{"billing"}) || released.Load() != 1 {
+		t.Fatalf("after the resume: held %q, released %d times; want billing alone, one release", got, released.Load())
+	}
+}
