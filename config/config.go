@@ -24,6 +24,7 @@ import (
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/receive"
 )
 
 // Config is the whole configuration of a gateway.
@@ -661,11 +662,9 @@ func editDistance(a, b string) int {
 
 // Defaults every config gets.
 const (
-	DefaultListen           = "127.0.0.1:8080"
-	DefaultStore            = "sqlite://./oncehook.db"
-	DefaultMaxBodySize      = 5 << 20
-	DefaultMaxInflightBytes = 64 << 20
-	DefaultAPIListen        = "127.0.0.1:8081"
+	DefaultListen    = "127.0.0.1:8080"
+	DefaultStore     = "sqlite://./oncehook.db"
+	DefaultAPIListen = "127.0.0.1:8081"
 	// MaxMaxBodySize bounds max_body_size: a body is stored whole and sent
 	// in one database message (PostgreSQL refuses messages over 1 GiB).
 	MaxMaxBodySize = 256 << 20
@@ -678,29 +677,11 @@ func (c *Config) setDefaults() error {
 	if c.Store == "" {
 		c.Store = DefaultStore
 	}
-	if c.MaxBodySize == 0 {
-		c.MaxBodySize = DefaultMaxBodySize
-	}
-	if c.MaxInflightBytes == 0 {
-		c.MaxInflightBytes = max(DefaultMaxInflightBytes, c.MaxBodySize)
-	}
 	if c.API.Listen == "" {
 		c.API.Listen = DefaultAPIListen
 	}
 	if c.Stats.Retention == 0 {
 		c.Stats.Retention = Duration(90 * 24 * time.Hour)
-	}
-	if c.Effects.Retention == 0 {
-		c.Effects.Retention = Duration(30 * 24 * time.Hour)
-	}
-	if c.Effects.MaxLease == 0 {
-		c.Effects.MaxLease = Duration(time.Hour)
-	}
-	if c.Effects.MaxResult == 0 {
-		c.Effects.MaxResult = 1 << 20
-	}
-	if c.Delivery.Concurrency == 0 {
-		c.Delivery.Concurrency = 64
 	}
 	var longest time.Duration
 	for i := range c.Destinations {
@@ -720,7 +701,7 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	if c.Delivery.Lease == 0 {
-		c.Delivery.Lease = Duration(longest + 30*time.Second)
+		c.Delivery.Lease = Duration(lease.Default(longest))
 	}
 	for i := range c.Sources {
 		s := &c.Sources[i]
@@ -779,8 +760,10 @@ func (c *Config) validate(lines fieldLines) []error {
 	if c.MaxBodySize > MaxMaxBodySize {
 		fail("max_body_size", "%d bytes: at most 256MiB", c.MaxBodySize)
 	}
-	if c.MaxInflightBytes < c.MaxBodySize {
-		fail("max_inflight_bytes", "%d bytes is below max_body_size (%d): one request could never be taken in", c.MaxInflightBytes, c.MaxBodySize)
+	if c.MaxBodySize < 0 || c.MaxInflightBytes < 0 {
+		fail("max_body_size", "sizes cannot be negative")
+	} else if _, _, err := receive.Limits(int64(c.MaxBodySize), int64(c.MaxInflightBytes)); err != nil {
+		fail("max_inflight_bytes", "%v", err)
 	}
 	if c.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
@@ -797,8 +780,8 @@ func (c *Config) validate(lines fieldLines) []error {
 	if _, err := c.TrustedProxyPrefixes(); err != nil {
 		fail("trusted_proxies", "%v", err)
 	}
-	if c.Delivery.Concurrency < 1 {
-		fail("delivery.concurrency", "must be at least 1")
+	if c.Delivery.Concurrency < 0 {
+		fail("delivery.concurrency", "must be at least 1 (unset: 64)")
 	}
 	names := map[string]bool{}
 	for i, t := range c.API.Tokens {
@@ -813,6 +796,9 @@ func (c *Config) validate(lines fieldLines) []error {
 		if len(t.Token) < 16 {
 			fail(f+".token", "shorter than 16 characters: too easy to guess")
 		}
+	}
+	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
+		fail("effects", "limits and retention cannot be negative")
 	}
 	if c.Effects.MaxResult > 16<<20 {
 		fail("effects.max_result", "at most 16MiB")

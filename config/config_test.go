@@ -211,6 +211,9 @@ destinations: [{name: app, url: "http://x", timeout: 10s}]`, "delivery.lease"},
 		{`max_body_size: 10MiB
 max_inflight_bytes: 5MiB
 sources: [{name: s, preset: stripe, secrets: [x]}]`, "max_inflight_bytes"},
+		// Below the default body limit (5 MiB), which receive owns.
+		{`max_inflight_bytes: 1MiB
+sources: [{name: s, preset: stripe, secrets: [x]}]`, "max_inflight_bytes"},
 		{`trusted_proxies: [10.0.0.0/33]
 sources: [{name: s, preset: stripe, secrets: [x]}]`, "trusted_proxies"},
 	}

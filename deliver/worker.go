@@ -166,7 +166,11 @@ func New(s store.Store, opts Options) *Worker {
 		opts.Concurrency = 64
 	}
 	if opts.Lease <= 0 {
-		opts.Lease = time.Minute
+		var longest time.Duration
+		for _, d := range opts.Destinations {
+			longest = max(longest, d.Timeout)
+		}
+		opts.Lease = lease.Default(longest)
 	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = opts.Lease

@@ -3,6 +3,7 @@ package receive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,23 @@ import (
 
 	"github.com/oncehook/oncehook/provider"
 )
+
+// Limits resolves the body limits as New applies them to what the config
+// (or Options) sets: zero takes DefaultMaxBodySize, and an in-flight
+// budget of max(DefaultMaxInflightBytes, the body limit). A budget below
+// the body limit is refused: one request could never be taken in.
+func Limits(maxBody, inflight int64) (int64, int64, error) {
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodySize
+	}
+	if inflight <= 0 {
+		inflight = max(DefaultMaxInflightBytes, maxBody)
+	}
+	if inflight < maxBody {
+		return maxBody, inflight, fmt.Errorf("%d bytes is below max_body_size (%d): one request could never be taken in", inflight, maxBody)
+	}
+	return maxBody, inflight, nil
+}
 
 // Defaults of the body's limits and pace.
 const (

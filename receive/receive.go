@@ -125,13 +125,11 @@ func New(opts Options) *Handler {
 		now:     opts.Now,
 		unknown: newUnknownSources(),
 	}
-	if h.maxBody <= 0 {
-		h.maxBody = DefaultMaxBodySize
+	maxBody, total, err := Limits(opts.MaxBodySize, opts.MaxInflightBytes)
+	if err != nil {
+		total = maxBody // the config refuses this; a library caller gets room for one body
 	}
-	total := opts.MaxInflightBytes
-	if total <= 0 {
-		total = DefaultMaxInflightBytes
-	}
+	h.maxBody = maxBody
 	wait := opts.InflightWait
 	if wait <= 0 {
 		wait = time.Second

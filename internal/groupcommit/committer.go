@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -199,7 +200,7 @@ func New(commit CommitFunc, opts Options) *Committer {
 		opts.CloseTimeout = 10 * time.Second
 	}
 	if opts.Lease <= 0 {
-		opts.Lease = time.Minute
+		opts.Lease = lease.Default(0) // the gateway gives the worker's
 	}
 	if opts.MaxLease <= 0 {
 		opts.MaxLease = 256

@@ -1,6 +1,7 @@
 // Package lease holds what a delivery's lease must cover, in one place:
-// the worker cuts an attempt by it, and the config refuses a lease too
-// short for it. Both import it; neither imports the other.
+// its default, and the margin the worker cuts an attempt by, which the
+// config checks a lease against. Config, worker and writer import it;
+// none imports another for it.
 package lease
 
 import "time"
@@ -30,3 +31,8 @@ func MinLease(timeout time.Duration) time.Duration {
 	}
 	return l
 }
+
+// Default is the lease a delivery gets when none is configured: the
+// longest destination timeout plus 30 s (30 s with none known). The
+// config, the worker and the writer all take it from here.
+func Default(longestTimeout time.Duration) time.Duration { return longestTimeout + 30*time.Second }
