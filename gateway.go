@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -25,9 +26,9 @@ import (
 	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/maintain"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
-	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
@@ -76,6 +77,7 @@ type Gateway struct {
 	api       *http.ServeMux
 	health    writeHealth
 	holds     *hold.Holds
+	maintain  *maintain.Maintainer
 	tls       *tls.Config // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
@@ -109,25 +111,13 @@ func (h *writeHealth) latest() (time.Time, error) {
 // New opens the store, applies migrations and builds every part. Nothing
 // runs until Serve (or Run).
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 30 * time.Second
-	}
-	if opts.HotKeys == 0 {
-		opts.HotKeys = 100_000
-	}
-	if opts.SweepInterval <= 0 {
-		opts.SweepInterval = time.Minute
-	}
+	opts.defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	for _, w := range cfg.Warnings() {
 		opts.Logger.Warn("config: " + w)
 	}
-	proxies, _ := cfg.TrustedProxyPrefixes() // validated above
 	m := metrics.New()
 	if !opts.NoRollups {
 		m.Hourly = metrics.NewHourly(nil)
@@ -138,57 +128,52 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m}
-	if cfg.TLS.Enabled() {
-		if g.tls, err = cfg.TLS.Load(); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("tls: %w", err)
-		}
-	}
-	// Held destinations are read before anything runs (hold.New).
-	if g.holds, err = hold.New(ctx, st, opts.Logger.With("component", "hold")); err != nil {
+	if err := g.build(ctx, writers, linger); err != nil {
 		st.Close()
 		return nil, err
 	}
+	return g, nil
+}
 
-	dests := make([]deliver.Destination, len(cfg.Destinations))
-	for i, d := range cfg.Destinations {
-		dests[i] = deliver.Destination{
-			Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
-			Retry: deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.HotKeys == 0 {
+		o.HotKeys = 100_000
+	}
+}
+
+// build makes every part, each from the config by its own constructor
+// (wiring.go translates the config), in the order they depend on each
+// other: holds, writer, worker, ledger, operator surface, intake, upkeep.
+func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) error {
+	cfg, log := g.cfg, g.log
+	var err error
+	if cfg.TLS.Enabled() {
+		if g.tls, err = cfg.TLS.Load(); err != nil {
+			return fmt.Errorf("tls: %w", err)
 		}
-		if d.Secret != "" {
-			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated above
-		}
+	}
+	// Held destinations are read before anything runs (hold.New).
+	if g.holds, err = hold.New(ctx, g.store, log.With("component", "hold")); err != nil {
+		return err
 	}
 	// One writer for everything: intake's claims, the worker's outcomes and
 	// its leases share commits, and a new event's deliveries are handed to
 	// the worker in memory at the commit that stores them.
 	lease := time.Duration(cfg.Delivery.Lease)
-	var rollups groupcommit.Stats
-	if m.Hourly != nil {
-		rollups = m.Hourly
-	}
-	g.committer = groupcommit.New(st.Commit, groupcommit.Options{
-		Writers: writers,
-		Linger:  linger,
-		Observe: func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
-		Outcome: g.health.record,
-		Lease:   lease,
-		Logger:  opts.Logger.With("component", "writer"),
-		// The hourly rollups ride the writer's commits, under this
-		// process's own rows.
-		Stats:  rollups,
-		Copies: m.Copies,
-		Shard:  store.NewLeaseToken()[:12],
-		Held:   g.holds.Held,
-	})
-	g.worker = deliver.New(st, deliver.Options{
+	g.committer = groupcommit.New(g.store.Commit, g.writerOptions(writers, linger, lease))
+	g.worker = deliver.New(g.store, deliver.Options{
 		Writer:        g.committer,
-		Destinations:  dests,
+		Destinations:  deliverDestinations(cfg),
 		Concurrency:   cfg.Delivery.Concurrency,
 		Lease:         lease,
-		ShutdownGrace: min(opts.ShutdownTimeout, lease),
-		Logger:        opts.Logger.With("component", "deliver"),
+		ShutdownGrace: min(g.opts.ShutdownTimeout, lease),
+		Logger:        log.With("component", "deliver"),
 		Metrics:       g.metrics,
 		Held:          g.holds.Held,
 	})
@@ -197,113 +182,118 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 
 	// The effects ledger rides the same writer: its claims and completions
 	// share intake's commits.
-	retention := map[string]time.Duration{}
-	for p, d := range cfg.Effects.RetentionByPrefix {
-		retention[p] = time.Duration(d)
+	g.effects = effect.New(g.store, effectOptions(cfg, g.committer.Effects))
+
+	samples := admin.NewSamples(100, 64<<10)
+	if g.alerts, err = alert.New(alertOptions(cfg, g.store, g.effects, g.metrics, log.With("component", "alerts"))); err != nil {
+		return err
 	}
-	g.effects = effect.New(st, effect.Options{
-		Retention: time.Duration(cfg.Effects.Retention), RetentionByPrefix: retention,
-		MaxLease: time.Duration(cfg.Effects.MaxLease), MaxResult: int(cfg.Effects.MaxResult),
-		Commit: g.committer.Effects,
+	sources, dests := admin.FromConfig(cfg)
+	g.admin, err = admin.New(admin.Options{
+		Store: g.store, Sources: sources, Destinations: dests, Effects: g.effects,
+		Samples: samples, Alerts: g.alerts, Changed: g.changed,
 	})
-	g.api = http.NewServeMux()
-	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
-	for i, t := range cfg.API.Tokens {
-		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly}
+	if err != nil {
+		return err
 	}
-	auth := apiauth.New(tokens)
-	effectsAPI := auth.Wrap(effect.Handler(g.effects, opts.Logger.With("component", "effects")))
+	if c, ok := metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second); ok {
+		g.metrics.Registry.MustRegister(c)
+	}
+
+	intakeSources, err := receiveSources(cfg)
+	if err != nil {
+		return err
+	}
+	proxies, _ := cfg.TrustedProxyPrefixes() // validated in New
+	g.intake = receive.New(receive.Options{
+		Sources: intakeSources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
+		MaxInflightBytes: int64(cfg.MaxInflightBytes), TrustedProxies: proxies,
+		Seen: seen.New(g.opts.HotKeys), OnDuplicate: samples.Add,
+		Logger: log.With("component", "receive"), Metrics: g.metrics,
+	})
+	if err := g.buildAPI(proxies); err != nil {
+		return err
+	}
+	g.buildIntakeMux()
+	g.maintain = maintain.New(
+		&maintain.Sweeper{Store: g.store, Interval: g.opts.SweepInterval, RollupRetention: time.Duration(cfg.Stats.Retention), Logger: log.With("component", "sweep")},
+		g.holds, g.alerts)
+	return nil
+}
+
+// writerOptions are the group committer's: the hourly rollups and the
+// duplicate counts ride its commits, under this process's own rows.
+func (g *Gateway) writerOptions(writers int, linger, lease time.Duration) groupcommit.Options {
+	var rollups groupcommit.Stats
+	if g.metrics.Hourly != nil {
+		rollups = g.metrics.Hourly
+	}
+	return groupcommit.Options{
+		Writers: writers,
+		Linger:  linger,
+		Observe: func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
+		Outcome: g.health.record,
+		Lease:   lease,
+		Logger:  g.log.With("component", "writer"),
+		Stats:   rollups,
+		Copies:  g.metrics.Copies,
+		Shard:   store.NewLeaseToken()[:12],
+		Held:    g.holds.Held,
+	}
+}
+
+// buildAPI mounts the API listener: the effects ledger, the admin API and
+// the dashboard, behind api.tokens.
+func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
+	auth := apiauth.New(apiTokens(g.cfg))
+	g.api = http.NewServeMux()
+	effectsAPI := auth.Wrap(effect.Handler(g.effects, g.log.With("component", "effects")))
 	g.api.Handle("/v1/effects", effectsAPI)
 	g.api.Handle("/v1/effects/", effectsAPI)
 
-	// The operator surface: the admin API (and the dashboard) on the same
-	// listener and tokens.
-	samples := admin.NewSamples(100, 64<<10)
-	alerts, err := alert.New(alert.Options{
-		URL: cfg.Alerts.URL, Headers: cfg.Alerts.Headers,
-		DuplicateFactor: cfg.Alerts.DuplicateFactor, MinVolume: cfg.Alerts.MinVolume, BaselineFloor: cfg.Alerts.BaselineFloor,
-		DeadLetters: cfg.Alerts.DeadLetters, OldestPending: time.Duration(cfg.Alerts.OldestPending), Interval: time.Duration(cfg.Alerts.Interval),
-		Store: st, Ledger: g.effects, Registerer: m.Registry, Logger: opts.Logger.With("component", "alerts"),
-	})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	g.alerts = alerts
-	adminSources, adminDests := admin.FromConfig(cfg)
-	destNames := make([]string, len(adminDests))
-	for i, d := range adminDests {
-		destNames[i] = d.Name
-	}
-	g.admin, err = admin.New(admin.Options{
-		Store: st, Sources: adminSources, Destinations: adminDests, Effects: g.effects,
-		Samples: samples, Alerts: alerts, Changed: g.changed,
-	})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
 	adminMux := http.NewServeMux()
-	api.Register(adminMux, g.admin, opts.Logger.With("component", "admin"))
+	api.Register(adminMux, g.admin, g.log.With("component", "admin"))
 	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteJSON(w, http.StatusNotFound, httpapi.Error{Error: "no such endpoint: see docs/api.md", Reason: receive.ReasonNotFound})
+		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle("/v1/", adminAPI)
-	g.api.Handle("POST /v1/effects/{key}/reset", adminAPI) // the one reset: audited (effect.Handler has none)
-	sessions, _ := store.SessionsOf(st)                    // every backend keeps them; New says so if one does not
-	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: opts.Logger.With("component", "dashboard"),
-		Demo: opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: func() []receive.UnknownSource { return g.intake.UnknownSources() }})
+	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
+
+	sessions, _ := store.SessionsOf(g.store) // every backend keeps them; dashboard.New says so if one does not
+	var err error
+	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: g.log.With("component", "dashboard"),
+		Demo: g.opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources})
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
 	g.api.Handle(dashboard.Prefix, g.dashboard)
 	g.api.Handle(dashboard.Prefix+"/", g.dashboard)
-	if c, ok := metrics.NewStoreCollector(st, destNames, 5*time.Second); ok {
-		m.Registry.MustRegister(c)
-	}
-	g.api.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	g.api.HandleFunc("GET /healthz", healthz)
 	g.api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteJSON(w, http.StatusNotFound, httpapi.Error{Error: "nothing here: the API is under /v1", Reason: receive.ReasonNotFound})
+		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "nothing here: the API is under /v1")
 	})
+	return nil
+}
 
-	sources := make([]receive.Source, len(cfg.Sources))
-	for i, s := range cfg.Sources {
-		p, err := provider.New(s.Preset, s.ProviderOptions())
-		if err != nil {
-			st.Close()
-			return nil, fmt.Errorf("sources[%d]: %w", i, err)
-		}
-		sources[i] = receive.Source{
-			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Destinations: s.Destinations,
-			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
-		}
-	}
-	g.intake = receive.New(receive.Options{
-		Sources: sources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
-		MaxInflightBytes: int64(cfg.MaxInflightBytes), TrustedProxies: proxies,
-		Seen: seen.New(opts.HotKeys), OnDuplicate: samples.Add,
-		Logger: opts.Logger.With("component", "receive"), Metrics: g.metrics,
-	})
-
+// buildIntakeMux mounts the intake listener.
+func (g *Gateway) buildIntakeMux() {
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("/", g.intake.NotFound)
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
-	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	g.mux.HandleFunc("GET /healthz", healthz)
 	g.mux.HandleFunc("GET /readyz", g.ready)
-	if cfg.Metrics.Listen == "" {
+	if g.cfg.Metrics.Listen == "" {
 		g.mux.Handle("GET /metrics", g.MetricsHandler())
 	}
-	if opts.DemoSink {
+	if g.opts.DemoSink {
 		g.mux.HandleFunc("POST /_demo/sink", g.demoSink)
 	}
-	return g, nil
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // openStore opens the configured backend, with Redis in front when set, and
@@ -435,56 +425,16 @@ func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
 	httpapi.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
-// Run runs the background parts (delivery and the window sweep) until ctx
-// ends, then lets in-flight deliveries finish or release their leases.
+// Run runs the background parts (delivery, and the upkeep: sweeps, hold
+// refresh, alert checks) until ctx ends, then lets in-flight deliveries finish or release their leases.
 func (g *Gateway) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); g.worker.Run(ctx) }()
-	go func() { defer wg.Done(); g.sweep(ctx) }()
-	go func() { defer wg.Done(); g.holds.Run(ctx) }()
-	go func() { defer wg.Done(); g.alerts.Run(ctx) }()
+	wg.Go(func() { g.worker.Run(ctx) })
+	wg.Go(func() { g.maintain.Run(ctx) })
 	if l, ok := g.store.(listener); ok {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.Listen(ctx, g.worker.Notify) }()
+		wg.Go(func() { l.Listen(ctx, g.worker.Notify) })
 	}
 	wg.Wait()
-}
-
-// sweepBatch keeps each sweep transaction short so it never holds the
-// writer long enough to stall intake.
-const sweepBatch = 500
-
-func (g *Gateway) sweep(ctx context.Context) {
-	tick := time.NewTicker(g.opts.SweepInterval)
-	defer tick.Stop()
-	for {
-		for ctx.Err() == nil {
-			n, err := g.store.SweepExpired(ctx, time.Now(), sweepBatch)
-			if err != nil {
-				if ctx.Err() == nil {
-					g.log.Error("window sweep", "err", err)
-				}
-				break
-			}
-			if n > 0 {
-				g.log.Debug("window sweep", "deleted", n)
-			}
-			if n < sweepBatch {
-				break
-			}
-			time.Sleep(10 * time.Millisecond) // let intake's commits in between
-		}
-		before := time.Now().Add(-time.Duration(g.cfg.Stats.Retention)).Truncate(time.Hour)
-		if _, err := g.store.SweepRollups(ctx, before); err != nil && ctx.Err() == nil {
-			g.log.Error("rollups sweep", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // Serve accepts intake requests on ln (and API requests on api, when

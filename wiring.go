@@ -1,0 +1,90 @@
+package oncehook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/alert"
+	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/receive"
+	"github.com/oncehook/oncehook/store"
+)
+
+// The config, translated into each part's options: one function a part,
+// so that what the gateway builds reads as a list (Gateway.build). A
+// zero the config leaves (a limit not set) passes on, and the part fills
+// in its own default.
+
+func deliverDestinations(cfg *config.Config) []deliver.Destination {
+	dests := make([]deliver.Destination, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		dests[i] = deliver.Destination{
+			Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
+			Retry: deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+		}
+		if d.Secret != "" {
+			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated
+		}
+	}
+	return dests
+}
+
+func destinationNames(cfg *config.Config) []string {
+	names := make([]string, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		names[i] = d.Name
+	}
+	return names
+}
+
+func effectOptions(cfg *config.Config, commit func(context.Context, []store.EffectOp) ([]store.EffectResult, error)) effect.Options {
+	retention := map[string]time.Duration{}
+	for p, d := range cfg.Effects.RetentionByPrefix {
+		retention[p] = time.Duration(d)
+	}
+	return effect.Options{
+		Retention: time.Duration(cfg.Effects.Retention), RetentionByPrefix: retention,
+		MaxLease: time.Duration(cfg.Effects.MaxLease), MaxResult: int(cfg.Effects.MaxResult),
+		Commit: commit,
+	}
+}
+
+func alertOptions(cfg *config.Config, st store.Store, ledger *effect.Local, m *metrics.Metrics, log *slog.Logger) alert.Options {
+	a := cfg.Alerts
+	return alert.Options{
+		URL: a.URL, Headers: a.Headers,
+		DuplicateFactor: a.DuplicateFactor, MinVolume: a.MinVolume, BaselineFloor: a.BaselineFloor,
+		DeadLetters: a.DeadLetters, OldestPending: time.Duration(a.OldestPending), Interval: time.Duration(a.Interval),
+		Store: st, Ledger: ledger, Registerer: m.Registry, Logger: log,
+	}
+}
+
+func receiveSources(cfg *config.Config) ([]receive.Source, error) {
+	sources := make([]receive.Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		p, err := provider.New(s.Preset, s.ProviderOptions())
+		if err != nil {
+			return nil, fmt.Errorf("sources[%d]: %w", i, err)
+		}
+		sources[i] = receive.Source{
+			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Destinations: s.Destinations,
+			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
+		}
+	}
+	return sources, nil
+}
+
+func apiTokens(cfg *config.Config) []apiauth.Token {
+	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
+	for i, t := range cfg.API.Tokens {
+		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly}
+	}
+	return tokens
+}
