@@ -211,6 +211,12 @@ destinations:
 	if why := text(`section[data-source="stripe"] [data-test="no-baseline"]`); !strings.Contains(why, "7 days") {
 		t.Fatalf("a missing baseline says %q", why)
 	}
+	// The live counters' endpoint is where the page says (the prefix is
+	// written once), and answers this session with the counts.
+	live, err := chromedp.Run(step, chromedp.Evaluate[int64](`fetch(document.body.dataset.liveUrl, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(r => r.json()).then(d => d.stripe.received)`, chromedp.EvalAwaitPromise))
+	if err != nil || live != int64(received) {
+		t.Fatalf("the live endpoint answered %d received, %v; want %d", live, err, received)
+	}
 	shot("dashboard-overview.png")
 
 	// Open an event from the list, and replay it.

@@ -99,6 +99,7 @@ type Options struct {
 // Dashboard serves /ui.
 type Dashboard struct {
 	opts  Options
+	langs *catalog
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
@@ -123,8 +124,12 @@ func New(opts Options) (*Dashboard, error) {
 	if opts.Sessions == nil {
 		return nil, errors.New("dashboard: no session store")
 	}
-	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}, failures: map[string]*failures{}}
-	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	langs, err := loadCatalog(translationFS)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dashboard{opts: opts, langs: langs, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}, failures: map[string]*failures{}}
+	layout, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"langs": func() []Lang { return langs.langs }}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, err
 	}
@@ -301,14 +306,14 @@ func sameOrigin(r *http.Request) bool {
 
 func (d *Dashboard) lang(w http.ResponseWriter, r *http.Request) Lang {
 	if l := r.URL.Query().Get("lang"); l != "" {
-		lang := pick(l)
+		lang := d.langs.pick(l)
 		http.SetCookie(w, &http.Cookie{Name: langCookie, Value: lang.Code, Path: Prefix, MaxAge: 365 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		return lang
 	}
 	if c, err := r.Cookie(langCookie); err == nil {
-		return pick(c.Value)
+		return d.langs.pick(c.Value)
 	}
-	return fromAcceptLanguage(r.Header.Get("Accept-Language"))
+	return d.langs.fromAcceptLanguage(r.Header.Get("Accept-Language"))
 }
 
 func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -563,9 +568,12 @@ func done(w http.ResponseWriter, r *http.Request, to, what string) {
 type pair struct{ A, B any }
 
 var funcs = template.FuncMap{
-	"pair":  func(a, b any) pair { return pair{a, b} },
-	"langs": Langs,
-	"sub1":  func(n int64) int64 { return n - 1 },
+	// ui is where the dashboard is mounted: every path in the templates
+	// (and the live endpoint app.js reads from <body data-live>) starts
+	// with it, so the prefix is written once, as Prefix.
+	"ui":   func() string { return Prefix },
+	"pair": func(a, b any) pair { return pair{a, b} },
+	"sub1": func(n int64) int64 { return n - 1 },
 	// target writes an audit entry's target in the reader's language: its
 	// leading word (event, destination, effect) or the whole of a bulk
 	// target ("all events") is the catalog's; the rest (an id, a name, a

@@ -6,26 +6,40 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // Every string is in both languages, with the same format verbs; and every
 // key the templates use exists.
 func TestCatalogIsComplete(t *testing.T) {
-	en, pt := catalog["en"], catalog["pt-BR"]
-	verbs := regexp.MustCompile(`%[a-z]`)
-	for k, v := range en {
-		p, ok := pt[k]
-		if !ok {
-			t.Errorf("pt-BR lacks %q", k)
-			continue
-		}
-		if fmt.Sprint(verbs.FindAllString(v, -1)) != fmt.Sprint(verbs.FindAllString(p, -1)) {
-			t.Errorf("%q: verbs differ: %q vs %q", k, v, p)
-		}
+	// The files as they are in the repository, not as embedded.
+	c, err := loadCatalog(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k := range pt {
-		if _, ok := en[k]; !ok {
-			t.Errorf("en lacks %q", k)
+	if len(c.langs) < 2 || c.langs[0].Code != "en" {
+		t.Fatalf("languages %v: want English first and at least one more", c.langs)
+	}
+	en := c.langs[0].msgs
+	verbs := regexp.MustCompile(`%[a-z]`)
+	for _, l := range c.langs[1:] {
+		if l.Name == "" {
+			t.Errorf("%s has no language.name", l.Code)
+		}
+		for k, v := range en {
+			p, ok := l.msgs[k]
+			if !ok {
+				t.Errorf("%s lacks %q", l.Code, k)
+				continue
+			}
+			if fmt.Sprint(verbs.FindAllString(v, -1)) != fmt.Sprint(verbs.FindAllString(p, -1)) {
+				t.Errorf("%s %q: verbs differ: %q vs %q", l.Code, k, v, p)
+			}
+		}
+		for k := range l.msgs {
+			if _, ok := en[k]; !ok {
+				t.Errorf("en lacks %q, which %s has", k, l.Code)
+			}
 		}
 	}
 	used := regexp.MustCompile(`\.T "([a-z0-9_.]+)"`)
@@ -58,6 +72,11 @@ func TestCatalogIsComplete(t *testing.T) {
 }
 
 func TestAcceptLanguage(t *testing.T) {
+	c, err := loadCatalog(translationFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pick, fromAcceptLanguage := c.pick, c.fromAcceptLanguage
 	for h, want := range map[string]string{
 		"":                            "en",
 		"pt-BR":                       "pt-BR",
@@ -78,5 +97,21 @@ func TestAcceptLanguage(t *testing.T) {
 	}
 	if !strings.Contains(pick("pt-BR").T("signed_in_as", "ops"), "ops") {
 		t.Error("format")
+	}
+}
+
+// Adding a language is adding a file: a catalog of en and es serves es,
+// and falls back to English for a key es lacks.
+func TestALanguageIsAFile(t *testing.T) {
+	c, err := loadCatalog(fstest.MapFS{
+		"translations/en.json": {Data: []byte(`{"language.name":"English","nav.events":"Events","more":"More"}`)},
+		"translations/es.json": {Data: []byte(`{"language.name":"Español","nav.events":"Eventos"}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := c.fromAcceptLanguage("es-MX,es;q=0.9")
+	if es.Code != "es" || es.Name != "Español" || es.T("nav.events") != "Eventos" || es.T("more") != "More" {
+		t.Fatalf("es: %s %s %q %q", es.Code, es.Name, es.T("nav.events"), es.T("more"))
 	}
 }

@@ -5,7 +5,7 @@
   function refresh() {
     var cells = document.querySelectorAll("[data-live]");
     if (!cells.length) return;
-    fetch("/ui/live", { credentials: "same-origin", headers: { "Accept": "application/json" } })
+    fetch(document.body.dataset.liveUrl, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (data) {
         if (!data) return;
