@@ -59,7 +59,10 @@ type Options struct {
 	NoRollups bool
 }
 
-// Gateway is one oncehook instance: intake, store, and delivery.
+// Gateway is one oncehook instance: intake and the API listener's handlers,
+// the store and its one writer, the delivery worker, the effects ledger, the
+// operator's service and dashboard, and the upkeep (sweeps, hold refresh,
+// alerts). New builds it; Serve (or Handler, APIHandler and Run) runs it.
 type Gateway struct {
 	cfg       *config.Config
 	opts      Options
