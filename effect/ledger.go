@@ -255,21 +255,30 @@ func validReason(reason string) error { return validText("error", reason, MaxRea
 
 func validFingerprint(fp string) error { return validText("fingerprint", fp, MaxFingerprint) }
 
-func (l *Local) apply(ctx context.Context, op store.EffectOp) (store.EffectResult, error) {
-	res, err := l.opts.Commit(ctx, []store.EffectOp{l.stamp(op)})
+// apply commits a checked call's operation, or returns its refusal.
+func (l *Local) apply(ctx context.Context, c checked) (store.EffectResult, error) {
+	if c.err != nil {
+		return store.EffectResult{}, c.err
+	}
+	res, err := l.opts.Commit(ctx, []store.EffectOp{l.stamp(c.op)})
 	if err != nil {
 		return store.EffectResult{}, err
 	}
 	return res[0], nil
 }
 
+// do is apply for the calls whose answer is only an error.
+func (l *Local) do(ctx context.Context, c checked) error {
+	res, err := l.apply(ctx, c)
+	if err != nil {
+		return err
+	}
+	return errorOf(res)
+}
+
 // Claim implements Ledger.
 func (l *Local) Claim(ctx context.Context, key string, opts ClaimOptions) (Claim, error) {
-	op, err := l.claim(key, opts)
-	if err != nil {
-		return Claim{}, err
-	}
-	res, err := l.apply(ctx, op)
+	res, err := l.apply(ctx, l.claim(key, opts))
 	if err != nil {
 		return Claim{}, err
 	}
@@ -311,50 +320,22 @@ func errorOf(res store.EffectResult) error {
 
 // Complete implements Ledger.
 func (l *Local) Complete(ctx context.Context, key, token string, result json.RawMessage) error {
-	op, err := l.complete(key, token, result)
-	if err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, op)
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, l.complete(key, token, result))
 }
 
 // Release implements Ledger.
 func (l *Local) Release(ctx context.Context, key, token, reason string) error {
-	op, err := l.end(store.EffectRelease, key, token, reason)
-	if err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, op)
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, l.end(store.EffectRelease, key, token, reason))
 }
 
 // Fail implements Ledger.
 func (l *Local) Fail(ctx context.Context, key, token, reason string) error {
-	op, err := l.end(store.EffectFail, key, token, reason)
-	if err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, op)
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, l.end(store.EffectFail, key, token, reason))
 }
 
 // Renew implements Ledger.
 func (l *Local) Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error) {
-	op, err := l.renew(key, token, lease)
-	if err != nil {
-		return time.Time{}, err
-	}
-	res, err := l.apply(ctx, op)
+	res, err := l.apply(ctx, l.renew(key, token, lease))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -371,14 +352,7 @@ func (l *Local) Reset(ctx context.Context, key string) error {
 // transaction (and only when the reset happened): how an operator's
 // reset, from the API, the dashboard or the CLI, is recorded.
 func (l *Local) ResetAudited(ctx context.Context, key string, audit store.AuditEntry) error {
-	if err := ValidKey(key); err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, store.EffectOp{Kind: store.EffectReset, Key: key, Audit: audit})
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, checked{store.EffectOp{Kind: store.EffectReset, Key: key, Audit: audit}, ValidKey(key)})
 }
 
 // Get implements Ledger.

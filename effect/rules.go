@@ -8,6 +8,12 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
+// checked is a call turned into its store operation, or refused (err).
+type checked struct {
+	op  store.EffectOp
+	err error
+}
+
 // rules turn a call into the store operation it stands for, or refuse it:
 // the one set of checks and defaults for every path (in process, in the
 // caller's transaction, and over HTTP, whose handler is a Local), so that
@@ -32,60 +38,60 @@ func (r rules) lease(d time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-func (r rules) claim(key string, o ClaimOptions) (store.EffectOp, error) {
+func (r rules) claim(key string, o ClaimOptions) checked {
 	op := store.EffectOp{Kind: store.EffectClaim, Key: key, Fingerprint: o.Fingerprint, Deadline: o.Deadline}
 	if err := ValidKey(key); err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	lease, err := r.lease(o.Lease)
 	if err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	op.Lease = lease
-	return op, validFingerprint(o.Fingerprint)
+	return checked{op, validFingerprint(o.Fingerprint)}
 }
 
-func (r rules) complete(key, token string, result json.RawMessage) (store.EffectOp, error) {
+func (r rules) complete(key, token string, result json.RawMessage) checked {
 	if len(result) == 0 {
 		result = json.RawMessage("null")
 	}
 	op := store.EffectOp{Kind: store.EffectComplete, Key: key, Token: token, Result: result}
 	if err := ValidKey(key); err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	if err := validToken(token); err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	if len(result) > r.opts.MaxResult {
-		return op, &InvalidError{"result", fmt.Sprintf("%d bytes; at most %d", len(result), r.opts.MaxResult)}
+		return checked{op, &InvalidError{"result", fmt.Sprintf("%d bytes; at most %d", len(result), r.opts.MaxResult)}}
 	}
 	if !json.Valid(result) {
-		return op, &InvalidError{"result", "not JSON"}
+		return checked{op, &InvalidError{"result", "not JSON"}}
 	}
-	return op, nil
+	return checked{op, nil}
 }
 
 // end is a Release or a Fail.
-func (r rules) end(kind store.EffectOpKind, key, token, reason string) (store.EffectOp, error) {
+func (r rules) end(kind store.EffectOpKind, key, token, reason string) checked {
 	op := store.EffectOp{Kind: kind, Key: key, Token: token, Error: reason}
 	if err := ValidKey(key); err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	if err := validToken(token); err != nil {
-		return op, err
+		return checked{op, err}
 	}
-	return op, validReason(reason)
+	return checked{op, validReason(reason)}
 }
 
-func (r rules) renew(key, token string, lease time.Duration) (store.EffectOp, error) {
+func (r rules) renew(key, token string, lease time.Duration) checked {
 	op := store.EffectOp{Kind: store.EffectRenew, Key: key, Token: token}
 	if err := ValidKey(key); err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	if err := validToken(token); err != nil {
-		return op, err
+		return checked{op, err}
 	}
 	var err error
 	op.Lease, err = r.lease(lease)
-	return op, err
+	return checked{op, err}
 }

@@ -38,17 +38,24 @@ func NewTx[TTx any](driver store.TxDriver[TTx], opts Options) *TxLedger[TTx] {
 	return &TxLedger[TTx]{rules: rules{opts}, driver: driver}
 }
 
-func (l *TxLedger[TTx]) apply(ctx context.Context, tx TTx, op store.EffectOp) (store.EffectResult, error) {
-	return l.driver.ApplyEffect(ctx, tx, l.stamp(op))
+func (l *TxLedger[TTx]) apply(ctx context.Context, tx TTx, c checked) (store.EffectResult, error) {
+	if c.err != nil {
+		return store.EffectResult{}, c.err
+	}
+	return l.driver.ApplyEffect(ctx, tx, l.stamp(c.op))
+}
+
+func (l *TxLedger[TTx]) do(ctx context.Context, tx TTx, c checked) error {
+	res, err := l.apply(ctx, tx, c)
+	if err != nil {
+		return err
+	}
+	return errorOf(res)
 }
 
 // Claim claims key in tx, as Ledger's Claim does.
 func (l *TxLedger[TTx]) Claim(ctx context.Context, tx TTx, key string, opts ClaimOptions) (Claim, error) {
-	op, err := l.claim(key, opts)
-	if err != nil {
-		return Claim{}, err
-	}
-	res, err := l.apply(ctx, tx, op)
+	res, err := l.apply(ctx, tx, l.claim(key, opts))
 	if err != nil {
 		return Claim{}, err
 	}
@@ -57,39 +64,15 @@ func (l *TxLedger[TTx]) Claim(ctx context.Context, tx TTx, key string, opts Clai
 
 // Complete marks key done with result in tx, as Ledger's Complete does.
 func (l *TxLedger[TTx]) Complete(ctx context.Context, tx TTx, key, token string, result json.RawMessage) error {
-	op, err := l.complete(key, token, result)
-	if err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, tx, op)
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, tx, l.complete(key, token, result))
 }
 
 // Release gives the lease back in tx, as Ledger's Release does.
 func (l *TxLedger[TTx]) Release(ctx context.Context, tx TTx, key, token, reason string) error {
-	op, err := l.end(store.EffectRelease, key, token, reason)
-	if err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, tx, op)
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, tx, l.end(store.EffectRelease, key, token, reason))
 }
 
 // Fail marks key failed for good in tx, as Ledger's Fail does.
 func (l *TxLedger[TTx]) Fail(ctx context.Context, tx TTx, key, token, reason string) error {
-	op, err := l.end(store.EffectFail, key, token, reason)
-	if err != nil {
-		return err
-	}
-	res, err := l.apply(ctx, tx, op)
-	if err != nil {
-		return err
-	}
-	return errorOf(res)
+	return l.do(ctx, tx, l.end(store.EffectFail, key, token, reason))
 }
