@@ -30,11 +30,11 @@ func (p *asaas) Verify(r *Request, _ time.Time) error {
 }
 
 func (*asaas) Items(r *Request) ([]Item, error) {
-	id, err := bodyField(r.Body, "id")
+	v, err := bodyFields(r.Body, "id", "event")
 	if err != nil {
 		return nil, err
 	}
-	return single(id, r.Body), nil
+	return one(v[0], v[1], r.Body), nil
 }
 
 func (*asaas) Sign(r *Request, secret string, _ time.Time, _ string) error {

@@ -116,7 +116,7 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 		if len(trimmed) > 0 && decodeJSON(data, &it) != nil {
 			it = evoItem{} // data that is no object: keyless, not malformed
 		}
-		return single(evoKey(event, instance, it), r.Body), nil
+		return one(evoKey(event, instance, it), event, r.Body), nil
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(data, &list); err != nil {
@@ -137,7 +137,7 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 		if err != nil {
 			return nil, jsonError("an item of data", err)
 		}
-		items = append(items, Item{Key: evoKey(event, instance, it), Body: body})
+		items = append(items, Item{Key: evoKey(event, instance, it), Body: body, Type: eventType(event)})
 	}
 	return items, nil
 }

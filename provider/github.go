@@ -1,6 +1,9 @@
 package provider
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // github verifies X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, raw)>.
 // GitHub signs no timestamp, so a captured request can be replayed; dedup on
@@ -40,7 +43,14 @@ func (p *github) Verify(r *Request, _ time.Time) error {
 }
 
 func (*github) Items(r *Request) ([]Item, error) {
-	return []Item{{Key: r.Header.Get("X-GitHub-Delivery"), Body: r.Body}}, nil
+	// The event is the header (pull_request); the action, the body's
+	// (opened). A form-encoded delivery (payload=...) has no JSON to read
+	// the action from here: its type is the event alone.
+	var body struct {
+		Action keyText `json:"action"`
+	}
+	json.Unmarshal(r.Body, &body)
+	return one(r.Header.Get("X-GitHub-Delivery"), eventType(r.Header.Get("X-GitHub-Event"), string(body.Action)), r.Body), nil
 }
 
 func (*github) Sign(r *Request, secret string, _ time.Time, id string) error {

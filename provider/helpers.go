@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"unicode"
+	"unicode/utf8"
 )
 
 // hmacWith returns HMAC-h(key, parts...).
@@ -139,6 +141,54 @@ func setDefault(h http.Header, name, value string) {
 
 // single is the one item of a request that is not a batch.
 func single(key string, body []byte) []Item { return []Item{{Key: key, Body: body}} }
+
+// one is the single item of a request, with its event type.
+func one(key, typ string, body []byte) []Item {
+	return []Item{{Key: key, Body: body, Type: eventType(typ)}}
+}
+
+// MaxTypeLen bounds an event type.
+const MaxTypeLen = 200
+
+// eventType joins the parts of an event type a provider sent (GitHub's
+// event and action: pull_request.opened), leaving out the empty ones. A
+// type that is not text a person can read (over MaxTypeLen bytes, not
+// UTF-8, or holding a control character) is no type: filters and the
+// rollups see the event as untyped rather than store a hostile string.
+func eventType(parts ...string) string {
+	var t string
+	for _, p := range parts {
+		switch {
+		case p == "":
+		case t == "":
+			t = p
+		default:
+			t += "." + p
+		}
+	}
+	if len(t) > MaxTypeLen || !utf8.ValidString(t) {
+		return ""
+	}
+	for _, r := range t {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return ""
+		}
+	}
+	return t
+}
+
+// bodyFields returns top-level fields of a JSON body as key text.
+func bodyFields(body []byte, fields ...string) ([]string, error) {
+	var doc map[string]keyText
+	if err := decodeJSON(body, &doc); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = string(doc[f])
+	}
+	return out, nil
+}
 
 // bodyField returns a top-level field of a JSON body as key text.
 func bodyField(body []byte, field string) (string, error) {

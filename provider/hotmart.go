@@ -32,11 +32,11 @@ func (p *hotmart) Verify(r *Request, _ time.Time) error {
 }
 
 func (*hotmart) Items(r *Request) ([]Item, error) {
-	id, err := bodyField(r.Body, "id")
+	v, err := bodyFields(r.Body, "id", "event")
 	if err != nil {
 		return nil, err
 	}
-	return single(id, r.Body), nil
+	return one(v[0], v[1], r.Body), nil
 }
 
 func (*hotmart) Sign(r *Request, secret string, _ time.Time, _ string) error {

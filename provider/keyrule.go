@@ -50,6 +50,26 @@ func (kr KeyRule) NeedsJSON() bool {
 	return false
 }
 
+// Values returns each part's value ("" for one not found). It returns
+// ErrMalformed when a part reads a body that is not JSON.
+func (kr KeyRule) Values(h http.Header, body []byte) ([]string, error) {
+	var doc json.RawMessage
+	if kr.NeedsJSON() {
+		if err := decodeJSON(body, &doc); err != nil {
+			return nil, err
+		}
+	}
+	vals := make([]string, len(kr.parts))
+	for i, p := range kr.parts {
+		if p.header != "" {
+			vals[i] = h.Get(p.header)
+		} else {
+			vals[i] = lookupJSON(doc, p.path)
+		}
+	}
+	return vals, nil
+}
+
 // Extract returns the key, or "" when a part is missing. It returns
 // ErrMalformed when a part reads a body that is not JSON.
 func (kr KeyRule) Extract(h http.Header, body []byte) (string, error) {

@@ -43,7 +43,7 @@ func (*kiwify) Items(r *Request) ([]Item, error) {
 	if err := decodeJSON(r.Body, &doc); err != nil {
 		return nil, err
 	}
-	return single(joinKey(string(doc["order_id"]), string(doc["webhook_event_type"]), string(doc["order_status"])), r.Body), nil
+	return one(joinKey(string(doc["order_id"]), string(doc["webhook_event_type"]), string(doc["order_status"])), string(doc["webhook_event_type"]), r.Body), nil
 }
 
 func (*kiwify) Sign(r *Request, secret string, _ time.Time, _ string) error {

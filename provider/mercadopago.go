@@ -131,7 +131,11 @@ func (*mercadoPago) Items(r *Request) ([]Item, error) {
 	if key != "" && body.Action != "" {
 		key = joinKey(body.Type, id, body.Action)
 	}
-	return single(key, r.Body), nil
+	typ := body.Action // payment.updated; without one, the type alone (payment)
+	if typ == "" {
+		typ = body.Type
+	}
+	return one(key, typ, r.Body), nil
 }
 
 // Sign puts data.id and type in the query, as Mercado Pago's notification

@@ -61,11 +61,11 @@ func (p *paddle) Verify(r *Request, now time.Time) error {
 }
 
 func (*paddle) Items(r *Request) ([]Item, error) {
-	id, err := bodyField(r.Body, "event_id")
+	v, err := bodyFields(r.Body, "event_id", "event_type")
 	if err != nil {
 		return nil, err
 	}
-	return single(id, r.Body), nil
+	return one(v[0], v[1], r.Body), nil
 }
 
 func (*paddle) Sign(r *Request, secret string, now time.Time, _ string) error {

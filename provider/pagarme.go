@@ -46,11 +46,11 @@ func (p *pagarme) Verify(r *Request, _ time.Time) error {
 }
 
 func (*pagarme) Items(r *Request) ([]Item, error) {
-	id, err := bodyField(r.Body, "id")
+	v, err := bodyFields(r.Body, "id", "type")
 	if err != nil {
 		return nil, err
 	}
-	return single(id, r.Body), nil
+	return one(v[0], v[1], r.Body), nil
 }
 
 func (*pagarme) Sign(r *Request, secret string, _ time.Time, _ string) error {

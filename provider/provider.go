@@ -97,6 +97,10 @@ type ContentTyper interface {
 type Item struct {
 	Key  string // the provider's stable event key; empty when none was found
 	Body []byte // what is delivered for this event
+	// Type is the provider's name for what happened (Stripe's
+	// invoice.paid, Hotmart's PURCHASE_APPROVED), which destinations filter
+	// on; empty when the provider says none (see eventType).
+	Type string
 }
 
 // Preset is one provider's contract.
@@ -135,6 +139,9 @@ type Options struct {
 	// Key, when set, replaces the preset's key extraction with rules of the
 	// form "header:Name" or "json:path.to.field"; several make a composite.
 	Key []string
+	// Type, when set, replaces the preset's event type with rules of the
+	// same form; the parts found are joined with ".".
+	Type []string
 	// Unsigned lets a generic source accept requests without a signature.
 	Unsigned bool
 	// VerifyToken answers WhatsApp's GET handshake.
@@ -188,12 +195,19 @@ func New(name string, opts Options) (Preset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", name, err)
 	}
-	if len(opts.Key) > 0 {
-		rule, err := ParseKeyRule(opts.Key)
-		if err != nil {
-			return nil, fmt.Errorf("preset %s: %w", name, err)
+	if len(opts.Key) > 0 || len(opts.Type) > 0 {
+		k := keyed{Preset: p}
+		if len(opts.Key) > 0 {
+			if k.key, err = ParseKeyRule(opts.Key); err != nil {
+				return nil, fmt.Errorf("preset %s: %w", name, err)
+			}
 		}
-		p = keyed{Preset: p, rule: rule}
+		if len(opts.Type) > 0 {
+			if k.typ, err = ParseKeyRule(opts.Type); err != nil {
+				return nil, fmt.Errorf("preset %s: type: %w", name, err)
+			}
+		}
+		p = k
 	}
 	return p, nil
 }
@@ -210,10 +224,11 @@ func requireSecrets(opts Options) error {
 	return nil
 }
 
-// keyed replaces a preset's key extraction with a configured rule.
+// keyed replaces a preset's key extraction, its event type, or both, with
+// configured rules (an empty rule leaves the preset's own).
 type keyed struct {
 	Preset
-	rule KeyRule
+	key, typ KeyRule
 }
 
 // ForwardHeaders passes the wrapped preset's list through.
@@ -258,11 +273,20 @@ func (k keyed) Items(r *Request) ([]Item, error) {
 		return nil, err
 	}
 	for i := range items {
-		key, err := k.rule.Extract(r.Header, items[i].Body)
-		if err != nil {
-			return nil, err
+		if len(k.key.parts) > 0 {
+			key, err := k.key.Extract(r.Header, items[i].Body)
+			if err != nil {
+				return nil, err
+			}
+			items[i].Key = key
 		}
-		items[i].Key = key
+		if len(k.typ.parts) > 0 {
+			parts, err := k.typ.Values(r.Header, items[i].Body)
+			if err != nil {
+				return nil, err
+			}
+			items[i].Type = eventType(parts...)
+		}
 	}
 	return items, nil
 }

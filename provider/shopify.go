@@ -62,7 +62,8 @@ func (p *shopify) Verify(r *Request, _ time.Time) error {
 }
 
 func (*shopify) Items(r *Request) ([]Item, error) {
-	return single(firstHeader(r, "X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id"), r.Body), nil
+	return one(firstHeader(r, "X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id"),
+		firstHeader(r, "X-Shopify-Topic", "Shopify-Topic"), r.Body), nil
 }
 
 func (*shopify) Sign(r *Request, secret string, now time.Time, id string) error {

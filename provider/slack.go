@@ -64,6 +64,9 @@ type slackEnvelope struct {
 	Type      string  `json:"type"`
 	Challenge string  `json:"challenge"`
 	EventID   keyText `json:"event_id"`
+	Event     struct {
+		Type keyText `json:"type"`
+	} `json:"event"`
 }
 
 func (p *slack) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
@@ -87,21 +90,32 @@ func (*slack) Items(r *Request) ([]Item, error) {
 		if err := decodeJSON(r.Body, &env); err != nil {
 			return nil, err
 		}
-		return single(string(env.EventID), r.Body), nil
+		typ := string(env.Event.Type) // an event_callback's event (message, app_mention)
+		if typ == "" {
+			typ = env.Type
+		}
+		return one(string(env.EventID), typ, r.Body), nil
 	}
 	form, err := url.ParseQuery(body)
 	if err != nil {
 		return nil, malformed("body is neither JSON nor a form: %v", err)
 	}
-	key := form.Get("trigger_id")
-	if payload := form.Get("payload"); key == "" && payload != "" {
+	key, typ := form.Get("trigger_id"), ""
+	if form.Get("command") != "" {
+		typ = "command" // a slash command
+	}
+	if payload := form.Get("payload"); payload != "" {
 		var p struct {
 			TriggerID keyText `json:"trigger_id"`
+			Type      keyText `json:"type"` // block_actions, view_submission, ...
 		}
 		json.Unmarshal([]byte(payload), &p)
-		key = string(p.TriggerID)
+		if key == "" {
+			key = string(p.TriggerID)
+		}
+		typ = string(p.Type)
 	}
-	return single(key, r.Body), nil
+	return one(key, typ, r.Body), nil
 }
 
 func (*slack) Sign(r *Request, secret string, now time.Time, _ string) error {

@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -102,7 +103,11 @@ func (p *standardWebhooks) Verify(r *Request, now time.Time) error {
 
 func (*standardWebhooks) Items(r *Request) ([]Item, error) {
 	id, _, _ := standardHeaders(r.Header)
-	return []Item{{Key: id, Body: r.Body}}, nil
+	var body struct {
+		Type keyText `json:"type"`
+	}
+	json.Unmarshal(r.Body, &body) // the spec's payloads are JSON with a type; anything else is untyped
+	return one(id, string(body.Type), r.Body), nil
 }
 
 func (*standardWebhooks) Sign(r *Request, secret string, now time.Time, id string) error {

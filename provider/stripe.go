@@ -74,12 +74,13 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 
 func (*stripe) Items(r *Request) ([]Item, error) {
 	var env struct {
-		ID keyText `json:"id"`
+		ID   keyText `json:"id"`
+		Type keyText `json:"type"`
 	}
 	if err := decodeJSON(r.Body, &env); err != nil {
 		return nil, err
 	}
-	return []Item{{Key: string(env.ID), Body: r.Body}}, nil
+	return one(string(env.ID), string(env.Type), r.Body), nil
 }
 
 func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {

@@ -173,12 +173,12 @@ func (*twilio) Items(r *Request) ([]Item, error) {
 	if err != nil {
 		return nil, malformed("form parameters: %v", err)
 	}
-	for _, pair := range [][2]string{{"MessageSid", "MessageStatus"}, {"SmsSid", "SmsStatus"}, {"CallSid", "CallStatus"}} {
+	for _, pair := range [][3]string{{"MessageSid", "MessageStatus", "message"}, {"SmsSid", "SmsStatus", "message"}, {"CallSid", "CallStatus", "call"}} {
 		if sid := form.Get(pair[0]); sid != "" {
 			if status := form.Get(pair[1]); status != "" {
-				return single(joinKey(sid, status), body), nil
+				return one(joinKey(sid, status), eventType(pair[2], status), body), nil
 			}
-			return single(joinKey(sid), body), nil
+			return one(joinKey(sid), pair[2], body), nil
 		}
 	}
 	return single("", body), nil

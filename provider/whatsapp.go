@@ -195,7 +195,13 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 					if err != nil {
 						return nil, jsonError("an update", err)
 					}
-					items = append(items, Item{Key: key, Body: body})
+					// messages.message, or messages.status.read: the change's
+					// field, the update's kind, and a status's value.
+					typ := eventType(change.Field, "message")
+					if list == "statuses" {
+						typ = eventType(change.Field, "status", string(id.Status))
+					}
+					items = append(items, Item{Key: key, Body: body, Type: typ})
 					found = true
 				}
 			}
@@ -206,7 +212,7 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 				if err != nil {
 					return nil, jsonError("a change", err)
 				}
-				items = append(items, Item{Body: body})
+				items = append(items, Item{Body: body, Type: eventType(change.Field)})
 			}
 		}
 	}
