@@ -188,6 +188,7 @@ var eventStates = []string{store.EventPending, store.EventDelivered, store.Event
 type EventFilter struct {
 	Source    string    `json:"source,omitempty"`
 	Key       string    `json:"key,omitempty"` // exactly this key (with Source: one event)
+	Type      string    `json:"type,omitempty"` // the event type; a trailing * matches a prefix
 	State     string    `json:"state,omitempty"`
 	KeyPrefix string    `json:"key_prefix,omitempty"`
 	From      time.Time `json:"from,omitzero"`
@@ -201,7 +202,7 @@ type EventFilter struct {
 }
 
 func (f EventFilter) empty() bool {
-	return f.Source == "" && f.Key == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero()
+	return f.Source == "" && f.Key == "" && f.Type == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero()
 }
 
 // String describes the filter, for the audit log.
@@ -214,6 +215,7 @@ func (f EventFilter) String() string {
 	}
 	add("source", f.Source)
 	add("key", f.Key)
+	add("type", f.Type)
 	add("state", f.State)
 	add("key_prefix", f.KeyPrefix)
 	if !f.From.IsZero() {
@@ -232,7 +234,7 @@ func (f EventFilter) String() string {
 const maxLimit = 500
 
 func (f EventFilter) query() (store.EventQuery, error) {
-	q := store.EventQuery{Source: f.Source, Key: f.Key, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
+	q := store.EventQuery{Source: f.Source, Key: f.Key, Type: f.Type, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
 	if len(f.Source) > 200 {
 		return q, invalid("source", "too long")
 	}
@@ -241,6 +243,9 @@ func (f EventFilter) query() (store.EventQuery, error) {
 	}
 	if len(f.Key) > 1024 {
 		return q, invalid("key", "too long")
+	}
+	if len(f.Type) > 1024 {
+		return q, invalid("type", "too long")
 	}
 	if f.State != "" && !contains(eventStates, f.State) {
 		return q, invalid("state", "want one of %s", strings.Join(eventStates, ", "))
@@ -282,6 +287,7 @@ type EventSummary struct {
 	ID            int64     `json:"id"`
 	Source        string    `json:"source"`
 	Key           string    `json:"key"`
+	Type          string    `json:"type,omitempty"` // the provider's event type; absent when untyped
 	Keyless       bool      `json:"keyless,omitempty"`
 	ContentType   string    `json:"content_type"`
 	Size          int       `json:"size"`
@@ -339,7 +345,7 @@ type AttemptDetail struct {
 }
 
 func summaryOf(e store.EventSummary) EventSummary {
-	return EventSummary{ID: e.ID, Source: e.Source, Key: e.Key, Keyless: e.Keyless, ContentType: e.ContentType, Size: e.Size,
+	return EventSummary{ID: e.ID, Source: e.Source, Key: e.Key, Type: e.Type, Keyless: e.Keyless, ContentType: e.ContentType, Size: e.Size,
 		ReceivedAt: e.ReceivedAt.UTC(), ExpiresAt: e.ExpiresAt.UTC(), State: e.State, DeliveryCount: e.Deliveries}
 }
 

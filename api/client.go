@@ -90,6 +90,7 @@ func (c *Client) Events(ctx context.Context, f admin.EventFilter) (admin.EventPa
 	q := url.Values{}
 	setString(q, "source", f.Source)
 	setString(q, "key", f.Key)
+	setString(q, "type", f.Type)
 	setString(q, "state", f.State)
 	setString(q, "key_prefix", f.KeyPrefix)
 	setTime(q, "from", f.From)

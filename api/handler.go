@@ -249,7 +249,7 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 func eventFilter(q url.Values) (admin.EventFilter, error) {
-	f := admin.EventFilter{Source: q.Get("source"), Key: q.Get("key"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor")}
+	f := admin.EventFilter{Source: q.Get("source"), Key: q.Get("key"), Type: q.Get("type"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor")}
 	var err error
 	if f.From, err = parseTime(q, "from"); err != nil {
 		return f, err
@@ -262,7 +262,7 @@ func eventFilter(q url.Values) (admin.EventFilter, error) {
 }
 
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "source", "key", "state", "key_prefix", "from", "to", "cursor", "limit")
+	q, err := query(r, "source", "key", "type", "state", "key_prefix", "from", "to", "cursor", "limit")
 	if err != nil {
 		h.answerError(w, r, err)
 		return

@@ -181,6 +181,10 @@ type Source struct {
 	// Key overrides the preset's key: header:Name, json:path, or several for
 	// a composite.
 	Key []string `yaml:"key"`
+	// Type overrides the preset's event type (the generic preset has none
+	// without it): rules of the same form; the parts found are joined
+	// with ".".
+	Type []string `yaml:"type"`
 	// OnMissingKey is accept (default: stored as keyless, without dedup) or
 	// reject (422).
 	OnMissingKey string `yaml:"on_missing_key"`
@@ -727,6 +731,7 @@ func (s *Source) ProviderOptions() provider.Options {
 		Tolerance:   time.Duration(s.Tolerance),
 		Generic:     provider.GenericOptions{Header: s.Signature.Header, Encoding: s.Signature.Encoding, Prefix: s.Signature.Prefix},
 		Key:         s.Key,
+		Type:        s.Type,
 		Unsigned:    s.Unsigned,
 		VerifyToken: s.VerifyToken,
 		PublicURL:   s.PublicURL,

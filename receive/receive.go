@@ -339,6 +339,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e := store.NewEvent{
 			Source:       name,
 			Key:          provider.SafeKey(it.Key),
+			Type:         it.Type,
 			ContentType:  contentType,
 			Header:       forward,
 			Body:         it.Body,
@@ -414,6 +415,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !c.Duplicate {
 			resp.Status = StatusAccepted
+			h.metrics.Stored(name, events[i].Type)
 		}
 		h.metrics.Event(name, verdict)
 		resp.Events[i] = res

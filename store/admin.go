@@ -130,6 +130,7 @@ type EventQuery struct {
 	ID        int64  // one event
 	Key       string // with Source: one event, by its key
 	Source    string
+	Type      string // the event type; a trailing * matches a prefix (invoice.*)
 	State     string // pending, delivered, dead or stored
 	KeyPrefix string
 	From, To  time.Time // received in [From, To)
@@ -142,6 +143,7 @@ type EventSummary struct {
 	ID          int64
 	Source      string
 	Key         string
+	Type        string
 	Keyless     bool
 	ContentType string
 	Size        int

@@ -35,6 +35,7 @@ type NewEvent struct {
 	Source       string
 	Key          string // the provider's stable event key, or a generated one when Keyless
 	Keyless      bool   // no key was found; the event is accepted without dedup
+	Type         string // the provider's event type (provider.Item.Type); empty when untyped
 	ContentType  string
 	Header       http.Header // the provider's headers to forward (no credentials)
 	Body         []byte

@@ -187,6 +187,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	source := fs.String("source", "", "only this source's events")
 	state := fs.String("state", "", "only events in this state: pending, delivered, dead or stored")
 	key := fs.String("key", "", "only the event with this key")
+	typ := fs.String("type", "", "only events of this type (a trailing * matches a prefix: invoice.*)")
 	prefix := fs.String("key-prefix", "", "only keys starting with this")
 	sinceF := durationFlag(fs, "since", 0, "only events received in this last span, e.g. 1h or 7d")
 	from := fs.String("from", "", "only events received at or after this time (RFC 3339)")
@@ -199,7 +200,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	f := admin.EventFilter{Source: *source, Key: *key, State: *state, KeyPrefix: *prefix, From: since(*sinceF), All: *all}
+	f := admin.EventFilter{Source: *source, Key: *key, Type: *typ, State: *state, KeyPrefix: *prefix, From: since(*sinceF), All: *all}
 	if *from != "" {
 		if f.From, err = parseTimeFlag("from", *from); err != nil {
 			return err
@@ -228,13 +229,17 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return printJSON(stdout, page)
 		}
 		tw := table(stdout)
-		fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tSTATE\tRECEIVED\tBYTES\tDELIVERIES")
+		fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tTYPE\tSTATE\tRECEIVED\tBYTES\tDELIVERIES")
 		for _, e := range page.Events {
 			key := e.Key
 			if e.Keyless {
 				key += " (keyless)"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", e.ID, e.Source, key, e.State, ts(e.ReceivedAt), e.Size, e.DeliveryCount)
+			typ := e.Type
+			if typ == "" {
+				typ = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.ID, e.Source, terminalLine(key), terminalLine(typ), e.State, ts(e.ReceivedAt), e.Size, e.DeliveryCount)
 		}
 		tw.Flush()
 		if page.NextCursor != "" {
@@ -269,8 +274,11 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if *of.json {
 			return printJSON(stdout, e)
 		}
-		fmt.Fprintf(stdout, "event %d  %s  %s  %s\n  received %s, dedup window until %s, %d bytes of %s\n",
-			e.ID, e.Source, e.Key, e.State, ts(e.ReceivedAt), ts(e.ExpiresAt), e.Size, e.ContentType)
+		fmt.Fprintf(stdout, "event %d  %s  %s  %s\n", e.ID, e.Source, terminalLine(e.Key), e.State)
+		if e.Type != "" {
+			fmt.Fprintf(stdout, "  type %s\n", terminalLine(e.Type))
+		}
+		fmt.Fprintf(stdout, "  received %s, dedup window until %s, %d bytes of %s\n", ts(e.ReceivedAt), ts(e.ExpiresAt), e.Size, e.ContentType)
 		for name, vs := range e.Headers {
 			fmt.Fprintf(stdout, "  %s: %s\n", name, terminalLine(strings.Join(vs, ", ")))
 		}

@@ -143,7 +143,7 @@ func (d *Dashboard) source(w http.ResponseWriter, r *http.Request, s session) {
 
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
-	f := admin.EventFilter{Source: q.Get("source"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor"), Limit: 50}
+	f := admin.EventFilter{Source: q.Get("source"), Type: q.Get("type"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor"), Limit: 50}
 	page, err := d.opts.Service.Events(r.Context(), f)
 	if err != nil {
 		d.failErr(w, r, err)
@@ -212,7 +212,7 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request, _ session) {
 
 // replayAll replays what the events page's filter selects.
 func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
-	f := admin.EventFilter{Source: r.PostFormValue("source"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}
+	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}
 	dry := r.PostFormValue("dry_run") != ""
 	f.All = r.PostFormValue("all") != ""
 	n, err := d.opts.Service.ReplayEvents(r.Context(), f, dry)
@@ -224,7 +224,7 @@ func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 	if dry {
 		what = "replay_dry:"
 	}
-	back := Prefix + "/events?" + queryOf("source", f.Source, "state", f.State, "key_prefix", f.KeyPrefix)
+	back := Prefix + "/events?" + queryOf("source", f.Source, "type", f.Type, "state", f.State, "key_prefix", f.KeyPrefix)
 	done(w, r, back, what+strconv.Itoa(n.Count))
 }
 

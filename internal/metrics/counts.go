@@ -23,6 +23,8 @@ type SourceCounts struct {
 	Rejected map[string]int64 `json:"rejected"`
 	// DuplicateRate is Duplicate / Received.
 	DuplicateRate float64 `json:"duplicate_rate"`
+	// Types counts the stored events by type (untyped ones are not).
+	Types map[string]int64 `json:"types,omitempty"`
 }
 
 // Add counts v of a source's rollup metric.
@@ -39,6 +41,11 @@ func (c *SourceCounts) Add(metric string, v int64) {
 			c.Keyless += v
 		}
 		c.Received += v
+	case Types:
+		if c.Types == nil {
+			c.Types = map[string]int64{}
+		}
+		c.Types[what] += v
 	case Requests:
 		c.Requests += v
 		switch what {

@@ -59,6 +59,15 @@ func (m *Metrics) Event(source, verdict string) {
 	m.Hourly.Add(store.ScopeSource, source, Rollup(Events, verdict), 1)
 }
 
+// Stored counts a stored event by its type, in the hourly rollups only:
+// types are the provider's (Stripe has hundreds), too many for Prometheus
+// labels, and an untyped event is not counted here.
+func (m *Metrics) Stored(source, typ string) {
+	if typ != "" {
+		m.Hourly.Add(store.ScopeSource, source, Rollup(Types, typ), 1)
+	}
+}
+
 // Attempt counts a delivery attempt's outcome (delivered, retry, dead).
 func (m *Metrics) Attempt(destination, outcome string) {
 	m.Attempts.WithLabelValues(destination, outcome).Inc()

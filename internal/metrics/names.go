@@ -29,6 +29,7 @@ const (
 const (
 	Requests = "requests"
 	Events   = "events"
+	Types    = "types" // stored events by type: types.invoice.paid
 	Attempts = "attempts"
 
 	LatencyCount    = "latency.count"  // successful deliveries

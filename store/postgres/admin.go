@@ -58,6 +58,11 @@ func (s *Store) eventFilter(q store.EventQuery) *filter {
 	if q.Source != "" {
 		f.add("e.source = ?", q.Source)
 	}
+	if prefix, ok := strings.CutSuffix(q.Type, "*"); ok {
+		f.add("starts_with(e.type, ?)", prefix)
+	} else if q.Type != "" {
+		f.add("e.type = ?", q.Type)
+	}
 	if q.KeyPrefix != "" {
 		f.add("starts_with(e.key, ?)", q.KeyPrefix)
 	}
@@ -88,7 +93,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
 		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
 		FROM events e WHERE `+f.where()+` ORDER BY e.id DESC LIMIT `+f.arg(q.Limit), f.args...)
 	if err != nil {
@@ -96,7 +101,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.EventSummary, error) {
 		var e store.EventSummary
-		err := row.Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt, &e.State, &e.Deliveries)
+		err := row.Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt, &e.State, &e.Deliveries)
 		e.ReceivedAt, e.ExpiresAt = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt)
 		return e, err
 	})
@@ -111,9 +116,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var e store.EventDetail
 	var header string
 	var lastCopy *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
 		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at
-		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
+		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
 		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)

@@ -37,6 +37,13 @@ func eventWhere(q store.EventQuery) (string, []any) {
 		conds = append(conds, "e.source = ?")
 		args = append(args, q.Source)
 	}
+	if prefix, ok := strings.CutSuffix(q.Type, "*"); ok {
+		conds = append(conds, "e.type >= ? AND e.type < ?")
+		args = append(args, prefix, prefix+"\U0010FFFF")
+	} else if q.Type != "" {
+		conds = append(conds, "e.type = ?")
+		args = append(args, q.Type)
+	}
 	if q.KeyPrefix != "" {
 		conds = append(conds, "e.key >= ? AND e.key < ?")
 		args = append(args, q.KeyPrefix, q.KeyPrefix+"\U0010FFFF")
@@ -76,7 +83,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		q.Limit = 50
 	}
 	args = append(args, q.Limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
 		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
 		FROM events e WHERE `+where+` ORDER BY e.id DESC LIMIT ?`, args...)
 	if err != nil {
@@ -87,7 +94,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 	for rows.Next() {
 		var e store.EventSummary
 		var received, expires int64
-		if err := rows.Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &received, &expires, &e.State, &e.Deliveries); err != nil {
+		if err := rows.Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires, &e.State, &e.Deliveries); err != nil {
 			return nil, unavailable("list events", err)
 		}
 		e.ReceivedAt, e.ExpiresAt = fromMS(received), fromMS(expires)
@@ -102,9 +109,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var received, expires int64
 	var lastCopy sql.NullInt64
 	var header string
-	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
 		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at
-		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
+		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
 		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)

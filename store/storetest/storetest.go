@@ -77,6 +77,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectReconciliationListAndSweep", testEffectList},
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
 		{"AdminListsEventsWithTheirDeliveries", testAdminEvents},
+		{"EventTypeIsStoredAndSelects", testEventType},
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
 	}
@@ -1228,6 +1229,38 @@ func testAdminEvents(t *testing.T, s store.Store) {
 	}
 	if n, err := a.Replay(ctx, store.Replay{Events: store.EventQuery{ID: e.ID}, Now: base.Add(2 * time.Hour), DryRun: true, Audit: store.AuditEntry{}}); err != nil || n != 2 {
 		t.Fatalf("one event's replay, dry run: %d %v", n, err)
+	}
+}
+
+// The event type is stored as intake gave it, listed, and selects events
+// exactly or by a prefix ending in *, on every backend.
+func testEventType(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := admin(t, s)
+	typed := func(key, typ string) store.NewEvent { e := event(key); e.Type = typ; return e }
+	mustClaim(t, s, typed("a", "invoice.paid"), typed("b", "invoice.finalized"), typed("c", "charge.dispute.created"), typed("d", ""), typed("e", "invoicex"))
+	for _, c := range []struct {
+		q    string
+		want []string
+	}{{"invoice.paid", []string{"a"}}, {"invoice.*", []string{"b", "a"}}, {"charge.*", []string{"c"}}, {"*", []string{"e", "d", "c", "b", "a"}}, {"nope", nil}} {
+		list, err := a.ListEvents(ctx, store.EventQuery{Type: c.q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range list {
+			got = append(got, e.Key)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("type %q: %q, want %q", c.q, got, c.want)
+		}
+	}
+	list, _ := a.ListEvents(ctx, store.EventQuery{Key: "c", Source: "src"})
+	if len(list) != 1 || list[0].Type != "charge.dispute.created" {
+		t.Fatalf("listed %+v, want its type", list)
+	}
+	if e, err := a.Event(ctx, list[0].ID); err != nil || e.Type != "charge.dispute.created" {
+		t.Fatalf("event %+v %v, want its type", e.EventSummary, err)
 	}
 }
 
