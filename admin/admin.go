@@ -187,7 +187,7 @@ var eventStates = []string{store.EventPending, store.EventDelivered, store.Event
 // EventFilter selects events. Zero fields select everything.
 type EventFilter struct {
 	Source    string    `json:"source,omitempty"`
-	Key       string    `json:"key,omitempty"` // exactly this key (with Source: one event)
+	Key       string    `json:"key,omitempty"`  // exactly this key (with Source: one event)
 	Type      string    `json:"type,omitempty"` // the event type; a trailing * matches a prefix
 	State     string    `json:"state,omitempty"`
 	KeyPrefix string    `json:"key_prefix,omitempty"`
