@@ -1,0 +1,81 @@
+package route
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Route is one destination of a source, and what it wants of the source's
+// events: Types (exact names, or a prefix ending in *) and a Filter; an
+// event must pass both that are set. A route with neither wants every
+// event.
+type Route struct {
+	Destination string
+	Types       []string
+	Filter      *Filter
+}
+
+// Wants reports whether the route wants an event of type typ, read from in.
+func (r Route) Wants(typ string, in *Input) bool {
+	if len(r.Types) > 0 && !MatchType(r.Types, typ) {
+		return false
+	}
+	return r.Filter == nil || r.Filter.Match(in)
+}
+
+// MatchType reports whether typ is one of patterns: an exact name, a
+// prefix ending in * (invoice.* is invoice.paid and invoice.finalized),
+// or * alone (every event, an untyped one too).
+func MatchType(patterns []string, typ string) bool {
+	for _, p := range patterns {
+		if p == "*" {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(p, "*"); ok {
+			if typ != "" && strings.HasPrefix(typ, prefix) {
+				return true
+			}
+		} else if p == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckTypes refuses an empty pattern, or a * anywhere but at the end.
+func CheckTypes(patterns []string) error {
+	for i, p := range patterns {
+		if p == "" {
+			return fmt.Errorf("types[%d] is empty", i)
+		}
+		if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+			return fmt.Errorf("types[%d] %q: a * may only end a pattern (invoice.*)", i, p)
+		}
+	}
+	return nil
+}
+
+// Routes are a source's routes, in the config's order.
+type Routes []Route
+
+// Pick returns the destinations that want the event, and those that do
+// not (its filtered ones), each in the routes' order.
+func (rs Routes) Pick(typ string, in *Input) (want, skip []string) {
+	for _, r := range rs {
+		if r.Wants(typ, in) {
+			want = append(want, r.Destination)
+		} else {
+			skip = append(skip, r.Destination)
+		}
+	}
+	return want, skip
+}
+
+// Destinations are the routes' destination names.
+func (rs Routes) Destinations() []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Destination
+	}
+	return out
+}
