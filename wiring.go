@@ -12,6 +12,7 @@ import (
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
@@ -73,8 +74,17 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d]: %w", i, err)
 		}
+		routes := make(route.Routes, len(s.Destinations))
+		for j, d := range s.Destinations {
+			routes[j] = route.Route{Destination: d.Name, Types: d.Types}
+			if d.Filter != nil {
+				if routes[j].Filter, err = route.Compile(d.Filter); err != nil {
+					return nil, fmt.Errorf("sources[%d].destinations[%d].filter: %w", i, j, err) // validated: never
+				}
+			}
+		}
 		sources[i] = receive.Source{
-			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Destinations: s.Destinations,
+			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Routes: routes,
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
 		}
 	}

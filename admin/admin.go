@@ -182,7 +182,7 @@ type Count struct {
 // ---- events ----
 
 // Event states (see store.EventPending...).
-var eventStates = []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStored}
+var eventStates = []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStored, store.EventFiltered}
 
 // EventFilter selects events. Zero fields select everything.
 type EventFilter struct {
@@ -317,6 +317,9 @@ type EventDetail struct {
 	// last duplicate did.
 	Copies     int64      `json:"copies"`
 	LastCopyAt *time.Time `json:"last_copy_at,omitempty"`
+	// Filtered are the source's destinations that did not want the event
+	// (their types or filter did not match when it arrived).
+	Filtered []string `json:"filtered,omitempty"`
 }
 
 // DeliveryDetail is one delivery of an event.
@@ -386,7 +389,7 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 	if err != nil {
 		return EventDetail{}, err
 	}
-	d := EventDetail{EventSummary: summaryOf(e.EventSummary), Headers: e.Header, Deliveries: []DeliveryDetail{}, Copies: 1 + e.Copies}
+	d := EventDetail{EventSummary: summaryOf(e.EventSummary), Headers: e.Header, Deliveries: []DeliveryDetail{}, Copies: 1 + e.Copies, Filtered: e.Filtered}
 	if !e.LastCopyAt.IsZero() {
 		d.LastCopyAt = timePtr(e.LastCopyAt)
 	}
@@ -848,7 +851,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func FromConfig(cfg *config.Config) ([]Source, []Destination) {
 	sources := make([]Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
-		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.Destinations, OnMissingKey: s.OnMissingKey}
+		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey}
 	}
 	dests := make([]Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {

@@ -23,6 +23,7 @@ import (
 	"github.com/oncehook/oncehook/internal/duration"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -176,8 +177,10 @@ type Source struct {
 	Secrets []string `yaml:"secrets"`
 	// Window is how long keys are kept for dedup (default: the preset's,
 	// which covers the provider's retry horizon).
-	Window       Duration `yaml:"window"`
-	Destinations []string `yaml:"destinations"`
+	Window Duration `yaml:"window"`
+	// Destinations get the source's events: each a plain name (every
+	// event), or {name, types, filter} (only the events it wants).
+	Destinations []SourceDestination `yaml:"destinations"`
 	// Key overrides the preset's key: header:Name, json:path, or several for
 	// a composite.
 	Key []string `yaml:"key"`
@@ -543,6 +546,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil // an empty value: the default
 	}
+	if t == reflect.TypeFor[SourceDestination]() {
+		if n.Kind == yaml.ScalarNode {
+			return checkNode(n, reflect.TypeFor[string](), path)
+		}
+		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path)
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		if n.Kind != yaml.ScalarNode {
 			return fail("want a single value")
@@ -724,6 +733,59 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
+// SourceDestination is one destination of a source, and which of the
+// source's events it wants: Types (exact names, or a prefix ending in *)
+// and Filter (the JSON filter syntax of Hookdeck and Convoy, over body,
+// headers, query and path: see internal/route). An event must pass both
+// that are set; a plain name in the config wants every event.
+type SourceDestination struct {
+	Name   string         `yaml:"name"`
+	Types  []string       `yaml:"types"`
+	Filter map[string]any `yaml:"filter"`
+}
+
+// sourceDestinationFields is SourceDestination's mapping form, for the
+// field check and the decoder.
+type sourceDestinationFields SourceDestination
+
+// UnmarshalYAML takes a plain name or a mapping.
+func (d *SourceDestination) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*d = SourceDestination{}
+		return n.Decode(&d.Name)
+	}
+	return n.Decode((*sourceDestinationFields)(d))
+}
+
+// MarshalYAML writes a destination that wants everything as its name.
+func (d SourceDestination) MarshalYAML() (any, error) {
+	if len(d.Types) == 0 && d.Filter == nil {
+		return d.Name, nil
+	}
+	return sourceDestinationFields(d), nil
+}
+
+// Routed reports whether the destination wants only some events.
+func (d SourceDestination) Routed() bool { return len(d.Types) > 0 || d.Filter != nil }
+
+// To is destinations that want every event, by name.
+func To(names ...string) []SourceDestination {
+	out := make([]SourceDestination, len(names))
+	for i, n := range names {
+		out[i] = SourceDestination{Name: n}
+	}
+	return out
+}
+
+// DestinationNames are the source's destinations, by name.
+func (s *Source) DestinationNames() []string {
+	out := make([]string, len(s.Destinations))
+	for i, d := range s.Destinations {
+		out[i] = d.Name
+	}
+	return out
+}
+
 // ProviderOptions are the preset options this source configures.
 func (s *Source) ProviderOptions() provider.Options {
 	return provider.Options{
@@ -897,13 +959,22 @@ func (c *Config) validate(lines fieldLines) []error {
 		}
 		named := map[string]bool{}
 		for j, d := range s.Destinations {
+			at := fmt.Sprintf("%s.destinations[%d]", f, j)
 			switch {
-			case !dests[d]:
-				fail(fmt.Sprintf("%s.destinations[%d]", f, j), "no destination named %q", d)
-			case named[d]:
-				fail(fmt.Sprintf("%s.destinations[%d]", f, j), "%q is listed twice (an event has one delivery per destination)", d)
+			case !dests[d.Name]:
+				fail(at, "no destination named %q", d.Name)
+			case named[d.Name]:
+				fail(at, "%q is listed twice (an event has one delivery per destination)", d.Name)
 			}
-			named[d] = true
+			named[d.Name] = true
+			if err := route.CheckTypes(d.Types); err != nil {
+				fail(at+".types", "%v", err)
+			}
+			if d.Filter != nil {
+				if _, err := route.Compile(d.Filter); err != nil {
+					fail(at+".filter", "%v", err)
+				}
+			}
 		}
 	}
 	return errs

@@ -342,3 +342,40 @@ func TestTLSNeedsBothFilesThatLoad(t *testing.T) {
 		}
 	}
 }
+
+// A source's destination is a plain name or {name, types, filter}; the
+// check compiles every filter and names the path of a bad one.
+func TestRoutedDestinations(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [x]
+    destinations:
+      - {name: billing, types: ["invoice.*", "customer.subscription.*"]}
+      - name: fraud
+        filter: {body: {type: {$startsWith: "charge.dispute."}, data: {object: {amount: {$gte: 10000}}}}}
+      - audit
+destinations: [{name: billing, url: "http://x"}, {name: fraud, url: "http://x"}, {name: audit, url: "http://x"}]
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Sources[0].Destinations
+	if len(d) != 3 || d[0].Name != "billing" || len(d[0].Types) != 2 || d[1].Filter == nil || d[2].Name != "audit" || d[2].Routed() {
+		t.Fatalf("destinations %+v", d)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{`[{name: app, types: ["in*voice"]}]`, "sources[0].destinations[0].types"},
+		{`[{name: app, filter: {body: {amount: {$gte: [1]}}}}]`, "sources[0].destinations[0].filter: body.amount.$gte"},
+		{`[{name: app, filter: {bodee: {}}}]`, "bodee: want body"},
+		{`[{name: app, tpyes: ["a"]}]`, "did you mean types"},
+		{`[{name: nope}]`, `no destination named "nope"`},
+	} {
+		_, err := config.Parse([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: `+c.yaml+`}]
+destinations: [{name: app, url: "http://x"}]`), env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it to say %q", c.yaml, err, c.want)
+		}
+	}
+}

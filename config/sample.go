@@ -84,7 +84,7 @@ func Demo(listen string) *Config {
 		Listen: listen,
 		Store:  DefaultStore,
 		Sources: []Source{{
-			Name: "demo", Preset: "stripe", Secrets: []string{DemoSecret}, Destinations: []string{"demo-sink"},
+			Name: "demo", Preset: "stripe", Secrets: []string{DemoSecret}, Destinations: To("demo-sink"),
 		}},
 		Destinations: []Destination{{
 			Name: "demo-sink", URL: fmt.Sprintf("http://%s/_demo/sink", listen),

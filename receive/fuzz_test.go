@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/groupcommit"
+	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -36,7 +37,7 @@ func FuzzIntake(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		sources = append(sources, receive.Source{Name: name, Preset: p, Window: time.Hour, Destinations: []string{"d"}})
+		sources = append(sources, receive.Source{Name: name, Preset: p, Window: time.Hour, Routes: route.To("d")})
 	}
 	h := receive.New(receive.Options{Sources: sources, Claimer: committer, MaxBodySize: 1 << 16})
 	mux := http.NewServeMux()

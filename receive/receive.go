@@ -29,6 +29,7 @@ import (
 
 	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
@@ -36,10 +37,12 @@ import (
 
 // Source is one inbound endpoint as intake sees it.
 type Source struct {
-	Name         string
-	Preset       provider.Preset
-	Window       time.Duration
-	Destinations []string
+	Name   string
+	Preset provider.Preset
+	Window time.Duration
+	// Routes are the source's destinations and which events each wants
+	// (package route decides; the event's deliveries are those it picks).
+	Routes route.Routes
 	// RejectMissingKey answers 422 to an event without a key. Otherwise the
 	// event is accepted without dedup and flagged keyless: losing an event
 	// is worse than a possible duplicate.
@@ -49,6 +52,9 @@ type Source struct {
 	// or disable an endpoint after repeated failures (Asaas pauses its queue
 	// after 15), so that forged traffic cannot switch real events off.
 	DiscardUnauthorized bool
+
+	all    []string // every destination: the deliveries of an event when nothing is routed
+	routed bool     // some destination wants only some events
 }
 
 // Claimer claims events durably; the group committer is one.
@@ -154,6 +160,7 @@ func New(opts Options) *Handler {
 	names := make([]string, len(opts.Sources))
 	for i := range opts.Sources {
 		s := opts.Sources[i]
+		s.all, s.routed = s.Routes.Destinations(), s.Routes.Routed()
 		h.sources[s.Name] = &s
 		names[i] = s.Name
 	}
@@ -335,6 +342,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	forward := forwardHeaders(src.Preset, r.Header)
 	events := make([]store.NewEvent, len(items))
+	var query url.Values // read once, when a route asks for it
 	for i, it := range items {
 		e := store.NewEvent{
 			Source:       name,
@@ -345,7 +353,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Body:         it.Body,
 			ReceivedAt:   now,
 			ExpiresAt:    now.Add(src.Window),
-			Destinations: src.Destinations,
+			Destinations: src.all,
+		}
+		if src.routed {
+			if query == nil {
+				query = preq.URL.Query()
+			}
+			e.Destinations, e.Filtered = src.Routes.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
 		}
 		if it.Key == "" {
 			if src.RejectMissingKey {
@@ -416,6 +430,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !c.Duplicate {
 			resp.Status = StatusAccepted
 			h.metrics.Stored(name, events[i].Type)
+			if len(events[i].Destinations) == 0 && len(events[i].Filtered) > 0 {
+				h.metrics.Filtered(name)
+			}
 		}
 		h.metrics.Event(name, verdict)
 		resp.Events[i] = res

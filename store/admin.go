@@ -123,6 +123,7 @@ const (
 	EventDelivered = "delivered" // every delivery succeeded
 	EventDead      = "dead"      // a delivery is a dead letter
 	EventStored    = "stored"    // the event has no destination
+	EventFiltered  = "filtered"  // no destination of its source wanted it (see NewEvent.Filtered)
 )
 
 // EventQuery selects events. Zero fields select everything.
@@ -164,6 +165,8 @@ type EventDetail struct {
 	// (zero when none has).
 	Copies     int64
 	LastCopyAt time.Time
+	// Filtered are the source's destinations that did not want the event.
+	Filtered []string
 }
 
 // DeliveryDetail is one delivery of an event, with its attempts.

@@ -42,6 +42,10 @@ type NewEvent struct {
 	ReceivedAt   time.Time
 	ExpiresAt    time.Time // ReceivedAt + the source's window: the key is kept at least until then
 	Destinations []string  // one delivery is created per destination, in the same transaction
+	// Filtered are the source's destinations that did not want the event
+	// (their types or filter): kept with it, so that the event says why it
+	// went nowhere, or not there.
+	Filtered []string
 }
 
 // Claim is the verdict of the store on one NewEvent.

@@ -23,6 +23,8 @@ type SourceCounts struct {
 	Rejected map[string]int64 `json:"rejected"`
 	// DuplicateRate is Duplicate / Received.
 	DuplicateRate float64 `json:"duplicate_rate"`
+	// Filtered counts the stored events no destination wanted.
+	Filtered int64 `json:"filtered"`
 	// Types counts the stored events by type (untyped ones are not).
 	Types map[string]int64 `json:"types,omitempty"`
 }
@@ -41,6 +43,10 @@ func (c *SourceCounts) Add(metric string, v int64) {
 			c.Keyless += v
 		}
 		c.Received += v
+	case Routing:
+		if what == Filtered {
+			c.Filtered += v
+		}
 	case Types:
 		if c.Types == nil {
 			c.Types = map[string]int64{}

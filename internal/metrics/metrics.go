@@ -68,6 +68,12 @@ func (m *Metrics) Stored(source, typ string) {
 	}
 }
 
+// Filtered counts a stored event that no destination of its source
+// wanted, in the hourly rollups.
+func (m *Metrics) Filtered(source string) {
+	m.Hourly.Add(store.ScopeSource, source, Rollup(Routing, Filtered), 1)
+}
+
 // Attempt counts a delivery attempt's outcome (delivered, retry, dead).
 func (m *Metrics) Attempt(destination, outcome string) {
 	m.Attempts.WithLabelValues(destination, outcome).Inc()

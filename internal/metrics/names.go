@@ -17,6 +17,9 @@ const (
 	Handshake = "handshake"              // a provider's verification challenge, answered
 	Discarded = "discarded_unauthorized" // failed verification on a source that answers 200 anyway
 
+	// Filtered is an event no destination of its source wanted.
+	Filtered = "filtered"
+
 	// Attempt outcomes.
 	Delivered = "delivered"
 	Retry     = "retry"
@@ -29,7 +32,8 @@ const (
 const (
 	Requests = "requests"
 	Events   = "events"
-	Types    = "types" // stored events by type: types.invoice.paid
+	Types    = "types"   // stored events by type: types.invoice.paid
+	Routing  = "routing" // routing.filtered: stored events no destination wanted
 	Attempts = "attempts"
 
 	LatencyCount    = "latency.count"  // successful deliveries

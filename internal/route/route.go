@@ -71,6 +71,26 @@ func (rs Routes) Pick(typ string, in *Input) (want, skip []string) {
 	return want, skip
 }
 
+// Routed reports whether any route wants only some events (without one,
+// every event goes to every destination, and nothing need be read).
+func (rs Routes) Routed() bool {
+	for _, r := range rs {
+		if len(r.Types) > 0 || r.Filter != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// To is routes that want every event, to each of destinations.
+func To(destinations ...string) Routes {
+	rs := make(Routes, len(destinations))
+	for i, d := range destinations {
+		rs[i] = Route{Destination: d}
+	}
+	return rs
+}
+
 // Destinations are the routes' destination names.
 func (rs Routes) Destinations() []string {
 	out := make([]string, len(rs))

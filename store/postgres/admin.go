@@ -19,6 +19,7 @@ const eventState = `CASE
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
+	WHEN e.filtered <> '' THEN 'filtered'
 	ELSE 'stored' END`
 
 // filter builds a WHERE clause with numbered parameters.
@@ -114,17 +115,20 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 // Event implements store.Admin.
 func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
 	var e store.EventDetail
-	var header string
+	var header, filtered string
 	var lastCopy *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at, e.filtered
 		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
-		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy)
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return e, unavailable("read event", err)
+	}
+	if filtered != "" {
+		e.Filtered = strings.Split(filtered, ",")
 	}
 	e.ReceivedAt, e.ExpiresAt, e.Header = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt), store.DecodeHeader(header)
 	if lastCopy != nil {

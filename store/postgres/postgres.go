@@ -253,11 +253,11 @@ func withRetry(ctx context.Context, fn func() error) error {
 // The rows that come back are of four kinds: 1, an inserted event; 2, an
 // existing one; 3, a handed-off delivery; 4, a due delivery, with its event.
 const commitSQL = `WITH input AS (
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[])
-			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[])
+			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered)
 	), inserted AS (
-		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type)
-		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type FROM input
+		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered)
+		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered FROM input
 		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
 		RETURNING id, source, key, expires_at
@@ -335,7 +335,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	claiming := len(b.Events) > 0 || (l.Max > 0 && l.Due)
 	if claiming {
 		n := len(b.Events)
-		sources, keys, types, headers, dests, etypes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		sources, keys, types, headers, dests, etypes, filtered := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		keyless, bodies := make([]bool, n), make([][]byte, n)
 		received, expiry := make([]time.Time, n), make([]time.Time, n)
 		ord := make([]int32, n)
@@ -344,6 +344,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			headers[i] = store.EncodeHeader(e.Header)
 			// Destination names cannot hold a comma (config validates them).
 			dests[i] = strings.Join(e.Destinations, ",")
+			filtered[i] = strings.Join(e.Filtered, ",")
 			bodies[i] = e.Body
 			if bodies[i] == nil {
 				bodies[i] = []byte{}
@@ -355,7 +356,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			held = []string{}
 		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, held, etypes)
+			l.Max, token, expires, l.Due, now, held, etypes, filtered)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil

@@ -19,6 +19,7 @@ const eventState = `CASE
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
+	WHEN e.filtered <> '' THEN 'filtered'
 	ELSE 'stored' END`
 
 // eventWhere is the WHERE clause of q (without Before/Limit), with its args.
@@ -108,16 +109,19 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var e store.EventDetail
 	var received, expires int64
 	var lastCopy sql.NullInt64
-	var header string
+	var header, filtered string
 	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at, e.filtered
 		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
-		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy)
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return e, unavailable("read event", err)
+	}
+	if filtered != "" {
+		e.Filtered = strings.Split(filtered, ",")
 	}
 	e.ReceivedAt, e.ExpiresAt, e.Header = fromMS(received), fromMS(expires), store.DecodeHeader(header)
 	if lastCopy.Valid {

@@ -1262,6 +1262,27 @@ func testEventType(t *testing.T, s store.Store) {
 	if e, err := a.Event(ctx, list[0].ID); err != nil || e.Type != "charge.dispute.created" {
 		t.Fatalf("event %+v %v, want its type", e.EventSummary, err)
 	}
+	// The destinations that did not want an event stay with it; one that
+	// no destination wanted is filtered, not merely stored.
+	none, some := event("none"), event("some", "billing")
+	none.Filtered, some.Filtered = []string{"billing", "fraud"}, []string{"fraud"}
+	mustClaim(t, s, none, some, event("plain"))
+	for key, want := range map[string]struct {
+		state    string
+		filtered []string
+	}{"none": {store.EventFiltered, []string{"billing", "fraud"}}, "some": {store.EventPending, []string{"fraud"}}, "plain": {store.EventStored, nil}} {
+		list, _ := a.ListEvents(ctx, store.EventQuery{Source: "src", Key: key})
+		if len(list) != 1 || list[0].State != want.state {
+			t.Fatalf("%s listed %+v, want state %s", key, list, want.state)
+		}
+		e, err := a.Event(ctx, list[0].ID)
+		if err != nil || !slices.Equal(e.Filtered, want.filtered) {
+			t.Fatalf("%s: filtered %q %v, want %q", key, e.Filtered, err, want.filtered)
+		}
+	}
+	if list, _ := a.ListEvents(ctx, store.EventQuery{State: store.EventFiltered}); len(list) != 1 || list[0].Key != "none" {
+		t.Fatalf("state=filtered selects %+v", list)
+	}
 }
 
 func testAdminDead(t *testing.T, s store.Store) {

@@ -1,0 +1,180 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/postgres"
+)
+
+// Routing in a storm: 2,000 Stripe events of 20 types, each sent 3 times at
+// once across 3 replicas of one PostgreSQL, to 4 destinations that want
+// different events. Each destination receives exactly the events it
+// selects, once each; an event none wants is stored and shows as filtered;
+// and the hourly rollups add up to what was sent. The expected sets are
+// worked out here, in plain Go, not by the filter code under test.
+func TestRoutingStormAcrossReplicas(t *testing.T) {
+	pg := testenv.Postgres(t)
+	billing, fraud, crm, audit := newCountingSink(t, 0), newCountingSink(t, 0), newCountingSink(t, 0), newCountingSink(t, 0)
+	cfgPath := filepath.Join(t.TempDir(), "oncehook.yaml")
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+store: %q
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [%q]
+    destinations:
+      - {name: billing, types: ["invoice.*", "customer.subscription.*"]}
+      - name: fraud
+        filter: {body: {type: {$startsWith: "charge.dispute."}, data: {object: {amount: {$gte: 10000}}}}}
+      - {name: crm, types: ["customer.*"]}
+      - name: audit
+        filter: {body: {livemode: true}}
+destinations:
+  - {name: billing, url: %s}
+  - {name: fraud, url: %s}
+  - {name: crm, url: %s}
+  - {name: audit, url: %s}
+`, pg, secret, billing.URL, fraud.URL, crm.URL, audit.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ps := startReplicas(t, 3, cfgPath)
+
+	types := []string{"invoice.paid", "invoice.finalized", "invoice.payment_failed", "customer.created", "customer.updated",
+		"customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted", "charge.succeeded",
+		"charge.failed", "charge.refunded", "charge.dispute.created", "charge.dispute.closed", "payment_intent.succeeded",
+		"payment_intent.created", "checkout.session.completed", "product.created", "price.created", "payout.paid", "account.updated"}
+	type ev struct {
+		id, typ  string
+		amount   int
+		livemode bool
+	}
+	var evs []ev
+	want := map[string]map[string]bool{"billing": {}, "fraud": {}, "crm": {}, "audit": {}}
+	filtered := 0
+	for i := range 2000 {
+		e := ev{id: fmt.Sprintf("evt_route_%05d", i), typ: types[i%len(types)], amount: (i * 37) % 20000, livemode: i%3 == 0}
+		evs = append(evs, e)
+		key := "stripe:" + e.id
+		wanted := false
+		if strings.HasPrefix(e.typ, "invoice.") || strings.HasPrefix(e.typ, "customer.subscription.") {
+			want["billing"][key], wanted = true, true
+		}
+		if strings.HasPrefix(e.typ, "charge.dispute.") && e.amount >= 10000 {
+			want["fraud"][key], wanted = true, true
+		}
+		if strings.HasPrefix(e.typ, "customer.") {
+			want["crm"][key], wanted = true, true
+		}
+		if e.livemode {
+			want["audit"][key], wanted = true, true
+		}
+		if !wanted {
+			filtered++
+		}
+	}
+	if filtered == 0 || len(want["fraud"]) == 0 {
+		t.Fatal("the test's events would not exercise every route")
+	}
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	var mu sync.Mutex
+	bad := 0
+	for c := range 3 {
+		for i, e := range evs {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				body := fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"livemode":%v,"data":{"object":{"amount":%d}}}`, e.id, e.typ, e.livemode, e.amount)
+				req := testenv.SignedRequest(t, ps[(i+c)%len(ps)].URL+"/in/stripe", "stripe", secret, []byte(body), "")
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err != nil || resp.StatusCode != 200 {
+					mu.Lock()
+					bad++
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if bad > 0 {
+		t.Fatalf("%d of 6,000 requests were not answered 200", bad)
+	}
+	for name, sink := range map[string]*countingSink{"billing": billing, "fraud": fraud, "crm": crm, "audit": audit} {
+		waitDeliveredOnce(t, sink, want[name])
+		if got := len(sink.ByKey()); got != len(want[name]) {
+			t.Errorf("%s received %d events, want %d", name, got, len(want[name]))
+		}
+	}
+
+	s, err := postgres.Open(context.Background(), pg, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if st, _ := s.Stats(ctx); st.Events != 2000 {
+		t.Fatalf("stored %d events, want 2000", st.Events)
+	}
+	stored := 0
+	for before := int64(0); ; {
+		page, err := s.ListEvents(ctx, store.EventQuery{Source: "stripe", State: store.EventFiltered, Before: before, Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += len(page)
+		if len(page) < 500 {
+			break
+		}
+		before = page[len(page)-1].ID
+	}
+	if stored != filtered {
+		t.Errorf("%d events show as filtered, want %d (no destination wanted them)", stored, filtered)
+	}
+	// The rollups ride the replicas' commits, about once a second.
+	var byType map[string]int64
+	var filteredCount int64
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		rows, err := s.Rollups(ctx, store.RollupQuery{Scope: store.ScopeSource, Name: "stripe", From: time.Now().Add(-2 * time.Hour), To: time.Now().Add(time.Hour)})
+		if err != nil {
+			return false
+		}
+		byType, filteredCount = map[string]int64{}, 0
+		var total int64
+		for _, r := range rows {
+			if typ, ok := strings.CutPrefix(r.Metric, "types."); ok {
+				byType[typ] += r.Value
+				total += r.Value
+			}
+			if r.Metric == "routing.filtered" {
+				filteredCount += r.Value
+			}
+		}
+		return total == 2000 && filteredCount == int64(filtered)
+	}) {
+		t.Fatalf("rollups: %d types, %v; filtered %d, want %d", len(byType), byType, filteredCount, filtered)
+	}
+	for _, typ := range types {
+		if byType[typ] != 100 {
+			t.Errorf("type %s counted %d times, want 100 (its events, not their copies)", typ, byType[typ])
+		}
+	}
+}
