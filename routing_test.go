@@ -2,6 +2,7 @@ package oncehook_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -73,5 +74,62 @@ sources:
 	}) {
 		src, _ := c.Sources(ctx)
 		t.Fatalf("types per source in the rollups: %+v", src)
+	}
+}
+
+// An event a destination's filter passed over goes there only when an
+// operator says so: one delivery, audited, under the event's own key.
+func TestAnOperatorDeliversAFilteredEventOnPurpose(t *testing.T) {
+	const token = "ops-token-0123456789"
+	billing, fraud := testenv.NewSink(t), testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+token+`}]}
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [whsec_test]
+    destinations:
+      - {name: billing, types: ["invoice.*"]}
+      - {name: fraud, filter: {body: {data: {object: {amount: {$gte: 10000}}}}}}
+destinations:
+  - {name: billing, url: `+billing.URL+`}
+  - {name: fraud, url: `+fraud.URL+`}
+`)
+	body := `{"id":"evt_small","object":"event","type":"charge.dispute.created","data":{"object":{"amount":500}}}`
+	resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("intake: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	c := api.NewClient(gw.APIURL, token, nil)
+	ctx := context.Background()
+	page, err := c.Events(ctx, admin.EventFilter{State: "filtered"})
+	if err != nil || len(page.Events) != 1 {
+		t.Fatalf("filtered events %+v %v", page, err)
+	}
+	e, _ := c.Event(ctx, page.Events[0].ID)
+	if fmt.Sprint(e.Filtered) != "[billing fraud]" || len(e.Deliveries) != 0 {
+		t.Fatalf("event: filtered %v, deliveries %+v", e.Filtered, e.Deliveries)
+	}
+	if _, err := c.DeliverEvent(ctx, e.ID, "nope"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("deliver to an unknown destination: %v", err)
+	}
+	n, err := c.DeliverEvent(ctx, e.ID, "fraud")
+	if err != nil || n.Count != 1 {
+		t.Fatalf("DeliverEvent = %+v, %v", n, err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(fraud.Deliveries()) == 1 }) {
+		t.Fatal("the operator's delivery never arrived")
+	}
+	if k := fraud.Deliveries()[0].Key; k != "stripe:evt_small" || len(billing.Deliveries()) != 0 {
+		t.Fatalf("key %q, billing %d", k, len(billing.Deliveries()))
+	}
+	if n, _ := c.DeliverEvent(ctx, e.ID, "fraud"); n.Count != 0 {
+		t.Fatalf("a second deliver added %d", n.Count)
+	}
+	audit, _ := c.Audit(ctx, "", 10)
+	if len(audit.Entries) == 0 || audit.Entries[0].Action != "deliver" || !strings.Contains(audit.Entries[0].Target, "fraud") {
+		t.Fatalf("audit %+v", audit.Entries)
 	}
 }

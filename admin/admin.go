@@ -53,6 +53,10 @@ type Operator interface {
 	Audit(ctx context.Context, cursor string, limit int) (AuditPage, error)
 	// Doctor checks a source's keys (every source when source is empty).
 	Doctor(ctx context.Context, source string) (DoctorReport, error)
+	// DeliverEvent sends one stored event to a destination it has no
+	// delivery for (one its route passed over: see store.Admin's
+	// AddDelivery), audited. Count is 1, or 0 when it already has one.
+	DeliverEvent(ctx context.Context, id int64, destination string) (Count, error)
 	// ResetEffect reopens a failed or expired effects ledger record, the
 	// operator's second chance (audited).
 	ResetEffect(ctx context.Context, key string) error
@@ -429,6 +433,27 @@ func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 		return Count{}, err
 	}
 	s.opts.Changed()
+	return Count{Count: n}, nil
+}
+
+// DeliverEvent implements Operator.
+func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string) (Count, error) {
+	if destination == "" {
+		return Count{}, invalid("destination", "missing")
+	}
+	if err := s.knownNames("", destination); err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.AddDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, "deliver", fmt.Sprintf("event %d to %s", id, destination)))
+	if errors.Is(err, store.ErrNotFound) {
+		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Count{}, err
+	}
+	if n > 0 {
+		s.opts.Changed()
+	}
 	return Count{Count: n}, nil
 }
 

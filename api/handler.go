@@ -75,6 +75,7 @@ func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
 		{routeReplayEvents, h.replayEvents},
 		{routeEvent, h.event},
 		{routeReplayEvent, h.replayEvent},
+		{routeDeliverEvent, h.deliverEvent},
 		{routeDeadLetters, h.deadLetters},
 		{routeRetryDead, h.retryDead},
 		{routePurgeDead, h.purgeDead},
@@ -309,6 +310,26 @@ func (h *handler) replayEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := h.s.ReplayEvent(r.Context(), id)
+	h.respond(w, r, n, err)
+}
+
+// deliverBody is the body of POST /v1/events/{id}/deliver.
+type deliverBody struct {
+	Destination string `json:"destination"`
+}
+
+func (h *handler) deliverEvent(w http.ResponseWriter, r *http.Request) {
+	id, err := eventID(r)
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	var b deliverBody
+	if e := decode(w, r, &b); e != nil {
+		writeError(w, e)
+		return
+	}
+	n, err := h.s.DeliverEvent(r.Context(), id, b.Destination)
 	h.respond(w, r, n, err)
 }
 

@@ -19,6 +19,7 @@ var (
 	routeReplayEvents = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/replay"}
 	routeEvent        = httpapi.Route{Method: http.MethodGet, Path: "/v1/events/{id}"}
 	routeReplayEvent  = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/replay"}
+	routeDeliverEvent = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/deliver"}
 	routeDeadLetters  = httpapi.Route{Method: http.MethodGet, Path: "/v1/dead-letters"}
 	routeRetryDead    = httpapi.Route{Method: http.MethodPost, Path: "/v1/dead-letters/retry"}
 	routePurgeDead    = httpapi.Route{Method: http.MethodDelete, Path: "/v1/dead-letters"}

@@ -30,6 +30,14 @@ type Admin interface {
 	Replay(ctx context.Context, r Replay) (int, error)
 	// ListDeadLetters lists dead deliveries newest first, a page at a time.
 	ListDeadLetters(ctx context.Context, q DeadQuery) ([]DeadLetter, error)
+	// AddDelivery gives one stored event a delivery to destination, due at
+	// now: an operator's explicit choice for a destination that did not
+	// want it when it arrived (its types or filter did not match, or the
+	// route came later). The destination leaves the event's Filtered, and
+	// the audit entry is written in the same transaction. It returns 1, or
+	// 0 when the event already has a delivery there (replay that one
+	// instead), or ErrNotFound. A sweep never deletes the event under it.
+	AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, audit AuditEntry) (int, error)
 	// PurgeDeadLetters deletes the dead letters q selects (all of them, not
 	// a page; their events go with the window sweep) and returns how many,
 	// or with dryRun how many it would.

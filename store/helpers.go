@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -59,4 +60,16 @@ func LeaseDeliveries(ctx context.Context, s Store, now time.Time, lease time.Dur
 func CompleteDeliveries(ctx context.Context, s Store, outcomes []Outcome) error {
 	_, err := s.Commit(ctx, Batch{Outcomes: outcomes})
 	return err
+}
+
+// WithoutName is a comma-separated list of names (events.filtered)
+// without name.
+func WithoutName(list, name string) string {
+	var keep []string
+	for _, n := range strings.Split(list, ",") {
+		if n != "" && n != name {
+			keep = append(keep, n)
+		}
+	}
+	return strings.Join(keep, ",")
 }

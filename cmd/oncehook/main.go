@@ -23,9 +23,10 @@ Usage:
   oncehook init [--force] [path]            write a commented sample config
   oncehook send --url URL --preset P ...    sign a payload as provider P does and send it
   oncehook migrate [--config oncehook.yaml] apply the store's pending migrations
-  oncehook replay --source S --key K        redeliver one stored event (same Idempotency-Key)
-  oncehook replay --dead [--destination D]  redeliver the dead letters
-  oncehook events ls|show ID|replay         list, read and replay stored events
+  oncehook replay --source S --key K        redeliver one stored event (same Idempotency-Key; = events replay)
+  oncehook replay --dead [--destination D]  redeliver the dead letters (= dead retry)
+  oncehook events ls|show ID|replay         list, read and replay stored events (--type invoice.*)
+  oncehook events deliver ID --destination D  send an event where its route passed over
   oncehook dead ls|retry|purge              list, retry and purge dead letters
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected

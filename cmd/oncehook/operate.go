@@ -178,7 +178,7 @@ func parseTimeFlag(name, v string) (time.Time, error) {
 // events: ls, show, replay.
 func events(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay [flags]")
+		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay|deliver [flags]")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("events "+args[0], flag.ContinueOnError)
@@ -196,6 +196,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cursor := fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it")
 	dryRun := fs.Bool("dry-run", false, "with replay: only count what would be replayed")
 	all := fs.Bool("all", false, "with replay and no filter: replay every stored event")
+	destination := fs.String("destination", "", "with deliver: the destination its route passed over")
 	rest, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -305,6 +306,27 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			body = fmt.Sprintf("(%d bytes, not UTF-8; --json shows them)", len(e.BodyBase64))
 		}
 		fmt.Fprintf(stdout, "payload:\n%s\n", terminalText(body))
+		return nil
+	case "deliver":
+		if len(rest) != 1 || *destination == "" {
+			return errors.New("usage: oncehook events deliver ID --destination NAME")
+		}
+		id, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+		}
+		n, err := op.DeliverEvent(ctx, id, *destination)
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, n)
+		}
+		if n.Count == 0 {
+			fmt.Fprintf(stdout, "event %d already has a delivery to %s: replay it (events replay %d)\n", id, *destination, id)
+		} else {
+			fmt.Fprintf(stdout, "added a delivery of event %d to %s\n", id, *destination)
+		}
 		return nil
 	case "replay":
 		var n admin.Count

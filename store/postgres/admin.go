@@ -286,6 +286,33 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 	return out, nil
 }
 
+// AddDelivery implements store.Admin. The event's row is locked first: a
+// sweep on another replica passes it by (SKIP LOCKED) until the new
+// delivery, pending, keeps it.
+func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, a store.AuditEntry) (int, error) {
+	now = s.toDB(now)
+	n, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
+		var filtered string
+		if err := tx.QueryRow(ctx, `SELECT filtered FROM events WHERE id = $1 FOR UPDATE`, eventID).Scan(&filtered); err != nil {
+			return 0, err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES ($1, $2, $3, $3)
+			ON CONFLICT (event_id, destination) DO NOTHING`, eventID, destination, now)
+		if err != nil || tag.RowsAffected() == 0 {
+			return 0, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE events SET filtered = $1 WHERE id = $2`, store.WithoutName(filtered, destination), eventID); err != nil {
+			return 0, err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
+		return 1, err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("event %d: %w", eventID, store.ErrNotFound)
+	}
+	return n, err
+}
+
 // PurgeDeadLetters implements store.Admin.
 func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
 	f := deadFilter(q)

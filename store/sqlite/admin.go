@@ -367,6 +367,34 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 	return out, rows.Err()
 }
 
+// AddDelivery implements store.Admin, in one write transaction (SQLite's
+// one writer: no sweep runs between its read and its write).
+func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, a store.AuditEntry) (int, error) {
+	return s.change(ctx, false, a, now, func(tx *sql.Tx) (int, error) {
+		var filtered string
+		err := tx.QueryRowContext(ctx, `SELECT filtered FROM events WHERE id = ?`, eventID).Scan(&filtered)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("event %d: %w", eventID, store.ErrNotFound)
+		}
+		if err != nil {
+			return 0, unavailable("add delivery", err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (event_id, destination) DO NOTHING`, eventID, destination, ms(now), ms(now))
+		if err != nil {
+			return 0, unavailable("add delivery", err)
+		}
+		n, _ := res.RowsAffected()
+		if n == 0 {
+			return 0, nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET filtered = ? WHERE id = ?`, store.WithoutName(filtered, destination), eventID); err != nil {
+			return 0, unavailable("add delivery", err)
+		}
+		return 1, nil
+	})
+}
+
 // PurgeDeadLetters implements store.Admin.
 func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
 	where, args := deadWhere(q)

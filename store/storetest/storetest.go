@@ -1283,6 +1283,40 @@ func testEventType(t *testing.T, s store.Store) {
 	if list, _ := a.ListEvents(ctx, store.EventQuery{State: store.EventFiltered}); len(list) != 1 || list[0].Key != "none" {
 		t.Fatalf("state=filtered selects %+v", list)
 	}
+	// An operator sends it where its filter did not: one new delivery,
+	// due at once, audited; asking twice adds nothing.
+	ev := list0(t, a, "none")
+	n, err := a.AddDelivery(ctx, ev.ID, "fraud", base, store.AuditEntry{Actor: "ops", Action: "route", Target: "fraud"})
+	if err != nil || n != 1 {
+		t.Fatalf("AddDelivery = %d, %v", n, err)
+	}
+	if n, err := a.AddDelivery(ctx, ev.ID, "fraud", base, store.AuditEntry{Actor: "ops", Action: "route", Target: "fraud"}); err != nil || n != 0 {
+		t.Fatalf("second AddDelivery = %d, %v; want 0", n, err)
+	}
+	if _, err := a.AddDelivery(ctx, 1<<40, "fraud", base, store.AuditEntry{Actor: "ops", Action: "route"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("AddDelivery of no event: %v", err)
+	}
+	e, _ := a.Event(ctx, ev.ID)
+	if e.State != store.EventPending || !slices.Equal(e.Filtered, []string{"billing"}) || len(e.Deliveries) != 1 || e.Deliveries[0].Destination != "fraud" {
+		t.Fatalf("after AddDelivery: state %s, filtered %q, deliveries %+v", e.State, e.Filtered, e.Deliveries)
+	}
+	leased := lease(t, s, base, time.Minute, 10)
+	found := false
+	for _, d := range leased {
+		found = found || (d.Key == "none" && d.Destination == "fraud")
+	}
+	if !found {
+		t.Fatalf("the added delivery was never due: leased %+v", leased)
+	}
+}
+
+func list0(t *testing.T, a store.Admin, key string) store.EventSummary {
+	t.Helper()
+	list, err := a.ListEvents(context.Background(), store.EventQuery{Source: "src", Key: key})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("event %s: %+v %v", key, list, err)
+	}
+	return list[0]
 }
 
 func testAdminDead(t *testing.T, s store.Store) {
