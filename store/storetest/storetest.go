@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +79,8 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
 		{"AdminListsEventsWithTheirDeliveries", testAdminEvents},
 		{"EventTypeIsStoredAndSelects", testEventType},
+		{"RateLimitHoldsAcrossReplicas", replicas(testRateAcrossReplicas)},
+		{"BreakerOpensOnceAndProbesOnce", replicas(testBreaker)},
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
 	}
@@ -1398,5 +1401,114 @@ func testAdminPause(t *testing.T, s store.Store) {
 	c, err = s.Commit(ctx, store.Batch{Lease: store.Lease{Max: 10, Due: true, Now: base, For: time.Minute}})
 	if err != nil || len(c.Leased) != 1 || c.Leased[0].Destination != "slow" {
 		t.Fatalf("after resume: %+v %v", c.Leased, err)
+	}
+}
+
+func flowOf(t *testing.T, s store.Store) store.Flow {
+	t.Helper()
+	f, ok := store.FlowOf(s)
+	if !ok {
+		t.Fatal("the store keeps no flow control")
+	}
+	return f
+}
+
+// A limit holds across replicas: three stores on one database, 30
+// takers asking at once, never grant more than the window's limit in all.
+func testRateAcrossReplicas(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	window := base.Truncate(time.Second)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 30 {
+		f := flowOf(t, stores[i%len(stores)])
+		wg.Go(func() {
+			for range 5 {
+				n, err := f.TakeRate(ctx, "crm", window, 50, 3)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				granted.Add(int64(n))
+			}
+		})
+	}
+	wg.Wait()
+	if g := granted.Load(); g != 50 {
+		t.Fatalf("granted %d in one window, want the limit, 50", g)
+	}
+	if n, _ := flowOf(t, stores[0]).TakeRate(ctx, "crm", window.Add(time.Second), 50, 3); n != 3 {
+		t.Fatalf("the next window granted %d, want 3", n)
+	}
+	if n, _ := flowOf(t, stores[0]).TakeRate(ctx, "other", window, 50, 3); n != 3 {
+		t.Fatalf("another destination granted %d, want 3", n)
+	}
+	if err := flowOf(t, stores[0]).SweepRates(ctx, window.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := flowOf(t, stores[1]).TakeRate(ctx, "crm", window, 50, 3); n != 3 {
+		t.Fatalf("a swept window granted %d, want a fresh 3", n)
+	}
+}
+
+// A breaker opens once however many replicas see the failures, lets one
+// probe through after its cool-down, reopens if the probe fails, and
+// closes (audited when an operator closes it).
+func testBreaker(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	f := flowOf(t, stores[0])
+	b := store.Breaker{Destination: "crm", OpenedAt: base, Until: base.Add(time.Minute), Opens: 1, Reason: "HTTP 503"}
+	var opened atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 9 {
+		ff := flowOf(t, stores[i%len(stores)])
+		wg.Go(func() {
+			mine := b
+			mine.Reason = fmt.Sprintf("HTTP 50%d", i)
+			if _, ok, err := ff.OpenBreaker(ctx, mine); err != nil {
+				t.Error(err)
+			} else if ok {
+				opened.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if opened.Load() != 1 {
+		t.Fatalf("opened %d times, want once", opened.Load())
+	}
+	all, err := f.Breakers(ctx)
+	if err != nil || all["crm"].State != store.BreakerOpen || !all["crm"].Until.Equal(b.Until) {
+		t.Fatalf("breakers %+v %v", all, err)
+	}
+	if ok, _ := f.ProbeBreaker(ctx, "crm", base.Add(30*time.Second)); ok {
+		t.Fatal("a probe before the cool-down ended")
+	}
+	var probes atomic.Int32
+	for i := range 9 {
+		ff := flowOf(t, stores[i%len(stores)])
+		wg.Go(func() {
+			if ok, err := ff.ProbeBreaker(ctx, "crm", base.Add(time.Minute)); err != nil {
+				t.Error(err)
+			} else if ok {
+				probes.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if probes.Load() != 1 {
+		t.Fatalf("%d probes, want one", probes.Load())
+	}
+	again := store.Breaker{Destination: "crm", OpenedAt: base.Add(time.Minute), Until: base.Add(3 * time.Minute), Opens: 2, Reason: "timeout"}
+	if stored, ok, err := f.OpenBreaker(ctx, again); err != nil || !ok || stored.Opens != 2 || stored.State != store.BreakerOpen {
+		t.Fatalf("a failed probe reopens: %+v %v %v", stored, ok, err)
+	}
+	if err := f.CloseBreaker(ctx, "crm", base, store.AuditEntry{Actor: "ops", Action: "breaker_close", Target: "destination crm"}); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := f.Breakers(ctx); len(all) != 0 {
+		t.Fatalf("closed, yet %+v", all)
+	}
+	if audit, _ := admin(t, stores[0]).ListAudit(ctx, 0, 5); len(audit) != 1 || audit[0].Action != "breaker_close" {
+		t.Fatalf("audit %+v", audit)
 	}
 }

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Flow is what flow control keeps in the store, so that every replica
+// obeys one limit and one breaker per destination: a rate limit's count
+// per window, and each destination's circuit breaker. The store decides
+// (an atomic update), as it decides claims.
+type Flow interface {
+	// TakeRate grants up to want sends to destination in the window that
+	// starts at window (limit sends in all, across every replica), and
+	// returns how many it granted: 0 when the window is spent.
+	TakeRate(ctx context.Context, destination string, window time.Time, limit, want int) (int, error)
+	// SweepRates forgets the windows that started before before.
+	SweepRates(ctx context.Context, before time.Time) error
+
+	// Breakers returns the breakers that are not closed, by destination.
+	Breakers(ctx context.Context) (map[string]Breaker, error)
+	// OpenBreaker opens destination's breaker until b.Until, unless it is
+	// open already (another replica saw the failures first): it returns
+	// the breaker as stored, and whether this call opened it.
+	OpenBreaker(ctx context.Context, b Breaker) (Breaker, bool, error)
+	// ProbeBreaker moves an open breaker whose cool-down ended at now to
+	// half-open, for the one caller it returns true to: that caller sends
+	// one probe delivery, and reports it with CloseBreaker or OpenBreaker.
+	ProbeBreaker(ctx context.Context, destination string, now time.Time) (bool, error)
+	// CloseBreaker closes destination's breaker (a probe succeeded, or an
+	// operator said so: audit, when its Action is set, is written with it).
+	CloseBreaker(ctx context.Context, destination string, now time.Time, audit AuditEntry) error
+}
+
+// Breaker states. A closed breaker is no row at all.
+const (
+	BreakerOpen     = "open"      // held until Until
+	BreakerHalfOpen = "half_open" // one probe is out
+)
+
+// Breaker is one destination's circuit breaker, as stored.
+type Breaker struct {
+	Destination string
+	State       string
+	OpenedAt    time.Time
+	Until       time.Time // when an open breaker lets a probe through
+	Opens       int       // how many times in a row it opened: the cool-down grows with it
+	Reason      string    // what opened it: the last failure, for the operator
+}
+
+// FlowOf returns the flow control of s, or of the store it wraps.
+func FlowOf(s Store) (Flow, bool) { return innermost[Flow](s) }
