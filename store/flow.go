@@ -21,12 +21,16 @@ type Flow interface {
 	Breakers(ctx context.Context) (map[string]Breaker, error)
 	// OpenBreaker opens destination's breaker until b.Until, unless it is
 	// open already (another replica saw the failures first): it returns
-	// the breaker as stored, and whether this call opened it.
-	OpenBreaker(ctx context.Context, b Breaker) (Breaker, bool, error)
-	// ProbeBreaker moves an open breaker whose cool-down ended at now to
-	// half-open, for the one caller it returns true to: that caller sends
-	// one probe delivery, and reports it with CloseBreaker or OpenBreaker.
-	ProbeBreaker(ctx context.Context, destination string, now time.Time) (bool, error)
+	// the breaker as stored, and whether this call opened it. A breaker
+	// half-open (its probe failed) opens again. audit, when its Action is
+	// set (an operator opened it), is written with it.
+	OpenBreaker(ctx context.Context, b Breaker, audit AuditEntry) (Breaker, bool, error)
+	// ProbeBreaker moves a breaker whose Until passed at now (an open one
+	// at the end of its cool-down, or a half-open one whose prober went
+	// quiet) to half-open until deadline, for the one caller it returns
+	// true to: that caller sends one probe delivery, and reports it with
+	// CloseBreaker or OpenBreaker.
+	ProbeBreaker(ctx context.Context, destination string, now, deadline time.Time) (bool, error)
 	// CloseBreaker closes destination's breaker (a probe succeeded, or an
 	// operator said so: audit, when its Action is set, is written with it).
 	CloseBreaker(ctx context.Context, destination string, now time.Time, audit AuditEntry) error

@@ -73,13 +73,19 @@ func scanBreaker(row pgx.CollectableRow) (store.Breaker, error) {
 
 // OpenBreaker implements store.Flow. A breaker half-open (its probe
 // failed) opens again; one open already stays as it is.
-func (s *Store) OpenBreaker(ctx context.Context, b store.Breaker) (store.Breaker, bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO breakers (destination, state, opened_at, until, opens, reason) VALUES ($1, 'open', $2, $3, $4, $5)
-		ON CONFLICT (destination) DO UPDATE SET state = 'open', opened_at = excluded.opened_at, until = excluded.until,
-			opens = excluded.opens, reason = excluded.reason WHERE breakers.state = 'half_open'`,
-		b.Destination, s.toDB(b.OpenedAt), s.toDB(b.Until), b.Opens, b.Reason)
+func (s *Store) OpenBreaker(ctx context.Context, b store.Breaker, a store.AuditEntry) (store.Breaker, bool, error) {
+	if a.At.IsZero() {
+		a.At = b.OpenedAt
+	}
+	opened, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
+		tag, err := tx.Exec(ctx, `INSERT INTO breakers (destination, state, opened_at, until, opens, reason) VALUES ($1, 'open', $2, $3, $4, $5)
+			ON CONFLICT (destination) DO UPDATE SET state = 'open', opened_at = excluded.opened_at, until = excluded.until,
+				opens = excluded.opens, reason = excluded.reason WHERE breakers.state = 'half_open' OR $6`,
+			b.Destination, s.toDB(b.OpenedAt), s.toDB(b.Until), b.Opens, b.Reason, a.Action != "")
+		return int(tag.RowsAffected()), err
+	})
 	if err != nil {
-		return b, false, unavailable("open breaker", err)
+		return b, false, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT destination, state, opened_at, until, opens, reason FROM breakers WHERE destination = $1`, b.Destination)
 	if err != nil {
@@ -90,12 +96,12 @@ func (s *Store) OpenBreaker(ctx context.Context, b store.Breaker) (store.Breaker
 		return b, false, unavailable("read breaker", err)
 	}
 	stored.OpenedAt, stored.Until = s.fromDB(stored.OpenedAt), s.fromDB(stored.Until)
-	return stored, tag.RowsAffected() > 0, nil
+	return stored, opened > 0, nil
 }
 
 // ProbeBreaker implements store.Flow.
-func (s *Store) ProbeBreaker(ctx context.Context, destination string, now time.Time) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE breakers SET state = 'half_open' WHERE destination = $1 AND state = 'open' AND until <= $2`, destination, s.toDB(now))
+func (s *Store) ProbeBreaker(ctx context.Context, destination string, now, deadline time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE breakers SET state = 'half_open', until = $3 WHERE destination = $1 AND until <= $2`, destination, s.toDB(now), s.toDB(deadline))
 	if err != nil {
 		return false, unavailable("probe breaker", err)
 	}

@@ -70,15 +70,21 @@ func (s *Store) Breakers(ctx context.Context) (map[string]store.Breaker, error) 
 
 // OpenBreaker implements store.Flow. A breaker half-open (its probe
 // failed) opens again; one open already stays as it is.
-func (s *Store) OpenBreaker(ctx context.Context, b store.Breaker) (store.Breaker, bool, error) {
-	res, err := s.write.ExecContext(ctx, `INSERT INTO breakers (destination, state, opened_at, until, opens, reason) VALUES (?, 'open', ?, ?, ?, ?)
-		ON CONFLICT (destination) DO UPDATE SET state = 'open', opened_at = excluded.opened_at, until = excluded.until,
-			opens = excluded.opens, reason = excluded.reason WHERE breakers.state = 'half_open'`,
-		b.Destination, ms(b.OpenedAt), ms(b.Until), b.Opens, b.Reason)
+func (s *Store) OpenBreaker(ctx context.Context, b store.Breaker, a store.AuditEntry) (store.Breaker, bool, error) {
+	n, err := s.change(ctx, false, a, b.OpenedAt, func(tx *sql.Tx) (int, error) {
+		res, err := tx.ExecContext(ctx, `INSERT INTO breakers (destination, state, opened_at, until, opens, reason) VALUES (?, 'open', ?, ?, ?, ?)
+			ON CONFLICT (destination) DO UPDATE SET state = 'open', opened_at = excluded.opened_at, until = excluded.until,
+				opens = excluded.opens, reason = excluded.reason WHERE breakers.state = 'half_open' OR ?`,
+			b.Destination, ms(b.OpenedAt), ms(b.Until), b.Opens, b.Reason, a.Action != "")
+		if err != nil {
+			return 0, unavailable("open breaker", err)
+		}
+		n, _ := res.RowsAffected()
+		return int(n), nil
+	})
 	if err != nil {
-		return b, false, unavailable("open breaker", err)
+		return b, false, err
 	}
-	n, _ := res.RowsAffected()
 	stored, err := s.breaker(ctx, b.Destination)
 	return stored, n > 0, err
 }
@@ -99,8 +105,8 @@ func (s *Store) breaker(ctx context.Context, destination string) (store.Breaker,
 }
 
 // ProbeBreaker implements store.Flow.
-func (s *Store) ProbeBreaker(ctx context.Context, destination string, now time.Time) (bool, error) {
-	res, err := s.write.ExecContext(ctx, `UPDATE breakers SET state = 'half_open' WHERE destination = ? AND state = 'open' AND until <= ?`, destination, ms(now))
+func (s *Store) ProbeBreaker(ctx context.Context, destination string, now, deadline time.Time) (bool, error) {
+	res, err := s.write.ExecContext(ctx, `UPDATE breakers SET state = 'half_open', until = ? WHERE destination = ? AND until <= ?`, ms(deadline), destination, ms(now))
 	if err != nil {
 		return false, unavailable("probe breaker", err)
 	}

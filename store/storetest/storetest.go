@@ -1465,7 +1465,7 @@ func testBreaker(t *testing.T, stores []store.Store) {
 		wg.Go(func() {
 			mine := b
 			mine.Reason = fmt.Sprintf("HTTP 50%d", i)
-			if _, ok, err := ff.OpenBreaker(ctx, mine); err != nil {
+			if _, ok, err := ff.OpenBreaker(ctx, mine, store.AuditEntry{}); err != nil {
 				t.Error(err)
 			} else if ok {
 				opened.Add(1)
@@ -1480,14 +1480,14 @@ func testBreaker(t *testing.T, stores []store.Store) {
 	if err != nil || all["crm"].State != store.BreakerOpen || !all["crm"].Until.Equal(b.Until) {
 		t.Fatalf("breakers %+v %v", all, err)
 	}
-	if ok, _ := f.ProbeBreaker(ctx, "crm", base.Add(30*time.Second)); ok {
+	if ok, _ := f.ProbeBreaker(ctx, "crm", base.Add(30*time.Second), base.Add(40*time.Second)); ok {
 		t.Fatal("a probe before the cool-down ended")
 	}
 	var probes atomic.Int32
 	for i := range 9 {
 		ff := flowOf(t, stores[i%len(stores)])
 		wg.Go(func() {
-			if ok, err := ff.ProbeBreaker(ctx, "crm", base.Add(time.Minute)); err != nil {
+			if ok, err := ff.ProbeBreaker(ctx, "crm", base.Add(time.Minute), base.Add(2*time.Minute)); err != nil {
 				t.Error(err)
 			} else if ok {
 				probes.Add(1)
@@ -1499,8 +1499,16 @@ func testBreaker(t *testing.T, stores []store.Store) {
 		t.Fatalf("%d probes, want one", probes.Load())
 	}
 	again := store.Breaker{Destination: "crm", OpenedAt: base.Add(time.Minute), Until: base.Add(3 * time.Minute), Opens: 2, Reason: "timeout"}
-	if stored, ok, err := f.OpenBreaker(ctx, again); err != nil || !ok || stored.Opens != 2 || stored.State != store.BreakerOpen {
+	if stored, ok, err := f.OpenBreaker(ctx, again, store.AuditEntry{}); err != nil || !ok || stored.Opens != 2 || stored.State != store.BreakerOpen {
 		t.Fatalf("a failed probe reopens: %+v %v %v", stored, ok, err)
+	}
+	// A prober that went quiet (killed mid-probe) does not hold it forever:
+	// once its deadline passes, another replica may probe.
+	if ok, _ := flowOf(t, stores[1]).ProbeBreaker(ctx, "crm", base.Add(3*time.Minute), base.Add(4*time.Minute)); !ok {
+		t.Fatal("no probe after the reopened cool-down")
+	}
+	if ok, _ := flowOf(t, stores[2]).ProbeBreaker(ctx, "crm", base.Add(4*time.Minute), base.Add(5*time.Minute)); !ok {
+		t.Fatal("a quiet prober holds the breaker forever")
 	}
 	if err := f.CloseBreaker(ctx, "crm", base, store.AuditEntry{Actor: "ops", Action: "breaker_close", Target: "destination crm"}); err != nil {
 		t.Fatal(err)
