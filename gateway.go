@@ -162,7 +162,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		}
 	}
 	// Held destinations are read before anything runs (hold.New).
-	if g.holds, err = hold.New(ctx, g.store, log.With("component", "hold")); err != nil {
+	if g.holds, err = hold.New(ctx, g.store, hold.Options{Policies: holdPolicies(cfg), Logger: log.With("component", "hold")}); err != nil {
 		return err
 	}
 	// One writer for everything: intake's claims, the worker's outcomes and
@@ -179,6 +179,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		Logger:        log.With("component", "deliver"),
 		Metrics:       g.metrics,
 		Held:          g.holds.Held,
+		Gate:          g.holds,
 	})
 	g.committer.Attach(g.worker)
 	g.holds.OnRelease(g.worker.Notify) // a resumed destination's deliveries are due

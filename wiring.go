@@ -11,6 +11,7 @@ import (
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/provider"
@@ -35,6 +36,20 @@ func deliverDestinations(cfg *config.Config) []deliver.Destination {
 		}
 	}
 	return dests
+}
+
+// holdPolicies are the destinations' flow control: a rate where one is
+// set, and a breaker unless it is turned off.
+func holdPolicies(cfg *config.Config) map[string]hold.Policy {
+	out := make(map[string]hold.Policy, len(cfg.Destinations))
+	for _, d := range cfg.Destinations {
+		b := d.Breaker
+		out[d.Name] = hold.Policy{Rate: d.Rate.N, Per: d.Rate.Per, Breaker: hold.BreakerPolicy{
+			Off: b.Off, Failures: b.Failures, FailureRatio: b.FailureRatio, Window: time.Duration(b.Window),
+			MinAttempts: b.MinAttempts, Cooldown: time.Duration(b.Cooldown), MaxCooldown: time.Duration(b.MaxCooldown),
+		}}
+	}
+	return out
 }
 
 func destinationNames(cfg *config.Config) []string {

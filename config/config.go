@@ -225,6 +225,59 @@ type Destination struct {
 	Secret  string            `yaml:"secret"`
 	Headers map[string]string `yaml:"headers"`
 	Retry   Retry             `yaml:"retry"`
+	// Rate bounds the sends to this destination across every replica:
+	// "10/s", "600/m", "5000/h". A delivery waiting for the limit spends
+	// no attempt.
+	Rate Rate `yaml:"rate"`
+	// Breaker holds the destination's deliveries while it is failing (on
+	// by default; see Breaker).
+	Breaker Breaker `yaml:"breaker"`
+}
+
+// Rate is a send rate: N per second, minute or hour.
+type Rate struct {
+	N   int
+	Per time.Duration
+}
+
+// UnmarshalYAML reads "10/s", "600/m" or "5000/h".
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	num, unit, ok := strings.Cut(strings.TrimSpace(n.Value), "/")
+	v, err := strconv.Atoi(strings.TrimSpace(num))
+	if !ok || err != nil || v < 1 {
+		return fmt.Errorf("%q: want a count per unit, e.g. 10/s, 600/m or 5000/h", n.Value)
+	}
+	switch strings.TrimSpace(unit) {
+	case "s":
+		r.Per = time.Second
+	case "m":
+		r.Per = time.Minute
+	case "h":
+		r.Per = time.Hour
+	default:
+		return fmt.Errorf("%q: the unit is s, m or h", n.Value)
+	}
+	r.N = v
+	return nil
+}
+
+// Breaker configures a destination's circuit breaker. It opens after
+// Failures consecutive failed attempts (default 10), or a FailureRatio
+// (default 0.5) over Window (default 1m) once MinAttempts (default 20)
+// were made in it; while open, the destination's deliveries are held (no
+// attempt spent, nothing dead-lettered, other destinations unaffected).
+// After Cooldown (default 30s, doubling on each reopen up to MaxCooldown,
+// default 10m) one probe goes through: a success closes it. Failures are
+// 5xx, 429, timeouts and connection errors; a permanent 4xx is the event's
+// problem, not the destination's.
+type Breaker struct {
+	Off          bool     `yaml:"off"`
+	Failures     int      `yaml:"failures"`
+	FailureRatio float64  `yaml:"failure_ratio"`
+	Window       Duration `yaml:"window"`
+	MinAttempts  int      `yaml:"min_attempts"`
+	Cooldown     Duration `yaml:"cooldown"`
+	MaxCooldown  Duration `yaml:"max_cooldown"`
 }
 
 // Retry is a destination's retry policy.
@@ -895,6 +948,9 @@ func (c *Config) validate(lines fieldLines) []error {
 		dests[d.Name] = true
 		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			fail(f+".url", "%q: want an http:// or https:// URL", Redact(d.URL))
+		}
+		if d.Breaker.FailureRatio < 0 || d.Breaker.FailureRatio > 1 || d.Breaker.Failures < 0 || d.Breaker.MinAttempts < 0 {
+			fail(fmt.Sprintf("destinations[%d].breaker", i), "failures and min_attempts cannot be negative; failure_ratio is from 0 to 1")
 		}
 		if d.Secret != "" {
 			if _, err := provider.DecodeStandardSecret(d.Secret); err != nil {

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
@@ -82,6 +83,10 @@ type Options struct {
 	// (internal/hold decides): the worker does not wait on them (the
 	// writer does not lease them).
 	Held func() []string
+	// Gate, when set, admits each attempt first (a rate limit, a breaker:
+	// internal/hold decides) and hears how it ended. A delivery it does
+	// not admit is given back, no attempt spent, due when it says.
+	Gate Gate
 	// Now and Jitter are injected so tests can control time and randomness.
 	Now    func() time.Time
 	Jitter func(n int64) int64
@@ -367,6 +372,12 @@ func MessageID(source, key string) string {
 	return "msg_" + hex.EncodeToString(sum[:16])
 }
 
+// Gate admits attempts and counts their outcomes; hold.Holds is one.
+type Gate interface {
+	Admit(ctx context.Context, destination string) (bool, time.Time)
+	Report(ctx context.Context, destination string, o hold.Outcome)
+}
+
 func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outcome {
 	start := w.opts.Now()
 	out := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Attempt: d.Attempt, StartedAt: start}
@@ -398,7 +409,18 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		out.Kind, out.NextAttemptAt = store.OutcomeReleased, start
 		return out
 	}
+	if w.opts.Gate != nil {
+		if ok, at := w.opts.Gate.Admit(ctx, dest.Name); !ok {
+			// Held (its rate's window is spent, its breaker is open): the
+			// lease goes back uncounted, due when the hold ends.
+			out.Kind, out.NextAttemptAt = store.OutcomeReleased, at
+			return out
+		}
+	}
 	status, after, location, response, err := w.post(ctx, dest, d, timeout)
+	if w.opts.Gate != nil {
+		defer func() { w.opts.Gate.Report(ctx, dest.Name, gateOutcome(out, status, after, err, ctx)) }()
+	}
 	out.Duration = w.opts.Now().Sub(start)
 	out.StatusCode, out.Response = status, response
 	switch {
@@ -453,6 +475,25 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 		w.opts.Metrics.Attempt(dest.Name, metrics.Retry)
 	}
 	return out
+}
+
+// gateOutcome is how flow control counts an attempt: 2xx a success; what
+// is retried (5xx, 429, a timeout, a connection error) a failure; a
+// permanent answer or a shutdown neither.
+func gateOutcome(out store.Outcome, status int, after time.Duration, err error, ctx context.Context) hold.Outcome {
+	var o hold.Outcome
+	switch {
+	case err != nil && ctx.Err() != nil:
+	case out.Kind == store.OutcomeDelivered:
+		o.Success = true
+	case err == nil && (IsPermanent(status) || (status >= 300 && status < 400)):
+	default:
+		o.Failure, o.Reason = true, out.Error
+		if status == http.StatusTooManyRequests && after > 0 {
+			o.RetryAfter = after
+		}
+	}
+	return o
 }
 
 // logAttempt logs about one attempt with its identity. It builds nothing

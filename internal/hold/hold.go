@@ -1,9 +1,12 @@
 // Package hold owns one decision: which destinations' deliveries wait now.
 // A held delivery is neither handed off nor leased, and stays pending:
-// held, never dropped. Today a destination is held while an operator has
-// it paused (stored, so it survives restarts and applies to every replica);
-// a rate limit or an open circuit breaker would be more reasons here, and
-// the writer, the worker and the store would not change.
+// held, never dropped. A destination is held while an operator has it
+// paused, while its rate limit's window is spent, for a 429's Retry-After,
+// and while its circuit breaker is open; pauses, rate windows and breakers
+// live in the store, so every replica obeys them and they survive a
+// restart. The writer asks Held before each lease; the worker asks Admit
+// before each attempt (a delivery leased just before a hold began is given
+// back, no attempt spent) and Reports how each ended.
 package hold
 
 import (
@@ -27,33 +30,90 @@ const Refresh = 2 * time.Second
 // every idle wait, so it reads memory; Refresh reads the store.
 type Holds struct {
 	admin store.Admin
+	flow  store.Flow
 	log   *slog.Logger
-	held  atomic.Pointer[[]string]
+	now   func() time.Time
+	held  atomic.Pointer[[]string] // the paused ones
+	flows map[string]*flow         // the destinations with flow control
 
 	mu      sync.Mutex
 	release []func()
 }
 
+// Options configure Holds.
+type Options struct {
+	// Policies are the destinations' flow control (a rate, a breaker);
+	// a destination without one is held only when paused.
+	Policies map[string]Policy
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
 // New returns the holds of s's destinations. It reads them once before it
 // returns: a pause survives restarts, so not one delivery may slip out
 // while a gateway starts. A store without operator queries holds nothing.
-func New(ctx context.Context, s store.Store, log *slog.Logger) (*Holds, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func New(ctx context.Context, s store.Store, opts Options) (*Holds, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Holds{log: log}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Holds{log: opts.Logger, now: opts.Now, flows: map[string]*flow{}}
 	h.held.Store(&[]string{})
-	if a, ok := store.AdminOf(s); ok {
-		h.admin = a
-		if err := h.Refresh(ctx); err != nil {
-			return nil, err
+	h.admin, _ = store.AdminOf(s)
+	if f, ok := store.FlowOf(s); ok {
+		h.flow = f
+		for dest, p := range opts.Policies {
+			if p.Rate > 0 && p.Per <= 0 {
+				p.Per = time.Second
+			}
+			p.Breaker.defaults()
+			h.flows[dest] = &flow{policy: p}
 		}
+	}
+	if err := h.Refresh(ctx); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
 
 // Held returns the destinations whose deliveries wait now, in order.
-func (h *Holds) Held() []string { return *h.held.Load() }
+func (h *Holds) Held() []string {
+	paused := *h.held.Load()
+	if len(h.flows) == 0 {
+		return paused
+	}
+	now := h.now()
+	var out []string
+	for dest, f := range h.flows {
+		if f.heldNow(now) && !slices.Contains(paused, dest) {
+			out = append(out, dest)
+		}
+	}
+	if out == nil {
+		return paused
+	}
+	out = append(out, paused...)
+	slices.Sort(out)
+	return out
+}
+
+// changed says the holds changed: a worker should look again now (a
+// release lets deliveries out; a new hold gives back what is leased).
+func (h *Holds) changed() {
+	h.mu.Lock()
+	fns := slices.Clone(h.release)
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// changedAt calls changed when a hold that ends at t is over.
+func (h *Holds) changedAt(t time.Time) {
+	time.AfterFunc(time.Until(t)+time.Millisecond, h.changed)
+}
 
 // OnRelease calls fn whenever a destination stops being held: its waiting
 // deliveries are due, and a worker should look at once.
@@ -63,8 +123,11 @@ func (h *Holds) OnRelease(fn func()) {
 	h.mu.Unlock()
 }
 
-// Refresh reads the stored pauses now.
+// Refresh reads the stored pauses and breakers now.
 func (h *Holds) Refresh(ctx context.Context) error {
+	if err := h.refreshBreakers(ctx); err != nil {
+		return err
+	}
 	if h.admin == nil {
 		return nil
 	}

@@ -29,7 +29,7 @@ func TestHoldsFollowTheStoredPauses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := hold.New(ctx, s, nil)
+	h, err := hold.New(ctx, s, hold.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,293 @@
+package hold
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// Policy is one destination's flow control: a rate shared by every
+// replica, and a circuit breaker. Both hold the destination's deliveries
+// (no attempt spent, nothing dead-lettered) rather than drop them.
+type Policy struct {
+	// Rate sends per Per at most, across every replica; 0: no limit.
+	Rate int
+	Per  time.Duration
+	// Breaker opens on Failures consecutive failed attempts, or on a
+	// failure ratio of at least FailureRatio over Window once MinAttempts
+	// were made in it; then it holds for Cooldown, doubling on each reopen
+	// up to MaxCooldown. Off turns it off.
+	Breaker BreakerPolicy
+}
+
+// BreakerPolicy configures a destination's breaker.
+type BreakerPolicy struct {
+	Off          bool
+	Failures     int           // default 10
+	FailureRatio float64       // default 0.5
+	Window       time.Duration // default 1 minute
+	MinAttempts  int           // default 20
+	Cooldown     time.Duration // default 30 s
+	MaxCooldown  time.Duration // default 10 minutes
+}
+
+func (b *BreakerPolicy) defaults() {
+	if b.Failures <= 0 {
+		b.Failures = 10
+	}
+	if b.FailureRatio <= 0 {
+		b.FailureRatio = 0.5
+	}
+	if b.Window <= 0 {
+		b.Window = time.Minute
+	}
+	if b.MinAttempts <= 0 {
+		b.MinAttempts = 20
+	}
+	if b.Cooldown <= 0 {
+		b.Cooldown = 30 * time.Second
+	}
+	if b.MaxCooldown <= 0 {
+		b.MaxCooldown = 10 * time.Minute
+	}
+}
+
+// cooldown is how long the opens-th opening in a row holds.
+func (b BreakerPolicy) cooldown(opens int) time.Duration {
+	d := b.Cooldown
+	for i := 1; i < opens && d < b.MaxCooldown; i++ {
+		d *= 2
+	}
+	return min(d, b.MaxCooldown)
+}
+
+// Outcome is how an attempt ended, as flow control counts it.
+type Outcome struct {
+	Success bool // 2xx
+	// Failure is what a breaker counts: 5xx, 429, a timeout, a connection
+	// error. A permanent 4xx is the event's problem, not the destination's:
+	// neither a success nor a failure here.
+	Failure    bool
+	RetryAfter time.Duration // a 429's Retry-After: the whole destination waits that long
+	Reason     string
+}
+
+// probeTimeout is how long a half-open breaker waits for its prober's
+// report before another replica may probe: the prober may have died.
+const probeTimeout = time.Minute
+
+// flow is one destination's state in this process.
+type flow struct {
+	policy Policy
+
+	mu     sync.Mutex
+	window time.Time // the rate window the tokens are for
+	tokens int       // sends granted by the store in that window, not yet used
+	until  time.Time // held until then (the window is spent, or a Retry-After)
+
+	consecutive   int
+	statsAt       time.Time
+	attempts, bad int
+	breaker       store.Breaker // as last read or written; State "" is closed
+	probing       bool          // this process won the probe
+	probeOut      bool          // and has let it through
+}
+
+// heldNow reports whether f holds its destination at now: a hold until a
+// time, or a breaker open (or half-open, unless this process is about to
+// send the probe).
+func (f *flow) heldNow(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Before(f.until) {
+		return true
+	}
+	switch f.breaker.State {
+	case store.BreakerOpen:
+		return true
+	case store.BreakerHalfOpen:
+		return !f.probing || f.probeOut
+	}
+	return false
+}
+
+// Admit decides whether destination may be sent to now. When not, the
+// delivery is given back, no attempt spent, due again at the time it
+// returns (the worker releases its lease).
+func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time) {
+	f := h.flows[destination]
+	if f == nil {
+		return true, time.Time{}
+	}
+	now := h.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Before(f.until) {
+		return false, f.until
+	}
+	switch f.breaker.State {
+	case store.BreakerOpen:
+		return false, f.breaker.Until
+	case store.BreakerHalfOpen:
+		if !f.probing || f.probeOut {
+			return false, now.Add(Refresh)
+		}
+	}
+	if f.policy.Rate > 0 {
+		window := now.Truncate(f.policy.Per)
+		if !window.Equal(f.window) {
+			f.window, f.tokens = window, 0
+		}
+		if f.tokens == 0 {
+			// A few sends at a time: a round trip to the store per batch,
+			// and what one replica holds unused is little of the limit.
+			want := max(1, min(f.policy.Rate/10, 16))
+			n, err := h.flow.TakeRate(ctx, destination, window, f.policy.Rate, want)
+			if err != nil {
+				h.log.Warn("rate limit: the store did not answer; holding", "destination", destination, "err", err)
+				return false, now.Add(time.Second)
+			}
+			if n == 0 {
+				f.until = window.Add(f.policy.Per)
+				h.changedAt(f.until)
+				return false, f.until
+			}
+			f.tokens = n
+		}
+		f.tokens--
+	}
+	if f.breaker.State == store.BreakerHalfOpen {
+		f.probeOut = true // the one probe; the rest wait for its answer
+		h.changed()
+	}
+	return true, time.Time{}
+}
+
+// Report counts how an attempt to destination ended: a success closes a
+// probing breaker, failures open one, a 429's Retry-After holds the
+// destination.
+func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
+	f := h.flows[destination]
+	if f == nil {
+		return
+	}
+	now := h.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o.RetryAfter > 0 {
+		if t := now.Add(o.RetryAfter); t.After(f.until) {
+			f.until = t
+			h.changedAt(t)
+		}
+	}
+	if f.policy.Breaker.Off {
+		return
+	}
+	if now.Sub(f.statsAt) > f.policy.Breaker.Window {
+		f.statsAt, f.attempts, f.bad = now, 0, 0
+	}
+	probe := f.probing && f.probeOut
+	switch {
+	case o.Success:
+		f.consecutive = 0
+		f.attempts++
+		if probe {
+			if err := h.flow.CloseBreaker(ctx, destination, now, store.AuditEntry{}); err != nil {
+				h.log.Warn("breaker: could not close", "destination", destination, "err", err)
+				f.probeOut = false // probe again
+				return
+			}
+			h.log.Info("breaker closed: the probe succeeded", "destination", destination)
+			f.breaker, f.probing, f.probeOut = store.Breaker{}, false, false
+			h.changed()
+		}
+	case o.Failure:
+		f.consecutive++
+		f.attempts++
+		f.bad++
+		p := f.policy.Breaker
+		tripped := f.consecutive >= p.Failures || (f.attempts >= p.MinAttempts && float64(f.bad)/float64(f.attempts) >= p.FailureRatio)
+		if probe || (tripped && f.breaker.State == "") {
+			opens := 1
+			if probe {
+				opens = f.breaker.Opens + 1
+			}
+			b := store.Breaker{Destination: destination, OpenedAt: now, Until: now.Add(p.cooldown(opens)), Opens: opens, Reason: o.Reason}
+			stored, opened, err := h.flow.OpenBreaker(ctx, b, store.AuditEntry{})
+			if err != nil {
+				h.log.Warn("breaker: could not open", "destination", destination, "err", err)
+				return
+			}
+			if opened {
+				h.log.Warn("breaker opened: deliveries are held", "destination", destination, "failures", f.consecutive,
+					"until", stored.Until.Format(time.RFC3339), "reason", o.Reason)
+			}
+			f.breaker, f.probing, f.probeOut = stored, false, false
+			f.consecutive, f.attempts, f.bad = 0, 0, 0
+			h.changed()
+		}
+	default:
+		if probe {
+			f.probeOut = false // a probe that said nothing (a 4xx, a shutdown): send another
+			h.changed()
+		}
+	}
+}
+
+// refreshBreakers reads every breaker: another replica may have opened,
+// closed or reopened one; and an open one whose cool-down is over is
+// probed, by the one replica the store lets.
+func (h *Holds) refreshBreakers(ctx context.Context) error {
+	if h.flow == nil || len(h.flows) == 0 {
+		return nil
+	}
+	stored, err := h.flow.Breakers(ctx)
+	if err != nil {
+		return fmt.Errorf("read breakers: %w", err)
+	}
+	now := h.now()
+	for dest, f := range h.flows {
+		b, ok := stored[dest]
+		f.mu.Lock()
+		was := f.breaker.State
+		switch {
+		case !ok:
+			f.breaker, f.probing, f.probeOut = store.Breaker{}, false, false
+		case !f.probing:
+			f.breaker = b
+		}
+		probeDue := ok && !f.probing && !now.Before(b.Until)
+		f.mu.Unlock()
+		if probeDue {
+			won, err := h.flow.ProbeBreaker(ctx, dest, now, now.Add(probeTimeout))
+			if err != nil {
+				return fmt.Errorf("probe breaker: %w", err)
+			}
+			if won {
+				f.mu.Lock()
+				f.breaker.State, f.breaker.Until, f.probing, f.probeOut = store.BreakerHalfOpen, now.Add(probeTimeout), true, false
+				f.mu.Unlock()
+				h.log.Info("breaker half-open: sending one probe", "destination", dest)
+			}
+		}
+		if was != "" && !ok || probeDue {
+			h.changed()
+		}
+	}
+	return nil
+}
+
+// Breaker returns destination's breaker as this process knows it (State
+// "" when closed), for the operator's views.
+func (h *Holds) Breaker(destination string) store.Breaker {
+	f := h.flows[destination]
+	if f == nil {
+		return store.Breaker{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.breaker
+}
