@@ -6,16 +6,15 @@ import (
 )
 
 // Flow is what flow control keeps in the store, so that every replica
-// obeys one limit and one breaker per destination: a rate limit's count
-// per window, and each destination's circuit breaker. The store decides
+// obeys one limit and one breaker per destination: a rate limit's next
+// send time, and each destination's circuit breaker. The store decides
 // (an atomic update), as it decides claims.
 type Flow interface {
-	// TakeRate grants up to want sends to destination in the window that
-	// starts at window (limit sends in all, across every replica), and
-	// returns how many it granted: 0 when the window is spent.
-	TakeRate(ctx context.Context, destination string, window time.Time, limit, want int) (int, error)
-	// SweepRates forgets the windows that started before before.
-	SweepRates(ctx context.Context, before time.Time) error
+	// NextSlot reserves destination's next send: the later of now and the
+	// slot after the last one reserved (by any replica), interval apart.
+	// Sends made at their slots are evenly spaced: any span of a second
+	// holds at most one second's worth, however many replicas send.
+	NextSlot(ctx context.Context, destination string, now time.Time, interval time.Duration) (time.Time, error)
 
 	// Breakers returns the breakers that are not closed, by destination.
 	Breakers(ctx context.Context) (map[string]Breaker, error)

@@ -83,10 +83,8 @@ const probeTimeout = time.Minute
 type flow struct {
 	policy Policy
 
-	mu     sync.Mutex
-	window time.Time // the rate window the tokens are for
-	tokens int       // sends granted by the store in that window, not yet used
-	until  time.Time // held until then (the window is spent, or a Retry-After)
+	mu    sync.Mutex
+	until time.Time // held until then (the rate's slots are far off, or a Retry-After)
 
 	consecutive   int
 	statsAt       time.Time
@@ -136,32 +134,49 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 			return false, now.Add(Refresh)
 		}
 	}
-	if f.policy.Rate > 0 {
-		window := now.Truncate(f.policy.Per)
-		if !window.Equal(f.window) {
-			f.window, f.tokens = window, 0
-		}
-		if f.tokens == 0 {
-			// A few sends at a time: a round trip to the store per batch,
-			// and what one replica holds unused is little of the limit.
-			want := max(1, min(f.policy.Rate/10, 16))
-			n, err := h.flow.TakeRate(ctx, destination, window, f.policy.Rate, want)
-			if err != nil {
-				h.log.Warn("rate limit: the store did not answer; holding", "destination", destination, "err", err)
-				return false, now.Add(time.Second)
-			}
-			if n == 0 {
-				f.until = window.Add(f.policy.Per)
-				h.changedAt(f.until)
-				return false, f.until
-			}
-			f.tokens = n
-		}
-		f.tokens--
-	}
 	if f.breaker.State == store.BreakerHalfOpen {
 		f.probeOut = true // the one probe; the rest wait for its answer
 		h.changed()
+	}
+	if f.policy.Rate == 0 {
+		return true, time.Time{}
+	}
+	f.mu.Unlock()
+	ok, at := h.slot(ctx, destination, f, now)
+	f.mu.Lock()
+	return ok, at
+}
+
+// slot waits for the destination's next send slot (see store.Flow's
+// NextSlot). A slot further off than the wait bound is not waited for:
+// the delivery goes back and the destination is held until shortly
+// before then (the slot goes unused: the rate is never exceeded, only
+// missed when far more is due than it allows).
+func (h *Holds) slot(ctx context.Context, destination string, f *flow, now time.Time) (bool, time.Time) {
+	interval := f.policy.Per / time.Duration(f.policy.Rate)
+	at, err := h.flow.NextSlot(ctx, destination, now, interval)
+	if err != nil {
+		h.log.Warn("rate limit: the store did not answer; holding", "destination", destination, "err", err)
+		return false, now.Add(time.Second)
+	}
+	wait := at.Sub(h.now())
+	if bound := max(5*time.Second, 2*interval); wait > bound {
+		f.mu.Lock()
+		if t := at.Add(-bound); t.After(f.until) {
+			f.until = t
+			h.changedAt(t)
+		}
+		f.mu.Unlock()
+		return false, at
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false, at
+		case <-t.C:
+		}
 	}
 	return true, time.Time{}
 }

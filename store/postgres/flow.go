@@ -11,40 +11,17 @@ import (
 
 var _ store.Flow = (*Store)(nil)
 
-// TakeRate implements store.Flow: the window's row lock serializes
-// replicas, and each gets what was left.
-func (s *Store) TakeRate(ctx context.Context, destination string, window time.Time, limit, want int) (int, error) {
-	if want <= 0 || limit <= 0 {
-		return 0, nil
-	}
-	var granted int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var used int
-		err := tx.QueryRow(ctx, `INSERT INTO rate_windows (destination, window_start, used) VALUES ($1, $2, 0)
-			ON CONFLICT (destination, window_start) DO UPDATE SET used = rate_windows.used
-			RETURNING used`, destination, window).Scan(&used)
-		if err != nil {
-			return err
-		}
-		granted = max(min(want, limit-used), 0)
-		if granted == 0 {
-			return nil
-		}
-		_, err = tx.Exec(ctx, `UPDATE rate_windows SET used = used + $3 WHERE destination = $1 AND window_start = $2`, destination, window, granted)
-		return err
-	})
+// NextSlot implements store.Flow in one statement: the row lock of the
+// destination's slot serializes replicas.
+func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval time.Duration) (time.Time, error) {
+	var next time.Time
+	err := s.pool.QueryRow(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES ($1, $2::timestamptz + $3::interval)
+		ON CONFLICT (destination) DO UPDATE SET next_at = GREATEST(rate_slots.next_at, $2::timestamptz) + $3::interval
+		RETURNING next_at - $3::interval`, destination, s.toDB(now), interval).Scan(&next)
 	if err != nil {
-		return 0, unavailable("take rate", err)
+		return time.Time{}, unavailable("next slot", err)
 	}
-	return granted, nil
-}
-
-// SweepRates implements store.Flow.
-func (s *Store) SweepRates(ctx context.Context, before time.Time) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM rate_windows WHERE window_start < $1`, before); err != nil {
-		return unavailable("sweep rates", err)
-	}
-	return nil
+	return s.fromDB(next), nil
 }
 
 // Breakers implements store.Flow.

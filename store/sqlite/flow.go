@@ -11,41 +11,16 @@ import (
 
 var _ store.Flow = (*Store)(nil)
 
-// TakeRate implements store.Flow, in one write transaction.
-func (s *Store) TakeRate(ctx context.Context, destination string, window time.Time, limit, want int) (int, error) {
-	if want <= 0 || limit <= 0 {
-		return 0, nil
-	}
-	tx, err := s.write.BeginTx(ctx, nil)
+// NextSlot implements store.Flow in one statement, on the one writer.
+func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval time.Duration) (time.Time, error) {
+	var next int64
+	err := s.write.QueryRowContext(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES (?, ? + ?)
+		ON CONFLICT (destination) DO UPDATE SET next_at = max(next_at, ?) + ?
+		RETURNING next_at`, destination, ms(now), interval.Milliseconds(), ms(now), interval.Milliseconds()).Scan(&next)
 	if err != nil {
-		return 0, unavailable("take rate", err)
+		return time.Time{}, unavailable("next slot", err)
 	}
-	defer tx.Rollback()
-	var used int
-	err = tx.QueryRowContext(ctx, `SELECT used FROM rate_windows WHERE destination = ? AND window_start = ?`, destination, ms(window)).Scan(&used)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, unavailable("take rate", err)
-	}
-	grant := min(want, limit-used)
-	if grant <= 0 {
-		return 0, nil
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO rate_windows (destination, window_start, used) VALUES (?, ?, ?)
-		ON CONFLICT (destination, window_start) DO UPDATE SET used = used + excluded.used`, destination, ms(window), grant); err != nil {
-		return 0, unavailable("take rate", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, unavailable("take rate", err)
-	}
-	return grant, nil
-}
-
-// SweepRates implements store.Flow.
-func (s *Store) SweepRates(ctx context.Context, before time.Time) error {
-	if _, err := s.write.ExecContext(ctx, `DELETE FROM rate_windows WHERE window_start < ?`, ms(before)); err != nil {
-		return unavailable("sweep rates", err)
-	}
-	return nil
+	return fromMS(next - interval.Milliseconds()), nil
 }
 
 // Breakers implements store.Flow.

@@ -1414,40 +1414,43 @@ func flowOf(t *testing.T, s store.Store) store.Flow {
 }
 
 // A limit holds across replicas: three stores on one database, 30
-// takers asking at once, never grant more than the window's limit in all.
+// takers asking at once, get slots evenly spaced, never two alike.
 func testRateAcrossReplicas(t *testing.T, stores []store.Store) {
 	ctx := context.Background()
-	window := base.Truncate(time.Second)
-	var granted atomic.Int64
+	const interval = 20 * time.Millisecond // 50/s
+	var mu sync.Mutex
+	var slots []time.Time
 	var wg sync.WaitGroup
 	for i := range 30 {
 		f := flowOf(t, stores[i%len(stores)])
 		wg.Go(func() {
 			for range 5 {
-				n, err := f.TakeRate(ctx, "crm", window, 50, 3)
+				at, err := f.NextSlot(ctx, "crm", base, interval)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				granted.Add(int64(n))
+				mu.Lock()
+				slots = append(slots, at)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	if g := granted.Load(); g != 50 {
-		t.Fatalf("granted %d in one window, want the limit, 50", g)
+	slices.SortFunc(slots, func(a, b time.Time) int { return a.Compare(b) })
+	for i, at := range slots {
+		if want := base.Add(time.Duration(i) * interval); !at.Equal(want) {
+			t.Fatalf("slot %d at %s, want %s: every slot once, %s apart from now", i, at.Sub(base), want.Sub(base), interval)
+		}
 	}
-	if n, _ := flowOf(t, stores[0]).TakeRate(ctx, "crm", window.Add(time.Second), 50, 3); n != 3 {
-		t.Fatalf("the next window granted %d, want 3", n)
+	// A destination idle for a while starts again from now, not from its
+	// last slot; another destination has slots of its own.
+	later := base.Add(time.Hour)
+	if at, _ := flowOf(t, stores[1]).NextSlot(ctx, "crm", later, interval); !at.Equal(later) {
+		t.Fatalf("after an idle hour the slot is %s, want now", at.Sub(later))
 	}
-	if n, _ := flowOf(t, stores[0]).TakeRate(ctx, "other", window, 50, 3); n != 3 {
-		t.Fatalf("another destination granted %d, want 3", n)
-	}
-	if err := flowOf(t, stores[0]).SweepRates(ctx, window.Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := flowOf(t, stores[1]).TakeRate(ctx, "crm", window, 50, 3); n != 3 {
-		t.Fatalf("a swept window granted %d, want a fresh 3", n)
+	if at, _ := flowOf(t, stores[2]).NextSlot(ctx, "other", base, interval); !at.Equal(base) {
+		t.Fatalf("another destination's first slot is %s, want now", at.Sub(base))
 	}
 }
 

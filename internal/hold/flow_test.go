@@ -1,0 +1,134 @@
+package hold_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/hold"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
+)
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "h.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Two holders on one store (two replicas) admit attempts to a 50/s
+// destination at most 50 in any second, measured when Admit lets them go.
+func TestRateSpacesSendsAcrossHolders(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	policies := map[string]hold.Policy{"crm": {Rate: 50, Per: time.Second}}
+	var holders []*hold.Holds
+	for range 2 {
+		h, err := hold.New(ctx, s, hold.Options{Policies: policies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, h)
+	}
+	var mu sync.Mutex
+	var sent []time.Time
+	var wg sync.WaitGroup
+	for i := range 75 {
+		wg.Go(func() {
+			if ok, _ := holders[i%2].Admit(ctx, "crm"); ok {
+				mu.Lock()
+				sent = append(sent, time.Now())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(sent) != 75 {
+		t.Fatalf("admitted %d of 75 (each waits for its slot, at most 1.5 s)", len(sent))
+	}
+	slices.SortFunc(sent, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 0; i+50 < len(sent); i++ {
+		if span := sent[i+50].Sub(sent[i]); span < 990*time.Millisecond {
+			t.Fatalf("51 sends within %s: over 50/s", span)
+		}
+	}
+}
+
+// A breaker opens on consecutive failures, holds, lets exactly one probe
+// through after its cool-down, and closes when the probe succeeds; a 4xx
+// is no failure; a 429's Retry-After holds the destination.
+func TestBreakerHoldsProbesAndCloses(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	var clock atomic.Int64
+	start := time.Now()
+	clock.Store(start.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	h, err := hold.New(ctx, s, hold.Options{Now: now, Policies: map[string]hold.Policy{
+		"crm": {Breaker: hold.BreakerPolicy{Failures: 3, Cooldown: 30 * time.Second}},
+		"app": {},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var woken atomic.Int32
+	h.OnRelease(func() { woken.Add(1) })
+	fail := hold.Outcome{Failure: true, Reason: "HTTP 503"}
+	for range 2 {
+		h.Report(ctx, "crm", fail)
+	}
+	h.Report(ctx, "crm", hold.Outcome{}) // a 410: the event's problem, not a failure of the destination
+	if slices.Contains(h.Held(), "crm") {
+		t.Fatal("held after 2 failures and a 4xx, with a threshold of 3")
+	}
+	h.Report(ctx, "crm", fail)
+	if !slices.Contains(h.Held(), "crm") || slices.Contains(h.Held(), "app") {
+		t.Fatalf("after 3 failures held %q, want crm alone", h.Held())
+	}
+	if ok, at := h.Admit(ctx, "crm"); ok || at.Sub(start) < 29*time.Second {
+		t.Fatalf("Admit while open: %v until %s", ok, at.Sub(start))
+	}
+	f, _ := store.FlowOf(s)
+	if b, _ := f.Breakers(ctx); b["crm"].State != store.BreakerOpen || b["crm"].Reason != "HTTP 503" {
+		t.Fatalf("stored breaker %+v", b)
+	}
+	// The cool-down ends: the refresh wins the probe; one attempt goes.
+	clock.Add(int64(31 * time.Second))
+	if err := h.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(h.Held(), "crm") {
+		t.Fatal("still held when its probe may go")
+	}
+	if ok, _ := h.Admit(ctx, "crm"); !ok {
+		t.Fatal("the probe was not admitted")
+	}
+	if ok, _ := h.Admit(ctx, "crm"); ok || !slices.Contains(h.Held(), "crm") {
+		t.Fatal("a second attempt went while the probe was out")
+	}
+	before := woken.Load()
+	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	if slices.Contains(h.Held(), "crm") || woken.Load() == before {
+		t.Fatal("the probe succeeded, yet the breaker holds (or nobody was woken)")
+	}
+	if b, _ := f.Breakers(ctx); len(b) != 0 {
+		t.Fatalf("stored breakers after closing: %+v", b)
+	}
+	// A 429 with Retry-After holds the whole destination that long.
+	h.Report(ctx, "app", hold.Outcome{Failure: true, RetryAfter: 10 * time.Second})
+	if !slices.Contains(h.Held(), "app") {
+		t.Fatal("a 429's Retry-After did not hold the destination")
+	}
+	clock.Add(int64(11 * time.Second))
+	if slices.Contains(h.Held(), "app") {
+		t.Fatal("still held after the Retry-After")
+	}
+}
