@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,4 +178,48 @@ destinations:
 			t.Errorf("type %s counted %d times, want 100 (its events, not their copies)", typ, byType[typ])
 		}
 	}
+}
+
+// A rate limit holds across replicas: three replicas of one PostgreSQL
+// send a 50/s destination a backlog of 300 events at 50/s in all, not
+// three times it, and no delivery spends an attempt waiting for it.
+func TestRateLimitHoldsAcrossReplicas(t *testing.T) {
+	pg := testenv.Postgres(t)
+	sink := newCountingSink(t, 0)
+	cfgPath := filepath.Join(t.TempDir(), "oncehook.yaml")
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+store: %q
+sources:
+  - {name: stripe, preset: stripe, secrets: [%q], destinations: [crm]}
+destinations:
+  - {name: crm, url: %s, rate: 50/s}
+`, pg, secret, sink.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ps := startReplicas(t, 3, cfgPath)
+	all := ids("rate", 300)
+	codes := storm(t, ps, all, 1, nil)
+	want := allAnswered200(t, all, codes)
+	waitDeliveredOnce(t, sink, want)
+	ds := sink.Deliveries()
+	slices.SortFunc(ds, func(a, b testenv.Delivery) int { return a.At.Compare(b.At) })
+	tightest := time.Hour
+	for i := 0; i+50 < len(ds); i++ {
+		tightest = min(tightest, ds[i+50].At.Sub(ds[i].At))
+	}
+	// Sends leave at their slots, 20 ms apart; what the sink sees can
+	// be a few ms closer (one POST slower than the next).
+	if tightest < 950*time.Millisecond {
+		t.Fatalf("51 deliveries arrived within %s: over 50/s across the replicas", tightest)
+	}
+	if span := ds[len(ds)-1].At.Sub(ds[0].At); span < 5800*time.Millisecond {
+		t.Fatalf("300 deliveries in %s: faster than 50/s", span)
+	}
+	for _, d := range ds {
+		if d.Attempt != "1" {
+			t.Fatalf("%s arrived as attempt %s: waiting for the rate spent an attempt", d.Key, d.Attempt)
+		}
+	}
+	t.Logf("300 deliveries in %s; the tightest 51 within %s", ds[len(ds)-1].At.Sub(ds[0].At), tightest)
 }

@@ -1,0 +1,87 @@
+package oncehook_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+	"github.com/oncehook/oncehook/store"
+)
+
+// A destination down for a while holds instead of drowning: its breaker
+// opens after a few failures and attempts stop (counted at the sink),
+// nothing goes to the dead letters, the other destination keeps its
+// pace, and once it is back every held event arrives exactly once.
+func TestAFailingDestinationHoldsAndRecovers(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	var attemptsWhileDown atomic.Int32
+	crm, app := testenv.NewSink(t), testenv.NewSink(t)
+	crm.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
+		if down.Load() {
+			attemptsWhileDown.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_test], destinations: [crm, app]}
+destinations:
+  - name: crm
+    url: `+crm.URL+`
+    retry: {max_attempts: 4, base_delay: 50ms, max_delay: 100ms}
+    breaker: {failures: 3, cooldown: 1s}
+  - {name: app, url: `+app.URL+`}
+`)
+	send := func(i int) {
+		body := fmt.Sprintf(`{"id":"evt_%03d","object":"event","type":"invoice.paid"}`, i)
+		resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("intake: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	for i := range 20 {
+		send(i)
+	}
+	// app gets everything at once; crm's breaker opens after 3 failures.
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(app.ByKey()) == 20 }) {
+		t.Fatalf("the healthy destination got %d of 20 while the other failed", len(app.ByKey()))
+	}
+	time.Sleep(3 * time.Second) // an outage of a few cool-downs
+	n := attemptsWhileDown.Load()
+	// 3 to open it, and one probe per cool-down (1 s, then 2 s) at most.
+	if n < 3 || n > 6 {
+		t.Fatalf("%d attempts reached the failing destination in 3 s; want the 3 that open the breaker and a probe or two", n)
+	}
+	st, _ := gw.Store().Stats(context.Background())
+	if st.Dead != 0 {
+		t.Fatalf("%d dead letters: a held destination must not drain into them", st.Dead)
+	}
+	flow, _ := store.FlowOf(gw.Store())
+	if b, _ := flow.Breakers(context.Background()); b["crm"].State == "" {
+		t.Fatal("the breaker is not open in the store, where other replicas read it")
+	}
+	down.Store(false)
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(crm.ByKey()) == 20 }) {
+		t.Fatalf("after recovery crm has %d of 20 events", len(crm.ByKey()))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := len(crm.Deliveries()) - int(attemptsWhileDown.Load()); got != 20 {
+		t.Fatalf("%d successful deliveries to crm, want each of the 20 events once", got)
+	}
+	if st, _ := gw.Store().Stats(context.Background()); st.Dead != 0 || st.Pending != 0 {
+		t.Fatalf("stats after recovery %+v", st)
+	}
+	if b, _ := flow.Breakers(context.Background()); len(b) != 0 {
+		t.Fatalf("breakers after recovery %+v", b)
+	}
+}
