@@ -3,11 +3,14 @@ package oncehook_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store"
@@ -32,6 +35,7 @@ func TestAFailingDestinationHoldsAndRecovers(t *testing.T) {
 	}
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+flowToken+`}]}
 sources:
   - {name: stripe, preset: stripe, secrets: [whsec_test], destinations: [crm, app]}
 destinations:
@@ -70,6 +74,15 @@ destinations:
 	if b, _ := flow.Breakers(context.Background()); b["crm"].State == "" {
 		t.Fatal("the breaker is not open in the store, where other replicas read it")
 	}
+	// The operator sees it: in /v1/destinations and in /metrics.
+	c := api.NewClient(gw.APIURL, flowToken, nil)
+	ds, err := c.Destinations(context.Background())
+	if err != nil || ds[0].Name != "crm" || ds[0].Breaker == nil || !strings.Contains(ds[0].Breaker.Reason, "503") || ds[1].Breaker != nil {
+		t.Fatalf("destinations %+v %v", ds, err)
+	}
+	if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_breaker_open{destination="crm"} 1`) || !strings.Contains(m, `oncehook_breaker_open{destination="app"} 0`) {
+		t.Fatalf("metrics lack the breaker:\n%s", grep(m, "breaker"))
+	}
 	down.Store(false)
 	if !testenv.WaitFor(20*time.Second, func() bool { return len(crm.ByKey()) == 20 }) {
 		t.Fatalf("after recovery crm has %d of 20 events", len(crm.ByKey()))
@@ -83,5 +96,76 @@ destinations:
 	}
 	if b, _ := flow.Breakers(context.Background()); len(b) != 0 {
 		t.Fatalf("breakers after recovery %+v", b)
+	}
+}
+
+const flowToken = "ops-token-0123456789"
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func grep(text, word string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, word) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// An operator opens a destination's breaker by hand: its deliveries are
+// held (none spent, none dropped) until the operator closes it, and both
+// acts are in the audit log.
+func TestAnOperatorOpensAndClosesABreaker(t *testing.T) {
+	crm := testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+flowToken+`}]}
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_test], destinations: [crm]}
+destinations:
+  - {name: crm, url: `+crm.URL+`}
+`)
+	c := api.NewClient(gw.APIURL, flowToken, nil)
+	ctx := context.Background()
+	d, err := c.SetBreaker(ctx, "crm", true)
+	if err != nil || d.Breaker == nil || d.Breaker.State != "open" {
+		t.Fatalf("open: %+v %v", d, err)
+	}
+	for i := range 5 {
+		body := fmt.Sprintf(`{"id":"evt_h%d","object":"event"}`, i)
+		resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("intake: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	time.Sleep(time.Second)
+	if n := len(crm.Deliveries()); n != 0 {
+		t.Fatalf("%d deliveries went through a breaker opened by hand", n)
+	}
+	if d, _ := c.SetBreaker(ctx, "crm", false); d.Breaker != nil {
+		t.Fatalf("close: %+v", d)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(crm.ByKey()) == 5 }) {
+		t.Fatalf("after closing, %d of 5 held events arrived", len(crm.ByKey()))
+	}
+	for _, dl := range crm.Deliveries() {
+		if dl.Attempt != "1" {
+			t.Fatalf("%s arrived as attempt %s: holding spent attempts", dl.Key, dl.Attempt)
+		}
+	}
+	audit, _ := c.Audit(ctx, "", 10)
+	if len(audit.Entries) != 2 || audit.Entries[0].Action != "breaker_close" || audit.Entries[1].Action != "breaker_open" {
+		t.Fatalf("audit %+v", audit.Entries)
 	}
 }

@@ -53,6 +53,9 @@ type Operator interface {
 	Audit(ctx context.Context, cursor string, limit int) (AuditPage, error)
 	// Doctor checks a source's keys (every source when source is empty).
 	Doctor(ctx context.Context, source string) (DoctorReport, error)
+	// SetBreaker opens a destination's circuit breaker by hand (held until
+	// closed by hand) or closes it (its held deliveries drain), audited.
+	SetBreaker(ctx context.Context, destination string, open bool) (DestinationView, error)
 	// DeliverEvent sends one stored event to a destination it has no
 	// delivery for (one its route passed over: see store.Admin's
 	// AddDelivery), audited. Count is 1, or 0 when it already has one.
@@ -640,6 +643,18 @@ type DestinationView struct {
 	OldestPendingSeconds float64           `json:"oldest_pending_seconds"`
 	Last24h              DestinationCounts `json:"last_24h"`
 	Alerts               []string          `json:"alerts,omitempty"`
+	// Breaker is the destination's circuit breaker when it is not closed:
+	// open (deliveries held until until), or half_open (one probe out).
+	Breaker *BreakerView `json:"breaker,omitempty"`
+}
+
+// BreakerView is a breaker that is not closed.
+type BreakerView struct {
+	State    string    `json:"state"` // open or half_open
+	OpenedAt time.Time `json:"opened_at"`
+	Until    time.Time `json:"until"`
+	Opens    int       `json:"opens"`  // times in a row: the cool-down doubles with each
+	Reason   string    `json:"reason"` // the failure that opened it, or who did
 }
 
 // DestinationCounts are a destination's attempts by outcome.
@@ -684,6 +699,19 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 	}
 	for _, d := range s.opts.Destinations {
 		add(d.Name, displayURL(d.URL))
+	}
+	if flow, ok := store.FlowOf(s.opts.Store); ok {
+		breakers, err := flow.Breakers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			for i := range out {
+				if b, ok := breakers[out[i].Name]; ok {
+					out[i].Breaker = &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason}
+				}
+			}
+		}()
 	}
 	for _, q := range queues {
 		v := add(q.Destination, "")
@@ -797,6 +825,44 @@ func (s *Service) SetPaused(ctx context.Context, destination string, paused bool
 		}
 	}
 	return DestinationView{Name: destination, Paused: paused}, nil
+}
+
+// manualBreaker is how long a breaker an operator opened holds: until
+// the operator closes it.
+const manualBreaker = 100 * 365 * 24 * time.Hour
+
+// SetBreaker implements Operator.
+func (s *Service) SetBreaker(ctx context.Context, destination string, open bool) (DestinationView, error) {
+	if !s.known(destination) {
+		return DestinationView{}, fmt.Errorf("destination %q: %w", destination, ErrNotFound)
+	}
+	flow, ok := store.FlowOf(s.opts.Store)
+	if !ok {
+		return DestinationView{}, fmt.Errorf("breakers: %w", ErrNotFound)
+	}
+	now := s.opts.Now()
+	var err error
+	if open {
+		actor := ActorOf(ctx)
+		_, _, err = flow.OpenBreaker(ctx, store.Breaker{Destination: destination, OpenedAt: now, Until: now.Add(manualBreaker), Opens: 1,
+			Reason: "opened by " + actor}, s.audit(ctx, "breaker_open", "destination "+destination))
+	} else {
+		err = flow.CloseBreaker(ctx, destination, now, s.audit(ctx, "breaker_close", "destination "+destination))
+	}
+	if err != nil {
+		return DestinationView{}, err
+	}
+	s.opts.Changed()
+	all, err := s.Destinations(ctx)
+	if err != nil {
+		return DestinationView{}, err
+	}
+	for _, d := range all {
+		if d.Name == destination {
+			return d, nil
+		}
+	}
+	return DestinationView{Name: destination}, nil
 }
 
 // ---- audit ----

@@ -189,6 +189,17 @@ func (c *Client) SetPaused(ctx context.Context, destination string, paused bool)
 	return out, err
 }
 
+// SetBreaker implements admin.Operator.
+func (c *Client) SetBreaker(ctx context.Context, destination string, open bool) (admin.DestinationView, error) {
+	route := routeBreakerClose
+	if open {
+		route = routeBreakerOpen
+	}
+	var out admin.DestinationView
+	err := c.do(ctx, route, []string{destination}, nil, nil, &out)
+	return out, err
+}
+
 // Audit implements admin.Operator.
 func (c *Client) Audit(ctx context.Context, cursor string, limit int) (admin.AuditPage, error) {
 	q := url.Values{}

@@ -82,6 +82,8 @@ func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
 		{routeDestinations, h.destinations},
 		{routePause, h.pause(true)},
 		{routeResume, h.pause(false)},
+		{routeBreakerOpen, h.breaker(true)},
+		{routeBreakerClose, h.breaker(false)},
 		{routeAudit, h.audit},
 		{routeDoctor, h.doctor},
 		// The effects ledger's reset, audited (the ledger's own handler
@@ -422,6 +424,18 @@ func (h *handler) pause(paused bool) http.HandlerFunc {
 			return
 		}
 		d, err := h.s.SetPaused(r.Context(), r.PathValue("name"), paused)
+		h.respond(w, r, d, err)
+	}
+}
+
+func (h *handler) breaker(open bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var none struct{}
+		if e := decode(w, r, &none); e != nil {
+			writeError(w, e)
+			return
+		}
+		d, err := h.s.SetBreaker(r.Context(), r.PathValue("name"), open)
 		h.respond(w, r, d, err)
 	}
 }

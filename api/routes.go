@@ -26,6 +26,8 @@ var (
 	routeDestinations = httpapi.Route{Method: http.MethodGet, Path: "/v1/destinations"}
 	routePause        = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/pause"}
 	routeResume       = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/resume"}
+	routeBreakerOpen  = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/open"}
+	routeBreakerClose = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/close"}
 	routeAudit        = httpapi.Route{Method: http.MethodGet, Path: "/v1/audit"}
 	routeDoctor       = httpapi.Route{Method: http.MethodGet, Path: "/v1/doctor"}
 )

@@ -29,6 +29,7 @@ Usage:
   oncehook events deliver ID --destination D  send an event where its route passed over
   oncehook dead ls|retry|purge              list, retry and purge dead letters
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
+  oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
   oncehook doctor [--source S]              check that sources' keys look right
   oncehook version                          print the version

@@ -476,8 +476,13 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(tw, "DESTINATION\tSTATE\tPENDING\tIN FLIGHT\tOLDEST PENDING\tDEAD\tDELIVERED 24H")
 		for _, d := range list {
 			state := "active"
-			if d.Paused {
+			switch {
+			case d.Paused:
 				state = "paused since " + ts(*d.PausedSince)
+			case d.Breaker != nil && d.Breaker.State == "half_open":
+				state = "breaker half-open (probing)"
+			case d.Breaker != nil:
+				state = "breaker open until " + ts(d.Breaker.Until)
 			}
 			oldest := "-"
 			if d.OldestPendingSeconds > 0 {
@@ -503,8 +508,25 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stdout, "%s resumed: %d pending deliveries are due\n", d.Name, d.Pending)
 		}
 		return nil
+	case "open-breaker", "close-breaker":
+		if len(rest) != 1 {
+			return fmt.Errorf("usage: oncehook destinations %s NAME", sub)
+		}
+		d, err := op.SetBreaker(ctx, rest[0], sub == "open-breaker")
+		if err != nil {
+			return err
+		}
+		if *of.json {
+			return printJSON(stdout, d)
+		}
+		if d.Breaker != nil {
+			fmt.Fprintf(stdout, "%s: breaker open until you close it; its deliveries are held (%d pending)\n", d.Name, d.Pending)
+		} else {
+			fmt.Fprintf(stdout, "%s: breaker closed; %d pending deliveries are due\n", d.Name, d.Pending)
+		}
+		return nil
 	}
-	return fmt.Errorf("destinations %s: want ls, pause or resume", sub)
+	return fmt.Errorf("destinations %s: want ls, pause, resume, open-breaker or close-breaker", sub)
 }
 
 // stats prints the hourly (or daily) rollups.

@@ -30,6 +30,7 @@ import (
 const (
 	KindDuplicateRate = "duplicate_rate" // a source's duplicates above its baseline
 	KindDeadLetters   = "dead_letters"   // a destination's dead letters rising
+	KindBreakerOpen   = "breaker_open"   // a destination's circuit breaker holds its deliveries
 	KindOldestPending = "oldest_pending" // a destination falling behind
 )
 
@@ -245,6 +246,19 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 			alerts = append(alerts, Alert{Kind: KindOldestPending, Scope: store.ScopeDestination, Name: q.Destination, Hour: hour,
 				Value: age.Seconds(), Threshold: a.opts.OldestPending.Seconds(),
 				Message: fmt.Sprintf("destination %s: its oldest pending delivery came in %s ago", q.Destination, age.Round(time.Second))})
+		}
+	}
+
+	if flow, ok := store.FlowOf(a.opts.Store); ok {
+		breakers, err := flow.Breakers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range slices.Sorted(maps.Keys(breakers)) {
+			b := breakers[name]
+			alerts = append(alerts, Alert{Kind: KindBreakerOpen, Scope: store.ScopeDestination, Name: name, Hour: hour,
+				Value: float64(b.Opens), Threshold: 1,
+				Message: fmt.Sprintf("destination %s: its circuit breaker is %s (%s): its deliveries are held, none dropped", name, b.State, b.Reason)})
 		}
 	}
 

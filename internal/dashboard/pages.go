@@ -297,11 +297,17 @@ func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request, s sessi
 
 func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, _ session) {
 	action := r.PathValue("action")
-	if action != "pause" && action != "resume" {
+	var err error
+	switch action {
+	case "pause", "resume":
+		_, err = d.opts.Service.SetPaused(r.Context(), r.PathValue("name"), action == "pause")
+	case "breaker_open", "breaker_close":
+		_, err = d.opts.Service.SetBreaker(r.Context(), r.PathValue("name"), action == "breaker_open")
+	default:
 		d.fail(w, r, http.StatusNotFound, "not_found")
 		return
 	}
-	if _, err := d.opts.Service.SetPaused(r.Context(), r.PathValue("name"), action == "pause"); err != nil {
+	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}

@@ -25,7 +25,8 @@ type StoreCollector struct {
 	at      time.Time
 	metrics []prometheus.Metric
 
-	depth, leased, oldest, dead, paused, effects, up *prometheus.Desc
+	depth, leased, oldest, dead, paused, breaker, effects, up *prometheus.Desc
+	flow                                                      store.Flow
 }
 
 // NewStoreCollector returns a StoreCollector for the store's queues, for the
@@ -38,12 +39,14 @@ func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration)
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &StoreCollector{admin: a, destinations: destinations, ttl: ttl, now: time.Now,
+	flow, _ := store.FlowOf(st)
+	return &StoreCollector{admin: a, flow: flow, destinations: destinations, ttl: ttl, now: time.Now,
 		depth:   d("oncehook_queue_depth", "Pending deliveries per destination (in backoff, due, or being attempted).", "destination"),
 		leased:  d("oncehook_queue_leased", "Pending deliveries being attempted now, per destination.", "destination"),
 		oldest:  d("oncehook_oldest_pending_seconds", "Age of the oldest pending delivery's event, per destination: how far behind it is.", "destination"),
 		dead:    d("oncehook_dead_letters", "Dead letters per destination.", "destination"),
 		paused:  d("oncehook_destination_paused", "1 while a destination is paused (deliveries held, intake accepting).", "destination"),
+		breaker: d("oncehook_breaker_open", "1 while a destination's circuit breaker is open or half-open (deliveries held, none dropped).", "destination"),
 		effects: d("oncehook_effects", "Effects ledger records by state (stale: pending, lease expired).", "state"),
 		up:      d("oncehook_store_queries_up", "1 when the store answered the queries behind the queue and effects metrics."),
 	}, true
@@ -51,7 +54,7 @@ func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration)
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.depth, c.leased, c.oldest, c.dead, c.paused, c.effects, c.up} {
+	for _, d := range []*prometheus.Desc{c.depth, c.leased, c.oldest, c.dead, c.paused, c.breaker, c.effects, c.up} {
 		ch <- d
 	}
 }
@@ -79,7 +82,12 @@ func (c *StoreCollector) read(now time.Time) []prometheus.Metric {
 	queues, err1 := c.admin.Queues(ctx, now)
 	paused, err2 := c.admin.Paused(ctx)
 	effects, err3 := c.admin.EffectCounts(ctx, now)
-	if err1 != nil || err2 != nil || err3 != nil {
+	var breakers map[string]store.Breaker
+	var err4 error
+	if c.flow != nil {
+		breakers, err4 = c.flow.Breakers(ctx)
+	}
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		gauge(c.up, 0)
 		return out
 	}
@@ -109,6 +117,11 @@ func (c *StoreCollector) read(now time.Time) []prometheus.Metric {
 			p = 1
 		}
 		gauge(c.paused, p, d)
+		b := 0.0
+		if _, ok := breakers[d]; ok {
+			b = 1
+		}
+		gauge(c.breaker, b, d)
 	}
 	for _, state := range []string{store.EffectPending, "stale", store.EffectDone, store.EffectFailed, store.EffectExpired} {
 		gauge(c.effects, float64(effects[state]), state)
