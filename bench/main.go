@@ -108,7 +108,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
@@ -276,6 +276,16 @@ func (b *bench) run(want func(string) bool) error {
 			same := func() *http.Request { return b.signed(gw.url+"/in/bench", 0) }
 			b.rows = append(b.rows, load("oncehook: duplicates of one event", b.conns, b.duration, same))
 		}
+		gw.stop()
+	}
+	if want("filters") {
+		gw, err := startGateway("sqlite://"+filepath.Join(dir, "filters.db"), "", "", gwOptions{routed: 10})
+		if err != nil {
+			return err
+		}
+		r := load("oncehook: unique events, 10 destinations whose filters pass (SQLite FULL)", b.conns, b.duration, b.unique(gw.url+"/in/bench"))
+		r.note = "every event stored as filtered"
+		b.rows = append(b.rows, r)
 		gw.stop()
 	}
 	if want("stored") {
@@ -685,6 +695,11 @@ type gwOptions struct {
 	hotKeys   int
 	sweep     time.Duration
 	noRollups bool
+	// routed, when set, gives the source that many destinations, each with
+	// a filter on the body that the bench's events never match: every
+	// event is decoded and matched that many times, stored as filtered,
+	// and delivered nowhere (the filters' cost, alone).
+	routed int
 }
 
 type runningGateway struct {
@@ -701,6 +716,14 @@ func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGate
 	if sinkURL != "" {
 		dests = fmt.Sprintf("destinations:\n  - name: sink\n    url: %s\n    timeout: 5s\n", sinkURL)
 		destList = "[sink]"
+	}
+	if o.routed > 0 {
+		var list, decl strings.Builder
+		for i := range o.routed {
+			fmt.Fprintf(&list, "\n      - {name: d%d, filter: {body: {data: {object: {amount: {$gte: %d}}}}}}", i, 1_000_000+i)
+			fmt.Fprintf(&decl, "  - {name: d%d, url: \"http://127.0.0.1:9/\"}\n", i)
+		}
+		destList, dests = list.String(), "destinations:\n"+decl.String()
 	}
 	if redisURL != "" {
 		dests = "redis: " + redisURL + "\n" + dests

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,4 +223,90 @@ destinations:
 		}
 	}
 	t.Logf("300 deliveries in %s; the tightest 51 within %s", ds[len(ds)-1].At.Sub(ds[0].At), tightest)
+}
+
+// The breaker across replicas, and a kill -9 while it is open: two
+// replicas of one PostgreSQL deliver to a destination that answers 503;
+// the breaker opens (in the store), one replica is killed while it holds,
+// the destination recovers, and the survivor probes, closes it and
+// delivers every event, once each, nothing dead-lettered.
+func TestBreakerSurvivesAKilledReplica(t *testing.T) {
+	pg := testenv.Postgres(t)
+	var down atomic.Bool
+	down.Store(true)
+	sink := newCountingSink(t, 0)
+	var mu sync.Mutex
+	delivered := map[string]int{} // answered 200
+	sink.Respond = func(w http.ResponseWriter, r *http.Request, _ int) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		delivered[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "oncehook.yaml")
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+store: %q
+delivery: {lease: 4s}
+sources:
+  - {name: stripe, preset: stripe, secrets: [%q], destinations: [crm]}
+destinations:
+  - name: crm
+    url: %s
+    timeout: 2s
+    retry: {max_attempts: 50, base_delay: 50ms, max_delay: 200ms}
+    breaker: {failures: 5, cooldown: 1s, max_cooldown: 2s}
+`, pg, secret, sink.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ps := startReplicas(t, 2, cfgPath)
+	all := ids("brk", 100)
+	want := allAnswered200(t, all, storm(t, ps, all, 1, nil))
+	s, err := postgres.Open(context.Background(), pg, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		b, _ := s.Breakers(context.Background())
+		return b["crm"].State != ""
+	}) {
+		t.Fatal("the breaker never opened")
+	}
+	ps[0].kill()
+	failed := len(sink.Deliveries())
+	time.Sleep(2 * time.Second)
+	// While open: a probe per cool-down at most, from whichever replica
+	// wins it (the dead one's lease on a probe expires).
+	if extra := len(sink.Deliveries()) - failed; extra > 4 {
+		t.Fatalf("%d attempts while the breaker was open", extra)
+	}
+	down.Store(false)
+	var st store.Stats
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		st = pgStats(t, pg)
+		return st.Delivered == 100 && st.Pending == 0
+	}) {
+		t.Fatalf("after recovery: %+v", st)
+	}
+	if st.Dead != 0 {
+		t.Fatalf("%d dead letters", st.Dead)
+	}
+	mu.Lock()
+	for k := range want {
+		if delivered[k] != 1 {
+			t.Errorf("%s delivered %d times, want once", k, delivered[k])
+		}
+	}
+	mu.Unlock()
+	if b, _ := s.Breakers(context.Background()); len(b) != 0 {
+		t.Fatalf("breakers after recovery %+v", b)
+	}
+	// Attempts already in flight when the breaker opens still fail (up
+	// to the delivery concurrency); no new one starts.
+	t.Logf("%d failed attempts before the kill (5 open the breaker; the rest were in flight), %d attempts after, for %d events", failed, len(sink.Deliveries())-failed, len(want))
 }
