@@ -655,6 +655,8 @@ type BreakerView struct {
 	Until    time.Time `json:"until"`
 	Opens    int       `json:"opens"`  // times in a row: the cool-down doubles with each
 	Reason   string    `json:"reason"` // the failure that opened it, or who did
+	// Manual: an operator opened it, and it holds until one closes it.
+	Manual bool `json:"manual,omitempty"`
 }
 
 // DestinationCounts are a destination's attempts by outcome.
@@ -708,7 +710,8 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 		defer func() {
 			for i := range out {
 				if b, ok := breakers[out[i].Name]; ok {
-					out[i].Breaker = &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason}
+					out[i].Breaker = &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason,
+						Manual: b.Until.Sub(b.OpenedAt) >= manualBreaker/2}
 				}
 			}
 		}()

@@ -64,6 +64,7 @@ sources:
   - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [app]}
   - {name: hotmart, preset: stripe, secrets: [`+secret+`]}
   - {name: github, preset: github, secrets: [`+secret+`], destinations: [app]}
+  - {name: billing, preset: stripe, secrets: [`+secret+`], destinations: [{name: app, types: ["invoice.*"]}]}
 destinations:
   - {name: app, url: `+app.URL+`}
 `)
@@ -297,10 +298,34 @@ destinations:
 		t.Fatalf("resume delivered %d of 3 held events", held())
 	}
 
+	// An event the route passed over: its page says so, with its type,
+	// and sends it there on purpose.
+	post(t, gw.URL+"/in/billing", `{"id":"evt_charge","type":"charge.succeeded"}`)
+	do("filtered event", chromedp.Navigate(ui+"events?source=billing&state=filtered"), chromedp.WaitVisible(chromedp.ID("events")),
+		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-filtered")))
+	if typ := text("#event-type"); typ != "charge.succeeded" {
+		t.Fatalf("the event page's type: %q", typ)
+	}
+	shot("dashboard-event-filtered.png")
+	do("deliver anyway", chromedp.Click(chromedp.CSS(`button.deliver-to[data-destination="app"]`)), chromedp.WaitVisible(chromedp.CSS(".delivery")))
+	if !testenv.WaitFor(5*time.Second, func() bool { return app.ByKey()["billing:evt_charge"] == 1 }) {
+		t.Fatal("the filtered event never reached app after Deliver")
+	}
+
+	// A breaker opened by hand holds; the page says so; closing drains.
+	do("open breaker", chromedp.Navigate(ui+"destinations"), chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .breaker`)))
+	if b := text(`tr[data-destination="app"] .breaker`); !strings.Contains(b, "Breaker open") {
+		t.Fatalf("breaker badge %q", b)
+	}
+	shot("dashboard-destinations-breaker.png")
+	do("close breaker", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-close`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)))
+
 	// The audit log names the token for each change.
 	do("audit", chromedp.Navigate(ui+"audit"), chromedp.WaitVisible(chromedp.ID("audit")))
 	audit := text("#audit")
-	for _, want := range []string{"token:ops", "replay", "pause", "resume"} {
+	for _, want := range []string{"token:ops", "replay", "pause", "resume", "breaker opened", "breaker closed", "delivery to a filtered destination"} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit log lacks %q: %s", want, audit)
 		}
