@@ -818,16 +818,21 @@ func (s *Service) SetPaused(ctx context.Context, destination string, paused bool
 		return DestinationView{}, err
 	}
 	s.opts.Changed()
+	return s.destination(ctx, destination)
+}
+
+// destination is one destination's view, after a change to it.
+func (s *Service) destination(ctx context.Context, name string) (DestinationView, error) {
 	all, err := s.Destinations(ctx)
 	if err != nil {
 		return DestinationView{}, err
 	}
 	for _, d := range all {
-		if d.Name == destination {
+		if d.Name == name {
 			return d, nil
 		}
 	}
-	return DestinationView{Name: destination, Paused: paused}, nil
+	return DestinationView{Name: name}, nil
 }
 
 // manualBreaker is how long a breaker an operator opened holds: until
@@ -856,16 +861,7 @@ func (s *Service) SetBreaker(ctx context.Context, destination string, open bool)
 		return DestinationView{}, err
 	}
 	s.opts.Changed()
-	all, err := s.Destinations(ctx)
-	if err != nil {
-		return DestinationView{}, err
-	}
-	for _, d := range all {
-		if d.Name == destination {
-			return d, nil
-		}
-	}
-	return DestinationView{Name: destination}, nil
+	return s.destination(ctx, destination)
 }
 
 // ---- audit ----

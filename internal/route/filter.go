@@ -302,12 +302,7 @@ type anyOf []matcher
 
 func (ms anyOf) match(v any) bool {
 	if arr, ok := v.([]any); ok {
-		for _, e := range arr {
-			if ms.match(e) {
-				return true
-			}
-		}
-		return false
+		return anyElement(arr, ms)
 	}
 	for _, m := range ms {
 		if m.match(v) {
@@ -336,12 +331,7 @@ func (f field) match(v any) bool {
 		}
 		return f.m.match(e)
 	case []any:
-		for _, e := range x {
-			if f.match(e) {
-				return true
-			}
-		}
-		return false
+		return anyElement(x, f)
 	}
 	return f.m.match(missing{})
 }
@@ -375,17 +365,23 @@ type equals struct{ want any }
 
 func (e equals) match(v any) bool {
 	if arr, ok := v.([]any); ok {
-		for _, x := range arr {
-			if e.match(x) {
-				return true
-			}
-		}
-		return false
+		return anyElement(arr, e)
 	}
 	if _, gone := v.(missing); gone {
 		return false
 	}
 	return value(v) == e.want
+}
+
+// anyElement: a value matcher on an array matches when an element does
+// (an array contains the value).
+func anyElement(arr []any, m matcher) bool {
+	for _, x := range arr {
+		if m.match(x) {
+			return true
+		}
+	}
+	return false
 }
 
 type compare struct {
@@ -395,12 +391,7 @@ type compare struct {
 
 func (c compare) match(v any) bool {
 	if arr, ok := v.([]any); ok {
-		for _, x := range arr {
-			if c.match(x) {
-				return true
-			}
-		}
-		return false
+		return anyElement(arr, c)
 	}
 	var cmp int
 	switch to := c.to.(type) {
@@ -452,12 +443,7 @@ type affix struct {
 
 func (a affix) match(v any) bool {
 	if arr, ok := v.([]any); ok {
-		for _, x := range arr {
-			if a.match(x) {
-				return true
-			}
-		}
-		return false
+		return anyElement(arr, a)
 	}
 	s, ok := v.(string)
 	if !ok {
@@ -473,12 +459,7 @@ type pattern struct{ re *regexp.Regexp }
 
 func (p pattern) match(v any) bool {
 	if arr, ok := v.([]any); ok {
-		for _, x := range arr {
-			if p.match(x) {
-				return true
-			}
-		}
-		return false
+		return anyElement(arr, p)
 	}
 	s, ok := v.(string)
 	return ok && p.re.MatchString(s)
