@@ -340,35 +340,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8")
 		return
 	}
-	forward := forwardHeaders(src.Preset, r.Header)
-	events := make([]store.NewEvent, len(items))
-	var query url.Values // read once, when a route asks for it
-	for i, it := range items {
-		e := store.NewEvent{
-			Source:       name,
-			Key:          provider.SafeKey(it.Key),
-			Type:         it.Type,
-			ContentType:  contentType,
-			Header:       forward,
-			Body:         it.Body,
-			ReceivedAt:   now,
-			ExpiresAt:    now.Add(src.Window),
-			Destinations: src.all,
-		}
-		if src.routed {
-			if query == nil {
-				query = preq.URL.Query()
-			}
-			e.Destinations, e.Filtered = src.Routes.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
-		}
-		if it.Key == "" {
-			if src.RejectMissingKey {
-				h.reject(w, r, name, http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request")
-				return
-			}
-			e.Key, e.Keyless = keylessKey(), true
-		}
-		events[i] = e
+	events, ok := newEvents(src, items, r, preq, contentType, now)
+	if !ok {
+		h.reject(w, r, name, http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request")
+		return
 	}
 
 	// 4. Claim and persist; answer only once durable. Events the hot set
@@ -563,6 +538,43 @@ func absoluteURL(r *http.Request) *url.URL {
 		u.Host = fh
 	}
 	return &u
+}
+
+// newEvents makes the request's items into events: each with its key
+// (or a keyless one), its type, and the deliveries its source's routes
+// pick (package route decides). It is false when an item has no key and
+// the source rejects such events.
+func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provider.Request, contentType string, now time.Time) ([]store.NewEvent, bool) {
+	forward := forwardHeaders(src.Preset, r.Header)
+	events := make([]store.NewEvent, len(items))
+	var query url.Values // read once, when a route asks for it
+	for i, it := range items {
+		e := store.NewEvent{
+			Source:       src.Name,
+			Key:          provider.SafeKey(it.Key),
+			Type:         it.Type,
+			ContentType:  contentType,
+			Header:       forward,
+			Body:         it.Body,
+			ReceivedAt:   now,
+			ExpiresAt:    now.Add(src.Window),
+			Destinations: src.all,
+		}
+		if src.routed {
+			if query == nil {
+				query = preq.URL.Query()
+			}
+			e.Destinations, e.Filtered = src.Routes.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
+		}
+		if it.Key == "" {
+			if src.RejectMissingKey {
+				return nil, false
+			}
+			e.Key, e.Keyless = keylessKey(), true
+		}
+		events[i] = e
+	}
+	return events, true
 }
 
 // keylessKey names an event that has no provider key. It is unique, so the

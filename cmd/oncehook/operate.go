@@ -308,26 +308,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "payload:\n%s\n", terminalText(body))
 		return nil
 	case "deliver":
-		if len(rest) != 1 || *destination == "" {
-			return errors.New("usage: oncehook events deliver ID --destination NAME")
-		}
-		id, err := strconv.ParseInt(rest[0], 10, 64)
-		if err != nil {
-			return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
-		}
-		n, err := op.DeliverEvent(ctx, id, *destination)
-		if err != nil {
-			return err
-		}
-		if *of.json {
-			return printJSON(stdout, n)
-		}
-		if n.Count == 0 {
-			fmt.Fprintf(stdout, "event %d already has a delivery to %s: replay it (events replay %d)\n", id, *destination, id)
-		} else {
-			fmt.Fprintf(stdout, "added a delivery of event %d to %s\n", id, *destination)
-		}
-		return nil
+		return deliverEvent(ctx, op, rest, *destination, *of.json, stdout)
 	case "replay":
 		var n admin.Count
 		switch {
@@ -362,6 +343,30 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	return fmt.Errorf("events %s: want ls, show or replay", args[0])
+}
+
+// deliverEvent sends one event where its route passed over.
+func deliverEvent(ctx context.Context, op admin.Operator, rest []string, destination string, asJSON bool, stdout io.Writer) error {
+	if len(rest) != 1 || destination == "" {
+		return errors.New("usage: oncehook events deliver ID --destination NAME")
+	}
+	id, err := strconv.ParseInt(rest[0], 10, 64)
+	if err != nil {
+		return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+	}
+	n, err := op.DeliverEvent(ctx, id, destination)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, n)
+	}
+	if n.Count == 0 {
+		fmt.Fprintf(stdout, "event %d already has a delivery to %s: replay it (events replay %d)\n", id, destination, id)
+	} else {
+		fmt.Fprintf(stdout, "added a delivery of event %d to %s\n", id, destination)
+	}
+	return nil
 }
 
 // dead: ls, retry, purge.
