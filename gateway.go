@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -80,11 +81,33 @@ type Gateway struct {
 	api       *http.ServeMux
 	health    writeHealth
 	holds     *hold.Holds
+	upstreams []upstream // the user's APIs on listeners of their own
 	maintain  *maintain.Maintainer
 	tls       *tls.Config // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// upstream is one of the user's APIs behind the Idempotency-Key proxy, on
+// a listener of its own (Serve opens it; addr is where it listens then).
+type upstream struct {
+	name, listen string
+	handler      http.Handler
+	addr         atomic.Pointer[string]
+}
+
+// UpstreamAddr is where the API name's proxy listens, once Serve opened
+// it ("" before, or for an API on a prefix of the intake listener).
+func (g *Gateway) UpstreamAddr(name string) string {
+	for i := range g.upstreams {
+		if g.upstreams[i].name == name {
+			if a := g.upstreams[i].addr.Load(); a != nil {
+				return *a
+			}
+		}
+	}
+	return ""
 }
 
 // writeHealth remembers the outcome of the store's latest write, an intake
@@ -219,6 +242,15 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		return err
 	}
 	g.buildIntakeMux()
+	for _, a := range cfg.APIs {
+		h := upstreamProxy(a, g.effects, log.With("component", "api", "api", a.Name))
+		if a.Prefix != "" {
+			g.mux.Handle(a.Prefix, h)
+			g.mux.Handle(a.Prefix+"/", h)
+		} else {
+			g.upstreams = append(g.upstreams, upstream{name: a.Name, listen: a.Listen, handler: h})
+		}
+	}
 	g.maintain = maintain.New(
 		&maintain.Sweeper{Store: g.store, Interval: g.opts.SweepInterval, RollupRetention: time.Duration(cfg.Stats.Retention), Logger: log.With("component", "sweep")},
 		g.holds, g.alerts)
@@ -460,6 +492,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 	listeners := []net.Listener{ln}
 	for _, l := range api {
 		servers = append(servers, newServer(g.api))
+		listeners = append(listeners, l)
+	}
+	for i := range g.upstreams {
+		u := &g.upstreams[i]
+		l, err := net.Listen("tcp", u.listen)
+		if err != nil {
+			for _, open := range listeners[1:] {
+				open.Close()
+			}
+			return fmt.Errorf("apis %s: listen %s: %w", u.name, u.listen, err)
+		}
+		addr := l.Addr().String()
+		u.addr.Store(&addr)
+		servers = append(servers, newServer(u.handler))
 		listeners = append(listeners, l)
 	}
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))

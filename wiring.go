@@ -4,15 +4,21 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"time"
 
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/hold"
+	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
@@ -62,6 +68,14 @@ func destinationNames(cfg *config.Config) []string {
 
 func effectOptions(cfg *config.Config, commit func(context.Context, []store.EffectOp) ([]store.EffectResult, error)) effect.Options {
 	retention := map[string]time.Duration{}
+	for _, a := range cfg.APIs {
+		// An API's stored answers are kept for its window (24h unless set).
+		w := 24 * time.Hour
+		if a.Idempotency.Window > 0 {
+			w = time.Duration(a.Idempotency.Window)
+		}
+		retention[idempotencyPrefix(a.Name)] = w
+	}
 	for p, d := range cfg.Effects.RetentionByPrefix {
 		retention[p] = time.Duration(d)
 	}
@@ -104,6 +118,29 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 		}
 	}
 	return sources, nil
+}
+
+// idempotencyPrefix is the ledger's key prefix of an API's answers.
+func idempotencyPrefix(name string) string { return "idem:" + name + ":" }
+
+// upstreamProxy is the user's API a behind the Idempotency-Key
+// middleware: a reverse proxy to its upstream (validated), the
+// client's headers and the key passed on.
+func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, log *slog.Logger) http.Handler {
+	up, _ := url.Parse(a.Upstream)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("the upstream did not answer", "api", a.Name, "err", redact.Error(err))
+			httpapi.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook did not answer: retry with the same Idempotency-Key")
+		},
+	}
+	return idempotency.New(ledger, idempotency.Options{
+		Name: a.Name, Methods: a.Idempotency.Methods, RequireKey: a.Idempotency.RequireKey, Wait: time.Duration(a.Idempotency.Wait),
+	})(rp)
 }
 
 func apiTokens(cfg *config.Config) []apiauth.Token {

@@ -68,6 +68,28 @@ type Config struct {
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
+	// APIs are the user's own APIs oncehook fronts: a reverse proxy that
+	// makes each Idempotency-Key take effect once (package idempotency).
+	APIs []UpstreamAPI `yaml:"apis"`
+}
+
+// UpstreamAPI is one of the user's APIs behind the idempotency proxy.
+type UpstreamAPI struct {
+	Name string `yaml:"name"`
+	// Listen is its own address; or Prefix, a path prefix on the intake
+	// listener (/payments: requests under it go to Upstream as they are).
+	Listen      string      `yaml:"listen"`
+	Prefix      string      `yaml:"prefix"`
+	Upstream    string      `yaml:"upstream"`
+	Idempotency Idempotency `yaml:"idempotency"`
+}
+
+// Idempotency is an API's Idempotency-Key policy.
+type Idempotency struct {
+	Methods    []string `yaml:"methods"`     // default POST and PATCH
+	RequireKey bool     `yaml:"require_key"` // 400 without a key
+	Window     Duration `yaml:"window"`      // how long an answer is kept (default 24h)
+	Wait       Duration `yaml:"wait"`        // wait this long for a running twin, instead of 409
 }
 
 // API configures the API listener. Without tokens it does not listen.
@@ -920,6 +942,26 @@ func (c *Config) validate(lines fieldLines) []error {
 	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
 		fail("effects", "limits and retention cannot be negative")
 	}
+	apiNames := map[string]bool{}
+	for i, a := range c.APIs {
+		f := fmt.Sprintf("apis[%d]", i)
+		switch {
+		case !nameRE.MatchString(a.Name):
+			fail(f+".name", "%q: want letters, digits, '.', '_' or '-'", a.Name)
+		case apiNames[a.Name]:
+			fail(f+".name", "%q is used twice", a.Name)
+		}
+		apiNames[a.Name] = true
+		if (a.Listen == "") == (a.Prefix == "") {
+			fail(f, "give listen (its own address) or prefix (a path on the intake listener), one of them")
+		}
+		if a.Prefix != "" && (!strings.HasPrefix(a.Prefix, "/") || strings.HasPrefix(a.Prefix, "/in/") || a.Prefix == "/in" || strings.HasSuffix(a.Prefix, "/")) {
+			fail(f+".prefix", "%q: want a path like /payments, outside /in/ and without a trailing slash", a.Prefix)
+		}
+		if u, err := url.Parse(a.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail(f+".upstream", "%q: want an http:// or https:// URL", Redact(a.Upstream))
+		}
+	}
 	if c.Effects.MaxResult > 16<<20 {
 		fail("effects.max_result", "at most 16MiB")
 	}
@@ -973,8 +1015,8 @@ func (c *Config) validate(lines fieldLines) []error {
 		}
 	}
 	sources := map[string]bool{}
-	if len(c.Sources) == 0 {
-		fail("sources", "at least one source is required")
+	if len(c.Sources) == 0 && len(c.APIs) == 0 {
+		fail("sources", "at least one source (or one of apis) is required")
 	}
 	for i, s := range c.Sources {
 		f := fmt.Sprintf("sources[%d]", i)

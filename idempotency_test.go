@@ -1,0 +1,94 @@
+package oncehook_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// The user's own API behind the binary's Idempotency-Key proxy: 50
+// clients retrying one POST at once reach the upstream once and all get
+// its answer; another client's same key is its own; a second API on a
+// listener of its own works the same.
+func TestIdempotencyProxyInFrontOfAnAPI(t *testing.T) {
+	var charges atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := charges.Add(1)
+		time.Sleep(100 * time.Millisecond) // a payment provider takes its time
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%d,"path":%q,"key":%q,"body":%q}`, n, r.URL.Path, r.Header.Get("Idempotency-Key"), body)
+	}))
+	defer upstream.Close()
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+apis:
+  - {name: payments, prefix: /payments, upstream: `+upstream.URL+`, idempotency: {require_key: true, wait: 5s}}
+  - {name: orders, listen: "127.0.0.1:0", upstream: `+upstream.URL+`}
+`)
+	post := func(base, key, auth string) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodPost, base, strings.NewReader(`{"amount":4990}`))
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, "", ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed")
+	}
+	var wg sync.WaitGroup
+	bodies := make([]string, 50)
+	replayed := atomic.Int32{}
+	for i := range bodies {
+		wg.Go(func() {
+			code, body, rep := post(gw.URL+"/payments/charges", "order-987", "Bearer shop")
+			if code != 201 {
+				t.Errorf("answer %d %s", code, body)
+			}
+			if rep == "true" {
+				replayed.Add(1)
+			}
+			bodies[i] = body
+		})
+	}
+	wg.Wait()
+	if n := charges.Load(); n != 1 {
+		t.Fatalf("the upstream charged %d times for one key", n)
+	}
+	for _, b := range bodies {
+		if b != bodies[0] || !strings.Contains(b, `"path":"/payments/charges"`) || !strings.Contains(b, `"key":"order-987"`) {
+			t.Fatalf("answers differ or lost the path or key: %q vs %q", b, bodies[0])
+		}
+	}
+	if code, _, _ := post(gw.URL+"/payments/charges", "order-987", "Bearer other-shop"); code != 201 || charges.Load() != 2 {
+		t.Fatalf("another client's key: %d, %d charges", code, charges.Load())
+	}
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments/charges", strings.NewReader(`{}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("no key on a route that requires one: %v %v", resp, err)
+	}
+	var addr string
+	testenv.WaitFor(2*time.Second, func() bool { addr = gw.UpstreamAddr("orders"); return addr != "" })
+	for range 2 {
+		if code, _, _ := post("http://"+addr+"/orders", "o-1", "Bearer shop"); code != 201 {
+			t.Fatalf("orders API: %d", code)
+		}
+	}
+	if n := charges.Load(); n != 3 {
+		t.Fatalf("%d upstream calls after the orders API's retry, want 3", n)
+	}
+	t.Logf("%d of 50 concurrent retries were served from the ledger", replayed.Load())
+}
