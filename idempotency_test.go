@@ -1,6 +1,7 @@
 package oncehook_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
+	"github.com/oncehook/oncehook/store"
 )
 
 // The user's own API behind the binary's Idempotency-Key proxy: 50
@@ -89,6 +91,19 @@ apis:
 	}
 	if n := charges.Load(); n != 3 {
 		t.Fatalf("%d upstream calls after the orders API's retry, want 3", n)
+	}
+	// The rollups count the answers per API and hour: 52 new, 50 replayed
+	// (49 of the storm and the orders API's retry).
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		rows, _ := gw.Store().Rollups(context.Background(), store.RollupQuery{Scope: store.ScopeAPI, From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)})
+		got := map[string]int64{}
+		for _, r := range rows {
+			got[r.Name+" "+r.Metric] += r.Value
+		}
+		return got["payments answers.new"] == 2 && got["payments answers.replayed"] == 49 && got["orders answers.new"] == 1 && got["orders answers.replayed"] == 1
+	}) {
+		rows, _ := gw.Store().Rollups(context.Background(), store.RollupQuery{Scope: store.ScopeAPI, From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)})
+		t.Fatalf("answers in the rollups: %+v", rows)
 	}
 	t.Logf("%d of 50 concurrent retries were served from the ledger", replayed.Load())
 }

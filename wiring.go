@@ -126,7 +126,7 @@ func idempotencyPrefix(name string) string { return "idem:" + name + ":" }
 // upstreamProxy is the user's API a behind the Idempotency-Key
 // middleware: a reverse proxy to its upstream (validated), the
 // client's headers and the key passed on.
-func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, log *slog.Logger) http.Handler {
+func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, m *metrics.Metrics, log *slog.Logger) http.Handler {
 	up, _ := url.Parse(a.Upstream)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -140,6 +140,7 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, log *slog.Logger)
 	}
 	return idempotency.New(ledger, idempotency.Options{
 		Name: a.Name, Methods: a.Idempotency.Methods, RequireKey: a.Idempotency.RequireKey, Wait: time.Duration(a.Idempotency.Wait),
+		OnAnswer: func(replayed bool) { m.Answered(a.Name, replayed) },
 	})(rp)
 }
 

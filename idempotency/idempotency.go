@@ -70,6 +70,10 @@ type Options struct {
 	Headers []string
 	// Final says which answers are stored (default: every one below 500).
 	Final func(status int) bool
+	// OnAnswer, when set, hears of every answer to a request with a key:
+	// replayed when it came from the ledger (the gateway counts them per
+	// API and hour: a spike of replays is a client retrying hard).
+	OnAnswer func(replayed bool)
 	// MaxStored bounds a stored answer, encoded (default the ledger's
 	// default result limit, 1 MiB): a larger one is sent but not kept,
 	// and its key is released (a retry runs again).
@@ -170,9 +174,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var busy *effect.BusyError
 		switch {
 		case err == nil && done:
+			m.answered(true)
 			replay(w, rec)
 			return
 		case err == nil:
+			m.answered(false)
 			write(w, rec, false)
 			return
 		case errors.As(err, &busy):
@@ -196,6 +202,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable: retry later")
 			return
 		}
+	}
+}
+
+func (m *middleware) answered(replayed bool) {
+	if m.opts.OnAnswer != nil {
+		m.opts.OnAnswer(replayed)
 	}
 }
 

@@ -16,6 +16,7 @@ import "time"
 const (
 	ScopeSource      = "source"
 	ScopeDestination = "destination"
+	ScopeAPI         = "api" // the user's own APIs behind the Idempotency-Key proxy
 )
 
 // StatDelta adds Value to a counter of an hour.

@@ -74,6 +74,17 @@ func (m *Metrics) Filtered(source string) {
 	m.Hourly.Add(store.ScopeSource, source, Rollup(Routing, Filtered), 1)
 }
 
+// Answered counts an answer of the user's API api to a request with an
+// Idempotency-Key, in the hourly rollups: new (the upstream answered) or
+// replayed (the ledger did).
+func (m *Metrics) Answered(api string, replayed bool) {
+	what := "new"
+	if replayed {
+		what = "replayed"
+	}
+	m.Hourly.Add(store.ScopeAPI, api, Rollup(Answers, what), 1)
+}
+
 // Attempt counts a delivery attempt's outcome (delivered, retry, dead).
 func (m *Metrics) Attempt(destination, outcome string) {
 	m.Attempts.WithLabelValues(destination, outcome).Inc()

@@ -36,6 +36,7 @@ const (
 	Routing  = "routing" // routing.filtered: stored events no destination wanted
 	Attempts = "attempts"
 
+	Answers         = "answers"        // an API's answers: answers.new, answers.replayed
 	LatencyCount    = "latency.count"  // successful deliveries
 	LatencySumMS    = "latency.sum_ms" // their time from receipt, summed
 	LatencyLEPrefix = "latency.le_"    // + a bucket (see LatencyBuckets)
