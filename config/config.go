@@ -90,6 +90,10 @@ type Idempotency struct {
 	RequireKey bool     `yaml:"require_key"` // 400 without a key
 	Window     Duration `yaml:"window"`      // how long an answer is kept (default 24h)
 	Wait       Duration `yaml:"wait"`        // wait this long for a running twin, instead of 409
+	// Lease is how long a request owns its key while the upstream works,
+	// renewed as it goes (default 1m): if the proxy dies, a retry after it
+	// runs again.
+	Lease Duration `yaml:"lease"`
 }
 
 // API configures the API listener. Without tokens it does not listen.

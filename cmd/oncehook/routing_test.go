@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -309,4 +310,60 @@ destinations:
 	// Attempts already in flight when the breaker opens still fail (up
 	// to the delivery concurrency); no new one starts.
 	t.Logf("%d failed attempts before the kill (5 open the breaker; the rest were in flight), %d attempts after, for %d events", failed, len(sink.Deliveries())-failed, len(want))
+}
+
+// kill -9 of the Idempotency-Key proxy while the upstream works: the key
+// stays claimed (409) until its lease runs out, then the retry runs again
+// and its answer is the one stored: never two.
+func TestIdempotencyProxySurvivesKillNine(t *testing.T) {
+	var calls atomic.Int32
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			<-release // the first call hangs: the proxy dies meanwhile
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"call":%d}`, calls.Load())
+	}))
+	defer upstream.Close()
+	defer close(release)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "oncehook.yaml")
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+store: sqlite://%s/oncehook.db
+apis:
+  - {name: payments, prefix: /payments, upstream: %s, idempotency: {lease: 2s}}
+`, dir, upstream.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	post := func(base string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/payments/charges", strings.NewReader(`{"amount":1}`))
+		req.Header.Set("Idempotency-Key", "pay-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	p := startProcess(t, dir, "--config", cfgPath)
+	go post(p.URL)
+	if !testenv.WaitFor(5*time.Second, func() bool { return calls.Load() == 1 }) {
+		t.Fatal("the first request never reached the upstream")
+	}
+	p.kill()
+	p = startProcess(t, dir, "--config", cfgPath)
+	if code, body := post(p.URL); code != http.StatusConflict {
+		t.Fatalf("a retry within the dead proxy's lease: %d %s, want 409", code, body)
+	}
+	var code int
+	var body string
+	if !testenv.WaitFor(10*time.Second, func() bool { code, body = post(p.URL); return code == http.StatusCreated }) {
+		t.Fatalf("after the lease: %d %s", code, body)
+	}
+	if again, b := post(p.URL); again != 201 || b != body || calls.Load() != 2 {
+		t.Fatalf("the stored answer: %d %s (first %s), %d upstream calls; want one stored answer", again, b, body, calls.Load())
+	}
 }
