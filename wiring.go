@@ -140,7 +140,7 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, m *metrics.Metric
 	}
 	return idempotency.New(ledger, idempotency.Options{
 		Name: a.Name, Methods: a.Idempotency.Methods, RequireKey: a.Idempotency.RequireKey, Wait: time.Duration(a.Idempotency.Wait),
-		Lease: time.Duration(a.Idempotency.Lease),
+		Lease:    time.Duration(a.Idempotency.Lease),
 		OnAnswer: func(replayed bool) { m.Answered(a.Name, replayed) },
 	})(rp)
 }
