@@ -54,7 +54,10 @@ func TestRetryStopsOnPermanentAttemptsAndTime(t *testing.T) {
 	calls = 0
 	start := time.Now()
 	_, err = effect.Retry{MaxAttempts: 100, Base: 40 * time.Millisecond, Max: 40 * time.Millisecond, Total: 100 * time.Millisecond}.Run(context.Background(),
-		func(context.Context, int) (json.RawMessage, error) { calls++; return nil, effect.AfterError(errors.New("429"), 60*time.Millisecond) })
+		func(context.Context, int) (json.RawMessage, error) {
+			calls++
+			return nil, effect.AfterError(errors.New("429"), 60*time.Millisecond)
+		})
 	if err == nil || time.Since(start) > 200*time.Millisecond || calls > 3 {
 		t.Fatalf("total time: %d calls in %s, %v", calls, time.Since(start), err)
 	}
