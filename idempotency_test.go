@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -104,6 +105,21 @@ apis:
 	}) {
 		rows, _ := gw.Store().Rollups(context.Background(), store.RollupQuery{Scope: store.ScopeAPI, From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)})
 		t.Fatalf("answers in the rollups: %+v", rows)
+	}
+	// The dashboard's effects page lists the stored answers, by API.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if resp, err := browser.Get(gw.APIURL + gw.DashboardLoginLink(gw.APIToken, time.Minute)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("login: %v %v", resp, err)
+	}
+	resp, err := browser.Get(gw.APIURL + "/ui/effects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `id="api-answers"`) || !strings.Contains(string(page), "order-987") || !strings.Contains(string(page), "<td>201</td>") {
+		t.Fatalf("the effects page does not list the API's answers:\n%.2000s", page)
 	}
 	t.Logf("%d of 50 concurrent retries were served from the ledger", replayed.Load())
 }

@@ -333,7 +333,35 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 		d.failErr(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "Stale": nonNil(stale), "Failed": nonNil(failed)})
+	// The answers of the user's APIs behind the Idempotency-Key proxy
+	// (keys idem:<api>:<client>:<key>), the first ones in key order.
+	done, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectDone, After: "idem:", Limit: 100})
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	var answers []apiAnswer
+	for _, rec := range done {
+		rest, ok := strings.CutPrefix(rec.Key, "idem:")
+		if !ok {
+			break
+		}
+		api, rest, _ := strings.Cut(rest, ":")
+		_, key, _ := strings.Cut(rest, ":")
+		var kept struct {
+			Status int `json:"status"`
+		}
+		json.Unmarshal(rec.Result, &kept)
+		answers = append(answers, apiAnswer{API: api, Key: key, Status: kept.Status, At: rec.UpdatedAt})
+	}
+	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "Stale": nonNil(stale), "Failed": nonNil(failed), "Answers": answers})
+}
+
+// apiAnswer is a stored answer of the Idempotency-Key proxy.
+type apiAnswer struct {
+	API, Key string
+	Status   int
+	At       time.Time
 }
 
 func nonNil(rs []effect.Record) []effect.Record {
