@@ -1,0 +1,82 @@
+package main_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// The CLI's side of routing and flow control, on the store and through
+// the API: events by type, an event sent where its route passed over, a
+// breaker opened and closed by hand.
+func TestRoutingAndBreakerCommands(t *testing.T) {
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	const token = "ops-token-0123456789"
+	yaml := fmt.Sprintf(`store: sqlite://%s/oncehook.db
+api:
+  tokens: [{name: ops, token: %s}]
+sources:
+  - {name: stripe, preset: stripe, secrets: [%s], destinations: [{name: app, types: ["invoice.*"]}]}
+destinations:
+  - {name: app, url: %s}
+`, dir, token, secret, sink.URL)
+	cfg := filepath.Join(dir, "oncehook.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := oncehooktest.Start(t, yaml)
+	for i, typ := range []string{"invoice.paid", "charge.succeeded"} {
+		req := testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", secret, []byte(fmt.Sprintf(`{"id":"evt_%d","type":%q}`, i, typ)), "")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("POST: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	api := []string{"--api", gw.APIURL, "--token", token}
+	run := func(wantOK bool, args ...string) string {
+		t.Helper()
+		out, ok := oncehook(t, dir, nil, args...)
+		if ok != wantOK {
+			t.Fatalf("oncehook %s: ok=%v\n%s", strings.Join(args, " "), ok, out)
+		}
+		return out
+	}
+	if out := run(true, append([]string{"events", "ls", "--type", "invoice.*"}, api...)...); !strings.Contains(out, "evt_0") || strings.Contains(out, "evt_1") || !strings.Contains(out, "invoice.paid") {
+		t.Fatalf("events ls --type invoice.*:\n%s", out)
+	}
+	out := run(true, append([]string{"events", "ls", "--state", "filtered", "--json"}, "--config", cfg)...)
+	if !strings.Contains(out, `"key": "evt_1"`) && !strings.Contains(out, `"key":"evt_1"`) {
+		t.Fatalf("events ls --state filtered:\n%s", out)
+	}
+	id := strings.Fields(run(true, append([]string{"events", "ls", "--state", "filtered"}, api...)...))[8] // the first row's ID
+	if out := run(true, append([]string{"events", "deliver", id, "--destination", "app"}, api...)...); !strings.Contains(out, "added a delivery") {
+		t.Fatalf("events deliver:\n%s", out)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_1"] == 1 }) {
+		t.Fatal("the delivered event never arrived")
+	}
+	if out := run(true, append([]string{"events", "deliver", id, "--destination", "app"}, api...)...); !strings.Contains(out, "already has a delivery") {
+		t.Fatalf("events deliver twice:\n%s", out)
+	}
+	if out := run(true, append([]string{"destinations", "open-breaker", "app"}, "--config", cfg)...); !strings.Contains(out, "breaker open until you close it") {
+		t.Fatalf("open-breaker:\n%s", out)
+	}
+	if out := run(true, append([]string{"destinations", "ls"}, api...)...); !strings.Contains(out, "breaker open until") {
+		t.Fatalf("destinations ls with an open breaker:\n%s", out)
+	}
+	if out := run(true, append([]string{"destinations", "close-breaker", "app"}, api...)...); !strings.Contains(out, "breaker closed") {
+		t.Fatalf("close-breaker:\n%s", out)
+	}
+	if out := run(false, append([]string{"destinations", "open-breaker", "nope"}, api...)...); !strings.Contains(out, "nope") {
+		t.Fatalf("open-breaker of an unknown destination:\n%s", out)
+	}
+}
