@@ -168,14 +168,23 @@ func TestOneKeyFromFiftyClientsAtOnce(t *testing.T) {
 				a := &api{block: make(chan struct{})}
 				srv := httptest.NewServer(idempotency.New(ledger, idempotency.Options{Name: fmt.Sprintf("w%s", wait), Wait: wait})(a))
 				var wg sync.WaitGroup
+				var returned atomic.Int32
 				answers := make([]answer, 50)
 				for i := range answers {
-					wg.Go(func() { answers[i] = call(t, srv.URL, "POST", "same", "Bearer c", `{"amount":1}`) })
+					wg.Go(func() {
+						answers[i] = call(t, srv.URL, "POST", "same", "Bearer c", `{"amount":1}`)
+						returned.Add(1)
+					})
 				}
 				for a.runs.Load() == 0 {
 					time.Sleep(time.Millisecond)
 				}
-				time.Sleep(200 * time.Millisecond) // every request has arrived and been answered or is waiting
+				if wait == 0 {
+					// Every other request is answered (409) while the first runs.
+					testenv.WaitFor(10*time.Second, func() bool { return returned.Load() == 49 })
+				} else {
+					time.Sleep(200 * time.Millisecond) // the others are waiting; a late one gets the stored answer
+				}
 				close(a.block)
 				wg.Wait()
 				srv.Close()
