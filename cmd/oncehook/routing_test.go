@@ -210,9 +210,11 @@ destinations:
 	for i := 0; i+50 < len(ds); i++ {
 		tightest = min(tightest, ds[i+50].At.Sub(ds[i].At))
 	}
-	// Sends leave at their slots, 20 ms apart; what the sink sees can
-	// be a few ms closer (one POST slower than the next).
-	if tightest < 950*time.Millisecond {
+	// Sends leave at their slots, 20 ms apart; what the sink sees can be
+	// closer by the network's and the scheduler's jitter (one POST slower
+	// than the next: 973 ms measured on a quiet machine; a loaded CI
+	// runner with the race detector jitters more).
+	if tightest < 900*time.Millisecond {
 		t.Fatalf("51 deliveries arrived within %s: over 50/s across the replicas", tightest)
 	}
 	if span := ds[len(ds)-1].At.Sub(ds[0].At); span < 5800*time.Millisecond {
