@@ -171,3 +171,47 @@ destinations:
 		t.Fatalf("audit %+v", audit.Entries)
 	}
 }
+
+// A destination's own concurrency bound: never more attempts at once
+// than it says, none spent on waiting, every event once.
+func TestADestinationsConcurrencyBound(t *testing.T) {
+	var now, most atomic.Int32
+	crm := testenv.NewSink(t)
+	crm.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(50 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	}
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_test], destinations: [crm]}
+destinations:
+  - {name: crm, url: `+crm.URL+`, concurrency: 2}
+`)
+	for i := range 20 {
+		body := fmt.Sprintf(`{"id":"evt_c%02d","object":"event"}`, i)
+		resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("intake: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(crm.ByKey()) == 20 }) {
+		t.Fatalf("delivered %d of 20", len(crm.ByKey()))
+	}
+	if m := most.Load(); m > 2 {
+		t.Fatalf("%d attempts at once, with concurrency: 2", m)
+	}
+	for _, d := range crm.Deliveries() {
+		if d.Attempt != "1" {
+			t.Fatalf("%s arrived as attempt %s: waiting for a slot spent an attempt", d.Key, d.Attempt)
+		}
+	}
+	if len(crm.Deliveries()) != 20 {
+		t.Fatalf("%d deliveries for 20 events", len(crm.Deliveries()))
+	}
+}

@@ -50,7 +50,7 @@ func holdPolicies(cfg *config.Config) map[string]hold.Policy {
 	out := make(map[string]hold.Policy, len(cfg.Destinations))
 	for _, d := range cfg.Destinations {
 		b := d.Breaker
-		out[d.Name] = hold.Policy{Rate: d.Rate.N, Per: d.Rate.Per, Breaker: hold.BreakerPolicy{
+		out[d.Name] = hold.Policy{Rate: d.Rate.N, Per: d.Rate.Per, Concurrency: d.Concurrency, Breaker: hold.BreakerPolicy{
 			Off: b.Off, Failures: b.Failures, FailureRatio: b.FailureRatio, Window: time.Duration(b.Window),
 			MinAttempts: b.MinAttempts, Cooldown: time.Duration(b.Cooldown), MaxCooldown: time.Duration(b.MaxCooldown),
 		}}

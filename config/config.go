@@ -255,6 +255,10 @@ type Destination struct {
 	// "10/s", "600/m", "5000/h". A delivery waiting for the limit spends
 	// no attempt.
 	Rate Rate `yaml:"rate"`
+	// Concurrency bounds the attempts in flight to this destination from
+	// one replica (delivery.concurrency bounds them all); unset: no bound
+	// of its own. A delivery waiting for a slot spends no attempt.
+	Concurrency int `yaml:"concurrency"`
 	// Breaker holds the destination's deliveries while it is failing (on
 	// by default; see Breaker).
 	Breaker Breaker `yaml:"breaker"`
@@ -994,6 +998,9 @@ func (c *Config) validate(lines fieldLines) []error {
 		dests[d.Name] = true
 		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			fail(f+".url", "%q: want an http:// or https:// URL", Redact(d.URL))
+		}
+		if d.Concurrency < 0 {
+			fail(fmt.Sprintf("destinations[%d].concurrency", i), "must be at least 1 (unset: no bound of its own)")
 		}
 		if d.Breaker.FailureRatio < 0 || d.Breaker.FailureRatio > 1 || d.Breaker.Failures < 0 || d.Breaker.MinAttempts < 0 {
 			fail(fmt.Sprintf("destinations[%d].breaker", i), "failures and min_attempts cannot be negative; failure_ratio is from 0 to 1")

@@ -16,6 +16,9 @@ type Policy struct {
 	// Rate sends per Per at most, across every replica; 0: no limit.
 	Rate int
 	Per  time.Duration
+	// Concurrency bounds the attempts in flight to the destination from
+	// this process (per replica); 0: only delivery.concurrency bounds them.
+	Concurrency int
 	// Breaker opens on Failures consecutive failed attempts, or on a
 	// failure ratio of at least FailureRatio over Window once MinAttempts
 	// were made in it; then it holds for Cooldown, doubling on each reopen
@@ -83,8 +86,9 @@ const probeTimeout = time.Minute
 type flow struct {
 	policy Policy
 
-	mu    sync.Mutex
-	until time.Time // held until then (the rate's slots are far off, or a Retry-After)
+	mu       sync.Mutex
+	until    time.Time // held until then (the rate's slots are far off, or a Retry-After)
+	inFlight int       // attempts admitted and not yet reported
 
 	consecutive   int
 	statsAt       time.Time
@@ -101,6 +105,9 @@ func (f *flow) heldNow(now time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if now.Before(f.until) {
+		return true
+	}
+	if f.policy.Concurrency > 0 && f.inFlight >= f.policy.Concurrency {
 		return true
 	}
 	switch f.breaker.State {
@@ -134,16 +141,25 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 			return false, now.Add(Refresh)
 		}
 	}
+	if f.policy.Concurrency > 0 && f.inFlight >= f.policy.Concurrency {
+		// Full: given back, due again shortly; the destination is held
+		// (the writer leases no more of it) until an attempt reports.
+		return false, now.Add(100 * time.Millisecond)
+	}
 	if f.breaker.State == store.BreakerHalfOpen {
 		f.probeOut = true // the one probe; the rest wait for its answer
 		h.changed()
 	}
+	f.inFlight++
 	if f.policy.Rate == 0 {
 		return true, time.Time{}
 	}
 	f.mu.Unlock()
 	ok, at := h.slot(ctx, destination, f, now)
 	f.mu.Lock()
+	if !ok {
+		f.inFlight--
+	}
 	return ok, at
 }
 
@@ -192,6 +208,11 @@ func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
 	now := h.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.inFlight > 0 {
+		if f.inFlight--; f.policy.Concurrency > 0 && f.inFlight == f.policy.Concurrency-1 {
+			h.changed() // a slot is free: the writer may lease again
+		}
+	}
 	if o.RetryAfter > 0 {
 		if t := now.Add(o.RetryAfter); t.After(f.until) {
 			f.until = t

@@ -132,3 +132,28 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 		t.Fatal("still held after the Retry-After")
 	}
 }
+
+// A destination's concurrency: at most N attempts admitted at once; the
+// next is given back and the destination held until one reports.
+func TestConcurrencyHoldsUntilAnAttemptReports(t *testing.T) {
+	ctx := context.Background()
+	h, err := hold.New(ctx, openStore(t), hold.Options{Policies: map[string]hold.Policy{"crm": {Concurrency: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if ok, _ := h.Admit(ctx, "crm"); !ok {
+			t.Fatal("refused within the bound")
+		}
+	}
+	if ok, _ := h.Admit(ctx, "crm"); ok || !slices.Contains(h.Held(), "crm") {
+		t.Fatal("a third attempt went, or the full destination is not held")
+	}
+	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	if slices.Contains(h.Held(), "crm") {
+		t.Fatal("still held after an attempt reported")
+	}
+	if ok, _ := h.Admit(ctx, "crm"); !ok {
+		t.Fatal("a freed slot was not given")
+	}
+}
