@@ -702,19 +702,11 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 	for _, d := range s.opts.Destinations {
 		add(d.Name, displayURL(d.URL))
 	}
+	var breakers map[string]store.Breaker
 	if flow, ok := store.FlowOf(s.opts.Store); ok {
-		breakers, err := flow.Breakers(ctx)
-		if err != nil {
+		if breakers, err = flow.Breakers(ctx); err != nil {
 			return nil, err
 		}
-		defer func() {
-			for i := range out {
-				if b, ok := breakers[out[i].Name]; ok {
-					out[i].Breaker = &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason,
-						Manual: b.Until.Sub(b.OpenedAt) >= manualBreaker/2}
-				}
-			}
-		}()
 	}
 	for _, q := range queues {
 		v := add(q.Destination, "")
@@ -763,9 +755,13 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			known(name).Last24h.LatencyAvgMS = float64(l[1]) / float64(l[0])
 		}
 	}
-	if s.opts.Alerts != nil {
-		for i := range out {
+	for i := range out {
+		if s.opts.Alerts != nil {
 			out[i].Alerts = s.opts.Alerts.Firing(store.ScopeDestination, out[i].Name)
+		}
+		if b, ok := breakers[out[i].Name]; ok {
+			out[i].Breaker = &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason,
+				Manual: b.Until.Sub(b.OpenedAt) >= manualBreaker/2}
 		}
 	}
 	return out, nil
