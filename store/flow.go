@@ -30,8 +30,9 @@ type Flow interface {
 	// true to: that caller sends one probe delivery, and reports it with
 	// CloseBreaker or OpenBreaker.
 	ProbeBreaker(ctx context.Context, destination string, now, deadline time.Time) (bool, error)
-	// CloseBreaker closes destination's breaker (a probe succeeded, or an
-	// operator said so: audit, when its Action is set, is written with it).
+	// CloseBreaker closes destination's breaker: when a probe succeeded
+	// only a half-open one (an operator's open since stays open), and when
+	// an operator says so (audit's Action set, written with it) any.
 	CloseBreaker(ctx context.Context, destination string, now time.Time, audit AuditEntry) error
 }
 

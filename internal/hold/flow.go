@@ -146,7 +146,8 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 		// (the writer leases no more of it) until an attempt reports.
 		return false, now.Add(100 * time.Millisecond)
 	}
-	if f.breaker.State == store.BreakerHalfOpen {
+	probe := f.breaker.State == store.BreakerHalfOpen
+	if probe {
 		f.probeOut = true // the one probe; the rest wait for its answer
 		h.changed()
 	}
@@ -159,6 +160,9 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 	f.mu.Lock()
 	if !ok {
 		f.inFlight--
+		if probe {
+			f.probeOut = false // no slot, so no probe went: the next attempt is it
+		}
 	}
 	return ok, at
 }
@@ -236,8 +240,15 @@ func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
 				f.probeOut = false // probe again
 				return
 			}
-			h.log.Info("breaker closed: the probe succeeded", "destination", destination)
+			// The store has the last word: an operator may have opened it
+			// while the probe was out, and the close then left it open.
 			f.breaker, f.probing, f.probeOut = store.Breaker{}, false, false
+			if stored, err := h.flow.Breakers(ctx); err == nil {
+				f.breaker = stored[destination]
+			}
+			if f.breaker.State == "" {
+				h.log.Info("breaker closed: the probe succeeded", "destination", destination)
+			}
 			h.changed()
 		}
 	case o.Failure:
@@ -292,8 +303,13 @@ func (h *Holds) refreshBreakers(ctx context.Context) error {
 		switch {
 		case !ok:
 			f.breaker, f.probing, f.probeOut = store.Breaker{}, false, false
-		case !f.probing:
-			f.breaker = b
+		case f.probing && b.State == store.BreakerHalfOpen && now.Before(b.Until):
+			// This process's probe, within its deadline: keep it.
+		default:
+			// Anything else is the store's word: an operator opened it,
+			// another replica reopened it, or this probe's deadline passed
+			// without a report (a new probe is due below).
+			f.breaker, f.probing, f.probeOut = b, false, false
 		}
 		probeDue := ok && !f.probing && !now.Before(b.Until)
 		f.mu.Unlock()
@@ -314,16 +330,4 @@ func (h *Holds) refreshBreakers(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Breaker returns destination's breaker as this process knows it (State
-// "" when closed), for the operator's views.
-func (h *Holds) Breaker(destination string) store.Breaker {
-	f := h.flows[destination]
-	if f == nil {
-		return store.Breaker{}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.breaker
 }

@@ -157,3 +157,41 @@ func TestConcurrencyHoldsUntilAnAttemptReports(t *testing.T) {
 		t.Fatal("a freed slot was not given")
 	}
 }
+
+// A probe that never reports (its attempt hung past the deadline) does not
+// hold the breaker half-open forever: this process probes again. And an
+// operator's open during a probe wins over the probe's late success.
+func TestProbeDeadlineAndAnOperatorsOpen(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	h, err := hold.New(ctx, s, hold.Options{Now: now, Policies: map[string]hold.Policy{"crm": {Breaker: hold.BreakerPolicy{Failures: 1, Cooldown: time.Second}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 503"})
+	clock.Add(int64(2 * time.Second))
+	h.Refresh(ctx)
+	if ok, _ := h.Admit(ctx, "crm"); !ok {
+		t.Fatal("no probe after the cool-down")
+	}
+	// The probe hangs past its deadline (a minute): a new one is due.
+	clock.Add(int64(2 * time.Minute))
+	h.Refresh(ctx)
+	if ok, _ := h.Admit(ctx, "crm"); !ok {
+		t.Fatal("a quiet probe held the breaker half-open forever")
+	}
+	// An operator opens it by hand while this probe is out; the probe's
+	// success comes late and must not close what the operator opened.
+	f, _ := store.FlowOf(s)
+	if _, _, err := f.OpenBreaker(ctx, store.Breaker{Destination: "crm", OpenedAt: now(), Until: now().Add(time.Hour), Opens: 1, Reason: "opened by ops"},
+		store.AuditEntry{Actor: "ops", Action: "breaker_open", Target: "destination crm"}); err != nil {
+		t.Fatal(err)
+	}
+	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	if b, _ := f.Breakers(ctx); b["crm"].State != store.BreakerOpen || !slices.Contains(h.Held(), "crm") {
+		t.Fatalf("after the operator's open and a late probe success: %+v, held %q", b, h.Held())
+	}
+}

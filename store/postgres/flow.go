@@ -91,7 +91,7 @@ func (s *Store) CloseBreaker(ctx context.Context, destination string, now time.T
 		a.At = now
 	}
 	_, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
-		tag, err := tx.Exec(ctx, `DELETE FROM breakers WHERE destination = $1`, destination)
+		tag, err := tx.Exec(ctx, `DELETE FROM breakers WHERE destination = $1 AND (state = 'half_open' OR $2)`, destination, a.Action != "")
 		if err != nil {
 			return 0, err
 		}

@@ -92,7 +92,7 @@ func (s *Store) ProbeBreaker(ctx context.Context, destination string, now, deadl
 // CloseBreaker implements store.Flow.
 func (s *Store) CloseBreaker(ctx context.Context, destination string, now time.Time, a store.AuditEntry) error {
 	_, err := s.change(ctx, false, a, now, func(tx *sql.Tx) (int, error) {
-		res, err := tx.ExecContext(ctx, `DELETE FROM breakers WHERE destination = ?`, destination)
+		res, err := tx.ExecContext(ctx, `DELETE FROM breakers WHERE destination = ? AND (state = 'half_open' OR ?)`, destination, a.Action != "")
 		if err != nil {
 			return 0, unavailable("close breaker", err)
 		}

@@ -1513,13 +1513,25 @@ func testBreaker(t *testing.T, stores []store.Store) {
 	if ok, _ := flowOf(t, stores[2]).ProbeBreaker(ctx, "crm", base.Add(4*time.Minute), base.Add(5*time.Minute)); !ok {
 		t.Fatal("a quiet prober holds the breaker forever")
 	}
+	// A probe's close (no audit) closes only a half-open breaker: one an
+	// operator (or another replica) opened meanwhile stays open.
+	manual := store.Breaker{Destination: "crm", OpenedAt: base, Until: base.Add(100 * time.Hour), Opens: 1, Reason: "opened by ops"}
+	if _, ok, err := f.OpenBreaker(ctx, manual, store.AuditEntry{Actor: "ops", Action: "breaker_open", Target: "destination crm"}); err != nil || !ok {
+		t.Fatalf("an operator's open over a half-open breaker: %v %v", ok, err)
+	}
+	if err := flowOf(t, stores[2]).CloseBreaker(ctx, "crm", base, store.AuditEntry{}); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := f.Breakers(ctx); all["crm"].State != store.BreakerOpen || all["crm"].Reason != "opened by ops" {
+		t.Fatalf("a late probe's close undid an operator's open: %+v", all)
+	}
 	if err := f.CloseBreaker(ctx, "crm", base, store.AuditEntry{Actor: "ops", Action: "breaker_close", Target: "destination crm"}); err != nil {
 		t.Fatal(err)
 	}
 	if all, _ := f.Breakers(ctx); len(all) != 0 {
 		t.Fatalf("closed, yet %+v", all)
 	}
-	if audit, _ := admin(t, stores[0]).ListAudit(ctx, 0, 5); len(audit) != 1 || audit[0].Action != "breaker_close" {
+	if audit, _ := admin(t, stores[0]).ListAudit(ctx, 0, 5); len(audit) != 2 || audit[0].Action != "breaker_close" || audit[1].Action != "breaker_open" {
 		t.Fatalf("audit %+v", audit)
 	}
 }
