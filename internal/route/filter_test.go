@@ -144,6 +144,10 @@ func TestTypes(t *testing.T) {
 	if CheckTypes([]string{"in*voice"}) == nil || CheckTypes([]string{""}) == nil || CheckTypes([]string{"invoice.*"}) != nil {
 		t.Error("CheckTypes")
 	}
+	// The error names the pattern's place in the list, not the star's.
+	if err := CheckTypes([]string{"invoice.*", "in*voice"}); err == nil || !strings.HasPrefix(err.Error(), `types[1] "in*voice"`) {
+		t.Errorf("CheckTypes names %v", err)
+	}
 	rs := Routes{{Destination: "billing", Types: []string{"invoice.*"}}, {Destination: "audit"}}
 	want, skip := rs.Pick("charge.succeeded", &Input{})
 	if len(want) != 1 || want[0] != "audit" || len(skip) != 1 || skip[0] != "billing" {

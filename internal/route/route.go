@@ -48,7 +48,7 @@ func CheckTypes(patterns []string) error {
 		if p == "" {
 			return fmt.Errorf("types[%d] is empty", i)
 		}
-		if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+		if star := strings.IndexByte(p, '*'); star >= 0 && star != len(p)-1 {
 			return fmt.Errorf("types[%d] %q: a * may only end a pattern (invoice.*)", i, p)
 		}
 	}
