@@ -123,3 +123,45 @@ apis:
 	}
 	t.Logf("%d of 50 concurrent retries were served from the ledger", replayed.Load())
 }
+
+// The upstream down: 502 in the one error shape, and the key is released,
+// so the retry once it is back runs and its answer is the one kept.
+func TestIdempotencyProxyWhenTheUpstreamIsDown(t *testing.T) {
+	var up atomic.Bool
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			hj, _ := w.(http.Hijacker)
+			conn, _, _ := hj.Hijack()
+			conn.Close() // the connection dies: no answer at all
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer upstream.Close()
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
+`)
+	post := func() (int, string, string) {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k-down")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed")
+	}
+	if code, body, _ := post(); code != http.StatusBadGateway || !strings.Contains(body, "upstream_unavailable") {
+		t.Fatalf("upstream down: %d %s", code, body)
+	}
+	up.Store(true)
+	if code, body, rep := post(); code != 201 || rep != "" {
+		t.Fatalf("after the upstream is back: %d %s (replayed %q): the 502 must not have been kept", code, body, rep)
+	}
+	if code, _, rep := post(); code != 201 || rep != "true" {
+		t.Fatalf("the retry of the kept answer: %d replayed %q", code, rep)
+	}
+}

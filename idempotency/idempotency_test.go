@@ -212,3 +212,19 @@ func TestOneKeyFromFiftyClientsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// The ledger down: 503 in the one error shape, and the handler does not
+// run (it cannot be made once without the ledger).
+func TestLedgerDownAnswers503AndRunsNothing(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "down.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &api{}
+	srv := httptest.NewServer(idempotency.New(effect.New(s, effect.Options{}), idempotency.Options{})(a))
+	defer srv.Close()
+	s.Close()
+	if got := call(t, srv.URL, "POST", "k-1", "Bearer alice", `{}`); got.status != 503 || !strings.Contains(got.body, `"reason":"unavailable"`) || a.runs.Load() != 0 {
+		t.Fatalf("ledger down: %+v, handler ran %d times", got, a.runs.Load())
+	}
+}
