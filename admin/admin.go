@@ -655,9 +655,14 @@ type BreakerView struct {
 	Until    time.Time `json:"until"`
 	Opens    int       `json:"opens"`  // times in a row: the cool-down doubles with each
 	Reason   string    `json:"reason"` // the failure that opened it, or who did
-	// Manual: an operator opened it, and it holds until one closes it.
-	Manual bool `json:"manual,omitempty"`
+	// Manual: an operator (OpenedBy) opened it, and it holds until one
+	// closes it.
+	Manual   bool   `json:"manual,omitempty"`
+	OpenedBy string `json:"opened_by,omitempty"`
 }
+
+// openedBy is how the reason of a breaker an operator opened begins.
+const openedBy = "opened by "
 
 // DestinationCounts are a destination's attempts by outcome.
 type DestinationCounts struct {
@@ -760,8 +765,12 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			out[i].Alerts = s.opts.Alerts.Firing(store.ScopeDestination, out[i].Name)
 		}
 		if b, ok := breakers[out[i].Name]; ok {
-			out[i].Breaker = &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason,
+			v := &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason,
 				Manual: b.Until.Sub(b.OpenedAt) >= manualBreaker/2}
+			if v.Manual {
+				v.OpenedBy = strings.TrimPrefix(b.Reason, openedBy)
+			}
+			out[i].Breaker = v
 		}
 	}
 	return out, nil
@@ -849,7 +858,7 @@ func (s *Service) SetBreaker(ctx context.Context, destination string, open bool)
 	if open {
 		actor := ActorOf(ctx)
 		_, _, err = flow.OpenBreaker(ctx, store.Breaker{Destination: destination, OpenedAt: now, Until: now.Add(manualBreaker), Opens: 1,
-			Reason: "opened by " + actor}, s.audit(ctx, "breaker_open", "destination "+destination))
+			Reason: openedBy + actor}, s.audit(ctx, "breaker_open", "destination "+destination))
 	} else {
 		err = flow.CloseBreaker(ctx, destination, now, s.audit(ctx, "breaker_close", "destination "+destination))
 	}

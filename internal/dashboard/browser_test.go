@@ -358,6 +358,25 @@ destinations:
 	if h := text("h1"); h != "Destinos" {
 		t.Fatalf("pt-BR not kept: %q", h)
 	}
+	// The breaker and a filtered event, in Portuguese too.
+	do("pt-BR breaker", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .breaker`)))
+	if b := text(`tr[data-destination="app"] .breaker`); b != "Disjuntor aberto" {
+		t.Fatalf("pt-BR breaker badge %q", b)
+	}
+	if why := text(`tr[data-destination="app"] td:nth-child(2)`); !strings.Contains(why, "aberto por token:ops") {
+		t.Fatalf("pt-BR breaker note %q: who opened it, in Portuguese", why)
+	}
+	shot("dashboard-destinations-breaker-pt.png")
+	do("pt-BR breaker closed", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-close`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)))
+	post(t, gw.URL+"/in/billing", `{"id":"evt_charge_pt","type":"charge.refunded"}`)
+	do("pt-BR filtered event", chromedp.Navigate(ui+"events?source=billing&state=filtered"), chromedp.WaitVisible(chromedp.ID("events")),
+		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-filtered")))
+	if f := text("#event-filtered"); !strings.Contains(f, "Não encaminhado") {
+		t.Fatalf("pt-BR filtered note %q", f)
+	}
+	shot("dashboard-event-filtered-pt.png")
 
 	cancel()
 	<-consoleDone
