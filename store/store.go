@@ -46,6 +46,9 @@ type NewEvent struct {
 	// (their types or filter): kept with it, so that the event says why it
 	// went nowhere, or not there.
 	Filtered []string
+	// Order, when its Entity is set, puts the event's deliveries in order
+	// with its entity's other events (see order.go).
+	Order Order
 }
 
 // Claim is the verdict of the store on one NewEvent.
@@ -65,6 +68,9 @@ const (
 	Pending   DeliveryState = "pending"   // waiting for its next attempt, or leased
 	Delivered DeliveryState = "delivered" // the destination answered 2xx
 	Dead      DeliveryState = "dead"      // permanent failure or retries exhausted: a dead letter
+	// Stale is an ordered delivery older than one already delivered for
+	// its entity: held back, not delivered (an operator can replay it).
+	Stale DeliveryState = "stale"
 )
 
 // LeasedDelivery is a delivery a worker owns until LeaseExpiresAt. If the
@@ -82,6 +88,14 @@ type LeasedDelivery struct {
 	ReceivedAt     time.Time
 	LeaseToken     string
 	LeaseExpiresAt time.Time
+	// Ordered is a delivery in its entity's order: its outcome frees the
+	// entity for the next one (Outcome.Ordered).
+	Ordered bool
+	// Stale is an ordered delivery older than the version already
+	// delivered (CurrentVersion), sent because its source asks for stale
+	// events to be delivered marked.
+	Stale          bool
+	CurrentVersion string
 }
 
 // OutcomeKind says what an attempt led to.
@@ -124,6 +138,9 @@ type Outcome struct {
 	Error         string // empty on success
 	Response      string // the start of the destination's answer, for the operator
 	NextAttemptAt time.Time
+	// Ordered is LeasedDelivery.Ordered, carried back: the commit then
+	// frees the entity and wakes its next delivery.
+	Ordered bool
 }
 
 // Stats counts what the store holds. Tests and the admin API read it.
@@ -133,6 +150,7 @@ type Stats struct {
 	Pending   int64
 	Delivered int64
 	Dead      int64
+	Stale     int64
 	Attempts  int64
 	// Effects counts the effects ledger's records by state.
 	Effects map[string]int64

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -253,8 +254,10 @@ func withRetry(ctx context.Context, fn func() error) error {
 // The rows that come back are of four kinds: 1, an inserted event; 2, an
 // existing one; 3, a handed-off delivery; 4, a due delivery, with its event.
 const commitSQL = `WITH input AS (
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[])
-			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[],
+			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[])
+			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered,
+				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale)
 	), inserted AS (
 		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered)
 		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered FROM input
@@ -268,27 +271,37 @@ const commitSQL = `WITH input AS (
 		WHERE NOT EXISTS (SELECT 1 FROM inserted n WHERE n.source = i.source AND n.key = i.key)
 	), fresh AS (
 		-- n numbers the deliveries that may be handed off (not to a held
-		-- destination); a held one gets no number to stay unleased.
+		-- destination, not ordered: the ordered lease step decides those);
+		-- the others get no number to stay unleased.
 		SELECT inserted.id AS event_id, d.destination, i.received_at,
-			CASE WHEN d.destination = ANY($16::text[]) THEN NULL
-			ELSE row_number() OVER (PARTITION BY d.destination = ANY($16::text[]) ORDER BY inserted.id, d.destination) END AS n
+			CASE WHEN d.destination = ANY($16::text[]) OR i.order_entity <> '' THEN NULL
+			ELSE row_number() OVER (PARTITION BY d.destination = ANY($16::text[]) OR i.order_entity <> '' ORDER BY inserted.id, d.destination) END AS n,
+			NULLIF(i.order_entity, '') AS order_entity,
+			CASE WHEN i.order_versioned THEN i.order_version ELSE inserted.id END AS order_version,
+			CASE WHEN i.order_versioned THEN i.order_text ELSE '#' || inserted.id END AS order_text,
+			NULLIF(i.order_mode, '') AS order_mode, i.order_deliver_stale
 		FROM inserted
-		JOIN (SELECT DISTINCT ON (source, key) source, key, received_at, destinations FROM input ORDER BY source, key, ord) i
+		JOIN (SELECT DISTINCT ON (source, key) source, key, received_at, destinations,
+				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale
+			FROM input ORDER BY source, key, ord) i
 			USING (source, key)
 		CROSS JOIN LATERAL unnest(string_to_array(i.destinations, ',')) AS d(destination)
 		WHERE i.destinations <> ''
 	), delivered AS (
-		INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, lease_token, lease_expires_at, attempts)
+		INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, lease_token, lease_expires_at, attempts,
+			order_entity, order_version, order_text, order_mode, order_deliver_stale)
 		SELECT event_id, destination,
 			CASE WHEN n <= $11 THEN $13 ELSE received_at END, received_at,
 			CASE WHEN n <= $11 THEN $12 END, CASE WHEN n <= $11 THEN $13::timestamptz END,
-			CASE WHEN n <= $11 THEN 1 ELSE 0 END
+			CASE WHEN n <= $11 THEN 1 ELSE 0 END,
+			order_entity, CASE WHEN order_entity IS NOT NULL THEN order_version END, CASE WHEN order_entity IS NOT NULL THEN order_text END,
+			order_mode, order_deliver_stale
 		FROM fresh ORDER BY event_id, destination
 		RETURNING id, event_id, destination, lease_token IS NOT NULL AS leased
 	), due AS (
 		SELECT id FROM deliveries
 		WHERE $14 AND state = 'pending' AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
-		AND NOT (destination = ANY($16::text[]))
+		AND NOT (destination = ANY($16::text[])) AND order_entity IS NULL
 		ORDER BY next_attempt_at
 		LIMIT GREATEST($11 - (SELECT count(*) FROM fresh WHERE n <= $11), 0)
 		FOR UPDATE SKIP LOCKED
@@ -307,7 +320,13 @@ const commitSQL = `WITH input AS (
 	FROM delivered dl JOIN inserted i ON i.id = dl.event_id WHERE dl.leased
 	UNION ALL
 	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, e.body, e.received_at
-	FROM leased l JOIN events e ON e.id = l.event_id`
+	FROM leased l JOIN events e ON e.id = l.event_id
+	UNION ALL
+	-- 5: ordered deliveries are due, for the ordered lease step.
+	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL
+	WHERE $14 AND EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND order_entity IS NOT NULL
+		AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
+		AND NOT (destination = ANY($16::text[])))`
 
 // Commit implements store.Store: one pipeline, run by PostgreSQL as one
 // implicit transaction and sent in one round trip: the outcomes statement,
@@ -339,7 +358,13 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		keyless, bodies := make([]bool, n), make([][]byte, n)
 		received, expiry := make([]time.Time, n), make([]time.Time, n)
 		ord := make([]int32, n)
+		oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
+		oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
 		for i, e := range b.Events {
+			if o := e.Order; o.Entity != "" {
+				oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
+				oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
+			}
 			sources[i], keys[i], types[i], keyless[i], etypes[i] = e.Source, e.Key, e.ContentType, e.Keyless, e.Type
 			headers[i] = store.EncodeHeader(e.Header)
 			// Destination names cannot hold a comma (config validates them).
@@ -356,7 +381,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			held = []string{}
 		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, held, etypes, filtered)
+			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -420,6 +445,16 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	}
 	out := s.committed(b.Events, rows, token, expires)
 	out.Effects = effects
+	if room := l.Max - len(out.Leased); room > 0 && slices.ContainsFunc(rows, func(r commitRow) bool { return r.kind == 5 }) {
+		// In a transaction of its own: what the batch committed stands
+		// whatever happens to it, and a step that fails leases nothing
+		// (the deliveries stay due, for the next).
+		ordered, err := s.leaseOrdered(ctx, l, now, expires, room, token, b.Shard)
+		if err != nil {
+			s.log.Warn("ordered deliveries not leased this time", "err", err)
+		}
+		out.Leased = append(out.Leased, ordered...)
+	}
 	return out, nil
 }
 
@@ -550,6 +585,7 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 		started[i], durations[i], responses[i] = startedAt, o.Duration.Milliseconds(), o.Response
 	}
 	batch.Queue(outcomesSQL, ids, tokens, kinds, states, attempts, next, statuses, errs, started, durations, now, responses)
+	queueOrderedOutcomes(batch, outcomes)
 	return nil
 }
 
@@ -583,7 +619,11 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 		return events, err
 	}
 	effects, err := s.sweepEffects(ctx, now, limit)
-	return max(events, effects), err
+	if err != nil {
+		return max(events, effects), err
+	}
+	heads, err := s.sweepOrderHeads(ctx, now, limit)
+	return max(events, effects, heads), err
 }
 
 // sweepEvents deletes expired events in two statements of one
@@ -616,9 +656,11 @@ func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int,
 }
 
 // requeueAt is the SET of a replay: due at now (a placeholder), attempts
-// reset, no lease.
+// reset, no lease. A replay is the operator's word: the delivery leaves
+// its entity's order and is delivered as it is, even when stale.
 func requeueAt(now string) string {
-	return `state = 'pending', attempts = 0, next_attempt_at = ` + now + `, lease_token = NULL, lease_expires_at = NULL, updated_at = ` + now
+	return `state = 'pending', attempts = 0, next_attempt_at = ` + now + `, lease_token = NULL, lease_expires_at = NULL, updated_at = ` + now +
+		`, order_entity = NULL, order_waiting = FALSE`
 }
 
 // leasedAt is true for a delivery a worker holds at now (a placeholder); a
@@ -636,7 +678,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'pending'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'dead'),
-		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Attempts)
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'stale'),
+		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Stale, &st.Attempts)
 	if err != nil {
 		return st, unavailable("stats", err)
 	}

@@ -73,8 +73,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	for dst, query := range map[**sql.Stmt]string{
 		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
-		&s.stmt.storedExpiry:   `SELECT expires_at FROM events WHERE source = ? AND key = ?`,
-		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)`,
+		&s.stmt.storedExpiry: `SELECT expires_at FROM events WHERE source = ? AND key = ?`,
+		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at,
+			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		&s.stmt.handOff: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, lease_token, lease_expires_at, attempts)
 			VALUES (?, ?, ?, ?, ?, ?, 1)`,
 		// A lease counts the attempt it is for (see store.Store's
@@ -84,7 +85,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			WHERE id IN (
 				SELECT id FROM deliveries
 				WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
-				AND destination NOT IN (SELECT value FROM json_each(?))
+				AND destination NOT IN (SELECT value FROM json_each(?)) AND order_entity IS NULL
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
 		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at FROM events WHERE id = ?`,
@@ -278,6 +279,13 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		}
 		out.Leased = append(out.Leased, due...)
 	}
+	if l.Due && len(out.Leased) < l.Max {
+		ordered, err := s.leaseOrdered(ctx, tx, l, l.Max-len(out.Leased), token, b.Shard)
+		if err != nil {
+			return store.Committed{}, err
+		}
+		out.Leased = append(out.Leased, ordered...)
+	}
 	if out.Effects, err = applyEffects(ctx, &preparedDB{ctx: ctx, tx: tx, stmts: s.stmt.effects}, b.Effects); err != nil {
 		return store.Committed{}, err
 	}
@@ -342,9 +350,17 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 			return nil, nil, failed("claim event", err)
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
+		var entity, text, mode any // NULL: not ordered
+		var version any
+		if e.Order.Entity != "" {
+			v, t := store.StoredVersion(e.Order, id)
+			entity, version, text, mode = store.OrderKey(e.Source, e.Order.Entity), v, t, string(e.Order.Mode)
+		}
 		for _, d := range e.Destinations {
-			if len(handed) >= l.Max || slices.Contains(l.Held, d) {
-				if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt)); err != nil {
+			// An ordered delivery is never handed off: the ordered lease
+			// step decides when its entity lets it go (see store/order.go).
+			if len(handed) >= l.Max || slices.Contains(l.Held, d) || entity != nil {
+				if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt), entity, version, text, mode, e.Order.DeliverStale); err != nil {
 					return nil, nil, failed("create delivery", err)
 				}
 				continue
@@ -451,7 +467,7 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 			return failed("record attempt", err)
 		}
 	}
-	return nil
+	return s.completeOrdered(ctx, tx, outcomes)
 }
 
 // NextDue implements store.Store.
@@ -484,7 +500,11 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 		return events, err
 	}
 	effects, err := s.sweepEffects(ctx, now, limit)
-	return max(events, effects), err
+	if err != nil {
+		return max(events, effects), err
+	}
+	heads, err := s.sweepOrderHeads(ctx, now, limit)
+	return max(events, effects, heads), err
 }
 
 func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -518,7 +538,11 @@ func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int,
 
 // requeue is the part of a replay every backend's SQL shares: due now,
 // attempts reset, no lease.
-const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?`
+//
+// A replay is the operator's word: the delivery leaves its entity's order
+// (order_entity NULL) and is delivered as it is, even when stale.
+const requeueSet = `state = 'pending', attempts = 0, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?,
+	order_entity = NULL, order_waiting = 0`
 
 // leasedNow is true for a delivery a worker holds right now (and never
 // NULL: a delivery waiting in backoff has no lease and is replayed).
@@ -533,7 +557,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'pending'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'dead'),
-		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Attempts)
+		(SELECT COUNT(*) FROM deliveries WHERE state = 'stale'),
+		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Stale, &st.Attempts)
 	if err != nil {
 		return st, unavailable("stats", err)
 	}

@@ -83,6 +83,11 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"BreakerOpensOnceAndProbesOnce", replicas(testBreaker)},
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
+		{"OrderStaleIsNotDeliveredAsNew", testOrderStale},
+		{"OrderDeliversStaleMarkedWhenAsked", testOrderDeliverStale},
+		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
+		{"OrderEntityHeldUntilAnAbandonedLeaseExpires", testOrderLeaseExpiry},
+		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

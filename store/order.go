@@ -1,0 +1,229 @@
+package store
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Order per entity. Providers promise no order: a retry from hours ago
+// arrives after today's events, Shopify's orders/updated can come newest
+// first. A source that asks for order names the entity an event is about
+// and, where the provider has one, its version; the store then keeps, per
+// (destination, entity):
+//   - at most one delivery in flight (leased), in both modes;
+//   - the highest version delivered, so that an older event is marked
+//     stale instead of delivered as if it were new (or, if the source
+//     says so, delivered with the current version beside it);
+//   - in fifo mode, the order: only the lowest pending version is leased,
+//     so a failing head holds its entity's later events, and only them.
+//
+// Ordered deliveries are never handed off at the commit that creates them:
+// they are leased by the ordered lease step (PlanOrder), which each backend
+// runs where its leases are decided, so across replicas the store decides,
+// as it decides claims.
+
+// OrderMode is how a source orders its entities' events.
+type OrderMode string
+
+const (
+	// OrderStale delivers each entity's events one at a time, as they
+	// come, and marks stale an event older than one already delivered.
+	OrderStale OrderMode = "stale"
+	// OrderFIFO delivers each entity's events one at a time in version
+	// order (arrival order without a version): a failing head holds the
+	// entity's later events.
+	OrderFIFO OrderMode = "fifo"
+)
+
+// Order is what a NewEvent says of its place among its entity's events.
+// An empty Entity means the event is not ordered.
+type Order struct {
+	Entity string
+	Mode   OrderMode
+	// Version orders two events of the entity; without one (Versioned
+	// false) arrival order does, by the event's id.
+	Version     int64
+	Versioned   bool
+	VersionText string // the version as the provider wrote it, for the operator and the stale header
+	// DeliverStale delivers a stale event anyway, marked stale (the
+	// destination is told the current version), instead of holding it back.
+	DeliverStale bool
+}
+
+// OrderKey is how an entity is stored: by its source, since two providers'
+// ids can be equal. Source names cannot hold a "/".
+func OrderKey(source, entity string) string { return source + "/" + entity }
+
+// SplitOrderKey is OrderKey's inverse.
+func SplitOrderKey(k string) (source, entity string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}
+
+// StoredVersion is the version a delivery is ordered by: the event's own,
+// or its id for arrival order.
+func StoredVersion(o Order, eventID int64) (int64, string) {
+	if o.Versioned {
+		return o.Version, o.VersionText
+	}
+	return eventID, "#" + strconv.FormatInt(eventID, 10)
+}
+
+// OrderCandidate is an ordered delivery that is due and not leased.
+type OrderCandidate struct {
+	ID           int64
+	Destination  string
+	Entity       string // as OrderKey stores it
+	Version      int64
+	Mode         OrderMode
+	DeliverStale bool
+}
+
+// OrderGroup is what the store holds of one (destination, entity) that has
+// candidates.
+type OrderGroup struct {
+	// Delivered is the highest version delivered (HasDelivered) and its text.
+	Delivered     int64
+	HasDelivered  bool
+	DeliveredText string
+	// InflightUntil is when the delivery in flight's lease ends (zero: none).
+	InflightUntil time.Time
+	// FirstID is the pending delivery with the lowest version (and id),
+	// leased or not, due or not: the fifo head. FirstDue is when it is due.
+	FirstID  int64
+	FirstDue time.Time
+}
+
+// OrderGroupKey names a group.
+type OrderGroupKey struct{ Destination, Entity string }
+
+// OrderPlan is what one ordered lease step does.
+type OrderPlan struct {
+	Lease []OrderLease
+	Stale []StaleMark
+	// Park moves deliveries that must wait for their entity to when they
+	// can be looked at again (the in-flight lease's end, the fifo head's
+	// next attempt), marked waiting: an outcome of the entity wakes the
+	// lowest waiting one at once.
+	Park []Parked
+	// Wake are groups that a stale mark left with nothing leased: their
+	// lowest waiting delivery is due at once, for the step to look at again.
+	Wake []OrderGroupKey
+}
+
+// OrderLease is a candidate to lease; Stale ones are delivered marked so.
+type OrderLease struct {
+	ID          int64
+	Destination string
+	Entity      string
+	Stale       bool
+	Current     string // with Stale: the version delivered before
+}
+
+// StaleMark is a candidate older than its entity's delivered version, not
+// delivered (the operator can replay it).
+type StaleMark struct {
+	ID      int64
+	Entity  string
+	Version int64
+	Current string
+}
+
+// Parked is a candidate that waits until Until.
+type Parked struct {
+	ID    int64
+	Until time.Time
+}
+
+// PlanOrder decides an ordered lease step, the same on every backend: given
+// the candidates (due, unleased, in due order), what the store holds of
+// their groups, and room for limit leases until leaseUntil, which to lease,
+// which are stale, and which wait. At most one delivery per group is leased,
+// and none of a group that has one in flight.
+func PlanOrder(now, leaseUntil time.Time, limit int, candidates []OrderCandidate, groups map[OrderGroupKey]OrderGroup) OrderPlan {
+	byGroup := map[OrderGroupKey][]OrderCandidate{}
+	var keys []OrderGroupKey
+	for _, c := range candidates {
+		k := OrderGroupKey{c.Destination, c.Entity}
+		if _, ok := byGroup[k]; !ok {
+			keys = append(keys, k)
+		}
+		byGroup[k] = append(byGroup[k], c)
+	}
+	var p OrderPlan
+	park := func(cs []OrderCandidate, until time.Time) {
+		until = later(until, now.Add(time.Millisecond))
+		for _, c := range cs {
+			p.Park = append(p.Park, Parked{ID: c.ID, Until: until})
+		}
+	}
+	for _, k := range keys {
+		cs := byGroup[k]
+		g := groups[k]
+		if g.InflightUntil.After(now) {
+			park(cs, g.InflightUntil)
+			continue
+		}
+		if len(p.Lease) >= limit {
+			continue // no room: left due for the next step
+		}
+		slices.SortFunc(cs, func(a, b OrderCandidate) int {
+			return cmp.Or(cmp.Compare(a.Version, b.Version), cmp.Compare(a.ID, b.ID))
+		})
+		rest := cs
+		leased := len(p.Lease)
+		staled := len(p.Stale)
+		for len(rest) > 0 {
+			c := rest[0]
+			if c.Mode == OrderFIFO && c.ID != g.FirstID {
+				// The head is in backoff (or not yet seen): the entity
+				// waits for it.
+				park(rest, g.FirstDue)
+				rest = nil
+				break
+			}
+			rest = rest[1:]
+			if g.HasDelivered && c.Version < g.Delivered {
+				if !c.DeliverStale {
+					p.Stale = append(p.Stale, StaleMark{ID: c.ID, Entity: c.Entity, Version: c.Version, Current: g.DeliveredText})
+					if c.Mode == OrderFIFO {
+						// The next head is known at the next step.
+						break
+					}
+					continue
+				}
+				p.Lease = append(p.Lease, OrderLease{ID: c.ID, Destination: c.Destination, Entity: c.Entity, Stale: true, Current: g.DeliveredText})
+			} else {
+				p.Lease = append(p.Lease, OrderLease{ID: c.ID, Destination: c.Destination, Entity: c.Entity})
+			}
+			park(rest, leaseUntil)
+			rest = nil
+		}
+		if len(p.Stale) > staled && len(p.Lease) == leased {
+			p.Wake = append(p.Wake, k)
+		}
+	}
+	return p
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// StaleMetric is the hourly rollup (per source) that counts deliveries
+// marked stale: the store counts them in the transaction that marks them.
+const StaleMetric = "order.stale"
+
+// StaleReason is what a stale delivery says, for the operator.
+func StaleReason(m StaleMark) string {
+	return "stale: an event of this entity with a later version (" + m.Current + ") was already delivered"
+}

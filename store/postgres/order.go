@@ -1,0 +1,300 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// orderLock is the advisory lock key of the ordered lease step ("ordered"
+// in ASCII): one replica at a time plans it, so that two replicas never
+// both find an entity free. A replica that finds it taken skips the step;
+// the holder leases for everyone.
+const orderLock = 0x6f726465726564
+
+// leaseOrdered runs the ordered lease step (see store/order.go) in a
+// transaction of its own, under orderLock taken without waiting: reading
+// the entities and writing the plan are then decided by one replica, and
+// an outcome of another replica that frees an entity meanwhile is seen at
+// the next step. The step never waits for a lock an outcome holds, and an
+// outcome never waits for orderLock, so the two cannot deadlock.
+func (s *Store) leaseOrdered(ctx context.Context, l store.Lease, now, expires time.Time, limit int, token, shard string) ([]store.LeasedDelivery, error) {
+	var leased []store.LeasedDelivery
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		leased = leased[:0]
+		var mine bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(orderLock)).Scan(&mine); err != nil || !mine {
+			return err
+		}
+		for range 4 {
+			more, wake, err := s.orderStep(ctx, tx, l, now, expires, limit-len(leased), token, shard)
+			if err != nil {
+				return err
+			}
+			leased = append(leased, more...)
+			if !wake || len(leased) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, unavailable("lease ordered deliveries", err)
+	}
+	return leased, nil
+}
+
+func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, expires time.Time, limit int, token, shard string) ([]store.LeasedDelivery, bool, error) {
+	held := l.Held
+	if held == nil {
+		held = []string{}
+	}
+	rows, err := tx.Query(ctx, `SELECT id, destination, order_entity, order_version, order_mode, order_deliver_stale FROM deliveries
+		WHERE state = 'pending' AND order_entity IS NOT NULL AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+		AND NOT (destination = ANY($2::text[]))
+		ORDER BY next_attempt_at LIMIT $3`, now, held, 4*limit+16)
+	if err != nil {
+		return nil, false, err
+	}
+	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.OrderCandidate, error) {
+		var c store.OrderCandidate
+		var mode string
+		err := row.Scan(&c.ID, &c.Destination, &c.Entity, &c.Version, &mode, &c.DeliverStale)
+		c.Mode = store.OrderMode(mode)
+		return c, err
+	})
+	if err != nil || len(cands) == 0 {
+		return nil, false, err
+	}
+	var dests, entities []string
+	groups := map[store.OrderGroupKey]store.OrderGroup{}
+	for _, c := range cands {
+		k := store.OrderGroupKey{Destination: c.Destination, Entity: c.Entity}
+		if _, ok := groups[k]; !ok {
+			groups[k] = store.OrderGroup{}
+			dests, entities = append(dests, c.Destination), append(entities, c.Entity)
+		}
+	}
+	// Lock the entities that have a row first, without waiting: an
+	// outcome that frees one holds it until it commits, and then wakes the
+	// entity's waiting deliveries in a statement of its own, which sees
+	// what this step parks. A group whose row another holds is left for
+	// the next step. What is read next is read after the locks, so an
+	// outcome that committed before them is seen: no wake-up is lost.
+	rows, err = tx.Query(ctx, `SELECT h.destination, h.entity FROM order_heads h
+		JOIN unnest($1::text[], $2::text[]) AS g(destination, entity) ON h.destination = g.destination AND h.entity = g.entity
+		ORDER BY h.destination COLLATE "C", h.entity COLLATE "C" FOR UPDATE OF h SKIP LOCKED`, dests, entities)
+	if err != nil {
+		return nil, false, err
+	}
+	locked := map[store.OrderGroupKey]bool{}
+	var lk store.OrderGroupKey
+	if _, err := pgx.ForEachRow(rows, []any{&lk.Destination, &lk.Entity}, func() error { locked[lk] = true; return nil }); err != nil {
+		return nil, false, err
+	}
+	rows, err = tx.Query(ctx, `SELECT g.destination, g.entity, h.destination IS NOT NULL, h.version, COALESCE(h.version_text, ''), h.inflight_until,
+			COALESCE(f.id, 0), f.next_attempt_at
+		FROM unnest($1::text[], $2::text[]) AS g(destination, entity)
+		LEFT JOIN order_heads h ON h.destination = g.destination AND h.entity = g.entity
+		LEFT JOIN LATERAL (SELECT id, next_attempt_at FROM deliveries d
+			WHERE d.destination = g.destination AND d.order_entity = g.entity AND d.state = 'pending'
+			ORDER BY d.order_version, d.id LIMIT 1) f ON true`, dests, entities)
+	if err != nil {
+		return nil, false, err
+	}
+	var k store.OrderGroupKey
+	var exists bool
+	var version *int64
+	var text string
+	var inflight, firstDue *time.Time
+	var firstID int64
+	busy := map[store.OrderGroupKey]bool{}
+	_, err = pgx.ForEachRow(rows, []any{&k.Destination, &k.Entity, &exists, &version, &text, &inflight, &firstID, &firstDue}, func() error {
+		if exists && !locked[k] {
+			busy[k] = true
+		}
+		g := store.OrderGroup{DeliveredText: text, FirstID: firstID}
+		if version != nil {
+			g.Delivered, g.HasDelivered = *version, true
+		}
+		if inflight != nil {
+			g.InflightUntil = s.fromDB(*inflight)
+		}
+		if firstDue != nil {
+			g.FirstDue = s.fromDB(*firstDue)
+		}
+		groups[k] = g
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(busy) > 0 {
+		cands = slices.DeleteFunc(cands, func(c store.OrderCandidate) bool {
+			return busy[store.OrderGroupKey{Destination: c.Destination, Entity: c.Entity}]
+		})
+	}
+	plan := store.PlanOrder(now, expires, limit, cands, groups)
+
+	batch := &pgx.Batch{}
+	if len(plan.Park) > 0 {
+		ids, until := make([]int64, len(plan.Park)), make([]time.Time, len(plan.Park))
+		for i, p := range plan.Park {
+			ids[i], until[i] = p.ID, p.Until
+		}
+		batch.Queue(`UPDATE deliveries d SET next_attempt_at = p.until, order_waiting = TRUE
+			FROM unnest($1::bigint[], $2::timestamptz[]) AS p(id, until) WHERE d.id = p.id`, ids, until)
+	}
+	if len(plan.Stale) > 0 {
+		ids, reasons := make([]int64, len(plan.Stale)), make([]string, len(plan.Stale))
+		stale := map[string]int64{}
+		for i, m := range plan.Stale {
+			ids[i], reasons[i] = m.ID, store.StaleReason(m)
+			source, _ := store.SplitOrderKey(m.Entity)
+			stale[source]++
+		}
+		batch.Queue(`UPDATE deliveries d SET state = 'stale', order_waiting = FALSE, updated_at = $3, last_error = m.reason
+			FROM unnest($1::bigint[], $2::text[]) AS m(id, reason) WHERE d.id = m.id`, ids, reasons, now)
+		var deltas []store.StatDelta
+		for source, n := range stale {
+			deltas = append(deltas, store.StatDelta{Hour: now.UTC().Truncate(time.Hour), Scope: store.ScopeSource, Name: source, Metric: store.StaleMetric, Value: n})
+		}
+		queueStats(batch, shard, deltas)
+	}
+	info := map[int64]store.OrderLease{}
+	if len(plan.Lease) > 0 {
+		ids := make([]int64, len(plan.Lease))
+		for i, p := range plan.Lease {
+			ids[i] = p.ID
+			info[p.ID] = p
+		}
+		// Leased only if still due and unleased (an operator may have
+		// replayed or moved it since the candidates were read), and each
+		// leased one marks its entity in flight.
+		batch.Queue(`WITH l AS (
+				UPDATE deliveries d SET lease_token = $2, lease_expires_at = $3, next_attempt_at = $3, updated_at = $4,
+					attempts = d.attempts + 1, order_waiting = FALSE
+				WHERE d.id = ANY($1) AND d.state = 'pending' AND d.order_entity IS NOT NULL
+				AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $4)
+				RETURNING d.id, d.event_id, d.destination, d.order_entity, d.attempts
+			), h AS (
+				INSERT INTO order_heads (destination, entity, inflight_id, inflight_until)
+				SELECT destination, order_entity, id, $3 FROM l ORDER BY destination COLLATE "C", order_entity COLLATE "C"
+				ON CONFLICT (destination, entity) DO UPDATE SET inflight_id = EXCLUDED.inflight_id, inflight_until = EXCLUDED.inflight_until
+			)
+			SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, e.body, e.received_at
+			FROM l JOIN events e ON e.id = l.event_id ORDER BY l.id`, ids, token, expires, now)
+	}
+	for _, k := range plan.Wake {
+		batch.Queue(wakeSQL, []string{k.Destination}, []string{k.Entity})
+	}
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	var leased []store.LeasedDelivery
+	for i := range batch.Len() {
+		if len(plan.Lease) > 0 && i == batch.Len()-1-len(plan.Wake) {
+			rows, err := br.Query()
+			if err != nil {
+				return nil, false, err
+			}
+			leased, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeasedDelivery, error) {
+				var d store.LeasedDelivery
+				var header string
+				var received time.Time
+				err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received)
+				d.Header, d.ReceivedAt = store.DecodeHeader(header), s.fromDB(received)
+				p := info[d.ID]
+				d.LeaseToken, d.LeaseExpiresAt, d.Ordered, d.Stale, d.CurrentVersion = token, s.fromDB(expires), true, p.Stale, p.Current
+				return d, err
+			})
+			if err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		if _, err := br.Exec(); err != nil {
+			return nil, false, fmt.Errorf("ordered lease step: %w", err)
+		}
+	}
+	return leased, len(plan.Wake) > 0, br.Close()
+}
+
+// wakeSQL makes each named entity's lowest waiting delivery due: at when
+// it was last due of its own (updated_at: its arrival, or its last
+// outcome), which is past on any clock.
+const wakeSQL = `UPDATE deliveries w SET next_attempt_at = LEAST(w.next_attempt_at, w.updated_at), order_waiting = FALSE
+	FROM (SELECT DISTINCT ON (g.destination, g.entity) n.id
+		FROM unnest($1::text[], $2::text[]) AS g(destination, entity)
+		JOIN deliveries n ON n.destination = g.destination AND n.order_entity = g.entity AND n.state = 'pending' AND n.order_waiting
+		ORDER BY g.destination, g.entity, n.order_version, n.id) p
+	WHERE w.id = p.id`
+
+// orderedOutcomesSQL frees the entities of a tick's ordered outcomes, after
+// outcomesSQL recorded them (in the same transaction): the delivery in
+// flight is no longer, and a delivered version raises the entity's (the
+// highest of the batch's). Rows are locked in one order, the ordered lease
+// step's. wakeOutcomesSQL then wakes each entity's lowest waiting delivery,
+// in a statement of its own: one that starts after this one got its locks,
+// so it sees what a lease step holding them parked.
+const orderedOutcomesSQL = `WITH done AS (
+		SELECT d.destination, d.order_entity, d.order_version, d.order_text, d.state, e.expires_at
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.id = ANY($1) AND d.order_entity IS NOT NULL
+	), g AS (
+		SELECT destination, order_entity,
+			MAX(order_version) FILTER (WHERE state = 'delivered') AS version,
+			(array_agg(order_text ORDER BY order_version DESC) FILTER (WHERE state = 'delivered'))[1] AS version_text,
+			MAX(expires_at) FILTER (WHERE state = 'delivered') AS expires_at
+		FROM done GROUP BY destination, order_entity
+	), locked AS (
+		SELECT h.destination, h.entity FROM order_heads h JOIN g ON h.destination = g.destination AND h.entity = g.order_entity
+		ORDER BY h.destination COLLATE "C", h.entity COLLATE "C" FOR UPDATE OF h
+	)
+	UPDATE order_heads h SET
+		inflight_id = CASE WHEN h.inflight_id = ANY($1) THEN NULL ELSE h.inflight_id END,
+		inflight_until = CASE WHEN h.inflight_id = ANY($1) THEN NULL ELSE h.inflight_until END,
+		version = CASE WHEN g.version IS NOT NULL AND (h.version IS NULL OR g.version > h.version) THEN g.version ELSE h.version END,
+		version_text = CASE WHEN g.version IS NOT NULL AND (h.version IS NULL OR g.version > h.version) THEN g.version_text ELSE h.version_text END,
+		expires_at = GREATEST(h.expires_at, COALESCE(g.expires_at, h.expires_at))
+	FROM g, locked l WHERE h.destination = g.destination AND h.entity = g.order_entity AND l.destination = h.destination AND l.entity = h.entity`
+
+const wakeOutcomesSQL = `UPDATE deliveries w SET next_attempt_at = LEAST(w.next_attempt_at, w.updated_at), order_waiting = FALSE
+	FROM (SELECT DISTINCT ON (d.destination, d.order_entity) n.id FROM deliveries d
+		JOIN deliveries n ON n.destination = d.destination AND n.order_entity = d.order_entity AND n.state = 'pending' AND n.order_waiting
+		WHERE d.id = ANY($1) AND d.order_entity IS NOT NULL
+		ORDER BY d.destination, d.order_entity, n.order_version, n.id) p
+	WHERE w.id = p.id`
+
+// queueOrderedOutcomes queues what ordered outcomes change of their
+// entities, when the tick has any.
+func queueOrderedOutcomes(batch *pgx.Batch, outcomes []store.Outcome) {
+	var ids []int64
+	for _, o := range outcomes {
+		if o.Ordered {
+			ids = append(ids, o.DeliveryID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	batch.Queue(orderedOutcomesSQL, ids)
+	batch.Queue(wakeOutcomesSQL, ids)
+}
+
+// sweepOrderHeads deletes what is kept of entities whose last delivered
+// event's window is over and that have nothing pending.
+func (s *Store) sweepOrderHeads(ctx context.Context, now time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM order_heads WHERE (destination, entity) IN (
+		SELECT h.destination, h.entity FROM order_heads h WHERE h.expires_at < $1 AND (h.inflight_until IS NULL OR h.inflight_until < $1)
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.destination = h.destination AND d.order_entity = h.entity AND d.state = 'pending')
+		LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, limit)
+	if err != nil {
+		return 0, unavailable("sweep entities", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

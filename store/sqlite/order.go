@@ -1,0 +1,215 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// leaseOrdered is the ordered lease step (see store/order.go), in the
+// commit's transaction: SQLite's one writer decides, so reading the groups
+// and writing the plan need no lock of their own.
+func (s *Store) leaseOrdered(ctx context.Context, tx *sql.Tx, l store.Lease, limit int, token, shard string) ([]store.LeasedDelivery, error) {
+	var leased []store.LeasedDelivery
+	// A step that marks stale wakes the entity's next waiting delivery:
+	// look again (a few times) so that it goes in this commit.
+	for range 4 {
+		more, wake, err := s.orderStep(ctx, tx, l, limit-len(leased), token, shard)
+		if err != nil {
+			return nil, err
+		}
+		leased = append(leased, more...)
+		if !wake || len(leased) >= limit {
+			break
+		}
+	}
+	return leased, nil
+}
+
+// orderStep plans and applies one ordered lease step; wake reports that
+// it woke deliveries that are due now.
+func (s *Store) orderStep(ctx context.Context, tx *sql.Tx, l store.Lease, limit int, token, shard string) (_ []store.LeasedDelivery, wake bool, err error) {
+	now := l.Now
+	rows, err := tx.QueryContext(ctx, `SELECT id, destination, order_entity, order_version, order_mode, order_deliver_stale FROM deliveries
+		WHERE state = 'pending' AND order_entity IS NOT NULL AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+		AND destination NOT IN (SELECT value FROM json_each(?))
+		ORDER BY next_attempt_at LIMIT ?`, ms(now), ms(now), jsonList(l.Held), 4*limit+16)
+	if err != nil {
+		return nil, false, unavailable("lease ordered deliveries", err)
+	}
+	var cands []store.OrderCandidate
+	for rows.Next() {
+		var c store.OrderCandidate
+		var mode string
+		if err := rows.Scan(&c.ID, &c.Destination, &c.Entity, &c.Version, &mode, &c.DeliverStale); err != nil {
+			rows.Close()
+			return nil, false, unavailable("lease ordered deliveries", err)
+		}
+		c.Mode = store.OrderMode(mode)
+		cands = append(cands, c)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, false, unavailable("lease ordered deliveries", err)
+	}
+	if len(cands) == 0 {
+		return nil, false, nil
+	}
+	groups := map[store.OrderGroupKey]store.OrderGroup{}
+	for _, c := range cands {
+		k := store.OrderGroupKey{Destination: c.Destination, Entity: c.Entity}
+		if _, ok := groups[k]; ok {
+			continue
+		}
+		var g store.OrderGroup
+		var version, inflight sql.NullInt64
+		var text sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT version, version_text, inflight_until FROM order_heads WHERE destination = ? AND entity = ?`,
+			k.Destination, k.Entity).Scan(&version, &text, &inflight)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, false, unavailable("read entity", err)
+		}
+		g.Delivered, g.HasDelivered, g.DeliveredText = version.Int64, version.Valid, text.String
+		if inflight.Valid {
+			g.InflightUntil = fromMS(inflight.Int64)
+		}
+		var due int64
+		err = tx.QueryRowContext(ctx, `SELECT id, next_attempt_at FROM deliveries
+			WHERE destination = ? AND order_entity = ? AND state = 'pending' ORDER BY order_version, id LIMIT 1`,
+			k.Destination, k.Entity).Scan(&g.FirstID, &due)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, false, unavailable("read entity", err)
+		}
+		g.FirstDue = fromMS(due)
+		groups[k] = g
+	}
+	expires := now.Add(l.For)
+	plan := store.PlanOrder(now, expires, limit, cands, groups)
+	for _, p := range plan.Park {
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = ?, order_waiting = 1 WHERE id = ?`, ms(p.Until), p.ID); err != nil {
+			return nil, false, failed("park ordered delivery", err)
+		}
+	}
+	stale := map[string]int64{}
+	for _, m := range plan.Stale {
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'stale', order_waiting = 0, updated_at = ?, last_error = ? WHERE id = ?`,
+			ms(now), store.StaleReason(m), m.ID); err != nil {
+			return nil, false, failed("mark stale", err)
+		}
+		source, _ := store.SplitOrderKey(m.Entity)
+		stale[source]++
+	}
+	if len(stale) > 0 {
+		var deltas []store.StatDelta
+		for source, n := range stale {
+			deltas = append(deltas, store.StatDelta{Hour: now.UTC().Truncate(time.Hour), Scope: store.ScopeSource, Name: source,
+				Metric: store.StaleMetric, Value: n})
+		}
+		if err := addStats(ctx, tx.StmtContext(ctx, s.stmt.addStat), shard, deltas); err != nil {
+			return nil, false, err
+		}
+	}
+	load := tx.StmtContext(ctx, s.stmt.loadEvent)
+	var leased []store.LeasedDelivery
+	for _, p := range plan.Lease {
+		d := store.LeasedDelivery{ID: p.ID, Destination: p.Destination, LeaseToken: token, LeaseExpiresAt: fromMS(ms(expires)),
+			Ordered: true, Stale: p.Stale, CurrentVersion: p.Current}
+		err := tx.QueryRowContext(ctx, `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, next_attempt_at = ?, updated_at = ?,
+				attempts = attempts + 1, order_waiting = 0
+			WHERE id = ? RETURNING event_id, attempts`, token, ms(expires), ms(expires), ms(now), p.ID).Scan(&d.EventID, &d.Attempt)
+		if err != nil {
+			return nil, false, failed("lease ordered delivery", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO order_heads (destination, entity, inflight_id, inflight_until) VALUES (?, ?, ?, ?)
+			ON CONFLICT (destination, entity) DO UPDATE SET inflight_id = excluded.inflight_id, inflight_until = excluded.inflight_until`,
+			p.Destination, p.Entity, p.ID, ms(expires)); err != nil {
+			return nil, false, failed("hold entity", err)
+		}
+		var received int64
+		var header string
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received); err != nil {
+			return nil, false, unavailable("load event", err)
+		}
+		d.Header = store.DecodeHeader(header)
+		d.ReceivedAt = fromMS(received)
+		leased = append(leased, d)
+	}
+	for _, k := range plan.Wake {
+		if err := wakeNext(ctx, tx, k.Destination, k.Entity); err != nil {
+			return nil, false, err
+		}
+	}
+	return leased, len(plan.Wake) > 0, nil
+}
+
+// completeOrdered frees the entities of ordered outcomes: the delivery in
+// flight is no longer, a delivered version raises the entity's, and the
+// entity's lowest waiting delivery is due at once.
+func (s *Store) completeOrdered(ctx context.Context, tx *sql.Tx, outcomes []store.Outcome) error {
+	var ids []int64
+	for _, o := range outcomes {
+		if o.Ordered {
+			ids = append(ids, o.DeliveryID)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		var dest, entity, state string
+		var version int64
+		var text sql.NullString
+		var expires int64
+		err := tx.QueryRowContext(ctx, `SELECT d.destination, d.order_entity, d.order_version, d.order_text, d.state, e.expires_at
+			FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ? AND d.order_entity IS NOT NULL`, id).
+			Scan(&dest, &entity, &version, &text, &state, &expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // replayed out of order, or swept
+		}
+		if err != nil {
+			return unavailable("free entity", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE order_heads SET
+				inflight_id = CASE WHEN inflight_id = ? THEN NULL ELSE inflight_id END,
+				inflight_until = CASE WHEN inflight_id = ? THEN NULL ELSE inflight_until END,
+				version_text = CASE WHEN ? AND (version IS NULL OR ? > version) THEN ? ELSE version_text END,
+				version = CASE WHEN ? AND (version IS NULL OR ? > version) THEN ? ELSE version END,
+				expires_at = CASE WHEN ? THEN MAX(expires_at, ?) ELSE expires_at END
+			WHERE destination = ? AND entity = ?`,
+			id, id, state == string(store.Delivered), version, text, state == string(store.Delivered), version, version,
+			state == string(store.Delivered), expires, dest, entity); err != nil {
+			return failed("free entity", err)
+		}
+		if err := wakeNext(ctx, tx, dest, entity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wakeNext makes the entity's lowest waiting delivery due: at when it was
+// last due of its own (updated_at: its arrival, or its last outcome),
+// which is past on any clock.
+func wakeNext(ctx context.Context, tx *sql.Tx, dest, entity string) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET next_attempt_at = MIN(next_attempt_at, updated_at), order_waiting = 0 WHERE id = (
+			SELECT id FROM deliveries WHERE destination = ? AND order_entity = ? AND state = 'pending' AND order_waiting = 1
+			ORDER BY order_version, id LIMIT 1)`, dest, entity); err != nil {
+		return failed("wake entity", err)
+	}
+	return nil
+}
+
+// sweepOrderHeads deletes what is kept of entities whose last delivered
+// event's window is over and that have nothing pending.
+func (s *Store) sweepOrderHeads(ctx context.Context, now time.Time, limit int) (int, error) {
+	res, err := s.write.ExecContext(ctx, `DELETE FROM order_heads WHERE rowid IN (
+		SELECT h.rowid FROM order_heads h WHERE h.expires_at < ? AND (h.inflight_until IS NULL OR h.inflight_until < ?)
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.destination = h.destination AND d.order_entity = h.entity AND d.state = 'pending')
+		LIMIT ?)`, ms(now), ms(now), limit)
+	if err != nil {
+		return 0, unavailable("sweep entities", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}

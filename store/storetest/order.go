@@ -1,0 +1,253 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// orderedEvent is an event of entity at version (0: arrival order).
+func orderedEvent(key, entity string, version int64, mode store.OrderMode, dests ...string) store.NewEvent {
+	e := event(key, dests...)
+	e.Order = store.Order{Entity: entity, Mode: mode}
+	if version != 0 {
+		e.Order.Version, e.Order.Versioned, e.Order.VersionText = version, true, fmt.Sprint(version)
+	}
+	return e
+}
+
+func outcome(d store.LeasedDelivery, kind store.OutcomeKind, next time.Time) store.Outcome {
+	return store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: d.Attempt, StartedAt: base,
+		NextAttemptAt: next, Ordered: d.Ordered}
+}
+
+func keys(ds []store.LeasedDelivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Key)
+	}
+	return out
+}
+
+// Invariant 16: an event older than one delivered for its entity is stale,
+// not delivered; an equal version is not stale; one delivery of an entity
+// is in flight at a time, and the entity's next is due as soon as it ends.
+func testOrderStale(t *testing.T, s store.Store) {
+	mustClaim(t, s, orderedEvent("v2", "e", 2, store.OrderStale, "d"), orderedEvent("f1", "f", 1, store.OrderStale, "d"))
+	ds := lease(t, s, base, time.Minute, 10)
+	if len(ds) != 2 || !ds[0].Ordered {
+		t.Fatalf("leased %q, want v2 and f1, ordered", keys(ds))
+	}
+	mustClaim(t, s, orderedEvent("v1", "e", 1, store.OrderStale, "d"), orderedEvent("v3", "e", 3, store.OrderStale, "d"))
+	if got := lease(t, s, base, time.Minute, 10); len(got) != 0 {
+		t.Fatalf("leased %q while e's v2 is in flight", keys(got))
+	}
+	for _, d := range ds {
+		complete(t, s, outcome(d, store.OutcomeDelivered, time.Time{}))
+	}
+	// v1 (older than v2) is stale; v3 goes, at once.
+	got := lease(t, s, base.Add(time.Second), time.Minute, 10)
+	if len(got) != 1 || got[0].Key != "v3" {
+		t.Fatalf("after v2 was delivered leased %q, want v3", keys(got))
+	}
+	if st := stats(t, s); st.Stale != 1 || st.Pending != 1 {
+		t.Fatalf("stats %+v: want v1 stale and v3 pending", st)
+	}
+	complete(t, s, outcome(got[0], store.OutcomeDelivered, time.Time{}))
+	mustClaim(t, s, orderedEvent("v3bis", "e", 3, store.OrderStale, "d"))
+	if got := lease(t, s, base.Add(2*time.Second), time.Minute, 10); len(got) != 1 || got[0].Key != "v3bis" {
+		t.Fatalf("leased %q: an equal version is not stale", keys(got))
+	}
+	// The stale one is counted, per source and hour, and says why.
+	r, err := s.Rollups(context.Background(), store.RollupQuery{Scope: store.ScopeSource, From: base.Add(-time.Hour), To: base.Add(time.Hour)})
+	var n int64
+	for _, x := range r {
+		if x.Metric == store.StaleMetric && x.Name == "src" {
+			n += x.Value
+		}
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("rollup %s = %d, %v; want 1", store.StaleMetric, n, err)
+	}
+	// A stale delivery is the operator's to replay: it is then delivered
+	// as it is, outside the order.
+	if n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "v1"}, Now: base.Add(3 * time.Second)}); err != nil || n != 1 {
+		t.Fatalf("replay of the stale event = %d, %v", n, err)
+	}
+	if got := lease(t, s, base.Add(3*time.Second), time.Minute, 10); len(got) != 1 || got[0].Key != "v1" || got[0].Ordered {
+		t.Fatalf("after replay leased %+v, want v1, unordered", got)
+	}
+}
+
+// on_stale: deliver sends a stale event anyway, marked, with the current
+// version.
+func testOrderDeliverStale(t *testing.T, s store.Store) {
+	e := orderedEvent("v5", "e", 5, store.OrderStale, "d")
+	e.Order.DeliverStale = true
+	mustClaim(t, s, e)
+	complete(t, s, outcome(lease(t, s, base, time.Minute, 10)[0], store.OutcomeDelivered, time.Time{}))
+	old := orderedEvent("v4", "e", 4, store.OrderStale, "d")
+	old.Order.DeliverStale = true
+	mustClaim(t, s, old)
+	got := lease(t, s, base, time.Minute, 10)
+	if len(got) != 1 || !got[0].Stale || got[0].CurrentVersion != "5" {
+		t.Fatalf("leased %+v, want v4 marked stale with current version 5", got)
+	}
+}
+
+// fifo: one entity's events in version order; a failing head holds its
+// entity's later events and only them; a dead head releases the next.
+func testOrderFIFO(t *testing.T, s store.Store) {
+	mustClaim(t, s,
+		orderedEvent("v3", "e", 3, store.OrderFIFO, "d"), orderedEvent("v1", "e", 1, store.OrderFIFO, "d"),
+		orderedEvent("v2", "e", 2, store.OrderFIFO, "d"), orderedEvent("other", "f", 9, store.OrderFIFO, "d"))
+	ds := lease(t, s, base, time.Minute, 10)
+	if len(ds) != 2 || ds[0].Key != "v1" && ds[1].Key != "v1" {
+		t.Fatalf("leased %q, want v1 (e's lowest) and other", keys(ds))
+	}
+	retryAt := base.Add(time.Minute)
+	for _, d := range ds {
+		kind := store.OutcomeDelivered
+		if d.Key == "v1" {
+			kind = store.OutcomeRetry
+		}
+		complete(t, s, outcome(d, kind, retryAt))
+	}
+	mustClaim(t, s, orderedEvent("other2", "f", 10, store.OrderFIFO, "d"))
+	if got := lease(t, s, base.Add(time.Second), time.Minute, 10); len(got) != 1 || got[0].Key != "other2" {
+		t.Fatalf("while e's head waits for its retry leased %q: want only f's next", keys(got))
+	}
+	next, ok, err := s.NextDue(context.Background(), nil)
+	if err != nil || !ok || next.Before(base.Add(2*time.Second)) {
+		t.Fatalf("NextDue = %v %v %v: e's held events must not be due now (the worker would spin)", next, ok, err)
+	}
+	head := lease(t, s, retryAt, time.Minute, 10)
+	if len(head) != 1 || head[0].Key != "v1" || head[0].Attempt != 2 {
+		t.Fatalf("at its retry leased %+v, want v1's attempt 2", head)
+	}
+	complete(t, s, outcome(head[0], store.OutcomeDead, time.Time{}))
+	for _, want := range []string{"v2", "v3"} {
+		got := lease(t, s, retryAt, time.Minute, 10)
+		if len(got) != 1 || got[0].Key != want {
+			t.Fatalf("leased %q, want %s: a dead head releases the next, in order", keys(got), want)
+		}
+		complete(t, s, outcome(got[0], store.OutcomeDelivered, time.Time{}))
+	}
+	// Without a version, arrival order.
+	mustClaim(t, s, orderedEvent("a1", "g", 0, store.OrderFIFO, "d"))
+	mustClaim(t, s, orderedEvent("a2", "g", 0, store.OrderFIFO, "d"))
+	for _, want := range []string{"a1", "a2"} {
+		got := lease(t, s, retryAt, time.Minute, 10)
+		if len(got) != 1 || got[0].Key != want {
+			t.Fatalf("leased %q, want %s (arrival order)", keys(got), want)
+		}
+		complete(t, s, outcome(got[0], store.OutcomeDelivered, time.Time{}))
+	}
+}
+
+// A kill -9 mid-attempt: the entity is held until the lease expires, then
+// its delivery is taken over, still one at a time.
+func testOrderLeaseExpiry(t *testing.T, s store.Store) {
+	mustClaim(t, s, orderedEvent("v1", "e", 1, store.OrderFIFO, "d"), orderedEvent("v2", "e", 2, store.OrderFIFO, "d"))
+	first := lease(t, s, base, time.Minute, 10)
+	if len(first) != 1 || first[0].Key != "v1" {
+		t.Fatalf("leased %q", keys(first))
+	}
+	if got := lease(t, s, base.Add(59*time.Second), time.Minute, 10); len(got) != 0 {
+		t.Fatalf("leased %q while v1's lease holds", keys(got))
+	}
+	again := lease(t, s, base.Add(61*time.Second), time.Minute, 10)
+	if len(again) != 1 || again[0].Key != "v1" || again[0].Attempt != 2 {
+		t.Fatalf("after the lease expired leased %+v, want v1 again", again)
+	}
+}
+
+// Across replicas: many workers lease and complete at once; each entity
+// has at most one delivery in flight, and fifo delivers its versions in
+// increasing order, each once.
+func testOrderAcrossReplicas(t *testing.T, stores []store.Store) {
+	const entities, versions = 40, 5
+	var all []store.NewEvent
+	for e := range entities {
+		for v := range versions {
+			all = append(all, orderedEvent(fmt.Sprintf("e%02d-v%d", e, v+1), fmt.Sprintf("e%02d", e), int64(v+1), store.OrderFIFO, "d"))
+		}
+	}
+	rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	// All stored first: fifo orders what is pending (an event that arrives
+	// after a later version was delivered is stale, as testOrderStale shows).
+	for i := 0; i < len(all); i += 20 {
+		mustClaim(t, stores[i/20%len(stores)], all[i:min(i+20, len(all))]...)
+	}
+	var mu sync.Mutex
+	inflight := map[string]bool{}
+	seen := map[string][]string{}
+	var failures atomic.Int64
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	now := base
+	for w := range 6 {
+		s := stores[w%len(stores)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for idle := 0; idle < 200 && done.Load() < entities*versions; {
+				c, err := s.Commit(context.Background(), store.Batch{Lease: store.Lease{Max: 4, Due: true, Now: now, For: time.Hour}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(c.Leased) == 0 {
+					idle++
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				var outs []store.Outcome
+				mu.Lock()
+				for _, d := range c.Leased {
+					entity := d.Key[:3]
+					if inflight[entity] {
+						failures.Add(1)
+						t.Errorf("%s leased while another delivery of %s is in flight", d.Key, entity)
+					}
+					inflight[entity] = true
+					seen[entity] = append(seen[entity], d.Key)
+				}
+				mu.Unlock()
+				for _, d := range c.Leased {
+					mu.Lock()
+					inflight[d.Key[:3]] = false
+					mu.Unlock()
+					outs = append(outs, outcome(d, store.OutcomeDelivered, time.Time{}))
+				}
+				if _, err := s.Commit(context.Background(), store.Batch{Outcomes: outs}); err != nil {
+					t.Error(err)
+					return
+				}
+				done.Add(int64(len(outs)))
+			}
+		}()
+	}
+	wg.Wait()
+	if done.Load() != entities*versions {
+		t.Fatalf("delivered %d of %d", done.Load(), entities*versions)
+	}
+	for e := range entities {
+		entity := fmt.Sprintf("e%02d", e)
+		got := seen[entity]
+		if len(got) != versions {
+			t.Fatalf("%s delivered %q", entity, got)
+		}
+		for v := range versions {
+			if got[v] != fmt.Sprintf("%s-v%d", entity, v+1) {
+				t.Fatalf("%s delivered in the order %q", entity, got)
+			}
+		}
+	}
+}
