@@ -116,6 +116,13 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Routes: routes,
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
 		}
+		if o := s.Order; o != nil {
+			rule, err := provider.ParseOrderRule(o.Entity, o.Version)
+			if err != nil {
+				return nil, fmt.Errorf("sources[%d].order: %w", i, err) // validated: never
+			}
+			sources[i].Order = &receive.Order{Rule: rule, Mode: store.OrderMode(o.Mode), DeliverStale: o.OnStale == "deliver"}
+		}
 	}
 	return sources, nil
 }

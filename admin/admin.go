@@ -189,7 +189,7 @@ type Count struct {
 // ---- events ----
 
 // Event states (see store.EventPending...).
-var eventStates = []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStored, store.EventFiltered}
+var eventStates = []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStale, store.EventStored, store.EventFiltered}
 
 // EventFilter selects events. Zero fields select everything.
 type EventFilter struct {

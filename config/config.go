@@ -232,6 +232,30 @@ type Source struct {
 	// configured at the provider), for presets that sign the URL (twilio)
 	// behind a proxy that rewrites it; the request's query is added to it.
 	PublicURL string `yaml:"public_url"`
+	// Order, when set, delivers each entity's events in order to each
+	// destination (see Order).
+	Order *Order `yaml:"order"`
+}
+
+// Order asks for order per entity: the source's events about one entity
+// (an order, a payment) reach each destination one at a time, and an event
+// older than one already delivered is never delivered as if it were new.
+type Order struct {
+	// Entity is the rule (header:Name or json:path) that names what an
+	// event is about; default: the preset's (provider.DefaultOrder).
+	Entity string `yaml:"entity"`
+	// Version is the rule that orders two events of one entity (an
+	// integer or an RFC 3339 timestamp), or "arrival"; default: the
+	// preset's, else arrival.
+	Version string `yaml:"version"`
+	// Mode is stale (default: each entity one at a time as events come,
+	// older ones held back as stale) or fifo (in version order; a failing
+	// event holds its entity's later ones).
+	Mode string `yaml:"mode"`
+	// OnStale is hold (default: a stale event is marked stale, counted,
+	// replayable) or deliver (sent anyway, with Oncehook-Stale and the
+	// current version in headers).
+	OnStale string `yaml:"on_stale"`
 }
 
 // Signature describes a generic HMAC-SHA256 signature header.
@@ -812,6 +836,24 @@ func (c *Config) setDefaults() error {
 				s.Window = Duration(p.DefaultWindow())
 			}
 		}
+		if o := s.Order; o != nil {
+			entity, version, _ := provider.DefaultOrder(s.Preset)
+			if o.Entity == "" {
+				o.Entity = entity
+				if o.Version == "" {
+					o.Version = version
+				}
+			}
+			if o.Version == "" {
+				o.Version = provider.Arrival
+			}
+			if o.Mode == "" {
+				o.Mode = "stale"
+			}
+			if o.OnStale == "" {
+				o.OnStale = "hold"
+			}
+		}
 	}
 	return nil
 }
@@ -1060,6 +1102,19 @@ func (c *Config) validate(lines fieldLines) []error {
 		}
 		if s.OnBadSignature != "reject" && s.OnBadSignature != "discard" {
 			fail(f+".on_bad_signature", "%q: want reject or discard", s.OnBadSignature)
+		}
+		if o := s.Order; o != nil {
+			if o.Entity == "" {
+				fail(f+".order.entity", "required: preset %s names no entity (e.g. json:data.id)", s.Preset)
+			} else if _, err := provider.ParseOrderRule(o.Entity, o.Version); err != nil {
+				fail(f+".order", "%v", err)
+			}
+			if o.Mode != "stale" && o.Mode != "fifo" {
+				fail(f+".order.mode", "%q: want stale or fifo", o.Mode)
+			}
+			if o.OnStale != "hold" && o.OnStale != "deliver" {
+				fail(f+".order.on_stale", "%q: want hold or deliver", o.OnStale)
+			}
 		}
 		if s.Window <= 0 && presetOK {
 			// Without a working preset the window has no default yet: its

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -296,7 +297,7 @@ func (w *Worker) release(ds []store.LeasedDelivery) {
 	now := w.opts.Now()
 	out := make([]store.Outcome, len(ds))
 	for i, d := range ds {
-		out[i] = store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeReleased, Attempt: d.Attempt, NextAttemptAt: now}
+		out[i] = store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeReleased, Attempt: d.Attempt, NextAttemptAt: now, Ordered: d.Ordered}
 	}
 	w.writer.Complete(out...)
 }
@@ -360,6 +361,23 @@ func (w *Worker) nextPoll(ctx context.Context) time.Duration {
 	return wait
 }
 
+// The headers of a stale event delivered anyway (on_stale: deliver): it
+// is older than the version the destination already has for its entity,
+// which CurrentVersionHeader names as the provider wrote it.
+const (
+	StaleHeader          = "X-Oncehook-Stale"
+	CurrentVersionHeader = "X-Oncehook-Current-Version"
+)
+
+// headerSafe is v, or v URL-escaped when it holds a byte a header value
+// cannot (a version is the provider's text).
+func headerSafe(v string) string {
+	if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 }) {
+		return url.QueryEscape(v)
+	}
+	return v
+}
+
 // IdempotencyKey is what every delivery of an event carries: stable across
 // attempts and replays, and the same value the provider's key gave.
 func IdempotencyKey(source, key string) string { return source + ":" + key }
@@ -380,7 +398,7 @@ type Gate interface {
 
 func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outcome {
 	start := w.opts.Now()
-	out := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Attempt: d.Attempt, StartedAt: start}
+	out := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Attempt: d.Attempt, StartedAt: start, Ordered: d.Ordered}
 	dest, ok := w.dests[d.Destination]
 	if !ok {
 		out.Kind = store.OutcomeDead
@@ -543,6 +561,13 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 	h.Set("Idempotency-Key", IdempotencyKey(d.Source, d.Key))
 	h.Set("X-Oncehook-Source", d.Source)
 	h.Set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
+	if d.Stale {
+		// Older than what this destination already has for the entity:
+		// sent because the source asks for stale events (on_stale:
+		// deliver), so the destination can tell.
+		h.Set(StaleHeader, "true")
+		h.Set(CurrentVersionHeader, headerSafe(d.CurrentVersion))
+	}
 	if dest.SigningKey != nil {
 		id := MessageID(d.Source, d.Key)
 		now := w.opts.Now()

@@ -52,9 +52,20 @@ type Source struct {
 	// or disable an endpoint after repeated failures (Asaas pauses its queue
 	// after 15), so that forged traffic cannot switch real events off.
 	DiscardUnauthorized bool
+	// Order, when set, places each event among its entity's events (see
+	// store.Order); an event it finds no place for is delivered outside
+	// the order, and counted.
+	Order *Order
 
 	all    []string // every destination: the deliveries of an event when nothing is routed
 	routed bool     // some destination wants only some events
+}
+
+// Order is how a source orders its entities' events.
+type Order struct {
+	Rule         provider.OrderRule
+	Mode         store.OrderMode
+	DeliverStale bool
 }
 
 // Claimer claims events durably; the group committer is one.
@@ -405,6 +416,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !c.Duplicate {
 			resp.Status = StatusAccepted
 			h.metrics.Stored(name, events[i].Type)
+			if src.Order != nil && events[i].Order.Entity == "" {
+				h.metrics.Unordered(name)
+			}
 			if len(events[i].Destinations) == 0 && len(events[i].Filtered) > 0 {
 				h.metrics.Filtered(name)
 			}
@@ -566,6 +580,9 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 			}
 			e.Destinations, e.Filtered = src.Routes.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
 		}
+		if src.Order != nil {
+			e.Order = src.Order.place(r.Header, it.Body)
+		}
 		if it.Key == "" {
 			if src.RejectMissingKey {
 				return nil, false
@@ -584,4 +601,14 @@ func keylessKey() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return "keyless:" + strings.ToLower(hex.EncodeToString(b[:]))
+}
+
+// place reads an event's place among its entity's events; the zero Order
+// (not ordered) when it has none.
+func (o *Order) place(h http.Header, body []byte) store.Order {
+	p, ok := o.Rule.Read(h, body)
+	if !ok {
+		return store.Order{}
+	}
+	return store.Order{Entity: p.Entity, Mode: o.Mode, Version: p.Version, Versioned: p.Versioned, VersionText: p.VersionText, DeliverStale: o.DeliverStale}
 }

@@ -130,6 +130,7 @@ const (
 	EventPending   = "pending"   // a delivery is still to be made
 	EventDelivered = "delivered" // every delivery succeeded
 	EventDead      = "dead"      // a delivery is a dead letter
+	EventStale     = "stale"     // a delivery was held back: older than its entity's delivered version (see Order)
 	EventStored    = "stored"    // the event has no destination
 	EventFiltered  = "filtered"  // no destination of its source wanted it (see NewEvent.Filtered)
 )

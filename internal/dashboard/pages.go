@@ -155,7 +155,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.render(w, r, http.StatusOK, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
-		"States": []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStored}})
+		"States": []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStale, store.EventStored}})
 }
 
 func eventID(r *http.Request) (int64, bool) {

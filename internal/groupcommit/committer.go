@@ -596,14 +596,20 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 	if t.receiver != nil {
 		t.receiver.Hand(res.Leased, t.reserved)
 	}
-	created := 0
+	created, ordered := 0, false
 	off, effOff := 0, 0
 	for _, req := range batch {
 		n, m := len(req.events), len(req.effects)
 		mine := res.Claims[off : off+n : off+n]
 		off += n
 		for i, cl := range mine {
-			if !cl.Duplicate {
+			switch {
+			case cl.Duplicate:
+			case req.events[i].Order.Entity != "":
+				// Never handed off: due in the store, for the ordered
+				// lease step (see store/order.go).
+				ordered = true
+			default:
 				created += len(req.events[i].Destinations)
 			}
 		}
@@ -614,24 +620,33 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 		}
 		req.done <- result{claims: mine, effects: effs}
 	}
-	c.settled(t, created, len(res.Leased))
+	c.settled(t, created, ordered, len(res.Leased))
 }
 
 // settled updates what the worker is owed after a commit: deliveries left
 // unleased (more were created than it had room for) or maybe still due (a
 // due lease came back full) keep "due" asked; retries the commit recorded
 // ask again when they fall due.
-func (c *Committer) settled(t tick, created, leased int) {
+//
+// Ordered deliveries are never handed off, and an ordered outcome wakes
+// its entity's next delivery in the store: both ask "due" at once.
+func (c *Committer) settled(t tick, created int, ordered bool, leased int) {
 	handed := min(created, t.reserved)
+	for _, o := range t.outcomes {
+		ordered = ordered || o.Ordered
+	}
 	c.work.Lock()
 	c.holdTill = time.Time{}
 	switch {
-	case created > handed:
+	case created > handed || ordered:
 		c.due++ // deliveries wait in the store, due now
 	case t.dueGen != 0 && leased < t.reserved:
 		c.dueDone = t.dueGen // nothing more is due: unless asked again since
 	}
 	c.work.Unlock()
+	if ordered {
+		c.wake()
+	}
 	for _, o := range t.outcomes {
 		switch o.Kind {
 		case store.OutcomeRetry:
@@ -685,7 +700,7 @@ func (c *Committer) split(batch []*request, t tick) {
 			}
 			c.failed(t, err)
 		default:
-			c.settled(t, 0, len(res.Leased))
+			c.settled(t, 0, false, len(res.Leased))
 			if t.receiver != nil {
 				t.receiver.Hand(res.Leased, t.reserved)
 			}

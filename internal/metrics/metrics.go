@@ -68,6 +68,13 @@ func (m *Metrics) Stored(source, typ string) {
 	}
 }
 
+// Unordered counts a stored event of an ordered source that had no place
+// among its entity's events (no entity, or no version where one is read),
+// delivered outside the order, in the hourly rollups.
+func (m *Metrics) Unordered(source string) {
+	m.Hourly.Add(store.ScopeSource, source, Rollup(Order, Unordered), 1)
+}
+
 // Filtered counts a stored event that no destination of its source
 // wanted, in the hourly rollups.
 func (m *Metrics) Filtered(source string) {

@@ -34,7 +34,13 @@ const (
 	Events   = "events"
 	Types    = "types"   // stored events by type: types.invoice.paid
 	Routing  = "routing" // routing.filtered: stored events no destination wanted
-	Attempts = "attempts"
+	// Order counts order per entity: order.stale (held back; the store
+	// counts them as it marks them: store.StaleMetric) and order.unordered
+	// (no place found, delivered outside the order).
+	Order     = "order"
+	Stale     = "stale"
+	Unordered = "unordered"
+	Attempts  = "attempts"
 
 	Answers         = "answers"        // an API's answers: answers.new, answers.replayed
 	LatencyCount    = "latency.count"  // successful deliveries

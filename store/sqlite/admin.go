@@ -18,6 +18,7 @@ var _ store.Admin = (*Store)(nil)
 const eventState = `CASE
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'stale') THEN 'stale'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
 	WHEN e.filtered <> '' THEN 'filtered'
 	ELSE 'stored' END`

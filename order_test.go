@@ -1,0 +1,206 @@
+package oncehook_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// orderSink records, per entity, the versions it was given in the order
+// it got them, and can fail an entity's first delivery.
+type orderSink struct {
+	*httptest.Server
+	mu     sync.Mutex
+	seen   map[string][]int
+	header map[string]http.Header // the last delivery's headers, per event id
+	fail   func(entity string, version int) bool
+}
+
+func newOrderSink(t *testing.T) *orderSink {
+	s := &orderSink{seen: map[string][]int{}, header: map[string]http.Header{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			ID     string `json:"id"`
+			Entity string `json:"entity"`
+			V      int    `json:"v"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &ev) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.fail != nil && s.fail(ev.Entity, ev.V) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		s.seen[ev.Entity] = append(s.seen[ev.Entity], ev.V)
+
+		s.header[ev.ID] = r.Header.Clone()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *orderSink) versions(entity string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.seen[entity]...)
+}
+
+func (s *orderSink) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, vs := range s.seen {
+		n += len(vs)
+	}
+	return n
+}
+
+func postOrdered(t *testing.T, url, entity string, v int) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":"%s-v%d","entity":%q,"v":%d}`, entity, v, entity, v)
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s v%d: %d", entity, v, resp.StatusCode)
+	}
+}
+
+// fifo: one entity's destination fails its first event; that entity's
+// later events wait, and only they: 100 other entities keep arriving.
+// After recovery the entity's events arrive in order, each once.
+func TestFIFOFailingHeadHoldsOnlyItsEntity(t *testing.T) {
+	sink := newOrderSink(t)
+	failing, failures := true, 0
+	sink.fail = func(entity string, v int) bool {
+		if entity == "stuck" && failing {
+			failures++
+			return true
+		}
+		return false
+	}
+	failed := func() int {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return failures
+	}
+	gw := oncehooktest.Start(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: shop
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v", mode: fifo}
+    destinations: [app]
+destinations:
+  - {name: app, url: %s, retry: {base_delay: 200ms, max_delay: 200ms, max_attempts: 100}}
+`, sink.URL))
+	in := gw.URL + "/in/shop"
+	for v := 1; v <= 5; v++ {
+		postOrdered(t, in, "stuck", v)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return failed() >= 2 }) {
+		t.Fatal("the head was not attempted")
+	}
+	// While the head keeps failing, 100 other entities arrive.
+	for e := range 100 {
+		for v := 1; v <= 3; v++ {
+			postOrdered(t, in, fmt.Sprintf("e%03d", e), v)
+		}
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool { return sink.total() == 300 }) {
+		t.Fatalf("the other entities got %d of 300 deliveries while one entity's head failed", sink.total())
+	}
+	for e := range 100 {
+		if got := sink.versions(fmt.Sprintf("e%03d", e)); fmt.Sprint(got) != "[1 2 3]" {
+			t.Fatalf("e%03d got %v, want [1 2 3]", e, got)
+		}
+	}
+	if got := sink.versions("stuck"); len(got) != 0 || failed() < 3 {
+		t.Fatalf("the held entity got %v while its head failed (%d times)", got, failed())
+	}
+	sink.mu.Lock()
+	failing = false
+	sink.mu.Unlock()
+
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.versions("stuck")) == 5 }) {
+		t.Fatalf("after recovery the entity got %v", sink.versions("stuck"))
+	}
+	if got := sink.versions("stuck"); fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Fatalf("after recovery the entity got %v, want [1 2 3 4 5]", got)
+	}
+}
+
+// stale with on_stale: deliver: an older event is sent anyway, marked
+// stale with the version the destination already has; with the default
+// (hold) it is not sent, and the API shows it stale.
+func TestStaleEventIsHeldOrDeliveredMarked(t *testing.T) {
+	sink := newOrderSink(t)
+	gw := oncehooktest.Start(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: ops-token-0123456789}]}
+sources:
+  - name: held
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v"}
+    destinations: [app]
+  - name: marked
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v", on_stale: deliver}
+    destinations: [app]
+destinations:
+  - {name: app, url: %s}
+`, sink.URL))
+	postOrdered(t, gw.URL+"/in/held", "h", 2)
+	postOrdered(t, gw.URL+"/in/marked", "m", 2)
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.total() == 2 }) {
+		t.Fatalf("delivered %d of 2", sink.total())
+	}
+	postOrdered(t, gw.URL+"/in/held", "h", 1)
+	postOrdered(t, gw.URL+"/in/marked", "m", 1)
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.versions("m")) == 2 }) {
+		t.Fatalf("the marked source's stale event was not delivered: %v", sink.versions("m"))
+	}
+	sink.mu.Lock()
+	h := sink.header["m-v1"]
+	sink.mu.Unlock()
+	if h.Get("X-Oncehook-Stale") != "true" || h.Get("X-Oncehook-Current-Version") != "2" {
+		t.Fatalf("stale delivery headers %v: want X-Oncehook-Stale: true and the current version 2", h)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := sink.versions("h"); fmt.Sprint(got) != "[2]" {
+		t.Fatalf("the held source delivered %v, want only v2", got)
+	}
+	req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/v1/events?source=held&key=h-v1", nil)
+	req.Header.Set("Authorization", "Bearer ops-token-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `"stale"`) {
+		t.Fatalf("the API's view of the stale event: %s", b)
+	}
+}
