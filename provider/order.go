@@ -51,7 +51,7 @@ var defaultOrders = map[string][2]string{
 	"shopify":     {"json:id", "json:updated_at"},
 	"paddle":      {"json:data.id", "json:occurred_at"},
 	"hotmart":     {"json:data.purchase.transaction", ""}, // creation_date changes between attempts
-	"mercadopago": {"json:data.id", ""},                    // the notification has no version: fetch the payment
+	"mercadopago": {"json:data.id", ""},                   // the notification has no version: fetch the payment
 	"evolution":   {"json:data.key.id", ""},
 	"asaas":       {"json:payment.id", ""},
 	"kiwify":      {"json:order_id", ""},
