@@ -1,6 +1,7 @@
 package oncehook_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
@@ -202,5 +205,71 @@ destinations:
 	b, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), `"stale"`) {
 		t.Fatalf("the API's view of the stale event: %s", b)
+	}
+}
+
+// An operator skips a fifo head that will never succeed: through the API
+// (audited), the entity's next events go, in order, and the event says
+// where it stands.
+func TestOperatorSkipsAFIFOHead(t *testing.T) {
+	const token = "ops-token-0123456789"
+	sink := newOrderSink(t)
+	sink.fail = func(entity string, v int) bool { return v == 1 } // v1 never succeeds
+	gw := oncehooktest.Start(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: %s}]}
+sources:
+  - name: shop
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v", mode: fifo}
+    destinations: [app]
+destinations:
+  - {name: app, url: %s, retry: {base_delay: 50ms, max_delay: 50ms, max_attempts: 1000}}
+`, token, sink.URL))
+	for v := 1; v <= 3; v++ {
+		postOrdered(t, gw.URL+"/in/shop", "ord_1", v)
+	}
+	c := api.NewClient(gw.APIURL, token, nil)
+	ctx := context.Background()
+	page, err := c.Events(ctx, admin.EventFilter{Source: "shop"})
+	if err != nil || len(page.Events) != 3 {
+		t.Fatalf("events %+v, %v", page, err)
+	}
+	ids := map[string]int64{}
+	for _, e := range page.Events {
+		ids[e.Key] = e.ID
+	}
+	var second admin.EventDetail
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		second, err = c.Event(ctx, ids["ord_1-v2"])
+		return err == nil && second.Deliveries[0].Order != nil && second.Deliveries[0].Order.Waiting
+	}) {
+		t.Fatalf("v2 while v1 fails: %+v, %v; want it waiting", second.Deliveries, err)
+	}
+	if o := second.Deliveries[0].Order; o.Entity != "ord_1" || o.Version != "2" || o.Mode != "fifo" {
+		t.Fatalf("v2's order %+v", o)
+	}
+	var n admin.Count
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		n, err = c.SkipEvent(ctx, ids["ord_1-v1"], "app")
+		return err == nil // 409 while an attempt is in flight: try again
+	}) || n.Count != 1 {
+		t.Fatalf("skip = %+v, %v", n, err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.versions("ord_1")) == 2 }) {
+		t.Fatalf("after the skip the entity got %v", sink.versions("ord_1"))
+	}
+	if got := sink.versions("ord_1"); fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("after the skip: %v, want [2 3]", got)
+	}
+	head, err := c.Event(ctx, ids["ord_1-v1"])
+	if err != nil || head.Deliveries[0].State != "dead" || !head.Deliveries[0].Order.Released || !strings.Contains(head.Deliveries[0].LastError, "skipped") {
+		t.Fatalf("the skipped head: %+v, %v", head.Deliveries, err)
+	}
+	audit, err := c.Audit(ctx, "", 10)
+	if err != nil || len(audit.Entries) == 0 || audit.Entries[0].Action != "skip" {
+		t.Fatalf("audit %+v, %v: want the skip first", audit, err)
 	}
 }

@@ -60,6 +60,11 @@ type Operator interface {
 	// delivery for (one its route passed over: see store.Admin's
 	// AddDelivery), audited. Count is 1, or 0 when it already has one.
 	DeliverEvent(ctx context.Context, id int64, destination string) (Count, error)
+	// SkipEvent ends an event's pending delivery to a destination without
+	// delivering it, audited: the way past a fifo head that cannot succeed
+	// (its entity's next event goes). Count is 1, or 0 when there is none
+	// pending; ErrConflict while an attempt of it is in flight.
+	SkipEvent(ctx context.Context, id int64, destination string) (Count, error)
 	// ResetEffect reopens a failed or expired effects ledger record, the
 	// operator's second chance (audited).
 	ResetEffect(ctx context.Context, key string) error
@@ -69,6 +74,8 @@ type Operator interface {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrInvalid  = errors.New("invalid")
+	// ErrConflict is a change that must wait (the API answers 409).
+	ErrConflict = errors.New("conflict")
 )
 
 // InvalidError is a bad argument, naming the field (the API answers it
@@ -341,6 +348,21 @@ type DeliveryDetail struct {
 	LastError      string          `json:"last_error,omitempty"`
 	UpdatedAt      time.Time       `json:"updated_at"`
 	History        []AttemptDetail `json:"history"`
+	// Order is the delivery's place among its entity's events, when its
+	// source orders them.
+	Order *OrderDetail `json:"order,omitempty"`
+}
+
+// OrderDetail is where an ordered delivery stands. Waiting: parked behind
+// its entity's delivery in flight or its fifo head. Released: a dead fifo
+// head, whose entity's next event was let go.
+type OrderDetail struct {
+	Entity   string `json:"entity"`
+	Version  string `json:"version"`
+	Mode     string `json:"mode"`
+	Waiting  bool   `json:"waiting,omitempty"`
+	Released bool   `json:"released_next,omitempty"`
+	Skipped  bool   `json:"skipped,omitempty"` // by an operator (SkipEvent)
 }
 
 // AttemptDetail is one attempt of a delivery.
@@ -417,6 +439,11 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 				dd.LeaseExpiresAt = timePtr(dl.LeaseExpiresAt)
 			}
 		}
+		if o := dl.Order; o.Entity != "" {
+			dd.Order = &OrderDetail{Entity: o.Entity, Version: o.Version, Mode: string(o.Mode),
+				Waiting: o.Waiting && dl.State == store.Pending, Released: o.Mode == store.OrderFIFO && dl.State == store.Dead,
+				Skipped: dl.State == store.Dead && dl.LastError == store.SkippedReason}
+		}
 		for _, a := range dl.History {
 			dd.History = append(dd.History, AttemptDetail{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(),
 				DurationMS: float64(a.Duration.Microseconds()) / 1000, Status: a.StatusCode, Error: a.Error, Outcome: a.Outcome, Response: a.Response})
@@ -436,6 +463,26 @@ func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 		return Count{}, err
 	}
 	s.opts.Changed()
+	return Count{Count: n}, nil
+}
+
+// SkipEvent implements Operator.
+func (s *Service) SkipEvent(ctx context.Context, id int64, destination string) (Count, error) {
+	if destination == "" {
+		return Count{}, invalid("destination", "missing")
+	}
+	n, err := s.admin.SkipDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, "skip", fmt.Sprintf("event %d to %s", id, destination)))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
+	case errors.Is(err, store.ErrInFlight):
+		return Count{}, fmt.Errorf("event %d to %s: an attempt is in flight; skip it once it ends: %w", id, destination, ErrConflict)
+	case err != nil:
+		return Count{}, err
+	}
+	if n > 0 {
+		s.opts.Changed()
+	}
 	return Count{Count: n}, nil
 }
 

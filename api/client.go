@@ -118,6 +118,13 @@ func (c *Client) ReplayEvent(ctx context.Context, id int64) (admin.Count, error)
 	return out, err
 }
 
+// SkipEvent implements admin.Operator.
+func (c *Client) SkipEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
+	var out admin.Count
+	err := c.do(ctx, routeSkipEvent, []string{strconv.FormatInt(id, 10)}, nil, deliverBody{Destination: destination}, &out)
+	return out, err
+}
+
 // DeliverEvent implements admin.Operator.
 func (c *Client) DeliverEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
 	var out admin.Count

@@ -76,6 +76,7 @@ func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
 		{routeEvent, h.event},
 		{routeReplayEvent, h.replayEvent},
 		{routeDeliverEvent, h.deliverEvent},
+		{routeSkipEvent, h.skipEvent},
 		{routeDeadLetters, h.deadLetters},
 		{routeRetryDead, h.retryDead},
 		{routePurgeDead, h.purgeDead},
@@ -122,7 +123,7 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 		httpapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, effect.ErrInvalid):
 		httpapi.WriteFieldError(w, "key", err.Error())
-	case errors.Is(err, effect.ErrConflict):
+	case errors.Is(err, effect.ErrConflict), errors.Is(err, admin.ErrConflict):
 		httpapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		h.log.Warn("admin API: store unavailable", "path", r.URL.Path, "err", err)
@@ -332,6 +333,23 @@ func (h *handler) deliverEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := h.s.DeliverEvent(r.Context(), id, b.Destination)
+	h.respond(w, r, n, err)
+}
+
+// skipEvent answers POST /v1/events/{id}/skip, whose body names the
+// destination as deliverBody does.
+func (h *handler) skipEvent(w http.ResponseWriter, r *http.Request) {
+	id, err := eventID(r)
+	if err != nil {
+		h.answerError(w, r, err)
+		return
+	}
+	var b deliverBody
+	if e := decode(w, r, &b); e != nil {
+		writeError(w, e)
+		return
+	}
+	n, err := h.s.SkipEvent(r.Context(), id, b.Destination)
 	h.respond(w, r, n, err)
 }
 

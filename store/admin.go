@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
@@ -38,6 +39,13 @@ type Admin interface {
 	// 0 when the event already has a delivery there (replay that one
 	// instead), or ErrNotFound. A sweep never deletes the event under it.
 	AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, audit AuditEntry) (int, error)
+	// SkipDelivery ends an event's pending delivery to destination
+	// without delivering it: an operator's way past a fifo head that
+	// cannot succeed. It becomes a dead letter that says it was skipped
+	// (replayable), and its entity's next delivery goes. It returns 1, or 0
+	// when the event has no pending delivery there, ErrInFlight when an
+	// attempt of it is running now, or ErrNotFound.
+	SkipDelivery(ctx context.Context, eventID int64, destination string, now time.Time, audit AuditEntry) (int, error)
 	// PurgeDeadLetters deletes the dead letters q selects (all of them, not
 	// a page; their events go with the window sweep) and returns how many,
 	// or with dryRun how many it would.
@@ -124,6 +132,13 @@ func (r Replay) Entry() AuditEntry {
 	return a
 }
 
+// ErrInFlight is returned when an operator's change would take a delivery
+// from the worker attempting it now: wait for the attempt to end.
+var ErrInFlight = errors.New("an attempt of the delivery is in flight")
+
+// SkippedReason is what a skipped delivery says.
+const SkippedReason = "skipped by an operator: the entity's next event was released"
+
 // Event states, as listed: the state of an event's deliveries taken
 // together.
 const (
@@ -190,6 +205,19 @@ type DeliveryDetail struct {
 	LastError      string
 	UpdatedAt      time.Time
 	History        []AttemptRecord
+	// Order is the delivery's place among its entity's events, when its
+	// source orders them (Entity empty otherwise, and after a replay).
+	Order DeliveryOrder
+}
+
+// DeliveryOrder is where an ordered delivery stands.
+type DeliveryOrder struct {
+	Entity  string // as the provider names it (without the source)
+	Version string // as the provider wrote it; "#id" in arrival order
+	Mode    OrderMode
+	// Waiting is a pending delivery parked behind its entity's delivery in
+	// flight, or its fifo head.
+	Waiting bool
 }
 
 // AttemptRecord is one attempt, as recorded.

@@ -175,17 +175,17 @@ func parseTimeFlag(name, v string) (time.Time, error) {
 	return t, nil
 }
 
-// events: ls, show, replay.
+// events: ls, show, replay, deliver, skip.
 func events(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay|deliver [flags]")
+		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay|deliver|skip [flags]")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("events "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	of := addOperatorFlags(fs)
 	source := fs.String("source", "", "only this source's events")
-	state := fs.String("state", "", "only events in this state: pending, delivered, dead or stored")
+	state := fs.String("state", "", "only events in this state: pending, delivered, dead, stale, stored or filtered")
 	key := fs.String("key", "", "only the event with this key")
 	typ := fs.String("type", "", "only events of this type (a trailing * matches a prefix: invoice.*)")
 	prefix := fs.String("key-prefix", "", "only keys starting with this")
@@ -196,7 +196,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cursor := fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it")
 	dryRun := fs.Bool("dry-run", false, "with replay: only count what would be replayed")
 	all := fs.Bool("all", false, "with replay and no filter: replay every stored event")
-	destination := fs.String("destination", "", "with deliver: the destination its route passed over")
+	destination := fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end")
 	rest, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -309,6 +309,8 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	case "deliver":
 		return deliverEvent(ctx, op, rest, *destination, *of.json, stdout)
+	case "skip":
+		return skipEvent(ctx, op, rest, *destination, *of.json, stdout)
 	case "replay":
 		var n admin.Count
 		switch {
@@ -342,7 +344,32 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	}
-	return fmt.Errorf("events %s: want ls, show or replay", args[0])
+	return fmt.Errorf("events %s: want ls, show, replay, deliver or skip", args[0])
+}
+
+// skipEvent ends one event's pending delivery without delivering it: the
+// way past a fifo head that cannot succeed.
+func skipEvent(ctx context.Context, op admin.Operator, rest []string, destination string, asJSON bool, stdout io.Writer) error {
+	if len(rest) != 1 || destination == "" {
+		return errors.New("usage: oncehook events skip ID --destination NAME")
+	}
+	id, err := strconv.ParseInt(rest[0], 10, 64)
+	if err != nil {
+		return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+	}
+	n, err := op.SkipEvent(ctx, id, destination)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, n)
+	}
+	if n.Count == 0 {
+		fmt.Fprintf(stdout, "event %d has no pending delivery to %s\n", id, destination)
+	} else {
+		fmt.Fprintf(stdout, "skipped event %d's delivery to %s: it is a dead letter now, and its entity's next event goes\n", id, destination)
+	}
+	return nil
 }
 
 // deliverEvent sends one event where its route passed over.

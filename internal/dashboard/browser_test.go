@@ -3,7 +3,9 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +55,25 @@ func screenshotDir(t *testing.T) string {
 // operator would: sign in, read the chart, open an event and replay it,
 // pause a destination and resume it. It checks what a user sees, and that
 // the page runs under its Content-Security-Policy without a violation.
+// newBrowser starts headless Chromium for one test, with the flags this
+// machine's closed network needs; it is stopped when the test ends, or by
+// the function returned.
+func newBrowser(t *testing.T, exe string) (context.Context, context.CancelFunc) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1280, 900))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // start the browser, with no timeout
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx, cancel
+}
+
 func TestDashboardInABrowser(t *testing.T) {
 	exe := chromium(t)
 	app := testenv.NewSink(t)
@@ -106,18 +127,7 @@ destinations:
 		t.Fatal("the rollups never showed the storm")
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1280, 900))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil { // start the browser, with no timeout
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx, cancel := newBrowser(t, exe)
 
 	// Every console error and uncaught exception: a CSP violation is one.
 	var mu sync.Mutex
@@ -397,5 +407,93 @@ func post(t *testing.T, url, body string) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("POST %s: %d", url, resp.StatusCode)
+	}
+}
+
+// An entity held behind a fifo head that fails: its waiting event's page
+// says so and offers to skip the head; skipping it from the page lets the
+// entity's next event go.
+func TestOrderedEventPageInABrowser(t *testing.T) {
+	exe := chromium(t)
+	var mu sync.Mutex
+	var got []string
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"v":1`) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+	}))
+	defer app.Close()
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens: [{name: ops, token: `+token+`}]
+sources:
+  - name: shop
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:order", version: "json:v", mode: fifo}
+    destinations: [app]
+destinations:
+  - {name: app, url: `+app.URL+`, retry: {base_delay: 1m, max_delay: 1m}}
+`)
+	for v := 1; v <= 2; v++ {
+		post(t, gw.URL+"/in/shop", fmt.Sprintf(`{"id":"o1-v%d","order":"o1","v":%d}`, v, v))
+	}
+	ctx, _ := newBrowser(t, exe)
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ui := gw.APIURL + "/ui/"
+	if err := chromedp.Do(step, chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.CSS(`section[data-source="shop"]`))); err != nil {
+		t.Fatal(err)
+	}
+	// Event 2 (v2) waits behind event 1 (v1, failing, retried in a minute).
+	waiting := ""
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		chromedp.Do(step, chromedp.Navigate(ui+"events/2"), chromedp.WaitVisible(chromedp.CSS(".delivery")))
+		waiting, _ = chromedp.Run(step, chromedp.Text(chromedp.CSS(".delivery .order")))
+		return strings.Contains(waiting, "waiting")
+	}) {
+		t.Fatalf("event 2's order line %q: want it waiting", waiting)
+	}
+	if !strings.Contains(waiting, "o1") || !strings.Contains(waiting, "fifo") {
+		t.Fatalf("order line %q: want the entity and the mode", waiting)
+	}
+	shots := screenshotDir(t)
+	png, err := chromedp.Run(step, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(shots, "event-ordered-waiting.png"), png, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := chromedp.Run(step, chromedp.Evaluate[int](`document.querySelectorAll("button.skip").length`)); n != 0 {
+		t.Fatalf("a waiting event offers %d skip buttons: only its entity's head should", n)
+	}
+	// Skip the head from its page.
+	if err := chromedp.Do(step, chromedp.Navigate(ui+"events/1"), chromedp.WaitVisible(chromedp.CSS("button.skip")),
+		chromedp.Click(chromedp.CSS("button.skip")), chromedp.WaitVisible(chromedp.CSS(".delivery .state.dead"))); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS(".delivery .order")))
+	if !strings.Contains(line, "released") || !strings.Contains(line, "skipped by an operator") {
+		t.Fatalf("the skipped head's order line %q: want it to say the next was released", line)
+	}
+	png, err = chromedp.Run(step, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(shots, "event-ordered-skipped.png"), png, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }) {
+		t.Fatalf("after the skip the destination got %q, want v2", got)
 	}
 }

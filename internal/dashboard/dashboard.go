@@ -161,6 +161,7 @@ func New(opts Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET "+Prefix+"/events/{id}", d.authed(d.event))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/replay", d.authed(d.replay))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/deliver", d.authed(d.deliver))
+	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/skip", d.authed(d.skip))
 	d.mux.HandleFunc("GET "+Prefix+"/dead-letters", d.authed(d.dead))
 	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/retry", d.authed(d.retryDead))
 	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/purge", d.authed(d.purgeDead))
@@ -573,6 +574,16 @@ var funcs = template.FuncMap{
 	// (and the live endpoint app.js reads from <body data-live>) starts
 	// with it, so the prefix is written once, as Prefix.
 	"ui":   func() string { return Prefix },
+	// eventState is the catalog key of an event's or delivery's state:
+	// state.<state>, but for stale, which for an event means older than
+	// its entity's delivered version (order.stale), not an effect's
+	// expired lease (state.stale).
+	"eventState": func(state string) string {
+		if state == store.EventStale {
+			return "order.stale"
+		}
+		return "state." + state
+	},
 	"pair": func(a, b any) pair { return pair{a, b} },
 	"sub1": func(n int64) int64 { return n - 1 },
 	// target writes an audit entry's target in the reader's language: its

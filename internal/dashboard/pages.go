@@ -224,6 +224,21 @@ func (d *Dashboard) deliver(w http.ResponseWriter, r *http.Request, _ session) {
 	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "deliver")
 }
 
+// skip ends an ordered delivery that holds its entity (a fifo head that
+// cannot succeed) without delivering it.
+func (d *Dashboard) skip(w http.ResponseWriter, r *http.Request, _ session) {
+	id, ok := eventID(r)
+	if !ok {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	if _, err := d.opts.Service.SkipEvent(r.Context(), id, r.PostFormValue("destination")); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "skip")
+}
+
 // replayAll replays what the events page's filter selects.
 func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}

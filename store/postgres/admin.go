@@ -136,14 +136,19 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		e.LastCopyAt = s.fromDB(*lastCopy)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
-		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
+		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at,
+		COALESCE(order_entity, ''), COALESCE(order_text, ''), COALESCE(order_mode, ''), order_waiting
+		FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
 	if err != nil {
 		return e, unavailable("read deliveries", err)
 	}
 	e.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.DeliveryDetail, error) {
 		var d store.DeliveryDetail
 		var lease *time.Time
-		err := row.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &d.NextAttemptAt, &lease, &d.LastStatus, &d.LastError, &d.UpdatedAt)
+		var entity string
+		err := row.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &d.NextAttemptAt, &lease, &d.LastStatus, &d.LastError, &d.UpdatedAt,
+			&entity, &d.Order.Version, &d.Order.Mode, &d.Order.Waiting)
+		_, d.Order.Entity = store.SplitOrderKey(entity)
 		if lease != nil {
 			d.LeaseExpiresAt = s.fromDB(*lease)
 		}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -297,4 +298,53 @@ func (s *Store) sweepOrderHeads(ctx context.Context, now time.Time, limit int) (
 		return 0, unavailable("sweep entities", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// SkipDelivery implements store.Admin. The entity's row is locked first,
+// as an outcome locks it, so a lease step that parked deliveries behind
+// this one has committed before the wake looks for them.
+func (s *Store) SkipDelivery(ctx context.Context, eventID int64, destination string, now time.Time, a store.AuditEntry) (int, error) {
+	now = s.toDB(now)
+	n, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
+		var id int64
+		var entity *string
+		var leased bool
+		err := tx.QueryRow(ctx, `SELECT id, order_entity, `+leasedAt("$3")+` FROM deliveries
+			WHERE event_id = $1 AND destination = $2 AND state = 'pending' FOR UPDATE`, eventID, destination, now).Scan(&id, &entity, &leased)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var one int
+			if err := tx.QueryRow(ctx, `SELECT 1 FROM events WHERE id = $1`, eventID).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+				return 0, store.ErrNotFound // rolled back: nothing done, nothing audited
+			}
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if leased {
+			return 0, store.ErrInFlight
+		}
+		if entity != nil {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM order_heads WHERE destination = $1 AND entity = $2 FOR UPDATE`, destination, *entity); err != nil {
+				return 0, err
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'dead', order_waiting = FALSE, lease_token = NULL, lease_expires_at = NULL,
+			last_error = $2, updated_at = $3 WHERE id = $1`, id, store.SkippedReason, now); err != nil {
+			return 0, err
+		}
+		if entity != nil {
+			if _, err := tx.Exec(ctx, wakeSQL, []string{destination}, []string{*entity}); err != nil {
+				return 0, err
+			}
+		}
+		return 1, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, fmt.Errorf("event %d: %w", eventID, store.ErrNotFound)
+	case errors.Is(err, store.ErrInFlight):
+		return 0, fmt.Errorf("event %d to %s: %w", eventID, destination, store.ErrInFlight)
+	}
+	return n, err
 }

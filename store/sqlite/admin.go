@@ -129,7 +129,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		e.LastCopyAt = fromMS(lastCopy.Int64)
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
-		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
+		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at,
+		COALESCE(order_entity, ''), COALESCE(order_text, ''), COALESCE(order_mode, ''), order_waiting
+		FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
 	if err != nil {
 		return e, unavailable("read deliveries", err)
 	}
@@ -138,9 +140,12 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		var d store.DeliveryDetail
 		var next, updated int64
 		var lease sql.NullInt64
-		if err := rows.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &next, &lease, &d.LastStatus, &d.LastError, &updated); err != nil {
+		var entity string
+		if err := rows.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &next, &lease, &d.LastStatus, &d.LastError, &updated,
+			&entity, &d.Order.Version, &d.Order.Mode, &d.Order.Waiting); err != nil {
 			return e, unavailable("read deliveries", err)
 		}
+		_, d.Order.Entity = store.SplitOrderKey(entity)
 		d.NextAttemptAt, d.LeaseExpiresAt, d.UpdatedAt = fromMS(next), fromNullMS(lease), fromMS(updated)
 		e.Deliveries = append(e.Deliveries, d)
 	}

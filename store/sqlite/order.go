@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -212,4 +213,38 @@ func (s *Store) sweepOrderHeads(ctx context.Context, now time.Time, limit int) (
 	}
 	n, _ := res.RowsAffected()
 	return int(n), nil
+}
+
+// SkipDelivery implements store.Admin.
+func (s *Store) SkipDelivery(ctx context.Context, eventID int64, destination string, now time.Time, a store.AuditEntry) (int, error) {
+	return s.change(ctx, false, a, now, func(tx *sql.Tx) (int, error) {
+		var id int64
+		var entity sql.NullString
+		var leased bool
+		err := tx.QueryRowContext(ctx, `SELECT id, order_entity, `+leasedNow+` FROM deliveries WHERE event_id = ? AND destination = ? AND state = 'pending'`,
+			ms(now), eventID, destination).Scan(&id, &entity, &leased)
+		if errors.Is(err, sql.ErrNoRows) {
+			var one int
+			if err := tx.QueryRowContext(ctx, `SELECT 1 FROM events WHERE id = ?`, eventID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+				return 0, fmt.Errorf("event %d: %w", eventID, store.ErrNotFound)
+			}
+			return 0, nil
+		}
+		if err != nil {
+			return 0, unavailable("skip delivery", err)
+		}
+		if leased {
+			return 0, fmt.Errorf("event %d to %s: %w", eventID, destination, store.ErrInFlight)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'dead', order_waiting = 0, lease_token = NULL, lease_expires_at = NULL,
+			last_error = ?, updated_at = ? WHERE id = ?`, store.SkippedReason, ms(now), id); err != nil {
+			return 0, unavailable("skip delivery", err)
+		}
+		if entity.Valid {
+			if err := wakeNext(ctx, tx, destination, entity.String); err != nil {
+				return 0, err
+			}
+		}
+		return 1, nil
+	})
 }

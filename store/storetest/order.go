@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -249,5 +250,45 @@ func testOrderAcrossReplicas(t *testing.T, stores []store.Store) {
 				t.Fatalf("%s delivered in the order %q", entity, got)
 			}
 		}
+	}
+}
+
+// An operator skips a fifo head that cannot succeed: it becomes a dead
+// letter that says so, the entity's next event goes, and the skip is
+// audited; a head in flight is not taken from its worker.
+func testOrderSkipHead(t *testing.T, s store.Store) {
+	mustClaim(t, s, orderedEvent("v1", "e", 1, store.OrderFIFO, "d"), orderedEvent("v2", "e", 2, store.OrderFIFO, "d"))
+	a := admin(t, s)
+	ctx := context.Background()
+	head := lease(t, s, base, time.Minute, 10)
+	if len(head) != 1 || head[0].Key != "v1" {
+		t.Fatalf("leased %q", keys(head))
+	}
+	ev := list0(t, a, "v1")
+	audit := store.AuditEntry{Actor: "ops", Action: "skip", Target: "event to d"}
+	if _, err := a.SkipDelivery(ctx, ev.ID, "d", base, audit); !errors.Is(err, store.ErrInFlight) {
+		t.Fatalf("skip of a head in flight: %v, want ErrInFlight", err)
+	}
+	complete(t, s, outcome(head[0], store.OutcomeRetry, base.Add(time.Hour)))
+	if got := lease(t, s, base, time.Minute, 10); len(got) != 0 {
+		t.Fatalf("leased %q behind a head in backoff", keys(got))
+	}
+	if n, err := a.SkipDelivery(ctx, ev.ID, "d", base, audit); err != nil || n != 1 {
+		t.Fatalf("SkipDelivery = %d, %v", n, err)
+	}
+	got := lease(t, s, base, time.Minute, 10)
+	if len(got) != 1 || got[0].Key != "v2" {
+		t.Fatalf("after the skip leased %q, want v2 at once", keys(got))
+	}
+	dead, err := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 10})
+	if err != nil || len(dead) != 1 || dead[0].LastError != store.SkippedReason {
+		t.Fatalf("dead letters %+v, %v: want v1, said skipped", dead, err)
+	}
+	if _, err := a.SkipDelivery(ctx, 1<<40, "d", base, audit); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("skip of no event: %v", err)
+	}
+	entries, err := a.ListAudit(ctx, 0, 10)
+	if err != nil || len(entries) != 1 || entries[0].Action != "skip" || entries[0].Count != 1 {
+		t.Fatalf("audit %+v, %v: want the one skip that happened", entries, err)
 	}
 }

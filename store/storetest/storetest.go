@@ -87,6 +87,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderDeliversStaleMarkedWhenAsked", testOrderDeliverStale},
 		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
 		{"OrderEntityHeldUntilAnAbandonedLeaseExpires", testOrderLeaseExpiry},
+		{"OrderOperatorSkipsAHead", testOrderSkipHead},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 	}
 	for _, tc := range tests {
