@@ -573,7 +573,7 @@ var funcs = template.FuncMap{
 	// ui is where the dashboard is mounted: every path in the templates
 	// (and the live endpoint app.js reads from <body data-live>) starts
 	// with it, so the prefix is written once, as Prefix.
-	"ui":   func() string { return Prefix },
+	"ui": func() string { return Prefix },
 	// eventState is the catalog key of an event's or delivery's state:
 	// state.<state>, but for stale, which for an event means older than
 	// its entity's delivered version (order.stale), not an effect's
