@@ -496,4 +496,33 @@ destinations:
 	if !testenv.WaitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }) {
 		t.Fatalf("after the skip the destination got %q, want v2", got)
 	}
+	// An event older than v2, which was delivered: held back as stale,
+	// and the source's card counts it.
+	post(t, gw.URL+"/in/shop", `{"id":"o1-v0","order":"o1","v":0}`)
+	counts := ""
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		chromedp.Do(step, chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.CSS(`section[data-source="shop"]`)))
+		counts, _ = chromedp.Run(step, chromedp.Evaluate[string](`(document.querySelector("[data-test=order-counts]") || {}).textContent || ""`))
+		return strings.Contains(counts, "1 stale")
+	}) {
+		t.Fatalf("the source's order counts %q: want 1 stale", counts)
+	}
+	if err := chromedp.Do(step, chromedp.Click(chromedp.CSS(`[data-test=order-counts] a`)), chromedp.WaitVisible(chromedp.ID("events"))); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := chromedp.Run(step, chromedp.Text(chromedp.ID("events"))); !strings.Contains(list, "o1-v0") || strings.Contains(list, "o1-v2") {
+		t.Fatalf("the stale events list %q: want o1-v0 only", list)
+	}
+	png, err = chromedp.Run(step, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(shots, "events-stale.png"), png, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("the destination got %q: the stale event must not be delivered", got)
+	}
 }

@@ -27,6 +27,12 @@ type SourceCounts struct {
 	Filtered int64 `json:"filtered"`
 	// Types counts the stored events by type (untyped ones are not).
 	Types map[string]int64 `json:"types,omitempty"`
+	// Stale counts the deliveries held back as older than their entity's
+	// delivered version; Unordered, the events of an ordered source that
+	// had no place among their entity's (no entity or version found),
+	// delivered outside the order. Zero for a source without order.
+	Stale     int64 `json:"stale,omitempty"`
+	Unordered int64 `json:"unordered,omitempty"`
 }
 
 // Add counts v of a source's rollup metric.
@@ -46,6 +52,13 @@ func (c *SourceCounts) Add(metric string, v int64) {
 	case Routing:
 		if what == Filtered {
 			c.Filtered += v
+		}
+	case Order:
+		switch what {
+		case Stale:
+			c.Stale += v
+		case Unordered:
+			c.Unordered += v
 		}
 	case Types:
 		if c.Types == nil {
