@@ -35,6 +35,9 @@
 //     alternating over 3 rounds: what they cost intake
 //   - operator:   the dashboard's overview and events list and the admin
 //     API's reads, one at a time, with -stored events in the store
+//   - order:      the headline with order per entity (Stripe's default:
+//     data.object.id, created) off, stale and fifo, over 10,000 entities
+//     and over one hot entity; the drain time is the delivery cost
 //
 // The load generator runs in this process, on the same cores as the server.
 package main
@@ -108,7 +111,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator,order (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
@@ -159,13 +162,20 @@ type bench struct {
 }
 
 // body is a 1 KiB Stripe event with id.
-func body(id int64) []byte {
-	pad := strings.Repeat("x", 1024-len(`{"id":"evt_00000000000000","object":"event","type":"bench","pad":""}`))
-	return []byte(fmt.Sprintf(`{"id":"evt_%014d","object":"event","type":"bench","pad":"%s"}`, id, pad))
+// Its object (data.object.id, the entity a source ordered by entity reads)
+// is object, and created (the version) is id.
+func body(id, object int64) []byte {
+	head := fmt.Sprintf(`{"id":"evt_%014d","object":"event","type":"bench","created":%d,"data":{"object":{"id":"obj_%014d"}},"pad":"`, id, id, object)
+	return []byte(head + strings.Repeat("x", max(1024-len(head)-2, 0)) + `"}`)
 }
 
 func (b *bench) signed(url string, id int64) *http.Request {
-	body := body(id)
+	return b.signedAbout(url, id, id)
+}
+
+// signedAbout is event id about object.
+func (b *bench) signedAbout(url string, id, object int64) *http.Request {
+	body := body(id, object)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	provider.SignHTTP(b.stripe, req, body, secret, time.Now(), "")
 	return req
@@ -173,6 +183,17 @@ func (b *bench) signed(url string, id int64) *http.Request {
 
 func (b *bench) unique(url string) func() *http.Request {
 	return func() *http.Request { return b.signed(url, b.seq.Add(1)) }
+}
+
+// uniqueAbout is unique events about objects objects (0: each its own).
+func (b *bench) uniqueAbout(url string, objects int64) func() *http.Request {
+	if objects == 0 {
+		return b.unique(url)
+	}
+	return func() *http.Request {
+		id := b.seq.Add(1)
+		return b.signedAbout(url, id, id%objects)
+	}
 }
 
 // sink is a local destination that counts what it receives.
@@ -261,6 +282,24 @@ func (b *bench) run(want func(string) bool) error {
 			return err
 		}
 		b.rows = append(b.rows, r)
+	}
+	if want("order") {
+		for _, c := range []struct {
+			mode     string
+			entities int64
+		}{{"", 10_000}, {"stale", 10_000}, {"fifo", 10_000}, {"stale", 1}, {"fifo", 1}} {
+			mode := c.mode
+			if mode == "" {
+				mode = "off"
+			}
+			name := fmt.Sprintf("oncehook: the headline, order %s, %d entities", mode, c.entities)
+			r, err := b.withDestination(name, "sqlite://"+filepath.Join(dir, fmt.Sprintf("order-%s-%d.db", mode, c.entities)),
+				gwOptions{order: c.mode, entities: c.entities})
+			if err != nil {
+				return err
+			}
+			b.rows = append(b.rows, r)
+		}
 	}
 	if want("unique") || want("duplicates") {
 		gw, err := startGateway("sqlite://"+filepath.Join(dir, "intake.db"), "", "", gwOptions{})
@@ -404,7 +443,7 @@ func (b *bench) withDestination(name, storeURL string, o gwOptions) (result, err
 	}
 	defer gw.stop()
 	warm := k.received.Load()
-	r := load(name, b.conns, b.duration, b.unique(gw.url+"/in/bench"))
+	r := load(name, b.conns, b.duration, b.uniqueAbout(gw.url+"/in/bench", o.entities))
 	// Accepted so far: the warm-up plus the measured requests.
 	accepted := int64(r.requests) + int64(b.conns)
 	backlog := accepted - (k.received.Load() - warm)
@@ -656,7 +695,7 @@ func prefill(path string, n int, window time.Duration) error {
 	defer st.Close()
 	start := time.Now()
 	now := time.Now()
-	body := body(0)
+	body := body(0, 0)
 	for i := 0; i < n; i += 5000 {
 		batch := make([]store.NewEvent, 0, 5000)
 		for j := i; j < min(n, i+5000); j++ {
@@ -700,6 +739,10 @@ type gwOptions struct {
 	// event is decoded and matched that many times, stored as filtered,
 	// and delivered nowhere (the filters' cost, alone).
 	routed int
+	// order, when set (stale or fifo), orders the source's events per
+	// entity; entities is how many objects the events are about.
+	order    string
+	entities int64
 }
 
 type runningGateway struct {
@@ -729,6 +772,10 @@ func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGate
 		dests = "redis: " + redisURL + "\n" + dests
 	}
 	extra := os.Getenv("ONCEHOOK_BENCH_CONFIG") // e.g. "delivery: {concurrency: 128}", for experiments
+	order := ""
+	if o.order != "" {
+		order = fmt.Sprintf("    order: {mode: %s}\n", o.order)
+	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: %q
 api: {listen: "127.0.0.1:0", tokens: [{name: bench, token: `+apiToken+`}]}
 `+extra+`
@@ -737,7 +784,7 @@ sources:
     preset: stripe
     secrets: [%q]
     destinations: %s
-%s`, storeURL, secret, destList, dests)), os.LookupEnv)
+%s%s`, storeURL, secret, destList, order, dests)), os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
