@@ -210,6 +210,10 @@ type Committed struct {
 	Claims  []Claim          // one per Batch.Events, in order
 	Leased  []LeasedDelivery // handed off first, then due
 	Effects []EffectResult   // one per Batch.Effects, in order
+	// OrderedDue reports ordered deliveries this commit left due now and
+	// did not lease (new ones it could not hand off, or an entity's next
+	// one its outcomes woke): the caller asks for due deliveries again.
+	OrderedDue bool
 }
 
 // Store is what a backend implements. Every method that waits takes a

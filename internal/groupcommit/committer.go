@@ -596,20 +596,16 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 	if t.receiver != nil {
 		t.receiver.Hand(res.Leased, t.reserved)
 	}
-	created, ordered := 0, false
+	created := 0
 	off, effOff := 0, 0
 	for _, req := range batch {
 		n, m := len(req.events), len(req.effects)
 		mine := res.Claims[off : off+n : off+n]
 		off += n
 		for i, cl := range mine {
-			switch {
-			case cl.Duplicate:
-			case req.events[i].Order.Entity != "":
-				// Never handed off: due in the store, for the ordered
-				// lease step (see store/order.go).
-				ordered = true
-			default:
+			// An ordered delivery is handed off only when its entity is
+			// free: the store says what it left due (OrderedDue).
+			if !cl.Duplicate && req.events[i].Order.Entity == "" {
 				created += len(req.events[i].Destinations)
 			}
 		}
@@ -620,7 +616,7 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 		}
 		req.done <- result{claims: mine, effects: effs}
 	}
-	c.settled(t, created, ordered, len(res.Leased))
+	c.settled(t, created, res.OrderedDue, len(res.Leased))
 }
 
 // settled updates what the worker is owed after a commit: deliveries left
@@ -628,13 +624,11 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 // due lease came back full) keep "due" asked; retries the commit recorded
 // ask again when they fall due.
 //
-// Ordered deliveries are never handed off, and an ordered outcome wakes
-// its entity's next delivery in the store: both ask "due" at once.
-func (c *Committer) settled(t tick, created int, ordered bool, leased int) {
+// orderedDue is the store's word that ordered deliveries are due now that
+// it did not lease (see store.Committed): "due" is asked again at once.
+func (c *Committer) settled(t tick, created int, orderedDue bool, leased int) {
 	handed := min(created, t.reserved)
-	for _, o := range t.outcomes {
-		ordered = ordered || o.Ordered
-	}
+	ordered := orderedDue
 	c.work.Lock()
 	c.holdTill = time.Time{}
 	switch {
@@ -700,7 +694,7 @@ func (c *Committer) split(batch []*request, t tick) {
 			}
 			c.failed(t, err)
 		default:
-			c.settled(t, 0, false, len(res.Leased))
+			c.settled(t, 0, res.OrderedDue, len(res.Leased))
 			if t.receiver != nil {
 				t.receiver.Hand(res.Leased, t.reserved)
 			}

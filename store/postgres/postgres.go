@@ -445,6 +445,10 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	}
 	out := s.committed(b.Events, rows, token, expires)
 	out.Effects = effects
+	// Ordered deliveries are never handed off here, and an ordered outcome
+	// may have woken its entity's next: both are due for the lease step.
+	out.OrderedDue = slices.ContainsFunc(b.Events, func(e store.NewEvent) bool { return e.Order.Entity != "" }) ||
+		slices.ContainsFunc(b.Outcomes, func(o store.Outcome) bool { return o.Ordered })
 	if room := l.Max - len(out.Leased); room > 0 && slices.ContainsFunc(rows, func(r commitRow) bool { return r.kind == 5 }) {
 		// In a transaction of its own: what the batch committed stands
 		// whatever happens to it, and a step that fails leases nothing

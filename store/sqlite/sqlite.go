@@ -67,6 +67,7 @@ type statements struct {
 	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent *sql.Stmt
 	release, finish, retry, insertAttempt, addStat, addCopies               *sql.Stmt
 	effects                                                                 map[string]*sql.Stmt
+	order                                                                   map[string]*sql.Stmt // orderSQL
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -106,6 +107,14 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("sqlite: prepare: %w", err)
 		}
 		*dst = st
+	}
+	s.stmt.order = map[string]*sql.Stmt{}
+	for _, query := range orderSQL {
+		st, err := s.write.PrepareContext(ctx, query)
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		s.stmt.order[query] = st
 	}
 	s.stmt.effects = map[string]*sql.Stmt{}
 	for _, query := range []string{loadEffectSQL, upsertEffectSQL, endAttemptSQL, startAttemptSQL, auditEffectSQL} {
@@ -266,10 +275,10 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	}
 	// Outcomes first: a delivery whose lease ran out while its outcome
 	// waited for this commit must be recorded, not leased again below.
-	if err := s.complete(ctx, tx, b.Outcomes); err != nil {
+	if out.OrderedDue, err = s.complete(ctx, tx, b.Outcomes); err != nil {
 		return store.Committed{}, err
 	}
-	if out.Claims, out.Leased, err = s.claim(ctx, tx, b.Events, l, token); err != nil {
+	if out.Claims, out.Leased, err = s.claim(ctx, tx, b.Events, l, token, &out.OrderedDue); err != nil {
 		return store.Committed{}, err
 	}
 	if l.Due && len(out.Leased) < l.Max {
@@ -315,7 +324,9 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 // One statement per row: multi-row statements were measured and gave
 // nothing at the batch sizes group commit produces (SQLite's own work per
 // row, not the statement overhead, is the cost).
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, l store.Lease, token string) ([]store.Claim, []store.LeasedDelivery, error) {
+//
+// due is set when it leaves an ordered delivery due now, unleased.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, l store.Lease, token string, due *bool) ([]store.Claim, []store.LeasedDelivery, error) {
 	if len(events) == 0 {
 		return nil, nil, nil
 	}
@@ -357,9 +368,22 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 			entity, version, text, mode = store.OrderKey(e.Source, e.Order.Entity), v, t, string(e.Order.Mode)
 		}
 		for _, d := range e.Destinations {
-			// An ordered delivery is never handed off: the ordered lease
-			// step decides when its entity lets it go (see store/order.go).
+			if entity != nil && len(handed) < l.Max && !slices.Contains(l.Held, d) {
+				// Ordered: handed off only when its entity is free (see
+				// claimOrdered); else it waits for the lease step.
+				leased, left, err := s.claimOrdered(ctx, tx, e, id, d, l, token)
+				if err != nil {
+					return nil, nil, err
+				}
+				*due = *due || left
+				if leased != nil {
+					leased.Body = body
+					handed = append(handed, *leased)
+				}
+				continue
+			}
 			if len(handed) >= l.Max || slices.Contains(l.Held, d) || entity != nil {
+				*due = *due || entity != nil
 				if _, err := insertDelivery.ExecContext(ctx, id, d, ms(e.ReceivedAt), ms(e.ReceivedAt), entity, version, text, mode, e.Order.DeliverStale); err != nil {
 					return nil, nil, failed("create delivery", err)
 				}
@@ -424,9 +448,9 @@ func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease t
 }
 
 // complete records outcomes.
-func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outcome) error {
+func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outcome) (woke bool, err error) {
 	if len(outcomes) == 0 {
-		return nil
+		return false, nil
 	}
 	now := ms(time.Now())
 	release := tx.StmtContext(ctx, s.stmt.release)
@@ -435,7 +459,6 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 	insertAttempt := tx.StmtContext(ctx, s.stmt.insertAttempt)
 	for _, o := range outcomes {
 		var res sql.Result
-		var err error
 		switch o.Kind {
 		case store.OutcomeReleased:
 			due := now
@@ -452,10 +475,10 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 		case store.OutcomeRetry:
 			res, err = retry.ExecContext(ctx, o.Attempt, ms(o.NextAttemptAt), o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken)
 		default:
-			return fmt.Errorf("sqlite: complete delivery %d: unknown outcome %d: %w", o.DeliveryID, o.Kind, store.ErrRejected)
+			return false, fmt.Errorf("sqlite: complete delivery %d: unknown outcome %d: %w", o.DeliveryID, o.Kind, store.ErrRejected)
 		}
 		if err != nil {
-			return failed("complete delivery", err)
+			return false, failed("complete delivery", err)
 		}
 		if o.Kind == store.OutcomeReleased {
 			continue
@@ -464,7 +487,7 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 			continue // the lease was lost to another worker: its attempt is the one on record
 		}
 		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String(), o.Response); err != nil {
-			return failed("record attempt", err)
+			return false, failed("record attempt", err)
 		}
 	}
 	return s.completeOrdered(ctx, tx, outcomes)

@@ -292,3 +292,33 @@ func testOrderSkipHead(t *testing.T, s store.Store) {
 		t.Fatalf("audit %+v, %v: want the one skip that happened", entries, err)
 	}
 }
+
+// A commit that creates ordered deliveries may hand one off at once, but
+// only one per entity, and only an entity that is free: the rest wait for
+// it, whichever way the backend leases them.
+func testOrderHandOff(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	c, err := s.Commit(ctx, store.Batch{
+		Events: []store.NewEvent{orderedEvent("e1", "e", 1, store.OrderFIFO, "d"), orderedEvent("e2", "e", 2, store.OrderFIFO, "d"),
+			orderedEvent("f1", "f", 1, store.OrderFIFO, "d")},
+		Lease: store.Lease{Max: 10, Due: true, Now: base, For: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := c.Leased
+	leased = append(leased, lease(t, s, base, time.Minute, 10)...)
+	got := map[string]store.LeasedDelivery{}
+	for _, d := range leased {
+		got[d.Key] = d
+		if !d.Ordered {
+			t.Fatalf("%s leased unordered", d.Key)
+		}
+	}
+	if len(got) != 2 || got["e1"].ID == 0 || got["f1"].ID == 0 {
+		t.Fatalf("leased %q, want e1 and f1: one per entity, e's lowest first", keys(leased))
+	}
+	complete(t, s, outcome(got["e1"], store.OutcomeDelivered, time.Time{}))
+	if next := lease(t, s, base, time.Minute, 10); len(next) != 1 || next[0].Key != "e2" {
+		t.Fatalf("after e1 leased %q, want e2", keys(next))
+	}
+}

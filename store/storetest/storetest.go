@@ -88,6 +88,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
 		{"OrderEntityHeldUntilAnAbandonedLeaseExpires", testOrderLeaseExpiry},
 		{"OrderOperatorSkipsAHead", testOrderSkipHead},
+		{"OrderHandOffOnlyAFreeEntity", testOrderHandOff},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 	}
 	for _, tc := range tests {
