@@ -246,7 +246,8 @@ type Order struct {
 	Entity string `yaml:"entity"`
 	// Version is the rule that orders two events of one entity (an
 	// integer or an RFC 3339 timestamp), or "arrival"; default: the
-	// preset's, else arrival.
+	// preset's when Entity is the preset's too (a version belongs to its
+	// entity), else arrival.
 	Version string `yaml:"version"`
 	// Mode is stale (default: each entity one at a time as events come,
 	// older ones held back as stale) or fifo (in version order; a failing

@@ -379,3 +379,38 @@ destinations: [{name: app, url: "http://x"}]`), env(nil))
 		}
 	}
 }
+
+// Order per entity: a preset's entity and version fill what is left out,
+// a preset without one needs entity:, and every field is checked.
+func TestOrderDefaultsAndErrors(t *testing.T) {
+	cfg, err := config.Parse([]byte(`sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_x], order: {}}
+  - {name: shop, preset: shopify, secrets: [s], order: {mode: fifo, version: arrival}}
+  - {name: hot, preset: hotmart, secrets: [h], order: {on_stale: deliver}}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []config.Order{
+		{Entity: "json:data.object.id", Version: "json:created", Mode: "stale", OnStale: "hold"},
+		{Entity: "json:id", Version: "arrival", Mode: "fifo", OnStale: "hold"},
+		{Entity: "json:data.purchase.transaction", Version: "arrival", Mode: "stale", OnStale: "deliver"},
+	}
+	for i, w := range want {
+		if got := *cfg.Sources[i].Order; got != w {
+			t.Errorf("%s: order %+v, want %+v", cfg.Sources[i].Name, got, w)
+		}
+	}
+	for yaml, field := range map[string]string{
+		`{name: gh, preset: github, secrets: [g], order: {}}`:                          "sources[0].order.entity",
+		`{name: s, preset: stripe, secrets: [w], order: {mode: lifo}}`:                 "sources[0].order.mode",
+		`{name: s, preset: stripe, secrets: [w], order: {on_stale: drop}}`:             "sources[0].order.on_stale",
+		`{name: s, preset: stripe, secrets: [w], order: {entity: "id"}}`:               "sources[0].order",
+		`{name: s, preset: stripe, secrets: [w], order: {version: "body:updated_at"}}`: "sources[0].order",
+	} {
+		_, err := config.Parse([]byte("sources:\n  - "+yaml+"\n"), env(nil))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want an error naming %s", yaml, err, field)
+		}
+	}
+}
