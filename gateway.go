@@ -319,6 +319,7 @@ func (g *Gateway) buildIntakeMux() {
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
 	g.mux.HandleFunc("GET /healthz", healthz)
+	g.mux.HandleFunc("GET /livez", healthz) // Kubernetes' name for it: the process answers
 	g.mux.HandleFunc("GET /readyz", g.ready)
 	if g.cfg.Metrics.Listen == "" {
 		g.mux.Handle("GET /metrics", g.MetricsHandler())

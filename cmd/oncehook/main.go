@@ -27,11 +27,13 @@ Usage:
   oncehook replay --dead [--destination D]  redeliver the dead letters (= dead retry)
   oncehook events ls|show ID|replay         list, read and replay stored events (--type invoice.*)
   oncehook events deliver ID --destination D  send an event where its route passed over
+  oncehook events skip ID --destination D     end a pending delivery undelivered (past a fifo head)
   oncehook dead ls|retry|purge              list, retry and purge dead letters
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
   oncehook doctor [--source S]              check that sources' keys look right
+  oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          print the version
 
 The operator commands (events, dead, destinations, stats, doctor) work on
@@ -75,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "health":
+		return health(ctx, args[1:], stdout, stderr)
 	case "init":
 		return initConfig(args[1:], stdout, stderr)
 	case "send":
