@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -329,19 +330,33 @@ func (c *Committer) submit(ctx context.Context, req *request) (result, error) {
 // once when many are queued). Measured: waking the writer for every outcome
 // added a commit (an fsync) between intake's, and cost 10% of intake with a
 // destination.
+//
+// An ordered outcome is waited for: its entity's next delivery goes only
+// once it is committed, one at a time. It waits at most orderedDelay, so
+// that one hot entity moves at a commit's pace, not OutcomeDelay's.
 func (c *Committer) Complete(outcomes ...store.Outcome) {
 	c.work.Lock()
 	c.outcomes = append(c.outcomes, outcomes...)
 	n := len(c.outcomes)
+	delay := c.outcomeDelay
+	if slices.ContainsFunc(outcomes, func(o store.Outcome) bool { return o.Ordered }) && delay > orderedDelay {
+		delay = orderedDelay
+		if c.outcomeTimer != nil && c.outcomeTimer.Stop() {
+			c.outcomeTimer = nil // re-armed sooner below
+		}
+	}
 	arm := c.outcomeTimer == nil && n < c.maxLease
 	if arm {
-		c.outcomeTimer = time.AfterFunc(c.outcomeDelay, c.outcomesDue)
+		c.outcomeTimer = time.AfterFunc(delay, c.outcomesDue)
 	}
 	c.work.Unlock()
 	if n >= c.maxLease {
 		c.wake()
 	}
 }
+
+// orderedDelay is the longest an ordered outcome waits for a commit.
+const orderedDelay = time.Millisecond
 
 func (c *Committer) outcomesDue() {
 	c.work.Lock()
@@ -462,7 +477,9 @@ func (c *Committer) take(events []store.NewEvent, final bool) tick {
 		for _, e := range events {
 			want += len(e.Destinations)
 		}
-		if c.due != c.dueDone {
+		// An ordered outcome frees its entity's next delivery in this very
+		// commit: lease it there too, rather than in a commit of its own.
+		if c.due != c.dueDone || slices.ContainsFunc(t.outcomes, func(o store.Outcome) bool { return o.Ordered }) {
 			t.dueGen = c.due
 			want = c.maxLease
 		}

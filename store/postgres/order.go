@@ -192,13 +192,18 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 			FROM l JOIN events e ON e.id = l.event_id ORDER BY l.id`, ids, token, expires, now)
 	}
 	for _, k := range plan.Wake {
+		// What waits below the delivered version is stale too: wake it
+		// all, for the next step to mark at once, and the next one after.
+		batch.Queue(`UPDATE deliveries SET next_attempt_at = LEAST(next_attempt_at, updated_at), order_waiting = FALSE
+			WHERE destination = $1 AND order_entity = $2 AND state = 'pending' AND order_waiting AND order_version < $3`,
+			k.Destination, k.Entity, groups[k].Delivered)
 		batch.Queue(wakeSQL, []string{k.Destination}, []string{k.Entity})
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
 	var leased []store.LeasedDelivery
 	for i := range batch.Len() {
-		if len(plan.Lease) > 0 && i == batch.Len()-1-len(plan.Wake) {
+		if len(plan.Lease) > 0 && i == batch.Len()-1-2*len(plan.Wake) {
 			rows, err := br.Query()
 			if err != nil {
 				return nil, false, err

@@ -43,13 +43,15 @@ const (
 			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)`
 	insertWaitingSQL = `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, order_waiting,
 			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)`
+	wakeOlderSQL = `UPDATE deliveries SET next_attempt_at = MIN(next_attempt_at, updated_at), order_waiting = 0
+			WHERE destination = ? AND order_entity = ? AND state = 'pending' AND order_waiting = 1 AND order_version < ?`
 	wakeSQL = `UPDATE deliveries SET next_attempt_at = MIN(next_attempt_at, updated_at), order_waiting = 0 WHERE id = (
 			SELECT id FROM deliveries WHERE destination = ? AND order_entity = ? AND state = 'pending' AND order_waiting = 1
 			ORDER BY order_version, id LIMIT 1)`
 )
 
 // orderSQL lists them, for prepare.
-var orderSQL = []string{handOffOrderedSQL, insertWaitingSQL, candidatesSQL, entitySQL, headSQL, parkSQL, markStaleSQL, leaseOrderedSQL, holdEntitySQL, orderedOutcomeSQL, freeEntitySQL, wakeSQL}
+var orderSQL = []string{wakeOlderSQL, handOffOrderedSQL, insertWaitingSQL, candidatesSQL, entitySQL, headSQL, parkSQL, markStaleSQL, leaseOrderedSQL, holdEntitySQL, orderedOutcomeSQL, freeEntitySQL, wakeSQL}
 
 // order is the prepared statement q, in tx.
 func (s *Store) order(ctx context.Context, tx *sql.Tx, q string) *sql.Stmt {
@@ -236,6 +238,11 @@ func (s *Store) orderStep(ctx context.Context, tx *sql.Tx, l store.Lease, limit 
 		leased = append(leased, d)
 	}
 	for _, k := range plan.Wake {
+		// What waits below the delivered version is stale too: wake it
+		// all, for the next step to mark at once, and the next one after.
+		if _, err := s.order(ctx, tx, wakeOlderSQL).ExecContext(ctx, k.Destination, k.Entity, groups[k].Delivered); err != nil {
+			return nil, false, failed("wake entity", err)
+		}
 		if _, err := s.wakeNext(ctx, tx, k.Destination, k.Entity); err != nil {
 			return nil, false, err
 		}
