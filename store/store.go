@@ -49,6 +49,9 @@ type NewEvent struct {
 	// Order, when its Entity is set, puts the event's deliveries in order
 	// with its entity's other events (see order.go).
 	Order Order
+	// Trace is the W3C traceparent of the request that brought the event
+	// (empty when not traced): its deliveries continue that trace.
+	Trace string
 }
 
 // Claim is the verdict of the store on one NewEvent.
@@ -96,6 +99,8 @@ type LeasedDelivery struct {
 	// events to be delivered marked.
 	Stale          bool
 	CurrentVersion string
+	// Trace is NewEvent.Trace, as stored with the event.
+	Trace string
 }
 
 // OutcomeKind says what an attempt led to.

@@ -255,12 +255,12 @@ func withRetry(ctx context.Context, fn func() error) error {
 // existing one; 3, a handed-off delivery; 4, a due delivery, with its event.
 const commitSQL = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[],
-			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[])
+			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[], $25::text[])
 			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered,
-				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale)
+				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale, trace)
 	), inserted AS (
-		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered)
-		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered FROM input
+		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace)
+		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered, trace FROM input
 		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
 		RETURNING id, source, key, expires_at
@@ -312,18 +312,18 @@ const commitSQL = `WITH input AS (
 		FROM due WHERE d.id = due.id
 		RETURNING d.id, d.event_id, d.destination, d.attempts
 	)
-	SELECT 1, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz FROM inserted
+	SELECT 1, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz, NULL::text FROM inserted
 	UNION ALL
-	SELECT 2, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL FROM existing
+	SELECT 2, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL, NULL FROM existing
 	UNION ALL
-	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL
+	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL, NULL
 	FROM delivered dl JOIN inserted i ON i.id = dl.event_id WHERE dl.leased
 	UNION ALL
-	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, e.body, e.received_at
+	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, e.body, e.received_at, e.trace
 	FROM leased l JOIN events e ON e.id = l.event_id
 	UNION ALL
 	-- 5: ordered deliveries are due, for the ordered lease step.
-	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL
+	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL, NULL
 	WHERE $14 AND EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND order_entity IS NOT NULL
 		AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
 		AND NOT (destination = ANY($16::text[])))`
@@ -360,7 +360,9 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		ord := make([]int32, n)
 		oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
 		oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
+		traces := make([]string, n)
 		for i, e := range b.Events {
+			traces[i] = e.Trace
 			if o := e.Order; o.Entity != "" {
 				oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
 				oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
@@ -381,7 +383,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			held = []string{}
 		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale)
+			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -412,7 +414,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			for rs.Next() {
 				var r commitRow
 				if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
-					&r.contentType, &r.headers, &r.body, &r.received); err != nil {
+					&r.contentType, &r.headers, &r.body, &r.received, &r.trace); err != nil {
 					rs.Close()
 					br.Close()
 					return err
@@ -471,6 +473,7 @@ type commitRow struct {
 	attempt              int
 	contentType, headers *string
 	body                 []byte
+	trace                *string
 }
 
 // committed turns commitSQL's rows into claims (one per event, in order)
@@ -512,9 +515,10 @@ func (s *Store) committed(events []store.NewEvent, rows []commitRow, token strin
 				Attempt: r.attempt, LeaseToken: token, LeaseExpiresAt: s.fromDB(expires)}
 			if kind == 3 {
 				e := events[first[ident{r.source, r.key}]]
-				d.ContentType, d.Header, d.Body, d.ReceivedAt = e.ContentType, e.Header, e.Body, e.ReceivedAt
+				d.ContentType, d.Header, d.Body, d.ReceivedAt, d.Trace = e.ContentType, e.Header, e.Body, e.ReceivedAt, e.Trace
 			} else {
 				d.ContentType, d.Header, d.Body, d.ReceivedAt = deref(r.contentType), store.DecodeHeader(deref(r.headers)), r.body, s.fromDB(*r.received)
+				d.Trace = deref(r.trace)
 			}
 			out.Leased = append(out.Leased, d)
 		}

@@ -110,7 +110,7 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, e store.NewEvent, 
 	}
 	return &store.LeasedDelivery{ID: did, EventID: id, Source: e.Source, Key: e.Key, Destination: dest, Attempt: 1,
 		ContentType: e.ContentType, Header: e.Header, ReceivedAt: fromMS(received),
-		LeaseToken: token, LeaseExpiresAt: fromMS(expires), Ordered: true}, false, nil
+		LeaseToken: token, LeaseExpiresAt: fromMS(expires), Ordered: true, Trace: e.Trace}, false, nil
 }
 
 // leaseOrdered is the ordered lease step (see store/order.go), in the
@@ -230,7 +230,7 @@ func (s *Store) orderStep(ctx context.Context, tx *sql.Tx, l store.Lease, limit 
 		}
 		var received int64
 		var header string
-		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received); err != nil {
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace); err != nil {
 			return nil, false, unavailable("load event", err)
 		}
 		d.Header = store.DecodeHeader(header)

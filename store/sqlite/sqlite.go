@@ -72,8 +72,8 @@ type statements struct {
 
 func (s *Store) prepare(ctx context.Context) error {
 	for dst, query := range map[**sql.Stmt]string{
-		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
+		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
 		&s.stmt.storedExpiry: `SELECT expires_at FROM events WHERE source = ? AND key = ?`,
 		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at,
 			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -89,7 +89,7 @@ func (s *Store) prepare(ctx context.Context) error {
 				AND destination NOT IN (SELECT value FROM json_each(?)) AND order_entity IS NULL
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
-		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at FROM events WHERE id = ?`,
+		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at, trace FROM events WHERE id = ?`,
 		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?,
 				attempts = MAX(attempts - 1, 0)
 			WHERE id = ? AND lease_token = ?`,
@@ -342,7 +342,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		if body == nil {
 			body = []byte{} // an empty body is still a body, not NULL
 		}
-		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt), e.Type, strings.Join(e.Filtered, ","))
+		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt), e.Type, strings.Join(e.Filtered, ","), e.Trace)
 		if err != nil {
 			return nil, nil, failed("claim event", err)
 		}
@@ -405,7 +405,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 			handed = append(handed, store.LeasedDelivery{
 				ID: did, EventID: id, Source: e.Source, Key: e.Key, Destination: d, Attempt: 1,
 				ContentType: e.ContentType, Header: e.Header, Body: body, ReceivedAt: fromMS(ms(e.ReceivedAt)),
-				LeaseToken: token, LeaseExpiresAt: fromMS(ms(expires)),
+				LeaseToken: token, LeaseExpiresAt: fromMS(ms(expires)), Trace: e.Trace,
 			})
 		}
 	}
@@ -438,7 +438,7 @@ func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease t
 		d := &leased[i]
 		var received int64
 		var header string
-		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received); err != nil {
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace); err != nil {
 			return nil, unavailable("load event", err)
 		}
 		d.Header = store.DecodeHeader(header)

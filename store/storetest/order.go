@@ -322,3 +322,24 @@ func testOrderHandOff(t *testing.T, s store.Store) {
 		t.Fatalf("after e1 leased %q, want e2", keys(next))
 	}
 }
+
+// An event's trace context comes back with its deliveries, handed off or
+// leased later, so that they continue the trace that brought it.
+func testEventTrace(t *testing.T, s store.Store) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	e := event("traced", "d1", "d2")
+	e.Trace = tp
+	c, err := s.Commit(context.Background(), store.Batch{Events: []store.NewEvent{e}, Lease: store.Lease{Max: 1, Now: base, For: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := append(c.Leased, lease(t, s, base, time.Minute, 10)...)
+	if len(ds) != 2 {
+		t.Fatalf("leased %d", len(ds))
+	}
+	for _, d := range ds {
+		if d.Trace != tp {
+			t.Fatalf("delivery to %s carries trace %q, want %q", d.Destination, d.Trace, tp)
+		}
+	}
+}

@@ -89,6 +89,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderEntityHeldUntilAnAbandonedLeaseExpires", testOrderLeaseExpiry},
 		{"OrderOperatorSkipsAHead", testOrderSkipHead},
 		{"OrderHandOffOnlyAFreeEntity", testOrderHandOff},
+		{"EventTraceTravelsToItsDeliveries", testEventTrace},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 	}
 	for _, tc := range tests {
