@@ -10,11 +10,17 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
@@ -30,6 +36,7 @@ import (
 	"github.com/oncehook/oncehook/internal/maintain"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
+	"github.com/oncehook/oncehook/internal/tracing"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
@@ -58,6 +65,10 @@ type Options struct {
 	// cost (the bench's rollups scenario). The dashboard and /v1/stats then
 	// see no new counts.
 	NoRollups bool
+	// TracerProvider traces intake, deliveries and the effects API. Nil:
+	// the standard OTEL_* environment decides (off when it names no
+	// exporter; see internal/tracing).
+	TracerProvider trace.TracerProvider
 }
 
 // Gateway is one oncehook instance: intake and the API listener's handlers,
@@ -65,25 +76,28 @@ type Options struct {
 // operator's service and dashboard, and the upkeep (sweeps, hold refresh,
 // alerts). New builds it; Serve (or Handler, APIHandler and Run) runs it.
 type Gateway struct {
-	cfg       *config.Config
-	opts      Options
-	log       *slog.Logger
-	store     store.Store
-	metrics   *metrics.Metrics
-	committer *groupcommit.Committer
-	worker    *deliver.Worker
-	intake    *receive.Handler
-	mux       *http.ServeMux
-	effects   *effect.Local
-	admin     *admin.Service
-	alerts    *alert.Alerter
-	dashboard *dashboard.Dashboard
-	api       *http.ServeMux
-	health    writeHealth
-	holds     *hold.Holds
-	upstreams []upstream // the user's APIs on listeners of their own
-	maintain  *maintain.Maintainer
-	tls       *tls.Config // every listener's, when the config names a certificate
+	// tracer traces requests and attempts; nil when not traced.
+	tracer      trace.Tracer
+	stopTracing func(context.Context) error
+	cfg         *config.Config
+	opts        Options
+	log         *slog.Logger
+	store       store.Store
+	metrics     *metrics.Metrics
+	committer   *groupcommit.Committer
+	worker      *deliver.Worker
+	intake      *receive.Handler
+	mux         *http.ServeMux
+	effects     *effect.Local
+	admin       *admin.Service
+	alerts      *alert.Alerter
+	dashboard   *dashboard.Dashboard
+	api         *http.ServeMux
+	health      writeHealth
+	holds       *hold.Holds
+	upstreams   []upstream // the user's APIs on listeners of their own
+	maintain    *maintain.Maintainer
+	tls         *tls.Config // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
 	closeErr  error
@@ -153,7 +167,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m, stopTracing: func(context.Context) error { return nil }}
+	if opts.TracerProvider == nil && tracing.Enabled(os.Getenv) {
+		if opts.TracerProvider, g.stopTracing, err = tracing.Setup(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+		g.opts.TracerProvider = opts.TracerProvider
+	}
+	if opts.TracerProvider != nil {
+		g.tracer = opts.TracerProvider.Tracer(tracing.Name)
+	}
 	if err := g.build(ctx, writers, linger); err != nil {
 		st.Close()
 		return nil, err
@@ -203,6 +227,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		Metrics:       g.metrics,
 		Held:          g.holds.Held,
 		Gate:          g.holds,
+		Tracer:        g.tracer,
 	})
 	g.committer.Attach(g.worker)
 	g.holds.OnRelease(g.worker.Notify) // a resumed destination's deliveries are due
@@ -236,7 +261,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		Sources: intakeSources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
 		MaxInflightBytes: int64(cfg.MaxInflightBytes), TrustedProxies: proxies,
 		Seen: seen.New(g.opts.HotKeys), OnDuplicate: samples.Add,
-		Logger: log.With("component", "receive"), Metrics: g.metrics,
+		Logger: log.With("component", "receive"), Metrics: g.metrics, Tracer: g.tracer,
 	})
 	if err := g.buildAPI(proxies); err != nil {
 		return err
@@ -283,7 +308,7 @@ func (g *Gateway) writerOptions(writers int, linger, lease time.Duration) groupc
 func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	auth := apiauth.New(apiTokens(g.cfg))
 	g.api = http.NewServeMux()
-	effectsAPI := auth.Wrap(effect.Handler(g.effects, g.log.With("component", "effects")))
+	effectsAPI := auth.Wrap(g.traced("effects", effect.Handler(g.effects, g.log.With("component", "effects"))))
 	g.api.Handle("/v1/effects", effectsAPI)
 	g.api.Handle("/v1/effects/", effectsAPI)
 
@@ -327,6 +352,40 @@ func (g *Gateway) buildIntakeMux() {
 	if g.opts.DemoSink {
 		g.mux.HandleFunc("POST /_demo/sink", g.demoSink)
 	}
+}
+
+// traced gives each request to h a server span named for it, continuing
+// the caller's trace when its request carries a traceparent (the effects
+// API: the user's code that claims an effect is inside its own trace).
+func (g *Gateway) traced(name string, h http.Handler) http.Handler {
+	if g.tracer == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := g.tracer.Start(ctx, name+" "+r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r.WithContext(ctx))
+		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
+		if key, ok := strings.CutPrefix(r.URL.Path, "/v1/effects/"); ok {
+			span.SetAttributes(tracing.Effect.String(strings.SplitN(key, "/", 2)[0]))
+		}
+		if sw.status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(sw.status))
+		}
+	})
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
@@ -558,7 +617,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() {
 		g.committer.Close()
-		g.closeErr = g.store.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g.closeErr = errors.Join(g.store.Close(), g.stopTracing(ctx)) // the last spans flushed
 	})
 	return g.closeErr
 }

@@ -35,7 +35,8 @@ func deliverDestinations(cfg *config.Config) []deliver.Destination {
 	for i, d := range cfg.Destinations {
 		dests[i] = deliver.Destination{
 			Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
-			Retry: deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+			Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+			NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
 		}
 		if d.Secret != "" {
 			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated

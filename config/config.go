@@ -276,6 +276,9 @@ type Destination struct {
 	Secret  string            `yaml:"secret"`
 	Headers map[string]string `yaml:"headers"`
 	Retry   Retry             `yaml:"retry"`
+	// Traceparent, when false, sends no W3C traceparent with deliveries
+	// that are traced (by default each attempt's span travels with it).
+	Traceparent *bool `yaml:"traceparent"`
 	// Rate bounds the sends to this destination across every replica:
 	// "10/s", "600/m", "5000/h". A delivery waiting for the limit spends
 	// no attempt.

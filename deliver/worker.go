@@ -32,10 +32,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/internal/tracing"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 )
@@ -50,6 +56,10 @@ type Destination struct {
 	SigningKey []byte
 	Headers    map[string]string
 	Retry      RetryPolicy
+	// NoTraceparent sends no W3C traceparent when deliveries are traced
+	// (by default each attempt's span travels, for the destination to
+	// continue the trace).
+	NoTraceparent bool
 }
 
 // Writer is where a worker's outcomes go and where it gets deliveries: the
@@ -88,6 +98,10 @@ type Options struct {
 	// internal/hold decides) and hears how it ended. A delivery it does
 	// not admit is given back, no attempt spent, due when it says.
 	Gate Gate
+	// Tracer, when set, traces each attempt (a client span, the child of
+	// the intake span the event was stored under) and sends its
+	// traceparent with the delivery.
+	Tracer trace.Tracer
 	// Now and Jitter are injected so tests can control time and randomness.
 	Now    func() time.Time
 	Jitter func(n int64) int64
@@ -396,7 +410,27 @@ type Gate interface {
 	Report(ctx context.Context, destination string, o hold.Outcome)
 }
 
+// attempt makes one attempt, traced when the worker has a tracer.
 func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outcome {
+	if w.opts.Tracer == nil {
+		return w.try(ctx, d)
+	}
+	ctx, span := w.opts.Tracer.Start(tracing.Extract(ctx, d.Trace), "deliver "+d.Destination, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(tracing.Source.String(d.Source), tracing.Destination.String(d.Destination),
+			tracing.Key.String(IdempotencyKey(d.Source, d.Key)), tracing.Attempt.Int(d.Attempt)))
+	o := w.try(ctx, d)
+	span.SetAttributes(tracing.Outcome.String(o.Kind.String()))
+	if o.StatusCode != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", o.StatusCode))
+	}
+	if o.Kind == store.OutcomeRetry || o.Kind == store.OutcomeDead {
+		span.SetStatus(codes.Error, o.Error)
+	}
+	span.End()
+	return o
+}
+
+func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome {
 	start := w.opts.Now()
 	out := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Attempt: d.Attempt, StartedAt: start, Ordered: d.Ordered}
 	dest, ok := w.dests[d.Destination]
@@ -561,6 +595,11 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 	h.Set("Idempotency-Key", IdempotencyKey(d.Source, d.Key))
 	h.Set("X-Oncehook-Source", d.Source)
 	h.Set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
+	if !dest.NoTraceparent {
+		// The attempt's span, when traced (nothing otherwise): the
+		// destination continues the trace.
+		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	}
 	if d.Stale {
 		// Older than what this destination already has for the entity:
 		// sent because the source asks for stale events (on_stale:

@@ -27,10 +27,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/internal/seen"
+	"github.com/oncehook/oncehook/internal/tracing"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 )
@@ -110,7 +115,11 @@ type Options struct {
 	OnDuplicate func(source, key string, body []byte)
 	Logger      *slog.Logger
 	Metrics     *metrics.Metrics
-	Now         func() time.Time
+	// Tracer, when set, traces each request (a server span, its claim, and
+	// the verdict) and stores the span with the events it brings, for
+	// their deliveries to continue.
+	Tracer trace.Tracer
+	Now    func() time.Time
 }
 
 // Handler serves POST /in/{source}.
@@ -125,6 +134,7 @@ type Handler struct {
 	proxies  []netip.Prefix
 	log      *slog.Logger
 	metrics  *metrics.Metrics
+	tracer   trace.Tracer // nil: not traced
 	now      func() time.Time
 	unknown  *unknownSources
 }
@@ -159,6 +169,7 @@ func New(opts Options) *Handler {
 		h.pace.minRate = DefaultMinBodyRate
 	}
 	h.proxies = opts.TrustedProxies
+	h.tracer = opts.Tracer
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -228,6 +239,26 @@ const (
 )
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.tracer == nil {
+		h.serve(w, r)
+		return
+	}
+	ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := h.tracer.Start(ctx, "receive "+r.PathValue("source"), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(tracing.Source.String(r.PathValue("source"))))
+	defer span.End()
+	h.serve(w, r.WithContext(ctx))
+}
+
+// count counts a request's outcome, and says it on the request's span.
+func (h *Handler) count(r *http.Request, source, outcome string) {
+	h.metrics.Request(source, outcome)
+	if h.tracer != nil {
+		trace.SpanFromContext(r.Context()).SetAttributes(tracing.Verdict.String(outcome))
+	}
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("source")
 	src, ok := h.sources[name]
 	if !ok {
@@ -235,7 +266,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// to grow the metric's cardinality. The name is kept among the
 		// recent unknown ones (the dashboard shows them) and logged at a
 		// bounded rate.
-		h.metrics.Request("", ReasonUnknownSource)
+		h.count(r, "", ReasonUnknownSource)
 		if log, suppressed := h.unknown.seen(name, h.now()); log {
 			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
 				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
@@ -287,7 +318,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
 				return
 			}
-			h.metrics.Request(name, metrics.Handshake)
+			h.count(r, name, metrics.Handshake)
 			// The reply echoes what the caller sent (hub.challenge): never
 			// let a browser sniff it into something else.
 			w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -308,7 +339,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// 2. Authenticity, before anything in the body is trusted or parsed.
 	if err := src.Preset.Verify(preq, now); err != nil {
 		if src.DiscardUnauthorized {
-			h.metrics.Request(name, ReasonDiscarded)
+			h.count(r, name, ReasonDiscarded)
 			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", h.client(r))
 			httpapi.WriteJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
 			return
@@ -369,7 +400,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pending = append(pending, e)
 	}
 	if len(pending) > 0 {
-		got, err := h.claimer.Claim(r.Context(), pending)
+		ctx := r.Context()
+		var claim trace.Span
+		if h.tracer != nil {
+			// The claim is the wait for the durable commit.
+			ctx, claim = h.tracer.Start(ctx, "claim", trace.WithAttributes(tracing.Events.Int(len(pending))))
+		}
+		got, err := h.claimer.Claim(ctx, pending)
+		if claim != nil {
+			claim.End()
+		}
 		if errors.Is(err, store.ErrRejected) {
 			h.log.Error("the store refused this request's events; answering 500", "source", name, "err", bounded(err.Error()))
 			h.reject(w, r, name, http.StatusInternalServerError, ReasonStoreRejected, "the events could not be stored")
@@ -426,7 +466,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.metrics.Event(name, verdict)
 		resp.Events[i] = res
 	}
-	h.metrics.Request(name, resp.Status)
+	h.count(r, name, resp.Status)
+	if h.tracer != nil {
+		trace.SpanFromContext(r.Context()).SetAttributes(tracing.Events.Int(len(events)))
+	}
 	httpapi.WriteJSON(w, http.StatusOK, resp)
 }
 
@@ -463,7 +506,10 @@ func (h *Handler) overloaded(w http.ResponseWriter, r *http.Request, source stri
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {
 	msg = bounded(msg)
-	h.metrics.Request(source, reason)
+	h.count(r, source, reason)
+	if h.tracer != nil && status >= 500 {
+		trace.SpanFromContext(r.Context()).SetStatus(codes.Error, reason)
+	}
 	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
 		"detail", msg, "client", h.client(r))
 	httpapi.WriteJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
@@ -573,6 +619,7 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 			ReceivedAt:   now,
 			ExpiresAt:    now.Add(src.Window),
 			Destinations: src.all,
+			Trace:        tracing.Inject(r.Context()),
 		}
 		if src.routed {
 			if query == nil {
