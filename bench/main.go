@@ -35,6 +35,8 @@
 //     alternating over 3 rounds: what they cost intake
 //   - operator:   the dashboard's overview and events list and the admin
 //     API's reads, one at a time, with -stored events in the store
+//   - tracing:    the headline with OpenTelemetry tracing off and on (every
+//     request and attempt sampled, the batches dropped), alternating twice
 //   - order:      the headline with order per entity (Stripe's default:
 //     data.object.id, created) off, stale and fifo, over 10,000 entities
 //     and over one hot entity; the drain time is the delivery cost
@@ -63,6 +65,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
@@ -111,7 +114,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator,order (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
@@ -282,6 +285,18 @@ func (b *bench) run(want func(string) bool) error {
 			return err
 		}
 		b.rows = append(b.rows, r)
+	}
+	if want("tracing") {
+		for round := range 2 {
+			for _, traced := range []bool{false, true} {
+				name := fmt.Sprintf("oncehook: the headline, tracing %s (round %d)", map[bool]string{false: "off", true: "on, 100% sampled"}[traced], round+1)
+				r, err := b.withDestination(name, "sqlite://"+filepath.Join(dir, fmt.Sprintf("traced-%v-%d.db", traced, round)), gwOptions{traced: traced})
+				if err != nil {
+					return err
+				}
+				b.rows = append(b.rows, r)
+			}
+		}
 	}
 	if want("order") {
 		for _, c := range []struct {
@@ -764,6 +779,9 @@ type gwOptions struct {
 	// entity; entities is how many objects the events are about.
 	order    string
 	entities int64
+	// traced traces every request and attempt (100% sampling), into an
+	// exporter that drops the batches: the SDK's cost, not the network's.
+	traced bool
 }
 
 type runningGateway struct {
@@ -810,7 +828,12 @@ sources:
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{HotKeys: o.hotKeys, SweepInterval: o.sweep, NoRollups: o.noRollups})
+	gopts := oncehook.Options{HotKeys: o.hotKeys, SweepInterval: o.sweep, NoRollups: o.noRollups}
+	if o.traced {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
+		gopts.TracerProvider = tp
+	}
+	gw, err := oncehook.New(ctx, cfg, gopts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -830,6 +853,12 @@ sources:
 	return &runningGateway{url: "http://" + ln.Addr().String(), apiURL: "http://" + apiLn.Addr().String(),
 		stop: func() { cancel(); <-done }, gw: gw}, nil
 }
+
+// dropExporter takes the SDK's batches and drops them.
+type dropExporter struct{}
+
+func (dropExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (dropExporter) Shutdown(context.Context) error                             { return nil }
 
 func client(conns int) *http.Client {
 	return &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, DisableCompression: true}}
