@@ -322,23 +322,18 @@ type deliverBody struct {
 }
 
 func (h *handler) deliverEvent(w http.ResponseWriter, r *http.Request) {
-	id, err := eventID(r)
-	if err != nil {
-		h.answerError(w, r, err)
-		return
-	}
-	var b deliverBody
-	if e := decode(w, r, &b); e != nil {
-		writeError(w, e)
-		return
-	}
-	n, err := h.s.DeliverEvent(r.Context(), id, b.Destination)
-	h.respond(w, r, n, err)
+	h.toDestination(w, r, h.s.DeliverEvent)
 }
 
 // skipEvent answers POST /v1/events/{id}/skip, whose body names the
 // destination as deliverBody does.
 func (h *handler) skipEvent(w http.ResponseWriter, r *http.Request) {
+	h.toDestination(w, r, h.s.SkipEvent)
+}
+
+// toDestination answers an operator's action on one event's delivery to
+// one destination: the event's id in the path, the destination in the body.
+func (h *handler) toDestination(w http.ResponseWriter, r *http.Request, act func(context.Context, int64, string) (admin.Count, error)) {
 	id, err := eventID(r)
 	if err != nil {
 		h.answerError(w, r, err)
@@ -349,7 +344,7 @@ func (h *handler) skipEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	n, err := h.s.SkipEvent(r.Context(), id, b.Destination)
+	n, err := act(r.Context(), id, b.Destination)
 	h.respond(w, r, n, err)
 }
 

@@ -350,49 +350,42 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // skipEvent ends one event's pending delivery without delivering it: the
 // way past a fifo head that cannot succeed.
 func skipEvent(ctx context.Context, op admin.Operator, rest []string, destination string, asJSON bool, stdout io.Writer) error {
-	if len(rest) != 1 || destination == "" {
-		return errors.New("usage: oncehook events skip ID --destination NAME")
-	}
-	id, err := strconv.ParseInt(rest[0], 10, 64)
-	if err != nil {
-		return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
-	}
-	n, err := op.SkipEvent(ctx, id, destination)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(stdout, n)
-	}
-	if n.Count == 0 {
-		fmt.Fprintf(stdout, "event %d has no pending delivery to %s\n", id, destination)
-	} else {
-		fmt.Fprintf(stdout, "skipped event %d's delivery to %s: it is a dead letter now, and its entity's next event goes\n", id, destination)
-	}
-	return nil
+	return toDestination(ctx, "skip", op.SkipEvent, rest, destination, asJSON, stdout, func(id int64, n admin.Count) string {
+		if n.Count == 0 {
+			return fmt.Sprintf("event %d has no pending delivery to %s", id, destination)
+		}
+		return fmt.Sprintf("skipped event %d's delivery to %s: it is a dead letter now, and its entity's next event goes", id, destination)
+	})
 }
 
 // deliverEvent sends one event where its route passed over.
 func deliverEvent(ctx context.Context, op admin.Operator, rest []string, destination string, asJSON bool, stdout io.Writer) error {
+	return toDestination(ctx, "deliver", op.DeliverEvent, rest, destination, asJSON, stdout, func(id int64, n admin.Count) string {
+		if n.Count == 0 {
+			return fmt.Sprintf("event %d already has a delivery to %s: replay it (events replay %d)", id, destination, id)
+		}
+		return fmt.Sprintf("added a delivery of event %d to %s", id, destination)
+	})
+}
+
+// toDestination runs `events VERB ID --destination NAME` and says what it did.
+func toDestination(ctx context.Context, verb string, act func(context.Context, int64, string) (admin.Count, error),
+	rest []string, destination string, asJSON bool, stdout io.Writer, said func(int64, admin.Count) string) error {
 	if len(rest) != 1 || destination == "" {
-		return errors.New("usage: oncehook events deliver ID --destination NAME")
+		return fmt.Errorf("usage: oncehook events %s ID --destination NAME", verb)
 	}
 	id, err := strconv.ParseInt(rest[0], 10, 64)
 	if err != nil {
 		return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
 	}
-	n, err := op.DeliverEvent(ctx, id, destination)
+	n, err := act(ctx, id, destination)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		return printJSON(stdout, n)
 	}
-	if n.Count == 0 {
-		fmt.Fprintf(stdout, "event %d already has a delivery to %s: replay it (events replay %d)\n", id, destination, id)
-	} else {
-		fmt.Fprintf(stdout, "added a delivery of event %d to %s\n", id, destination)
-	}
+	fmt.Fprintln(stdout, said(id, n))
 	return nil
 }
 

@@ -67,6 +67,16 @@ destinations:
 	if out := run(true, append([]string{"events", "deliver", id, "--destination", "app"}, api...)...); !strings.Contains(out, "already has a delivery") {
 		t.Fatalf("events deliver twice:\n%s", out)
 	}
+	// Skip (the way past a fifo head) has nothing to end once delivered,
+	// on the store and through the API alike; it needs a destination.
+	for _, where := range [][]string{api, {"--config", cfg}} {
+		if out := run(true, append([]string{"events", "skip", id, "--destination", "app"}, where...)...); !strings.Contains(out, "no pending delivery to app") {
+			t.Fatalf("events skip of a delivered event:\n%s", out)
+		}
+	}
+	if out := run(false, append([]string{"events", "skip", id}, api...)...); !strings.Contains(out, "usage: oncehook events skip ID --destination NAME") {
+		t.Fatalf("events skip without a destination:\n%s", out)
+	}
 	if out := run(true, append([]string{"destinations", "open-breaker", "app"}, "--config", cfg)...); !strings.Contains(out, "breaker open until you close it") {
 		t.Fatalf("open-breaker:\n%s", out)
 	}

@@ -467,13 +467,7 @@ destinations:
 		t.Fatalf("order line %q: want the entity and the mode", waiting)
 	}
 	shots := screenshotDir(t)
-	png, err := chromedp.Run(step, chromedp.FullScreenshot(100))
-	if err == nil {
-		err = os.WriteFile(filepath.Join(shots, "event-ordered-waiting.png"), png, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	saveShot(t, step, shots, "event-ordered-waiting.png")
 	if n, _ := chromedp.Run(step, chromedp.Evaluate[int](`document.querySelectorAll("button.skip").length`)); n != 0 {
 		t.Fatalf("a waiting event offers %d skip buttons: only its entity's head should", n)
 	}
@@ -486,13 +480,7 @@ destinations:
 	if !strings.Contains(line, "released") || !strings.Contains(line, "skipped by an operator") {
 		t.Fatalf("the skipped head's order line %q: want it to say the next was released", line)
 	}
-	png, err = chromedp.Run(step, chromedp.FullScreenshot(100))
-	if err == nil {
-		err = os.WriteFile(filepath.Join(shots, "event-ordered-skipped.png"), png, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	saveShot(t, step, shots, "event-ordered-skipped.png")
 	if !testenv.WaitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }) {
 		t.Fatalf("after the skip the destination got %q, want v2", got)
 	}
@@ -513,16 +501,22 @@ destinations:
 	if list, _ := chromedp.Run(step, chromedp.Text(chromedp.ID("events"))); !strings.Contains(list, "o1-v0") || strings.Contains(list, "o1-v2") {
 		t.Fatalf("the stale events list %q: want o1-v0 only", list)
 	}
-	png, err = chromedp.Run(step, chromedp.FullScreenshot(100))
-	if err == nil {
-		err = os.WriteFile(filepath.Join(shots, "events-stale.png"), png, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	saveShot(t, step, shots, "events-stale.png")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 1 {
 		t.Fatalf("the destination got %q: the stale event must not be delivered", got)
+	}
+}
+
+// saveShot writes the page as it is now to dir/name, a PNG.
+func saveShot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name), png, 0o644)
+	}
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
 	}
 }
