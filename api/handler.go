@@ -65,10 +65,29 @@ func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{s: op, log: log}
-	for _, e := range []struct {
-		route httpapi.Route
-		serve http.HandlerFunc
-	}{
+	for _, e := range h.table() {
+		mux.HandleFunc(e.route.Pattern(), e.serve)
+	}
+}
+
+// Routes lists the admin API's routes as "METHOD /path", the table
+// Register mounts: what docs/openapi.yaml is checked against.
+func Routes() []string {
+	var out []string
+	for _, e := range (&handler{}).table() {
+		out = append(out, e.route.Method+" "+e.route.Path)
+	}
+	return out
+}
+
+type route struct {
+	route httpapi.Route
+	serve http.HandlerFunc
+}
+
+// table is every route of the admin API with its handler.
+func (h *handler) table() []route {
+	return []route{
 		{routeSources, h.sources},
 		{routeStats, h.stats},
 		{routeEvents, h.events},
@@ -90,8 +109,6 @@ func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
 		// The effects ledger's reset, audited (the ledger's own handler
 		// serves the rest of /v1/effects).
 		{effect.ResetRoute, h.resetEffect},
-	} {
-		mux.HandleFunc(e.route.Pattern(), e.serve)
 	}
 }
 

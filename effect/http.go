@@ -49,13 +49,9 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 	}
 	h := &handler{l: l, log: log}
 	mux := http.NewServeMux()
-	mux.HandleFunc(routeClaim.Pattern(), h.claim)
-	mux.HandleFunc(routeComplete.Pattern(), h.complete)
-	mux.HandleFunc(routeRelease.Pattern(), h.release)
-	mux.HandleFunc(routeFail.Pattern(), h.fail)
-	mux.HandleFunc(routeRenew.Pattern(), h.renew)
-	mux.HandleFunc(routeGet.Pattern(), h.get)
-	mux.HandleFunc(routeList.Pattern(), h.list)
+	for _, e := range h.table() {
+		mux.HandleFunc(e.route.Pattern(), e.serve)
+	}
 	mux.HandleFunc("/v1/effects/", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, http.StatusNotFound, "not_found", "no such effects endpoint: see POST /v1/effects/{key}/claim")
 	})
@@ -65,6 +61,30 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 type handler struct {
 	l   *Local
 	log *slog.Logger
+}
+
+type route struct {
+	route httpapi.Route
+	serve http.HandlerFunc
+}
+
+// table is every route Handler serves, with its handler.
+func (h *handler) table() []route {
+	return []route{
+		{routeClaim, h.claim}, {routeComplete, h.complete}, {routeRelease, h.release}, {routeFail, h.fail},
+		{routeRenew, h.renew}, {routeGet, h.get}, {routeList, h.list},
+	}
+}
+
+// Routes lists the routes Handler serves as "METHOD /path" (the reset,
+// ResetRoute, is the admin API's): what docs/openapi.yaml is checked
+// against.
+func Routes() []string {
+	var out []string
+	for _, e := range (&handler{}).table() {
+		out = append(out, e.route.Method+" "+e.route.Path)
+	}
+	return out
 }
 
 // The ledger's routes, written once for Handler and Client.

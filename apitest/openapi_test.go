@@ -1,0 +1,207 @@
+// Package apitest holds docs/openapi.yaml to the running gateway: every
+// route the API serves is in the spec and every operation in the spec is
+// served, and real answers, errors included, validate against the spec's
+// schemas. A module of its own, so that the validator's dependencies never
+// become oncehook's.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/oncehook/oncehook/api"
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+const token = "ops-token-0123456789"
+
+// operations are the spec's "METHOD /path"s.
+func operations(t *testing.T, spec []byte) []string {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(spec, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			out = append(out, strings.ToUpper(method)+" "+path)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestSpecNamesEveryRouteAndNoOther(t *testing.T) {
+	spec, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := append(api.Routes(), effect.Routes()...)
+	sort.Strings(served)
+	inSpec := operations(t, spec)
+	for _, r := range served {
+		if !slices.Contains(inSpec, r) {
+			t.Errorf("the API serves %s, which docs/openapi.yaml does not describe", r)
+		}
+	}
+	for _, op := range inSpec {
+		if !slices.Contains(served, op) {
+			t.Errorf("docs/openapi.yaml describes %s, which the API does not serve", op)
+		}
+	}
+}
+
+// Every operation, called on a gateway holding delivered, dead, ordered and
+// filtered events and effects in each state: each answer (and request)
+// validates against the spec.
+func TestRealAnswersMatchTheSpec(t *testing.T) {
+	spec, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := libopenapi.NewDocument(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatalf("the spec: %v", errs)
+	}
+	if ok, errs := v.ValidateDocument(); !ok {
+		t.Fatalf("the spec is not valid OpenAPI: %v", errs)
+	}
+
+	app := testenv.NewSink(t)
+	failing := testenv.NewSink(t)
+	failing.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusGone) }
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+token+`}]}
+sources:
+  - {name: hooks, preset: generic, unsigned: true, key: ["json:id"], type: ["json:type"],
+     destinations: [app, {name: gone, types: ["order.*"]}]}
+  - {name: shop, preset: generic, unsigned: true, key: ["json:id"], order: {entity: "json:order", version: "json:v", mode: fifo}, destinations: [gone]}
+destinations:
+  - {name: app, url: `+app.URL+`}
+  - {name: gone, url: `+failing.URL+`, retry: {max_attempts: 1}}
+`)
+	post := func(path, body string) {
+		t.Helper()
+		resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader(body))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %v %v", path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	post("/in/hooks", `{"id":"e1","type":"order.paid"}`)
+	post("/in/hooks", `{"id":"e2","type":"user.created"}`)
+	post("/in/shop", `{"id":"s1","order":"o1","v":1}`)
+	post("/in/shop", `{"id":"s2","order":"o1","v":2}`)
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(app.ByKey()) == 2 && len(failing.ByKey()) >= 2 }) {
+		t.Fatalf("delivered %v and %v", app.ByKey(), failing.ByKey())
+	}
+
+	called := map[string]bool{}
+	call := func(op, path, body string, want int) []byte {
+		t.Helper()
+		method, pattern, _ := strings.Cut(op, " ")
+		called[op] = true
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(context.Background(), method, gw.APIURL+path, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, b, want)
+		}
+		// The validator reads both bodies again.
+		vreq, _ := http.NewRequest(method, "http://127.0.0.1:8081"+path, strings.NewReader(body))
+		vreq.Header = req.Header.Clone()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		if ok, errs := v.ValidateHttpRequestResponse(vreq, resp); !ok {
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Message+": "+e.Reason)
+			}
+			t.Errorf("%s (%s) answered %d %s:\n  %s", op, pattern, resp.StatusCode, b, strings.Join(msgs, "\n  "))
+		}
+		return b
+	}
+	call("GET /v1/sources", "/v1/sources", "", 200)
+	call("GET /v1/stats", "/v1/stats?granularity=1h", "", 200)
+	call("GET /v1/events", "/v1/events?source=hooks", "", 200)
+	call("GET /v1/events/{id}", "/v1/events/1", "", 200)
+	call("GET /v1/events/{id}", "/v1/events/3", "", 200) // ordered, dead: order in the answer
+	call("GET /v1/events/{id}", "/v1/events/999999", "", 404)
+	call("POST /v1/events/{id}/replay", "/v1/events/2/replay", "", 200)
+	call("POST /v1/events/{id}/deliver", "/v1/events/2/deliver", `{"destination":"gone"}`, 200)
+	call("POST /v1/events/{id}/skip", "/v1/events/4/skip", `{"destination":"gone"}`, 200)
+	call("POST /v1/events/replay", "/v1/events/replay", `{"source":"hooks","dry_run":true}`, 200)
+	call("GET /v1/dead-letters", "/v1/dead-letters", "", 200)
+	call("POST /v1/dead-letters/retry", "/v1/dead-letters/retry", `{"destination":"gone","dry_run":true}`, 200)
+	call("DELETE /v1/dead-letters", "/v1/dead-letters?destination=gone&dry_run=true", "", 200)
+	call("GET /v1/destinations", "/v1/destinations", "", 200)
+	call("POST /v1/destinations/{name}/pause", "/v1/destinations/app/pause", "", 200)
+	call("POST /v1/destinations/{name}/resume", "/v1/destinations/app/resume", "", 200)
+	call("POST /v1/destinations/{name}/breaker/open", "/v1/destinations/app/breaker/open", "", 200)
+	call("POST /v1/destinations/{name}/breaker/close", "/v1/destinations/app/breaker/close", "", 200)
+	call("GET /v1/audit", "/v1/audit?limit=5", "", 200)
+	call("GET /v1/doctor", "/v1/doctor", "", 200)
+
+	claim := func(key string) string {
+		b := call("POST /v1/effects/{key}/claim", "/v1/effects/"+key+"/claim", `{"lease":"30s"}`, 201)
+		i := bytes.Index(b, []byte(`"token":"`))
+		if i < 0 {
+			t.Fatalf("claim answer %s", b)
+		}
+		tok, _, _ := strings.Cut(string(b[i+len(`"token":"`):]), `"`)
+		return tok
+	}
+	tok := claim("invoice:1")
+	call("POST /v1/effects/{key}/claim", "/v1/effects/invoice:1/claim", `{}`, 409) // busy
+	call("POST /v1/effects/{key}/renew", "/v1/effects/invoice:1/renew", fmt.Sprintf(`{"token":%q,"lease":"1m"}`, tok), 200)
+	call("POST /v1/effects/{key}/complete", "/v1/effects/invoice:1/complete", fmt.Sprintf(`{"token":%q,"result":{"id":"in_1"}}`, tok), 200)
+	call("POST /v1/effects/{key}/claim", "/v1/effects/invoice:1/claim", `{}`, 200) // already done
+	call("POST /v1/effects/{key}/release", "/v1/effects/invoice:2/release", fmt.Sprintf(`{"token":%q}`, claim("invoice:2")), 200)
+	call("POST /v1/effects/{key}/fail", "/v1/effects/invoice:3/fail", fmt.Sprintf(`{"token":%q,"error":"card declined"}`, claim("invoice:3")), 200)
+	call("POST /v1/effects/{key}/claim", "/v1/effects/invoice:3/claim", `{}`, 409) // failed
+	call("POST /v1/effects/{key}/reset", "/v1/effects/invoice:3/reset", "", 200)
+	call("GET /v1/effects/{key}", "/v1/effects/invoice:1", "", 200)
+	call("GET /v1/effects", "/v1/effects?limit=10", "", 200)
+	call("GET /v1/effects", "/v1/effects?bogus=1", "", 400)
+
+	spec2 := operations(t, spec)
+	for _, op := range spec2 {
+		if !called[op] {
+			t.Errorf("%s was not called: the test checks every operation's answer", op)
+		}
+	}
+}
