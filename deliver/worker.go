@@ -595,9 +595,8 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 	h.Set("Idempotency-Key", IdempotencyKey(d.Source, d.Key))
 	h.Set("X-Oncehook-Source", d.Source)
 	h.Set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
-	if !dest.NoTraceparent {
-		// The attempt's span, when traced (nothing otherwise): the
-		// destination continues the trace.
+	if w.opts.Tracer != nil && !dest.NoTraceparent {
+		// The attempt's span: the destination continues the trace.
 		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
 	}
 	if d.Stale {

@@ -606,6 +606,7 @@ func absoluteURL(r *http.Request) *url.URL {
 // the source rejects such events.
 func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provider.Request, contentType string, now time.Time) ([]store.NewEvent, bool) {
 	forward := forwardHeaders(src.Preset, r.Header)
+	traceparent := tracing.Inject(r.Context()) // once per request; "" when not traced
 	events := make([]store.NewEvent, len(items))
 	var query url.Values // read once, when a route asks for it
 	for i, it := range items {
@@ -619,7 +620,7 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 			ReceivedAt:   now,
 			ExpiresAt:    now.Add(src.Window),
 			Destinations: src.all,
-			Trace:        tracing.Inject(r.Context()),
+			Trace:        traceparent,
 		}
 		if src.routed {
 			if query == nil {

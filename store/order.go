@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,12 +59,11 @@ func OrderKey(source, entity string) string { return source + "/" + entity }
 
 // SplitOrderKey is OrderKey's inverse.
 func SplitOrderKey(k string) (source, entity string) {
-	for i := 0; i < len(k); i++ {
-		if k[i] == '/' {
-			return k[:i], k[i+1:]
-		}
+	source, entity, ok := strings.Cut(k, "/")
+	if !ok {
+		return "", k
 	}
-	return "", k
+	return source, entity
 }
 
 // StoredVersion is the version a delivery is ordered by: the event's own,

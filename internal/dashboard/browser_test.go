@@ -502,6 +502,24 @@ destinations:
 		t.Fatalf("the stale events list %q: want o1-v0 only", list)
 	}
 	saveShot(t, step, shots, "events-stale.png")
+	// The same in Portuguese: the skipped head and the stale event.
+	if err := chromedp.Do(step, chromedp.Navigate(ui+"events/1?lang=pt-BR"), chromedp.WaitVisible(chromedp.CSS(".delivery .order"))); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS(".delivery .order"))); !strings.Contains(line, "entidade") || !strings.Contains(line, "pulado por um operador") {
+		t.Fatalf("pt-BR order line %q", line)
+	}
+	saveShot(t, step, shots, "event-ordered-skipped-pt.png")
+	if err := chromedp.Do(step, chromedp.Navigate(ui+"events/3"), chromedp.WaitVisible(chromedp.CSS(".delivery .reason"))); err != nil {
+		t.Fatal(err)
+	}
+	if why, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS(".delivery .reason"))); !strings.Contains(why, "Não entregue") {
+		t.Fatalf("pt-BR stale reason %q", why)
+	}
+	if state, _ := chromedp.Run(step, chromedp.Text(chromedp.ID("event-state"))); state != "obsoleto" {
+		t.Fatalf("pt-BR stale state %q, want obsoleto (not the effects' word)", state)
+	}
+	saveShot(t, step, shots, "event-stale-pt.png")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 1 {

@@ -317,7 +317,12 @@ func testOrderHandOff(t *testing.T, s store.Store) {
 	if len(got) != 2 || got["e1"].ID == 0 || got["f1"].ID == 0 {
 		t.Fatalf("leased %q, want e1 and f1: one per entity, e's lowest first", keys(leased))
 	}
-	complete(t, s, outcome(got["e1"], store.OutcomeDelivered, time.Time{}))
+	// The outcome wakes e2: the commit says an ordered delivery is due,
+	// so that the writer asks for it at once.
+	done, err := s.Commit(ctx, store.Batch{Outcomes: []store.Outcome{outcome(got["e1"], store.OutcomeDelivered, time.Time{})}})
+	if err != nil || !done.OrderedDue {
+		t.Fatalf("the outcome that woke e2: OrderedDue %v, %v", done.OrderedDue, err)
+	}
 	if next := lease(t, s, base, time.Minute, 10); len(next) != 1 || next[0].Key != "e2" {
 		t.Fatalf("after e1 leased %q, want e2", keys(next))
 	}
