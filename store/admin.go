@@ -64,6 +64,10 @@ type Admin interface {
 	// EffectCounts counts the effects ledger's records by state, and the
 	// pending ones whose lease expired at now as "stale".
 	EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error)
+	// RecordAudit writes an audit entry for a change made outside the
+	// store (a config reload), which has no transaction of its own to
+	// ride.
+	RecordAudit(ctx context.Context, e AuditEntry) error
 	// ListAudit lists the audit log newest first; Before pages.
 	ListAudit(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
 }

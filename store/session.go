@@ -23,7 +23,7 @@ type Sessions interface {
 // Session is one sign-in to the dashboard.
 type Session struct {
 	IDHash    string // hex SHA-256 of the cookie's id
-	Token     string // the API token's name (never its value): what it may do is the config's
+	Token     string // the API token's name and a digest of its value (apiauth.SessionToken; never the value): what it may do is the config's
 	CSRF      string // this session's CSRF token
 	CreatedAt time.Time
 	ExpiresAt time.Time

@@ -179,6 +179,12 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	return e, nil
 }
 
+// RecordAudit implements store.Admin.
+func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
+	_, err := s.change(ctx, false, e, func(pgx.Tx) (int, error) { return e.Count, nil })
+	return err
+}
+
 // change runs fn in a transaction with the audit entry (its Count set to
 // what fn returns), or only counts with dryRun.
 func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, fn func(tx pgx.Tx) (int, error)) (int, error) {

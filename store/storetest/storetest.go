@@ -83,6 +83,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"BreakerOpensOnceAndProbesOnce", replicas(testBreaker)},
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
+		{"AdminRecordsAnAuditEntryAlone", testRecordAudit},
 		{"OrderStaleIsNotDeliveredAsNew", testOrderStale},
 		{"OrderDeliversStaleMarkedWhenAsked", testOrderDeliverStale},
 		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
@@ -380,6 +381,28 @@ func testReplay(t *testing.T, s store.Store) {
 	}
 	if want := []string{"retry 1", "retry 0", "replay 0", "replay 2"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("audit %q %v, want %q (newest first)", got, err, want)
+	}
+}
+
+// testRecordAudit: a change made outside the store (a config reload) is
+// audited on its own, with who, what and when, and listed newest first
+// among the store's own entries.
+func testRecordAudit(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := admin(t, s)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if err := a.SetPaused(ctx, "slow", true, at, store.AuditEntry{Actor: "cli", Action: "pause", Target: "slow"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordAudit(ctx, store.AuditEntry{At: at.Add(time.Second), Actor: "token:ops", Action: "reload", Target: "oncehook.yaml", Count: 3}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := a.ListAudit(ctx, 0, 10)
+	if err != nil || len(log) != 2 {
+		t.Fatalf("audit %+v %v: want the pause and the reload", log, err)
+	}
+	if r := log[0]; r.Action != "reload" || r.Actor != "token:ops" || r.Target != "oncehook.yaml" || r.Count != 3 || !r.At.Equal(at.Add(time.Second)) {
+		t.Fatalf("newest entry %+v: want the reload as recorded", r)
 	}
 }
 
