@@ -98,6 +98,12 @@ type Options struct {
 	// internal/hold decides) and hears how it ended. A delivery it does
 	// not admit is given back, no attempt spent, due when it says.
 	Gate Gate
+	// Unconfigured, when set, is told the destination of a leased delivery
+	// that is not among Destinations (removed from the config while it
+	// had deliveries pending), and must hold it from then on: Held names
+	// it until it is configured again. Without it, such a delivery is
+	// given back due in a minute.
+	Unconfigured func(destination string)
 	// Tracer, when set, traces each attempt (a client span, the child of
 	// the intake span the event was stored under) and sends its
 	// traceparent with the delivery.
@@ -115,7 +121,7 @@ type Options struct {
 type Worker struct {
 	store  store.Store
 	writer Writer
-	dests  map[string]*Destination
+	dests  atomic.Pointer[map[string]*Destination] // SetDestinations swaps them
 	opts   Options
 	client *http.Client
 	log    *slog.Logger
@@ -227,7 +233,6 @@ func New(s store.Store, opts Options) *Worker {
 	w := &Worker{
 		store:  s,
 		writer: opts.Writer,
-		dests:  map[string]*Destination{},
 		opts:   opts,
 		client: client,
 		log:    opts.Logger,
@@ -235,12 +240,27 @@ func New(s store.Store, opts Options) *Worker {
 	}
 	w.attemptCtx, w.cutAttempts = context.WithCancel(context.Background())
 	w.room.Store(int64(opts.Concurrency))
-	for i := range opts.Destinations {
-		d := opts.Destinations[i]
-		w.dests[d.Name] = &d
-	}
+	w.SetDestinations(opts.Destinations)
 	return w
 }
+
+// SetDestinations replaces the destinations the worker delivers to (a
+// config reload): attempts running finish as they started; the next ones
+// use these. A delivery whose destination is no longer among them is held
+// (see Options.Unconfigured), never dead-lettered: it goes again once the
+// destination is configured again.
+func (w *Worker) SetDestinations(dests []Destination) {
+	m := make(map[string]*Destination, len(dests))
+	for i := range dests {
+		d := dests[i]
+		m[d.Name] = &d
+	}
+	w.dests.Store(&m)
+}
+
+// unconfiguredWait is how long a delivery to a destination that is not
+// configured waits when nothing holds the destination.
+const unconfiguredWait = time.Minute
 
 // Notify wakes the worker to ask for due deliveries now. It never blocks.
 func (w *Worker) Notify() {
@@ -433,11 +453,17 @@ func (w *Worker) attempt(ctx context.Context, d store.LeasedDelivery) store.Outc
 func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome {
 	start := w.opts.Now()
 	out := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Attempt: d.Attempt, StartedAt: start, Ordered: d.Ordered}
-	dest, ok := w.dests[d.Destination]
+	dest, ok := (*w.dests.Load())[d.Destination]
 	if !ok {
-		out.Kind = store.OutcomeDead
-		out.Error = fmt.Sprintf("destination %q is not configured", d.Destination)
-		w.log.Warn("dead letter", "source", d.Source, "key", d.Key, "destination", d.Destination, "reason", out.Error)
+		// Removed from the config with deliveries pending: the lease goes
+		// back uncounted. The holds hold the destination from now on, so
+		// it is due at once when configured again; without them, it waits.
+		out.Kind, out.NextAttemptAt = store.OutcomeReleased, start.Add(unconfiguredWait)
+		if w.opts.Unconfigured != nil {
+			w.opts.Unconfigured(d.Destination)
+			out.NextAttemptAt = start
+		}
+		w.log.Debug("held: the destination is not configured", "source", d.Source, "key", d.Key, "destination", d.Destination)
 		return out
 	}
 	if d.Attempt > dest.Retry.MaxAttempts {

@@ -64,34 +64,54 @@ var (
 // other source needs.
 type budget struct {
 	all     *semaphore.Weighted
-	sources map[string]*semaphore.Weighted
-	share   int64 // each source's semaphore's size
+	total   int64
+	maxBody int64
 	wait    time.Duration
 }
 
-// newBudget splits total among sources: each may hold at most half of it
-// (but always one whole body) when there are several.
-func newBudget(total, maxBody int64, wait time.Duration, sources []string) *budget {
+// shares are the per-source semaphores of one set of sources. A reload
+// makes new shares; a request keeps the share it started with (its hold
+// releases what it took there), so the sizes never drift.
+type shares struct {
+	sources map[string]*semaphore.Weighted
+	size    int64 // each source's semaphore's size
+}
+
+func newBudget(total, maxBody int64, wait time.Duration) *budget {
 	total = max(total, maxBody)
-	share := total
+	return &budget{all: semaphore.NewWeighted(total), total: total, maxBody: maxBody, wait: wait}
+}
+
+// split gives each of sources at most half of the budget (but always one
+// whole body) when there are several. A source old already had a share
+// for keeps it when its size is unchanged, with what its requests hold.
+func (b *budget) split(sources []string, old *shares) *shares {
+	size := b.total
 	if len(sources) > 1 {
-		share = max(total/2, maxBody)
+		size = max(b.total/2, b.maxBody)
 	}
-	b := &budget{all: semaphore.NewWeighted(total), sources: map[string]*semaphore.Weighted{}, share: share, wait: wait}
-	for _, s := range sources {
-		b.sources[s] = semaphore.NewWeighted(share)
+	s := &shares{sources: make(map[string]*semaphore.Weighted, len(sources)), size: size}
+	for _, name := range sources {
+		if old != nil && old.size == size && old.sources[name] != nil {
+			s.sources[name] = old.sources[name]
+			continue
+		}
+		s.sources[name] = semaphore.NewWeighted(size)
 	}
-	return b
+	return s
 }
 
 // hold is what one request has reserved of a budget.
 type hold struct {
 	b      *budget
 	source *semaphore.Weighted
+	size   int64 // the source semaphore's
 	n      int64
 }
 
-func (b *budget) hold(source string) *hold { return &hold{b: b, source: b.sources[source]} }
+func (b *budget) hold(s *shares, source string) *hold {
+	return &hold{b: b, source: s.sources[source], size: s.size}
+}
 
 // acquire reserves n more bytes, waiting up to the budget's wait for them.
 func (h *hold) acquire(ctx context.Context, n int64) error {
@@ -131,7 +151,7 @@ func (h *hold) give(n int64) {
 
 // room is the most this request could still reserve: asking for more
 // could never succeed.
-func (h *hold) room() int64 { return h.b.share - h.n }
+func (h *hold) room() int64 { return h.size - h.n }
 
 // release returns everything the request holds.
 func (h *hold) release() { h.give(h.n) }

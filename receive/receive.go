@@ -24,6 +24,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -124,7 +126,10 @@ type Options struct {
 
 // Handler serves POST /in/{source}.
 type Handler struct {
-	sources  map[string]*Source
+	// table is the sources now: a request reads it once, and finishes
+	// under the sources it started with whatever a reload swaps in.
+	table    atomic.Pointer[table]
+	reload   sync.Mutex // one SetSources at a time
 	claimer  Claimer
 	seen     *seen.Set
 	onDup    func(source, key string, body []byte)
@@ -142,7 +147,6 @@ type Handler struct {
 // New creates a Handler.
 func New(opts Options) *Handler {
 	h := &Handler{
-		sources: map[string]*Source{},
 		claimer: opts.Claimer,
 		seen:    opts.Seen,
 		onDup:   opts.OnDuplicate,
@@ -179,15 +183,40 @@ func New(opts Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	names := make([]string, len(opts.Sources))
-	for i := range opts.Sources {
-		s := opts.Sources[i]
+	h.inflight = newBudget(total, h.maxBody, wait)
+	h.SetSources(opts.Sources)
+	return h
+}
+
+// table is one set of sources, by name, and their shares of the
+// in-flight budget.
+type table struct {
+	sources map[string]*Source
+	shares  *shares
+}
+
+// SetSources replaces the sources intake serves: a config reload's new
+// secrets, routes and order, a source added or removed. Requests already
+// in progress finish under the sources they started with; the next ones
+// see these. A source that stays keeps its share of the in-flight budget,
+// with the bytes its requests hold.
+func (h *Handler) SetSources(sources []Source) {
+	h.reload.Lock()
+	defer h.reload.Unlock()
+	t := &table{sources: make(map[string]*Source, len(sources))}
+	names := make([]string, len(sources))
+	for i := range sources {
+		s := sources[i]
 		s.all, s.routed = s.Routes.Destinations(), s.Routes.Routed()
-		h.sources[s.Name] = &s
+		t.sources[s.Name] = &s
 		names[i] = s.Name
 	}
-	h.inflight = newBudget(total, h.maxBody, wait, names)
-	return h
+	var old *shares
+	if prev := h.table.Load(); prev != nil {
+		old = prev.shares
+	}
+	t.shares = h.inflight.split(names, old)
+	h.table.Store(t)
 }
 
 // EventResult is one event's verdict in a response.
@@ -260,7 +289,8 @@ func (h *Handler) count(r *http.Request, source, outcome string) {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("source")
-	src, ok := h.sources[name]
+	tbl := h.table.Load()
+	src, ok := tbl.sources[name]
 	if !ok {
 		// The label is not the requested name: strangers must not be able
 		// to grow the metric's cardinality. The name is kept among the
@@ -288,7 +318,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
 		return
 	}
-	held := h.inflight.hold(name)
+	held := h.inflight.hold(tbl.shares, name)
 	defer held.release()
 	body, err := readBody(r.Context(), w, r, h.maxBody, held, h.pace)
 	if err != nil {

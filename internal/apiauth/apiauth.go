@@ -13,8 +13,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/oncehook/oncehook/internal/actor"
 	"github.com/oncehook/oncehook/internal/httpapi"
@@ -35,16 +37,25 @@ type entry struct {
 
 // Auth checks requests against a set of tokens.
 type Auth struct {
-	tokens []entry
+	tokens atomic.Pointer[[]entry]
 }
 
 // New returns an Auth for tokens.
 func New(tokens []Token) *Auth {
 	a := &Auth{}
-	for _, t := range tokens {
-		a.tokens = append(a.tokens, entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly})
-	}
+	a.SetTokens(tokens)
 	return a
+}
+
+// SetTokens replaces the tokens (a config reload): a request checked
+// before keeps its answer; every later one, and every dashboard session
+// of a token no longer named, is checked against these.
+func (a *Auth) SetTokens(tokens []Token) {
+	entries := make([]entry, len(tokens))
+	for i, t := range tokens {
+		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly}
+	}
+	a.tokens.Store(&entries)
 }
 
 // Caller is who made a request: the name of its token.
@@ -67,12 +78,28 @@ func WithCaller(ctx context.Context, c Caller) context.Context {
 	return actor.With(context.WithValue(ctx, callerKey{}, c), actor.Token(c.Name))
 }
 
-// ByName returns the caller of the token named name: a dashboard session
-// keeps the token's name, and a token removed from the config ends its
-// sessions.
-func (a *Auth) ByName(name string) (Caller, bool) {
-	for _, t := range a.tokens {
-		if t.name == name {
+// SessionToken is what a dashboard session keeps of its token: the
+// token's name and a digest of its value (never the value), so that
+// removing the token from the config or rotating its value ends the
+// sessions made with it (Session).
+func (a *Auth) SessionToken(c Caller) string {
+	for _, t := range *a.tokens.Load() {
+		if t.name == c.Name {
+			return t.name + " " + hex.EncodeToString(t.hash[:8])
+		}
+	}
+	return ""
+}
+
+// Session returns the caller of a session's token (SessionToken), if the
+// config still names that token with the same value.
+func (a *Auth) Session(token string) (Caller, bool) {
+	name, digest, ok := strings.Cut(token, " ")
+	if !ok {
+		return Caller{}, false
+	}
+	for _, t := range *a.tokens.Load() {
+		if t.name == name && hmac.Equal([]byte(digest), []byte(hex.EncodeToString(t.hash[:8]))) {
 			return Caller{Name: t.name, ReadOnly: t.readOnly}, true
 		}
 	}
@@ -88,7 +115,7 @@ func (a *Auth) Check(value string) (Caller, bool) {
 	h := sha256.Sum256([]byte(value))
 	var found Caller
 	ok := false
-	for _, t := range a.tokens {
+	for _, t := range *a.tokens.Load() {
 		if hmac.Equal(h[:], t.hash[:]) && !ok {
 			found, ok = Caller{Name: t.name, ReadOnly: t.readOnly}, true
 		}

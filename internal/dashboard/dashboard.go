@@ -242,9 +242,9 @@ func (d *Dashboard) sessionOf(r *http.Request) (session, bool, error) {
 	if err != nil {
 		return session{}, false, err
 	}
-	caller, ok := d.opts.Auth.ByName(ss.Token)
+	caller, ok := d.opts.Auth.Session(ss.Token)
 	if !ok {
-		return session{}, false, nil // the token left the config: so did its sessions
+		return session{}, false, nil // the token left the config, or its value changed: so did its sessions
 	}
 	return session{caller: caller, idHash: ss.IDHash, csrf: ss.CSRF}, true, nil
 }
@@ -342,7 +342,7 @@ func (d *Dashboard) setSession(w http.ResponseWriter, r *http.Request, caller ap
 	rand.Read(csrf[:])
 	value := base64.RawURLEncoding.EncodeToString(id[:])
 	now := d.opts.Now()
-	if err := d.opts.Sessions.CreateSession(r.Context(), store.Session{IDHash: hashID(value), Token: caller.Name,
+	if err := d.opts.Sessions.CreateSession(r.Context(), store.Session{IDHash: hashID(value), Token: d.opts.Auth.SessionToken(caller),
 		CSRF: hex.EncodeToString(csrf[:16]), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}); err != nil {
 		return err
 	}

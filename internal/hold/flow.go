@@ -123,7 +123,7 @@ func (f *flow) heldNow(now time.Time) bool {
 // delivery is given back, no attempt spent, due again at the time it
 // returns (the worker releases its lease).
 func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time) {
-	f := h.flows[destination]
+	f := (*h.flows.Load())[destination]
 	if f == nil {
 		return true, time.Time{}
 	}
@@ -155,8 +155,9 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 	if f.policy.Rate == 0 {
 		return true, time.Time{}
 	}
+	interval := f.policy.Per / time.Duration(f.policy.Rate)
 	f.mu.Unlock()
-	ok, at := h.slot(ctx, destination, f, now)
+	ok, at := h.slot(ctx, destination, f, interval, now)
 	f.mu.Lock()
 	if !ok {
 		f.inFlight--
@@ -172,8 +173,7 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 // the delivery goes back and the destination is held until shortly
 // before then (the slot goes unused: the rate is never exceeded, only
 // missed when far more is due than it allows).
-func (h *Holds) slot(ctx context.Context, destination string, f *flow, now time.Time) (bool, time.Time) {
-	interval := f.policy.Per / time.Duration(f.policy.Rate)
+func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval time.Duration, now time.Time) (bool, time.Time) {
 	at, err := h.flow.NextSlot(ctx, destination, now, interval)
 	if err != nil {
 		h.log.Warn("rate limit: the store did not answer; holding", "destination", destination, "err", err)
@@ -205,7 +205,7 @@ func (h *Holds) slot(ctx context.Context, destination string, f *flow, now time.
 // probing breaker, failures open one, a 429's Retry-After holds the
 // destination.
 func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
-	f := h.flows[destination]
+	f := (*h.flows.Load())[destination]
 	if f == nil {
 		return
 	}
@@ -288,7 +288,8 @@ func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
 // closed or reopened one; and an open one whose cool-down is over is
 // probed, by the one replica the store lets.
 func (h *Holds) refreshBreakers(ctx context.Context) error {
-	if h.flow == nil || len(h.flows) == 0 {
+	flows := *h.flows.Load()
+	if h.flow == nil || len(flows) == 0 {
 		return nil
 	}
 	stored, err := h.flow.Breakers(ctx)
@@ -296,7 +297,7 @@ func (h *Holds) refreshBreakers(ctx context.Context) error {
 		return fmt.Errorf("read breakers: %w", err)
 	}
 	now := h.now()
-	for dest, f := range h.flows {
+	for dest, f := range flows {
 		b, ok := stored[dest]
 		f.mu.Lock()
 		was := f.breaker.State

@@ -33,11 +33,15 @@ type Holds struct {
 	flow  store.Flow
 	log   *slog.Logger
 	now   func() time.Time
-	held  atomic.Pointer[[]string] // the paused ones
-	flows map[string]*flow         // the destinations with flow control
+	held  atomic.Pointer[[]string]         // the paused ones
+	flows atomic.Pointer[map[string]*flow] // the destinations with flow control
 
 	mu      sync.Mutex
 	release []func()
+	// removed are the destinations not configured that still have
+	// deliveries (the worker found them: Unconfigured), held until a
+	// config names them again (Configure).
+	removed atomic.Pointer[[]string]
 }
 
 // Options configure Holds.
@@ -59,42 +63,104 @@ func New(ctx context.Context, s store.Store, opts Options) (*Holds, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	h := &Holds{log: opts.Logger, now: opts.Now, flows: map[string]*flow{}}
+	h := &Holds{log: opts.Logger, now: opts.Now}
 	h.held.Store(&[]string{})
+	h.removed.Store(&[]string{})
 	h.admin, _ = store.AdminOf(s)
-	if f, ok := store.FlowOf(s); ok {
-		h.flow = f
-		for dest, p := range opts.Policies {
-			if p.Rate > 0 && p.Per <= 0 {
-				p.Per = time.Second
-			}
-			p.Breaker.defaults()
-			h.flows[dest] = &flow{policy: p}
-		}
-	}
+	h.flow, _ = store.FlowOf(s)
+	h.setPolicies(opts.Policies)
 	if err := h.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
+// Configure replaces the destinations' policies (a config reload): a
+// destination that keeps flow control keeps its state (its breaker, its
+// attempts in flight) under the new policy; one removed from the config
+// with deliveries pending stays held (Unconfigured), and one configured
+// again is released. The store's breakers are read again at once.
+func (h *Holds) Configure(ctx context.Context, policies map[string]Policy) error {
+	h.setPolicies(policies)
+	h.mu.Lock()
+	removed := slices.DeleteFunc(slices.Clone(*h.removed.Load()), func(d string) bool {
+		_, ok := policies[d]
+		return ok
+	})
+	back := len(removed) < len(*h.removed.Load())
+	h.removed.Store(&removed)
+	h.mu.Unlock()
+	err := h.Refresh(ctx)
+	if back {
+		h.changed()
+	}
+	return err
+}
+
+// setPolicies makes the flows of policies, reusing the ones that exist.
+func (h *Holds) setPolicies(policies map[string]Policy) {
+	old := map[string]*flow{}
+	if p := h.flows.Load(); p != nil {
+		old = *p
+	}
+	next := map[string]*flow{}
+	if h.flow != nil {
+		for dest, p := range policies {
+			if p.Rate > 0 && p.Per <= 0 {
+				p.Per = time.Second
+			}
+			p.Breaker.defaults()
+			if f := old[dest]; f != nil {
+				f.mu.Lock()
+				f.policy = p
+				f.mu.Unlock()
+				next[dest] = f
+				continue
+			}
+			next[dest] = &flow{policy: p}
+		}
+	}
+	h.flows.Store(&next)
+}
+
+// Unconfigured holds destination, which has deliveries and is in no
+// config (the worker found one): from now on none is leased, until a
+// config names it again (Configure). It says so once.
+func (h *Holds) Unconfigured(destination string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	removed := *h.removed.Load()
+	if slices.Contains(removed, destination) {
+		return
+	}
+	next := append(slices.Clone(removed), destination)
+	slices.Sort(next)
+	h.removed.Store(&next)
+	h.log.Warn("held: the destination is not in the config; its pending deliveries wait until it is configured again", "destination", destination)
+}
+
 // Held returns the destinations whose deliveries wait now, in order.
 func (h *Holds) Held() []string {
-	paused := *h.held.Load()
-	if len(h.flows) == 0 {
+	paused, removed, flows := *h.held.Load(), *h.removed.Load(), *h.flows.Load()
+	if len(flows) == 0 && len(removed) == 0 {
 		return paused
 	}
 	now := h.now()
 	var out []string
-	for dest, f := range h.flows {
+	for dest, f := range flows {
 		if f.heldNow(now) && !slices.Contains(paused, dest) {
 			out = append(out, dest)
 		}
 	}
-	if out == nil {
+	if out == nil && len(removed) == 0 {
 		return paused
 	}
 	out = append(out, paused...)
+	for _, d := range removed {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
 	slices.Sort(out)
 	return out
 }
