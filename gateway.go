@@ -65,6 +65,14 @@ type Options struct {
 	// cost (the bench's rollups scenario). The dashboard and /v1/stats then
 	// see no new counts.
 	NoRollups bool
+	// ConfigFile is the file the config was read from: what a reload (SIGHUP
+	// in `oncehook serve`, POST /v1/reload) reads anew. Empty: the API's
+	// reload answers that there is none (Reload still takes a config).
+	ConfigFile string
+	// Override, when set, is applied to each config a reload reads from
+	// ConfigFile: the command line's overrides (serve's --listen), which
+	// must hold across reloads as they did at start.
+	Override func(*config.Config)
 	// TracerProvider traces intake, deliveries and the effects API. Nil:
 	// the standard OTEL_* environment decides (off when it names no
 	// exporter; see internal/tracing).
@@ -79,7 +87,7 @@ type Gateway struct {
 	// tracer traces requests and attempts; nil when not traced.
 	tracer      trace.Tracer
 	stopTracing func(context.Context) error
-	cfg         *config.Config
+	cfg         atomic.Pointer[config.Config] // the config running now: Reload swaps it
 	opts        Options
 	log         *slog.Logger
 	store       store.Store
@@ -95,7 +103,10 @@ type Gateway struct {
 	api         *http.ServeMux
 	health      writeHealth
 	holds       *hold.Holds
-	upstreams   []upstream // the user's APIs on listeners of their own
+	auth        *apiauth.Auth
+	queues      *metrics.StoreCollector // nil: the store has no operator queries
+	reloading   sync.Mutex              // one Reload at a time
+	upstreams   []upstream              // the user's APIs on listeners of their own
 	maintain    *maintain.Maintainer
 	tls         *tls.Config // every listener's, when the config names a certificate
 
@@ -167,7 +178,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, store: st, metrics: m, stopTracing: func(context.Context) error { return nil }}
+	g := &Gateway{opts: opts, log: opts.Logger, store: st, metrics: m, stopTracing: func(context.Context) error { return nil }}
+	g.cfg.Store(cfg)
 	if opts.TracerProvider == nil && tracing.Enabled(os.Getenv) {
 		if opts.TracerProvider, g.stopTracing, err = tracing.Setup(ctx); err != nil {
 			st.Close()
@@ -201,7 +213,7 @@ func (o *Options) defaults() {
 // (wiring.go translates the config), in the order they depend on each
 // other: holds, writer, worker, ledger, operator surface, intake, upkeep.
 func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) error {
-	cfg, log := g.cfg, g.log
+	cfg, log := g.cfg.Load(), g.log
 	var err error
 	if cfg.TLS.Enabled() {
 		if g.tls, err = cfg.TLS.Load(); err != nil {
@@ -227,6 +239,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		Metrics:       g.metrics,
 		Held:          g.holds.Held,
 		Gate:          g.holds,
+		Unconfigured:  g.holds.Unconfigured, // removed from the config: held
 		Tracer:        g.tracer,
 	})
 	g.committer.Attach(g.worker)
@@ -241,15 +254,20 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		return err
 	}
 	sources, dests := admin.FromConfig(cfg)
+	var reload admin.Reloader // the demo, or a library caller's config: none to read
+	if g.opts.ConfigFile != "" {
+		reload = g.reloadFile
+	}
 	g.admin, err = admin.New(admin.Options{
 		Store: g.store, Sources: sources, Destinations: dests, Effects: g.effects,
-		Samples: samples, Alerts: g.alerts, Changed: g.changed,
+		Samples: samples, Alerts: g.alerts, Changed: g.changed, Reload: reload,
 	})
 	if err != nil {
 		return err
 	}
 	if c, ok := metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second); ok {
 		g.metrics.Registry.MustRegister(c)
+		g.queues = c
 	}
 
 	intakeSources, err := receiveSources(cfg)
@@ -306,7 +324,8 @@ func (g *Gateway) writerOptions(writers int, linger, lease time.Duration) groupc
 // buildAPI mounts the API listener: the effects ledger, the admin API and
 // the dashboard, behind api.tokens.
 func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
-	auth := apiauth.New(apiTokens(g.cfg))
+	g.auth = apiauth.New(apiTokens(g.cfg.Load()))
+	auth := g.auth
 	g.api = http.NewServeMux()
 	effectsAPI := auth.Wrap(g.traced("effects", effect.Handler(g.effects, g.log.With("component", "effects"))))
 	g.api.Handle("/v1/effects", effectsAPI)
@@ -346,7 +365,7 @@ func (g *Gateway) buildIntakeMux() {
 	g.mux.HandleFunc("GET /healthz", healthz)
 	g.mux.HandleFunc("GET /livez", healthz) // Kubernetes' name for it: the process answers
 	g.mux.HandleFunc("GET /readyz", g.ready)
-	if g.cfg.Metrics.Listen == "" {
+	if g.cfg.Load().Metrics.Listen == "" {
 		g.mux.Handle("GET /metrics", g.MetricsHandler())
 	}
 	if g.opts.DemoSink {

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +69,9 @@ type Operator interface {
 	// ResetEffect reopens a failed or expired effects ledger record, the
 	// operator's second chance (audited).
 	ResetEffect(ctx context.Context, key string) error
+	// Reload reads the running gateway's config file anew and applies
+	// it without a restart, audited (see Service.Reload).
+	Reload(ctx context.Context) (ReloadView, error)
 }
 
 // Errors an Operator returns; the API answers them with 404 and 400.
@@ -123,6 +127,8 @@ type Options struct {
 	Samples *Samples
 	// Alerts, when set, marks sources and destinations that are alerting.
 	Alerts Firing
+	// Reload, when set, reloads the config (the gateway's; see Reload).
+	Reload Reloader
 	Now    func() time.Time
 }
 
@@ -134,9 +140,26 @@ type Firing interface {
 
 // Service is the Operator over a store.
 type Service struct {
-	opts  Options
-	admin store.Admin
+	opts    Options
+	admin   store.Admin
+	catalog atomic.Pointer[catalog] // the configured sources and destinations
 }
+
+// catalog is one config's sources and destinations.
+type catalog struct {
+	sources      []Source
+	destinations []Destination
+}
+
+// SetCatalog replaces the configured sources and destinations (a config
+// reload). A destination that is no longer configured is still listed
+// while it has deliveries, marked removed: they are held, not dropped.
+func (s *Service) SetCatalog(sources []Source, destinations []Destination) {
+	s.catalog.Store(&catalog{sources: sources, destinations: destinations})
+}
+
+func (s *Service) sources() []Source           { return s.catalog.Load().sources }
+func (s *Service) destinations() []Destination { return s.catalog.Load().destinations }
 
 var _ Operator = (*Service)(nil)
 
@@ -153,7 +176,9 @@ func New(opts Options) (*Service, error) {
 	if opts.Changed == nil {
 		opts.Changed = func() {}
 	}
-	return &Service{opts: opts, admin: a}, nil
+	svc := &Service{opts: opts, admin: a}
+	svc.SetCatalog(opts.Sources, opts.Destinations)
+	return svc, nil
 }
 
 // ListEffects lists the effects ledger's records q selects (the
@@ -690,6 +715,11 @@ type DestinationView struct {
 	OldestPendingSeconds float64           `json:"oldest_pending_seconds"`
 	Last24h              DestinationCounts `json:"last_24h"`
 	Alerts               []string          `json:"alerts,omitempty"`
+	// Removed: the config names it no more (a reload, or a restart with a
+	// new config), and it still has deliveries. Its pending ones are held,
+	// not delivered and not dropped, until a config names it again; its
+	// dead letters stay for replay.
+	Removed bool `json:"removed,omitempty"`
 	// Breaker is the destination's circuit breaker when it is not closed:
 	// open (deliveries held until until), or half_open (one probe out).
 	Breaker *BreakerView `json:"breaker,omitempty"`
@@ -751,7 +781,7 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 		out = append(out, DestinationView{Name: name, URL: url})
 		return &out[len(out)-1]
 	}
-	for _, d := range s.opts.Destinations {
+	for _, d := range s.destinations() {
 		add(d.Name, displayURL(d.URL))
 	}
 	var breakers map[string]store.Breaker
@@ -760,8 +790,10 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			return nil, err
 		}
 	}
+	configured := len(out)
 	for _, q := range queues {
 		v := add(q.Destination, "")
+		v.Removed = pos[q.Destination] >= configured
 		v.Pending, v.Leased, v.Dead = q.Pending, q.Leased, q.Dead
 		if q.Pending > 0 && !q.Oldest.IsZero() {
 			v.OldestPendingSeconds = max(0, now.Sub(q.Oldest).Seconds())
@@ -828,10 +860,10 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 // so, not report that it changed nothing.
 func (s *Service) knownNames(source, destination string) error {
 	if destination != "" && !s.known(destination) {
-		return fmt.Errorf("no such destination %q (known: %s): %w", destination, names(s.opts.Destinations, func(d Destination) string { return d.Name }), ErrNotFound)
+		return fmt.Errorf("no such destination %q (known: %s): %w", destination, names(s.destinations(), func(d Destination) string { return d.Name }), ErrNotFound)
 	}
-	if source != "" && !slices.ContainsFunc(s.opts.Sources, func(x Source) bool { return x.Name == source }) {
-		return fmt.Errorf("no such source %q (known: %s): %w", source, names(s.opts.Sources, func(x Source) string { return x.Name }), ErrNotFound)
+	if source != "" && !slices.ContainsFunc(s.sources(), func(x Source) bool { return x.Name == source }) {
+		return fmt.Errorf("no such source %q (known: %s): %w", source, names(s.sources(), func(x Source) string { return x.Name }), ErrNotFound)
 	}
 	return nil
 }
@@ -849,7 +881,7 @@ func names[T any](items []T, name func(T) string) string {
 }
 
 func (s *Service) known(destination string) bool {
-	for _, d := range s.opts.Destinations {
+	for _, d := range s.destinations() {
 		if d.Name == destination {
 			return true
 		}

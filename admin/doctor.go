@@ -29,7 +29,7 @@ func NewSamples(per, maxBody int) *Samples { return doctor.NewSamples(per, maxBo
 // Doctor implements Operator.
 func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, error) {
 	var names []string
-	for _, src := range s.opts.Sources {
+	for _, src := range s.sources() {
 		if source == "" || src.Name == source {
 			names = append(names, src.Name)
 		}

@@ -135,7 +135,7 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 		return ss
 	}
 	// Every configured source shows, traffic or not.
-	for _, src := range s.opts.Sources {
+	for _, src := range s.sources() {
 		if want(store.ScopeSource, src.Name) {
 			newSource(src.Name)
 		}
@@ -149,7 +149,7 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 		dests[name] = ds
 		return ds
 	}
-	for _, d := range s.opts.Destinations {
+	for _, d := range s.destinations() {
 		if want(store.ScopeDestination, d.Name) {
 			newDest(d.Name)
 		}
@@ -257,8 +257,8 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 		return nil, err
 	}
 	base := metrics.DuplicateBaselines(rows, hour)
-	out := make([]SourceView, 0, len(s.opts.Sources))
-	for _, src := range s.opts.Sources {
+	out := make([]SourceView, 0, len(s.sources()))
+	for _, src := range s.sources() {
 		v := SourceView{Name: src.Name, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey}
 		if v.Destinations == nil {
 			v.Destinations = []string{}

@@ -125,6 +125,13 @@ func (c *Client) SkipEvent(ctx context.Context, id int64, destination string) (a
 	return out, err
 }
 
+// Reload implements admin.Operator.
+func (c *Client) Reload(ctx context.Context) (admin.ReloadView, error) {
+	var out admin.ReloadView
+	err := c.do(ctx, routeReload, nil, nil, struct{}{}, &out)
+	return out, err
+}
+
 // DeliverEvent implements admin.Operator.
 func (c *Client) DeliverEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
 	var out admin.Count

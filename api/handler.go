@@ -106,6 +106,7 @@ func (h *handler) table() []route {
 		{routeBreakerClose, h.breaker(false)},
 		{routeAudit, h.audit},
 		{routeDoctor, h.doctor},
+		{routeReload, h.reload},
 		// The effects ledger's reset, audited (the ledger's own handler
 		// serves the rest of /v1/effects).
 		{effect.ResetRoute, h.resetEffect},
@@ -493,6 +494,18 @@ func (h *handler) doctor(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := h.s.Doctor(r.Context(), q.Get("source"))
 	h.respond(w, r, rep, err)
+}
+
+// reload reads the gateway's config file anew and applies it (the same
+// as SIGHUP), audited under the caller's token.
+func (h *handler) reload(w http.ResponseWriter, r *http.Request) {
+	var none struct{}
+	if e := decode(w, r, &none); e != nil {
+		writeError(w, e)
+		return
+	}
+	v, err := h.s.Reload(r.Context())
+	h.respond(w, r, v, err)
 }
 
 func (h *handler) resetEffect(w http.ResponseWriter, r *http.Request) {

@@ -31,4 +31,5 @@ var (
 	routeBreakerClose = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/close"}
 	routeAudit        = httpapi.Route{Method: http.MethodGet, Path: "/v1/audit"}
 	routeDoctor       = httpapi.Route{Method: http.MethodGet, Path: "/v1/doctor"}
+	routeReload       = httpapi.Route{Method: http.MethodPost, Path: "/v1/reload"}
 )

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/testenv"
@@ -92,17 +94,24 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	app := testenv.NewSink(t)
 	failing := testenv.NewSink(t)
 	failing.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusGone) }
-	gw := oncehooktest.Start(t, `
-store: sqlite://$DIR/oncehook.db
-api: {tokens: [{name: ops, token: `+token+`}]}
+	dir := t.TempDir()
+	cfgYAML := `
+store: sqlite://` + dir + `/oncehook.db
+api: {tokens: [{name: ops, token: ` + token + `}]}
 sources:
   - {name: hooks, preset: generic, unsigned: true, key: ["json:id"], type: ["json:type"],
      destinations: [app, {name: gone, types: ["order.*"]}]}
   - {name: shop, preset: generic, unsigned: true, key: ["json:id"], order: {entity: "json:order", version: "json:v", mode: fifo}, destinations: [gone]}
 destinations:
-  - {name: app, url: `+app.URL+`}
-  - {name: gone, url: `+failing.URL+`, retry: {max_attempts: 1}}
-`)
+  - {name: app, url: ` + app.URL + `}
+  - {name: gone, url: ` + failing.URL + `, retry: {max_attempts: 1}}
+`
+	// The file is there for POST /v1/reload to read again.
+	configFile := filepath.Join(dir, "oncehook.yaml")
+	if err := os.WriteFile(configFile, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := oncehooktest.StartWith(t, cfgYAML, oncehook.Options{ConfigFile: configFile})
 	post := func(path, body string) {
 		t.Helper()
 		resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader(body))
@@ -175,6 +184,9 @@ destinations:
 	call("POST /v1/destinations/{name}/breaker/close", "/v1/destinations/app/breaker/close", "", 200)
 	call("GET /v1/audit", "/v1/audit?limit=5", "", 200)
 	call("GET /v1/doctor", "/v1/doctor", "", 200)
+	call("POST /v1/reload", "/v1/reload", "", 200)
+	os.WriteFile(configFile, []byte("sources: [{name: x}]\n"), 0o600)
+	call("POST /v1/reload", "/v1/reload", "", 400) // refused: no preset
 
 	claim := func(key string) string {
 		b := call("POST /v1/effects/{key}/claim", "/v1/effects/"+key+"/claim", `{"lease":"30s"}`, 201)

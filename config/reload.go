@@ -5,6 +5,18 @@ import (
 	"reflect"
 )
 
+// Reloaded is what a running gateway takes of a config read anew.
+type Reloaded struct {
+	// Config is the config to run: next's sources, destinations and
+	// tokens, and the running config's value of everything else.
+	Config *Config
+	// Changed says what differs, one line a source, destination or token
+	// ("destination audit added", "source stripe changed").
+	Changed []string
+	// Restart names the fields whose new value waits for a restart.
+	Restart []string
+}
+
 // Reload is what a running gateway can take of next, a config read anew
 // while it serves old: sources (secrets, routes, filters, order),
 // destinations (URLs, signing keys, retries, rates, breakers) and API
@@ -16,7 +28,8 @@ import (
 //
 // Effective is validated in full: a new destination whose timeout outlives
 // the running lease is refused here, as it would be at start.
-func Reload(old, next *Config) (effective *Config, restart []string, err error) {
+func Reload(old, next *Config) (*Reloaded, error) {
+	var restart []string
 	e := *next
 	bound := []struct {
 		field     string
@@ -51,7 +64,37 @@ func Reload(old, next *Config) (effective *Config, restart []string, err error) 
 		restart = append(restart, "api.tokens (the API listener is off: it had no tokens at start)")
 	}
 	if err := e.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	return &e, restart, nil
+	var changed []string
+	changed = append(changed, diff("source", old.Sources, next.Sources, func(s Source) string { return s.Name })...)
+	changed = append(changed, diff("destination", old.Destinations, next.Destinations, func(d Destination) string { return d.Name })...)
+	changed = append(changed, diff("api token", old.API.Tokens, next.API.Tokens, func(t APIToken) string { return t.Name })...)
+	return &Reloaded{Config: &e, Changed: changed, Restart: restart}, nil
+}
+
+// diff says, by name, which of next's items are new, changed or gone
+// from old: "source stripe added".
+func diff[T any](kind string, old, next []T, name func(T) string) []string {
+	var out []string
+	before := map[string]T{}
+	for _, o := range old {
+		before[name(o)] = o
+	}
+	for _, n := range next {
+		o, ok := before[name(n)]
+		switch {
+		case !ok:
+			out = append(out, kind+" "+name(n)+" added")
+		case !reflect.DeepEqual(o, n):
+			out = append(out, kind+" "+name(n)+" changed")
+		}
+		delete(before, name(n))
+	}
+	for _, o := range old {
+		if _, gone := before[name(o)]; gone {
+			out = append(out, kind+" "+name(o)+" removed")
+		}
+	}
+	return out
 }

@@ -120,8 +120,9 @@ func TestCredentialsAreNeverPrinted(t *testing.T) {
 	}
 }
 
-// SIGHUP drains like SIGTERM: in-flight work finishes, the process exits 0.
-func TestSIGHUPDrainsInsteadOfKilling(t *testing.T) {
+// SIGHUP reloads the config and does not stop the gateway; SIGTERM then
+// drains it: in-flight work finishes, the process exits 0.
+func TestSIGHUPReloadsAndSIGTERMDrains(t *testing.T) {
 	dir := t.TempDir()
 	sink := testenv.NewSink(t)
 	cfg := writeConfig(t, dir, "sqlite://./events.db", "", sink.URL)
@@ -130,9 +131,19 @@ func TestSIGHUPDrainsInsteadOfKilling(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	p.cmd.Process.Signal(syscall.SIGHUP)
+	if !testenv.WaitFor(5*time.Second, func() bool { return p.reloads() == 1 }) {
+		t.Fatalf("SIGHUP did not reload:\n%s", p.stderr)
+	}
+	if status, _ := sendEvent(t, p.URL, "evt_after_hup"); status != http.StatusOK || p.cmd.ProcessState != nil {
+		t.Fatalf("after SIGHUP: status %d\n%s", status, p.stderr)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	err := p.cmd.Wait()
 	if err != nil || !strings.Contains(p.stderr.String(), "stopped") {
-		t.Fatalf("after SIGHUP: %v\n%s", err, p.stderr)
+		t.Fatalf("after SIGTERM: %v\n%s", err, p.stderr)
+	}
+	if !testenv.WaitFor(time.Second, func() bool { return len(sink.ByKey()) == 2 }) {
+		t.Errorf("delivered %v, want both events", sink.ByKey())
 	}
 }
 

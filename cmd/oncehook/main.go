@@ -32,6 +32,7 @@ Usage:
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
+  oncehook reload --api URL --token T       a running gateway reads its config anew (as SIGHUP)
   oncehook doctor [--source S]              check that sources' keys look right
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          print the version
@@ -47,9 +48,14 @@ Run 'oncehook <command> --help' for a command's flags.
 var version = ""
 
 func main() {
-	// SIGHUP (a closed terminal, some supervisors' "reload") drains like
-	// SIGTERM rather than killing the process mid-commit.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// SIGHUP reloads serve's config (serve listens for it itself); for the
+	// other commands (a closed terminal) it stops them as SIGTERM does,
+	// rather than killing one mid-commit.
+	stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		stopOn = append(stopOn, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -95,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return destinations(ctx, args[1:], stdout, stderr)
 	case "stats":
 		return stats(ctx, args[1:], stdout, stderr)
+	case "reload":
+		return reload(ctx, args[1:], stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

@@ -502,6 +502,8 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for _, d := range list {
 			state := "active"
 			switch {
+			case d.Removed:
+				state = "removed from the config: held"
 			case d.Paused:
 				state = "paused since " + ts(*d.PausedSince)
 			case d.Breaker != nil && d.Breaker.State == "half_open":
@@ -555,6 +557,43 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // stats prints the hourly (or daily) rollups.
+// reload asks a running gateway to read its config file anew (as SIGHUP
+// does): through its API only, since it is the gateway that reloads.
+func reload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	of := addOperatorFlags(fs)
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *of.api == "" {
+		return fmt.Errorf("reload is a running gateway's: pass --api URL --token T (or $%s), or send it SIGHUP (kill -HUP <pid>)", apiEnv)
+	}
+	op, ctx, done, err := of.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	v, err := op.Reload(ctx)
+	if err != nil {
+		return err
+	}
+	if *of.json {
+		return printJSON(stdout, v)
+	}
+	fmt.Fprintf(stdout, "reloaded %s: %s, %s\n", v.Config, plural(v.Sources, "source", "sources"), plural(v.Destinations, "destination", "destinations"))
+	if len(v.Changed) == 0 {
+		fmt.Fprintln(stdout, "  nothing changed")
+	}
+	for _, c := range v.Changed {
+		fmt.Fprintln(stdout, "  "+c)
+	}
+	for _, f := range v.Restart {
+		fmt.Fprintf(stdout, "  %s changed: it takes effect at a restart; the running value stays\n", f)
+	}
+	return nil
+}
+
 func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oncehook/oncehook"
@@ -72,9 +74,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			cfg.API.Listen = "127.0.0.1:0"
 		}
 	}
-	if *apiListen != "" {
-		cfg.API.Listen = *apiListen
+	// The command line's overrides, kept on every reload's config (the
+	// demo's intake address is the one bound, above).
+	override := func(c *config.Config) {
+		if *listen != "" && !demo {
+			c.Listen = *listen
+		}
+		if *apiListen != "" {
+			c.API.Listen = *apiListen
+		}
 	}
+	override(cfg)
 	var apiLns []net.Listener
 	if len(cfg.API.Tokens) > 0 {
 		apiLn, err := net.Listen("tcp", cfg.API.Listen)
@@ -84,7 +94,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		apiLns = append(apiLns, apiLn)
 	}
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: log, DemoSink: demo})
+	configFile := source
+	if demo {
+		configFile = "" // nothing to reload
+	}
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: log, DemoSink: demo, ConfigFile: configFile, Override: override})
 	if err != nil {
 		ln.Close()
 		for _, l := range apiLns {
@@ -147,6 +161,12 @@ Write a real config with: oncehook init
 			}
 		}()
 	}
+	// SIGHUP reloads the config file (as POST /v1/reload does); it no
+	// longer stops the gateway.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go gw.ReloadOnSignal(ctx, hup)
 	log.Info("serving", "addr", addr, "store", store, "demo", demo)
 	err = gw.Serve(ctx, ln, apiLns...)
 	log.Info("stopped")

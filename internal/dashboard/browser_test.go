@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -536,5 +537,83 @@ func saveShot(t *testing.T, ctx context.Context, dir, name string) {
 	}
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
+	}
+}
+
+// A destination a reload removed while it had deliveries: its row says
+// they are held and offers no pause or breaker (it has no config to hold
+// by), in both languages. Rotating the token's value then ends the
+// session made with the old one.
+func TestRemovedDestinationInABrowser(t *testing.T) {
+	exe := chromium(t)
+	app := testenv.NewSink(t)
+	audit := testenv.NewSink(t)
+	audit.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusServiceUnavailable) }
+	dir := t.TempDir()
+	yaml := func(tok, routes, auditDest string) string {
+		return `
+store: sqlite://` + dir + `/oncehook.db
+api:
+  tokens: [{name: ops, token: ` + tok + `}]
+sources:
+  - {name: stripe, preset: stripe, secrets: [` + secret + `], destinations: ` + routes + `}
+destinations:
+  - {name: app, url: ` + app.URL + `}` + auditDest + "\n"
+	}
+	withAudit := "\n  - {name: audit, url: " + audit.URL + ", retry: {base_delay: 1m, max_delay: 1m}, breaker: {off: true}}"
+	gw := oncehooktest.Start(t, yaml(token, "[app, audit]", withAudit))
+	for i := range 3 {
+		post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_removed_%d","object":"event"}`, i))
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(audit.ByKey()) == 3 }) {
+		t.Fatalf("audit was tried for %d events, want 3", len(audit.ByKey()))
+	}
+	reload := func(text string) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+		if err == nil {
+			_, err = gw.Reload(context.Background(), cfg)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(yaml(token, "[app]", ""))
+
+	ctx, _ := newBrowser(t, exe)
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ui := gw.APIURL + "/ui/"
+	row := `tr[data-destination="audit"]`
+	if err := chromedp.Do(step, chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.CSS("h1")),
+		chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS(row)))
+	if !strings.Contains(text, "Removed from the config") || !strings.Contains(text, "held") {
+		t.Fatalf("the removed destination's row says %q: want it removed, its deliveries held", text)
+	}
+	if pending, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS(row+" .pending"))); pending != "3" {
+		t.Fatalf("the removed destination shows %q pending, want 3", pending)
+	}
+	if n, _ := chromedp.Run(step, chromedp.Evaluate[int](`document.querySelectorAll('`+row+` button').length`)); n != 0 {
+		t.Fatalf("the removed destination's row offers %d buttons, want none", n)
+	}
+	shots := screenshotDir(t)
+	saveShot(t, step, shots, "destinations-removed.png")
+	if err := chromedp.Do(step, chromedp.Navigate(ui+"destinations?lang=pt-BR"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := chromedp.Run(step, chromedp.Text(chromedp.CSS(row))); !strings.Contains(text, "Removido da configuração") || !strings.Contains(text, "retidas") {
+		t.Fatalf("pt-BR row %q", text)
+	}
+	saveShot(t, step, shots, "destinations-removed-pt.png")
+
+	// The token's value rotated: the session made with the old one ends.
+	reload(yaml("ops-token-rotated-98765", "[app]", ""))
+	if err := chromedp.Do(step, chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.ID("token"))); err != nil {
+		t.Fatalf("after the token's rotation the session still opens the dashboard: %v", err)
 	}
 }

@@ -596,7 +596,7 @@ var funcs = template.FuncMap{
 				return l.T("target." + strings.ReplaceAll(whole, " ", "_"))
 			}
 		}
-		if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "destination" || word == "effect") {
+		if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "destination" || word == "effect" || word == "config") {
 			return l.T("target."+word) + " " + rest
 		}
 		return t

@@ -50,3 +50,43 @@ func TestHoldsFollowTheStoredPauses(t *testing.T) {
 		t.Fatalf("after the resume: held %q, released %d times; want billing alone, one release", got, released.Load())
 	}
 }
+
+// A destination the config names no more is held once the worker finds
+// one of its deliveries, alongside the paused ones, until a config names
+// it again; then it is released, and says so.
+func TestUnconfiguredDestinationIsHeldUntilConfiguredAgain(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := store.AdminOf(s)
+	if err := a.SetPaused(ctx, "billing", true, time.Now(), store.AuditEntry{Actor: "ops", Action: "pause", Target: "billing"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := hold.New(ctx, s, hold.Options{Policies: map[string]hold.Policy{"app": {}, "billing": {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Int32
+	h.OnRelease(func() { released.Add(1) })
+	h.Unconfigured("audit")
+	h.Unconfigured("audit") // once is enough
+	if got := h.Held(); !slices.Equal(got, []string{"audit", "billing"}) {
+		t.Fatalf("held %q, want audit (unconfigured) and billing (paused)", got)
+	}
+	// A reload that still lacks audit keeps it held.
+	if err := h.Configure(ctx, map[string]hold.Policy{"app": {Rate: 10}, "billing": {}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Held(); !slices.Equal(got, []string{"audit", "billing"}) || released.Load() != 0 {
+		t.Fatalf("after a reload without audit: held %q, released %d", got, released.Load())
+	}
+	if err := h.Configure(ctx, map[string]hold.Policy{"app": {}, "audit": {}, "billing": {}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Held(); !slices.Equal(got, []string{"billing"}) || released.Load() == 0 {
+		t.Fatalf("after audit came back: held %q, released %d; want billing alone, a release", got, released.Load())
+	}
+}

@@ -34,6 +34,12 @@ type Metrics struct {
 	// counts its failed calls (each one fell back to the store).
 	RedisHits   prometheus.Counter
 	RedisErrors *prometheus.CounterVec
+	// ReloadOK is 1 when the latest config reload was applied (or none
+	// was asked for), 0 when it was refused and the config before it still
+	// runs; ReloadAt is when the config running now was applied. Named as
+	// Prometheus names its own, for the alert rules people already have.
+	ReloadOK prometheus.Gauge
+	ReloadAt prometheus.Gauge
 
 	// Hourly accumulates the durable hourly rollups of the same counts;
 	// the writer commits them (nil: none).
@@ -146,8 +152,16 @@ func New() *Metrics {
 		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncehook_redis_errors_total", Help: "Failed Redis calls; each fell back to the store.",
 		}, []string{"op"}),
+		ReloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "oncehook_config_last_reload_successful", Help: "1 when the latest config reload was applied (or none was asked for), 0 when it was refused: the config before it still runs.",
+		}),
+		ReloadAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "oncehook_config_last_reload_success_timestamp_seconds", Help: "When the config running now was applied (at start, or by the latest reload that was).",
+		}),
 	}
-	m.Registry.MustRegister(m.Requests, m.Events, m.CommitBatch, m.Attempts, m.DeliveryLatency, m.RedisHits, m.RedisErrors,
+	m.ReloadOK.Set(1)
+	m.ReloadAt.SetToCurrentTime()
+	m.Registry.MustRegister(m.Requests, m.Events, m.CommitBatch, m.Attempts, m.DeliveryLatency, m.RedisHits, m.RedisErrors, m.ReloadOK, m.ReloadAt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

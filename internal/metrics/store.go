@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,17 @@ type StoreCollector struct {
 	at      time.Time
 	metrics []prometheus.Metric
 
-	depth, leased, oldest, dead, paused, breaker, effects, up *prometheus.Desc
-	flow                                                      store.Flow
+	depth, leased, oldest, dead, paused, breaker, effects, up, removed *prometheus.Desc
+	flow                                                               store.Flow
+}
+
+// SetDestinations replaces the configured destinations (a config reload):
+// a destination no longer among them that still has deliveries is
+// counted as removed.
+func (c *StoreCollector) SetDestinations(destinations []string) {
+	c.mu.Lock()
+	c.destinations, c.metrics = destinations, nil
+	c.mu.Unlock()
 }
 
 // NewStoreCollector returns a StoreCollector for the store's queues, for the
@@ -48,13 +58,14 @@ func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration)
 		paused:  d("oncehook_destination_paused", "1 while a destination is paused (deliveries held, intake accepting).", "destination"),
 		breaker: d("oncehook_breaker_open", "1 while a destination's circuit breaker is open or half-open (deliveries held, none dropped).", "destination"),
 		effects: d("oncehook_effects", "Effects ledger records by state (stale: pending, lease expired).", "state"),
+		removed: d("oncehook_destination_removed", "1 for a destination the config names no more that still has deliveries: its pending ones are held, not delivered, until a config names it again.", "destination"),
 		up:      d("oncehook_store_queries_up", "1 when the store answered the queries behind the queue and effects metrics."),
 	}, true
 }
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.depth, c.leased, c.oldest, c.dead, c.paused, c.breaker, c.effects, c.up} {
+	for _, d := range []*prometheus.Desc{c.depth, c.leased, c.oldest, c.dead, c.paused, c.breaker, c.effects, c.up, c.removed} {
 		ch <- d
 	}
 }
@@ -103,6 +114,9 @@ func (c *StoreCollector) read(now time.Time) []prometheus.Metric {
 			age = max(0, now.Sub(q.Oldest).Seconds())
 		}
 		gauge(c.oldest, age, q.Destination)
+		if !slices.Contains(c.destinations, q.Destination) {
+			gauge(c.removed, 1, q.Destination)
+		}
 	}
 	for _, d := range c.destinations {
 		if !seen[d] {

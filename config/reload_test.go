@@ -1,0 +1,73 @@
+package config_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/config"
+)
+
+func parse(t *testing.T, text string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(text), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+const running = `
+listen: 127.0.0.1:8080
+store: sqlite://./a.db
+delivery: {lease: 40s}
+api: {tokens: [{name: ops, token: ops-token-0123456789}]}
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_old], destinations: [app]}
+destinations:
+  - {name: app, url: "http://127.0.0.1:9000", timeout: 5s}
+`
+
+// What a running gateway takes of a new config: its sources, destinations
+// and tokens, each change named; what is bound at start keeps its running
+// value, named as waiting for a restart.
+func TestReloadTakesWhatCanChangeAndNamesWhatWaits(t *testing.T) {
+	old := parse(t, running)
+	next := parse(t, strings.NewReplacer(
+		"listen: 127.0.0.1:8080", "listen: 127.0.0.1:9090",
+		"sqlite://./a.db", "sqlite://./b.db",
+		"[whsec_old]", "[whsec_old, whsec_new]",
+		"destinations: [app]}", "destinations: [app, audit]}",
+		`timeout: 5s}`, "timeout: 5s}\n  - {name: audit, url: \"http://127.0.0.1:9001\"}",
+	).Replace(running))
+	r, err := config.Reload(old, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Config.Listen != "127.0.0.1:8080" || r.Config.Store != "sqlite://./a.db" {
+		t.Errorf("listen %s, store %s: want the running ones kept", r.Config.Listen, r.Config.Store)
+	}
+	if !slices.Equal(r.Restart, []string{"listen", "store"}) {
+		t.Errorf("restart %q, want listen and store", r.Restart)
+	}
+	if !slices.Equal(r.Changed, []string{"source stripe changed", "destination audit added"}) {
+		t.Errorf("changed %q", r.Changed)
+	}
+	if got := r.Config.Sources[0].Secrets; !slices.Equal(got, []string{"whsec_old", "whsec_new"}) || len(r.Config.Destinations) != 2 {
+		t.Errorf("secrets %q, %d destinations: want the new ones taken", got, len(r.Config.Destinations))
+	}
+	if r, err := config.Reload(old, parse(t, running)); err != nil || len(r.Changed) != 0 || len(r.Restart) != 0 {
+		t.Errorf("the same config again: %+v %v, want nothing changed", r, err)
+	}
+}
+
+// A new destination whose timeout outlives the running delivery lease is
+// refused: the lease is bound at start, and an attempt longer than its
+// lease would be made twice at once.
+func TestReloadRefusesATimeoutTheRunningLeaseCannotHold(t *testing.T) {
+	old := parse(t, running)
+	next := parse(t, strings.NewReplacer("delivery: {lease: 40s}", "delivery: {lease: 2m}", "timeout: 5s", "timeout: 60s").Replace(running))
+	if _, err := config.Reload(old, next); err == nil || !strings.Contains(err.Error(), "delivery.lease") {
+		t.Fatalf("reload with a 60s timeout under the running 40s lease: %v, want the lease named", err)
+	}
+}

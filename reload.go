@@ -1,0 +1,134 @@
+package oncehook
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/config"
+)
+
+// Reload applies next, a config read anew, without a restart: sources
+// (secrets, so a rotation is two reloads: the new secret beside the old,
+// then the old one gone), routes, filters, order, destinations with their
+// retries, rates and breakers, and API tokens. What is bound at start
+// (listeners, the store, the delivery lease, ...: config.Reload) keeps its
+// running value, and the answer's Restart names what changed there.
+//
+// Next is validated in full before anything changes: an invalid config is
+// refused with every error, and the running one stays (the metric
+// oncehook_config_last_reload_successful says 0). A request or an attempt
+// in progress finishes under the config it started with. A destination
+// that next no longer names keeps its deliveries, held, until a config
+// names it again; the dashboard and GET /v1/destinations mark it removed.
+//
+// Reload is not audited; the API's POST /v1/reload and SIGHUP go through
+// the Admin service, which is.
+func (g *Gateway) Reload(ctx context.Context, next *config.Config) (admin.ReloadView, error) {
+	g.reloading.Lock()
+	defer g.reloading.Unlock()
+	v := admin.ReloadView{Config: g.opts.ConfigFile}
+	r, err := config.Reload(g.cfg.Load(), next)
+	if err == nil {
+		err = g.apply(ctx, r.Config)
+	}
+	if err != nil {
+		g.metrics.ReloadOK.Set(0)
+		g.log.Error("config reload refused: the running config stays", "config", v.Config)
+		for _, e := range unjoin(err) {
+			g.log.Error("config reload: " + e.Error())
+		}
+		return v, err
+	}
+	g.metrics.ReloadOK.Set(1)
+	g.metrics.ReloadAt.SetToCurrentTime()
+	v.Sources, v.Destinations, v.Changed, v.Restart = len(r.Config.Sources), len(r.Config.Destinations), r.Changed, r.Restart
+	if v.Changed == nil {
+		v.Changed = []string{}
+	}
+	g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
+	for _, f := range r.Restart {
+		g.log.Warn("config reload: "+f+" changed, and takes effect only at a restart; the running value stays", "field", f)
+	}
+	for _, w := range r.Config.Warnings() {
+		g.log.Warn("config: " + w)
+	}
+	return v, nil
+}
+
+// apply swaps cfg into every part that takes it while running. Intake's
+// sources are built first, so that nothing is swapped if one fails; the
+// destinations go in before the sources that route to them, so that an
+// event of a new route always finds its destination.
+func (g *Gateway) apply(ctx context.Context, cfg *config.Config) error {
+	sources, err := receiveSources(cfg)
+	if err != nil {
+		return err
+	}
+	if err := g.holds.Configure(ctx, holdPolicies(cfg)); err != nil {
+		// The policies are in; only the breakers' fresh read failed, and
+		// the next refresh makes it.
+		g.log.Warn("config reload: read the breakers", "err", err)
+	}
+	g.worker.SetDestinations(deliverDestinations(cfg))
+	g.intake.SetSources(sources)
+	g.auth.SetTokens(apiTokens(cfg))
+	g.admin.SetCatalog(admin.FromConfig(cfg))
+	if g.queues != nil {
+		g.queues.SetDestinations(destinationNames(cfg))
+	}
+	g.cfg.Store(cfg)
+	g.worker.Notify() // a destination added back, a rate raised: look now
+	return nil
+}
+
+// reloadFile reads Options.ConfigFile anew and reloads it: the Admin
+// service's Reloader, behind POST /v1/reload and SIGHUP.
+func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, error) {
+	v := admin.ReloadView{Config: g.opts.ConfigFile}
+	if g.opts.ConfigFile == "" {
+		return v, errors.New("no config file: this gateway was given its config, not a file to read")
+	}
+	next, err := config.Load(g.opts.ConfigFile)
+	if err != nil {
+		g.metrics.ReloadOK.Set(0)
+		g.log.Error("config reload refused: the running config stays", "config", v.Config)
+		for _, e := range unjoin(err) {
+			g.log.Error("config reload: " + e.Error())
+		}
+		return v, err
+	}
+	if g.opts.Override != nil {
+		g.opts.Override(next)
+	}
+	return g.Reload(ctx, next)
+}
+
+// unjoin lists the errors err joins (config errors come joined, one a
+// field), or err alone.
+func unjoin(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
+}
+
+// ReloadOnSignal reloads the config file each time hup receives, until ctx
+// ends: `oncehook serve` passes SIGHUP. Each reload goes through the Admin
+// service, so it is audited, under the actor "signal".
+func (g *Gateway) ReloadOnSignal(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			// A refused config is logged, every error, by Reload.
+			if _, err := g.admin.Reload(admin.WithActor(ctx, "signal")); err != nil && !errors.Is(err, admin.ErrInvalid) {
+				g.log.Error("config reload", "err", err)
+			}
+		}
+	}
+}
