@@ -178,7 +178,8 @@ func TestSystemdUnitIsHardened(t *testing.T) {
 	}
 	for _, want := range []string{"DynamicUser=yes", "StateDirectory=oncehook", "WorkingDirectory=/var/lib/oncehook", "ProtectSystem=strict",
 		"ProtectHome=yes", "NoNewPrivileges=yes", "PrivateTmp=yes", "PrivateDevices=yes", "CapabilityBoundingSet=\n",
-		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX", "SystemCallFilter=@system-service", "MemoryDenyWriteExecute=yes"} {
+		"RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX", "SystemCallFilter=@system-service", "MemoryDenyWriteExecute=yes",
+		"ExecReload=/bin/kill -HUP $MAINPID"} { // systemctl reload: serve reloads on SIGHUP
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("the unit lacks %q", strings.TrimSpace(want))
 		}
