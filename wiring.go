@@ -114,7 +114,7 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 			}
 		}
 		sources[i] = receive.Source{
-			Name: s.Name, Preset: p, Window: time.Duration(s.Window), Routes: routes,
+			Name: s.Name, Preset: p, Window: time.Duration(s.Window), BodyRetention: time.Duration(s.BodyRetention), Routes: routes,
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
 		}
 		if o := s.Order; o != nil {

@@ -80,7 +80,20 @@ var (
 	ErrInvalid  = errors.New("invalid")
 	// ErrConflict is a change that must wait (the API answers 409).
 	ErrConflict = errors.New("conflict")
+	// ErrGone is an event whose body was dropped (its source's
+	// body_retention): its key is kept, but there is nothing to deliver
+	// (the API answers 410).
+	ErrGone = errors.New("gone")
 )
+
+// bodyGone says that event id's body was dropped, when err is the store's
+// ErrBodyGone; else it returns err.
+func bodyGone(err error, id string) error {
+	if errors.Is(err, store.ErrBodyGone) {
+		return fmt.Errorf("event %s: its body was dropped after its source's body_retention (the key is kept as a barrier): there is nothing to deliver: %w", id, ErrGone)
+	}
+	return err
+}
 
 // InvalidError is a bad argument, naming the field (the API answers it
 // with 400 and the field).
@@ -359,6 +372,9 @@ type EventDetail struct {
 	// Filtered are the source's destinations that did not want the event
 	// (their types or filter did not match when it arrived).
 	Filtered []string `json:"filtered,omitempty"`
+	// BodyDroppedAt is when the body was dropped (the source's
+	// body_retention): the key is kept, the payload is not.
+	BodyDroppedAt *time.Time `json:"body_dropped_at,omitempty"`
 }
 
 // DeliveryDetail is one delivery of an event.
@@ -447,6 +463,9 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 	if !e.LastCopyAt.IsZero() {
 		d.LastCopyAt = timePtr(e.LastCopyAt)
 	}
+	if !e.BodyDroppedAt.IsZero() {
+		d.BodyDroppedAt = timePtr(e.BodyDroppedAt)
+	}
 	if d.Headers == nil {
 		d.Headers = map[string][]string{}
 	}
@@ -485,7 +504,7 @@ func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Count{}, err
+		return Count{}, bodyGone(err, fmt.Sprint(id))
 	}
 	s.opts.Changed()
 	return Count{Count: n}, nil
@@ -524,7 +543,7 @@ func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Count{}, err
+		return Count{}, bodyGone(err, fmt.Sprint(id))
 	}
 	if n > 0 {
 		s.opts.Changed()
@@ -553,7 +572,7 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 		return Count{}, fmt.Errorf("replay %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
 	}
 	if err != nil {
-		return Count{}, err
+		return Count{}, bodyGone(err, f.Source+":"+f.Key)
 	}
 	if !dryRun && n > 0 {
 		s.opts.Changed()

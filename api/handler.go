@@ -46,6 +46,8 @@ func (e *Error) Unwrap() error {
 		return admin.ErrNotFound
 	case http.StatusBadRequest:
 		return admin.ErrInvalid
+	case http.StatusGone:
+		return admin.ErrGone
 	}
 	return nil
 }
@@ -143,6 +145,8 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 		httpapi.WriteFieldError(w, "key", err.Error())
 	case errors.Is(err, effect.ErrConflict), errors.Is(err, admin.ErrConflict):
 		httpapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, admin.ErrGone):
+		httpapi.WriteError(w, http.StatusGone, "body_gone", err.Error())
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		h.log.Warn("admin API: store unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")

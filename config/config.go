@@ -204,6 +204,12 @@ type Source struct {
 	// Window is how long keys are kept for dedup (default: the preset's,
 	// which covers the provider's retry horizon).
 	Window Duration `yaml:"window"`
+	// BodyRetention, when set, lets an event's body go before its key:
+	// this long after it arrived, once no delivery needs it (none pending
+	// or dead-lettered), the body is dropped and the key stays a barrier
+	// for the rest of the window. A replay of such an event says its body
+	// is gone. Unset: the body is kept as long as the key.
+	BodyRetention Duration `yaml:"body_retention"`
 	// Destinations get the source's events: each a plain name (every
 	// event), or {name, types, filter} (only the events it wants).
 	Destinations []SourceDestination `yaml:"destinations"`
@@ -1200,6 +1206,10 @@ func (c *Config) Warnings() []string {
 	for i, s := range c.Sources {
 		if len(s.Destinations) == 0 {
 			w = append(w, fmt.Sprintf("sources[%d] (%s) has no destinations: its events are stored and deduplicated, but delivered nowhere", i, s.Name))
+		}
+		if s.BodyRetention > 0 && s.BodyRetention >= s.Window {
+			w = append(w, fmt.Sprintf("sources[%d].body_retention (%s) is not shorter than its window (%s): bodies go with their keys anyway", i,
+				time.Duration(s.BodyRetention), time.Duration(s.Window)))
 		}
 	}
 	return w

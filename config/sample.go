@@ -46,6 +46,7 @@ sources:
     preset: stripe           # stripe | github | shopify | whatsapp | slack | ... | generic (see the README)
     secrets: ["${STRIPE_WEBHOOK_SECRET}"]   # several = rotation: any one may match
     # window: 4d             # how long keys are kept for dedup; default covers the provider's retries
+    # body_retention: 1d     # drop bodies sooner than keys, once delivered (replay then says the body is gone)
     # on_missing_key: accept # accept (default: stored, flagged keyless) | reject (422)
     destinations: [app]
 

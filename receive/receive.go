@@ -47,6 +47,10 @@ type Source struct {
 	Name   string
 	Preset provider.Preset
 	Window time.Duration
+	// BodyRetention, when set, is how long an event's body is kept once no
+	// delivery needs it (store.NewEvent's BodyExpiresAt); zero: as long
+	// as its key.
+	BodyRetention time.Duration
 	// Routes are the source's destinations and which events each wants
 	// (package route decides; the event's deliveries are those it picks).
 	Routes route.Routes
@@ -651,6 +655,9 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 			ExpiresAt:    now.Add(src.Window),
 			Destinations: src.all,
 			Trace:        traceparent,
+		}
+		if src.BodyRetention > 0 {
+			e.BodyExpiresAt = now.Add(src.BodyRetention)
 		}
 		if src.routed {
 			if query == nil {

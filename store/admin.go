@@ -37,7 +37,8 @@ type Admin interface {
 	// route came later). The destination leaves the event's Filtered, and
 	// the audit entry is written in the same transaction. It returns 1, or
 	// 0 when the event already has a delivery there (replay that one
-	// instead), or ErrNotFound. A sweep never deletes the event under it.
+	// instead), ErrBodyGone when the event's body was dropped, or
+	// ErrNotFound. A sweep never deletes the event under it.
 	AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, audit AuditEntry) (int, error)
 	// SkipDelivery ends an event's pending delivery to destination
 	// without delivering it: an operator's way past a fifo head that
@@ -110,6 +111,9 @@ func innermost[T any](s Store) (T, bool) {
 // several transactions raises the entry's count with each), and a replay
 // that returned a count is never undone by a concurrent SweepExpired: the
 // events and their requeued deliveries stay.
+//
+// A delivery of an event whose body was dropped (body_retention) is never
+// requeued; a replay that names one such event is ErrBodyGone.
 type Replay struct {
 	Events      EventQuery
 	Destination string // only this destination's deliveries, when set
@@ -195,6 +199,9 @@ type EventDetail struct {
 	LastCopyAt time.Time
 	// Filtered are the source's destinations that did not want the event.
 	Filtered []string
+	// BodyDroppedAt is when the body was dropped (its source's
+	// body_retention; Body is then empty), zero while it is kept.
+	BodyDroppedAt time.Time
 }
 
 // DeliveryDetail is one delivery of an event, with its attempts.

@@ -19,6 +19,11 @@ import (
 // ErrNotFound is returned when no stored event has the given source and key.
 var ErrNotFound = errors.New("no such event")
 
+// ErrBodyGone is a replay or a new delivery of an event whose body was
+// dropped (its source's body_retention): its key is kept, its payload is
+// not, so there is nothing to deliver.
+var ErrBodyGone = errors.New("the event's body is gone (body_retention)")
+
 // ErrUnavailable wraps every error that means the store could not be reached
 // or could not commit. Intake answers 503 for it, never 200.
 var ErrUnavailable = errors.New("store unavailable")
@@ -32,16 +37,21 @@ var ErrRejected = errors.New("store rejected the data")
 // NewEvent is one provider event, after its batch was split and its key
 // extracted, on its way to being claimed.
 type NewEvent struct {
-	Source       string
-	Key          string // the provider's stable event key, or a generated one when Keyless
-	Keyless      bool   // no key was found; the event is accepted without dedup
-	Type         string // the provider's event type (provider.Item.Type); empty when untyped
-	ContentType  string
-	Header       http.Header // the provider's headers to forward (no credentials)
-	Body         []byte
-	ReceivedAt   time.Time
-	ExpiresAt    time.Time // ReceivedAt + the source's window: the key is kept at least until then
-	Destinations []string  // one delivery is created per destination, in the same transaction
+	Source      string
+	Key         string // the provider's stable event key, or a generated one when Keyless
+	Keyless     bool   // no key was found; the event is accepted without dedup
+	Type        string // the provider's event type (provider.Item.Type); empty when untyped
+	ContentType string
+	Header      http.Header // the provider's headers to forward (no credentials)
+	Body        []byte
+	ReceivedAt  time.Time
+	ExpiresAt   time.Time // ReceivedAt + the source's window: the key is kept at least until then
+	// BodyExpiresAt, when set (ReceivedAt + the source's body_retention),
+	// is when the body may go before the key does: SweepExpired drops it
+	// then, once no delivery needs it, and the key stays a barrier until
+	// ExpiresAt. Zero: the body goes with the event.
+	BodyExpiresAt time.Time
+	Destinations  []string // one delivery is created per destination, in the same transaction
 	// Filtered are the source's destinations that did not want the event
 	// (their types or filter): kept with it, so that the event says why it
 	// went nowhere, or not there.
@@ -275,9 +285,11 @@ type Store interface {
 	NextDue(ctx context.Context, held []string) (time.Time, bool, error)
 
 	// SweepExpired deletes up to limit events whose window ended before now
-	// and that have no delivery still pending or dead-lettered, and up to
-	// limit final effect records past their retention, returning how many it
-	// deleted. Callers loop in small batches so intake is never blocked for
+	// and that have no delivery still pending or dead-lettered, drops the
+	// bodies of up to limit events past their BodyExpiresAt under the same
+	// rule (the event and its key stay), and deletes up to limit final
+	// effect records past their retention, returning the most it removed of
+	// any. Callers loop in small batches so intake is never blocked for
 	// long.
 	SweepExpired(ctx context.Context, now time.Time, limit int) (int, error)
 

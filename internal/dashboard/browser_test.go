@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/testenv"
@@ -556,12 +557,12 @@ store: sqlite://` + dir + `/oncehook.db
 api:
   tokens: [{name: ops, token: ` + tok + `}]
 sources:
-  - {name: stripe, preset: stripe, secrets: [` + secret + `], destinations: ` + routes + `}
+  - {name: stripe, preset: stripe, secrets: [` + secret + `], window: 1h, body_retention: 1s, destinations: ` + routes + `}
 destinations:
   - {name: app, url: ` + app.URL + `}` + auditDest + "\n"
 	}
 	withAudit := "\n  - {name: audit, url: " + audit.URL + ", retry: {base_delay: 1m, max_delay: 1m}, breaker: {off: true}}"
-	gw := oncehooktest.Start(t, yaml(token, "[app, audit]", withAudit))
+	gw := oncehooktest.StartWith(t, yaml(token, "[app, audit]", withAudit), oncehook.Options{SweepInterval: 100 * time.Millisecond})
 	for i := range 3 {
 		post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_removed_%d","object":"event"}`, i))
 	}
@@ -610,6 +611,25 @@ destinations:
 		t.Fatalf("pt-BR row %q", text)
 	}
 	saveShot(t, step, shots, "destinations-removed-pt.png")
+
+	// An event delivered after the reload loses its body a second later
+	// (body_retention: 1s); its page says so, and shows no payload. The
+	// held ones keep theirs.
+	post(t, gw.URL+"/in/stripe", `{"id":"evt_after","object":"event"}`)
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		chromedp.Do(step, chromedp.Navigate(ui+"events/4?lang=en"), chromedp.WaitVisible(chromedp.CSS("h1")))
+		n, _ := chromedp.Run(step, chromedp.Evaluate[int](`document.querySelectorAll("#body-dropped").length`))
+		return n == 1
+	}) {
+		t.Fatal("the delivered event's page never said its body was dropped")
+	}
+	if n, _ := chromedp.Run(step, chromedp.Evaluate[int](`document.querySelectorAll("pre.payload, #replay").length`)); n != 0 {
+		t.Fatal("the page of an event without its body shows a payload or offers a replay")
+	}
+	saveShot(t, step, shots, "event-body-dropped.png")
+	if err := chromedp.Do(step, chromedp.Navigate(ui+"events/1"), chromedp.WaitVisible(chromedp.CSS("pre.payload"))); err != nil {
+		t.Fatalf("a held event's page shows no payload: %v", err)
+	}
 
 	// The token's value rotated: the session made with the old one ends.
 	reload(yaml("ops-token-rotated-98765", "[app]", ""))

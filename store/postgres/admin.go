@@ -117,11 +117,11 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
 	var e store.EventDetail
 	var header, filtered string
-	var lastCopy *time.Time
+	var lastCopy, dropped *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at, e.filtered
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at, e.filtered, e.body_dropped_at
 		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
-		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered)
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered, &dropped)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
 	}
@@ -134,6 +134,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	e.ReceivedAt, e.ExpiresAt, e.Header = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt), store.DecodeHeader(header)
 	if lastCopy != nil {
 		e.LastCopyAt = s.fromDB(*lastCopy)
+	}
+	if dropped != nil {
+		e.BodyDroppedAt = s.fromDB(*dropped)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
 		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at,
@@ -216,7 +219,9 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 	f := s.eventFilter(r.Events)
 	events := `SELECT e.id FROM events e WHERE ` + f.where()
 	eventArgs := len(f.args)
-	sel := `FROM deliveries WHERE event_id IN (` + events + `) AND NOT ` + leasedAt(f.arg(s.toDB(r.Now)))
+	// An event whose body was dropped has nothing to deliver: its
+	// deliveries stay as they are.
+	sel := `FROM deliveries WHERE event_id IN (` + events + ` AND e.body_dropped_at IS NULL) AND NOT ` + leasedAt(f.arg(s.toDB(r.Now)))
 	if r.Destination != "" {
 		sel += ` AND destination = ` + f.arg(r.Destination)
 	}
@@ -231,12 +236,16 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 		if r.DryRun {
 			lock = ""
 		}
-		var found int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+events+lock+`) x`, f.args[:eventArgs]...).Scan(&found); err != nil {
+		var found, gone int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(body_dropped_at) FROM (SELECT e.id, e.body_dropped_at FROM events e WHERE `+f.where()+lock+`) x`,
+			f.args[:eventArgs]...).Scan(&found, &gone); err != nil {
 			return 0, err
 		}
 		if found == 0 && r.OneEvent() {
 			return 0, errNoEvent
+		}
+		if found > 0 && gone == found && r.OneEvent() {
+			return 0, errBodyGone
 		}
 		if r.DryRun {
 			var n int
@@ -254,8 +263,14 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 	if errors.Is(err, errNoEvent) {
 		return 0, fmt.Errorf("replay: %w", store.ErrNotFound)
 	}
+	if errors.Is(err, errBodyGone) {
+		return 0, fmt.Errorf("replay: %w", store.ErrBodyGone)
+	}
 	return n, err
 }
+
+// errBodyGone rolls a replay of one event whose body was dropped back.
+var errBodyGone = errors.New("body gone")
 
 // errNoEvent ends a replay of one event that is not stored.
 var errNoEvent = errors.New("no such event")
@@ -305,8 +320,12 @@ func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination stri
 	now = s.toDB(now)
 	n, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
 		var filtered string
-		if err := tx.QueryRow(ctx, `SELECT filtered FROM events WHERE id = $1 FOR UPDATE`, eventID).Scan(&filtered); err != nil {
+		var dropped *time.Time
+		if err := tx.QueryRow(ctx, `SELECT filtered, body_dropped_at FROM events WHERE id = $1 FOR UPDATE`, eventID).Scan(&filtered, &dropped); err != nil {
 			return 0, err
+		}
+		if dropped != nil {
+			return 0, errBodyGone
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES ($1, $2, $3, $3)
 			ON CONFLICT (event_id, destination) DO NOTHING`, eventID, destination, now)
@@ -321,6 +340,9 @@ func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination stri
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("event %d: %w", eventID, store.ErrNotFound)
+	}
+	if errors.Is(err, errBodyGone) {
+		return 0, fmt.Errorf("event %d: %w", eventID, store.ErrBodyGone)
 	}
 	return n, err
 }

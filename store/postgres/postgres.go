@@ -255,12 +255,12 @@ func withRetry(ctx context.Context, fn func() error) error {
 // existing one; 3, a handed-off delivery; 4, a due delivery, with its event.
 const commitSQL = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[],
-			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[], $25::text[])
+			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[], $25::text[], $26::timestamptz[])
 			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered,
-				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale, trace)
+				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale, trace, body_expires_at)
 	), inserted AS (
-		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace)
-		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered, trace FROM input
+		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_expires_at)
+		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered, trace, body_expires_at FROM input
 		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
 		RETURNING id, source, key, expires_at
@@ -361,8 +361,13 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
 		oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
 		traces := make([]string, n)
+		bodyExpiry := make([]*time.Time, n) // nil: the body goes with the event
 		for i, e := range b.Events {
 			traces[i] = e.Trace
+			if !e.BodyExpiresAt.IsZero() {
+				t := s.toDB(e.BodyExpiresAt)
+				bodyExpiry[i] = &t
+			}
 			if o := e.Order; o.Entity != "" {
 				oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
 				oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
@@ -383,7 +388,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			held = []string{}
 		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces)
+			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces, bodyExpiry)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -631,7 +636,39 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 		return max(events, effects), err
 	}
 	heads, err := s.sweepOrderHeads(ctx, now, limit)
-	return max(events, effects, heads), err
+	if err != nil {
+		return max(events, effects, heads), err
+	}
+	bodies, err := s.dropBodies(ctx, now, limit)
+	return max(events, effects, heads, bodies), err
+}
+
+// dropBodies empties the bodies of up to limit events past their
+// body_retention that no delivery needs, in two statements of one
+// transaction, as sweepEvents deletes: the candidates are locked skipping
+// those a Replay holds (FOR SHARE), and the update judges them again on a
+// snapshot of its own, so a replay that requeued one's delivery keeps its
+// body, and a replay that starts later finds it gone (ErrBodyGone).
+func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT e.id FROM events e WHERE e.body_expires_at < $1 AND e.body_dropped_at IS NULL AND NOT `+keptBack+`
+			ORDER BY e.body_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE events e SET body = '', body_dropped_at = $2 WHERE e.id = ANY($1) AND NOT `+keptBack, ids, now)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	if err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
+	return n, nil
 }
 
 // sweepEvents deletes expired events in two statements of one

@@ -109,12 +109,12 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
 	var e store.EventDetail
 	var received, expires int64
-	var lastCopy sql.NullInt64
+	var lastCopy, dropped sql.NullInt64
 	var header, filtered string
 	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at, e.filtered
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at, e.filtered, e.body_dropped_at
 		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
-		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered)
+		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered, &dropped)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
 	}
@@ -125,6 +125,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		e.Filtered = strings.Split(filtered, ",")
 	}
 	e.ReceivedAt, e.ExpiresAt, e.Header = fromMS(received), fromMS(expires), store.DecodeHeader(header)
+	e.BodyDroppedAt = fromNullMS(dropped)
 	if lastCopy.Valid {
 		e.LastCopyAt = fromMS(lastCopy.Int64)
 	}
@@ -310,14 +311,20 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 	where, args := eventWhere(r.Events)
 	events := `SELECT e.id FROM events e WHERE ` + where
 	if r.OneEvent() {
-		var found int
-		if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+events+`)`, args...).Scan(&found); err != nil {
+		var found, gone int
+		if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(e.body_dropped_at) FROM events e WHERE `+where, args...).Scan(&found, &gone); err != nil {
 			return 0, unavailable("replay", err)
 		}
 		if found == 0 {
 			return 0, fmt.Errorf("replay: %w", store.ErrNotFound)
 		}
+		if gone == found {
+			return 0, fmt.Errorf("replay: %w", store.ErrBodyGone)
+		}
 	}
+	// An event whose body was dropped has nothing to deliver: its
+	// deliveries stay as they are.
+	events += ` AND e.body_dropped_at IS NULL`
 	sel := `FROM deliveries WHERE event_id IN (` + events + `) AND NOT ` + leasedNow
 	args = append(args, ms(r.Now))
 	if r.Destination != "" {
@@ -384,12 +391,16 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, a store.AuditEntry) (int, error) {
 	return s.change(ctx, false, a, now, func(tx *sql.Tx) (int, error) {
 		var filtered string
-		err := tx.QueryRowContext(ctx, `SELECT filtered FROM events WHERE id = ?`, eventID).Scan(&filtered)
+		var dropped sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT filtered, body_dropped_at FROM events WHERE id = ?`, eventID).Scan(&filtered, &dropped)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("event %d: %w", eventID, store.ErrNotFound)
 		}
 		if err != nil {
 			return 0, unavailable("add delivery", err)
+		}
+		if dropped.Valid {
+			return 0, fmt.Errorf("event %d: %w", eventID, store.ErrBodyGone)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (event_id, destination) DO NOTHING`, eventID, destination, ms(now), ms(now))

@@ -72,8 +72,8 @@ type statements struct {
 
 func (s *Store) prepare(ctx context.Context) error {
 	for dst, query := range map[**sql.Stmt]string{
-		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
+		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
 		&s.stmt.storedExpiry: `SELECT expires_at FROM events WHERE source = ? AND key = ?`,
 		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at,
 			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -342,7 +342,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		if body == nil {
 			body = []byte{} // an empty body is still a body, not NULL
 		}
-		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt), e.Type, strings.Join(e.Filtered, ","), e.Trace)
+		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt), e.Type, strings.Join(e.Filtered, ","), e.Trace, nullMS(e.BodyExpiresAt))
 		if err != nil {
 			return nil, nil, failed("claim event", err)
 		}
@@ -527,7 +527,49 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 		return max(events, effects), err
 	}
 	heads, err := s.sweepOrderHeads(ctx, now, limit)
-	return max(events, effects, heads), err
+	if err != nil {
+		return max(events, effects, heads), err
+	}
+	bodies, err := s.dropBodies(ctx, now, limit)
+	return max(events, effects, heads, bodies), err
+}
+
+// droppable is an event whose body may go now (its body_retention is
+// over) under the window sweep's rule: no delivery still needs it.
+const droppable = `body_expires_at < ? AND body_dropped_at IS NULL AND NOT EXISTS (
+	SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.state IN ('pending', 'dead'))`
+
+// dropBodies empties the bodies of up to limit events past their
+// body_retention, found (by the partial index of bodies still waiting)
+// on a reader beside the writer, as sweepEvents finds its batch; the key,
+// the headers and the deliveries' history stay.
+func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT id FROM events WHERE `+droppable+` LIMIT ?`, ms(now), limit)
+	if err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, unavailable("drop bodies", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := append([]any{ms(now), ms(now)}, ids...)
+	res, err := s.write.ExecContext(ctx, `UPDATE events SET body = X'', body_dropped_at = ? WHERE `+droppable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }
 
 func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {

@@ -84,6 +84,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
 		{"AdminRecordsAnAuditEntryAlone", testRecordAudit},
+		{"BodyRetentionDropsTheBodyAndKeepsTheKey", testBodyRetention},
 		{"OrderStaleIsNotDeliveredAsNew", testOrderStale},
 		{"OrderDeliversStaleMarkedWhenAsked", testOrderDeliverStale},
 		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
@@ -381,6 +382,66 @@ func testReplay(t *testing.T, s store.Store) {
 	}
 	if want := []string{"retry 1", "retry 0", "replay 0", "replay 2"}; err != nil || !slices.Equal(got, want) {
 		t.Fatalf("audit %q %v, want %q (newest first)", got, err, want)
+	}
+}
+
+// testBodyRetention: past its body_retention, an event's body is dropped
+// once no delivery needs it (delivered, or no delivery at all), by the
+// window sweep's rule: a pending or dead-lettered one keeps it. The key
+// stays a barrier until its window ends; a replay of the event, or a new
+// delivery of it, is ErrBodyGone, and a bulk replay passes it by.
+func testBodyRetention(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	retained := func(key string, dests ...string) store.NewEvent {
+		e := event(key, dests...)
+		e.ExpiresAt, e.BodyExpiresAt = base.Add(72*time.Hour), base.Add(time.Hour)
+		return e
+	}
+	kept := event("kept", "d") // no body_retention: its body goes with it
+	kept.ExpiresAt = base.Add(72 * time.Hour)
+	mustClaim(t, s, retained("done", "d"), retained("pending", "d"), retained("dead", "d"), retained("none"), kept)
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		kind := map[string]store.OutcomeKind{"done": store.OutcomeDelivered, "kept": store.OutcomeDelivered, "dead": store.OutcomeDead, "pending": store.OutcomeRetry}[d.Key]
+		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: 1, NextAttemptAt: base.Add(100 * time.Hour)})
+	}
+	if n, err := s.SweepExpired(ctx, base.Add(30*time.Minute), 100); err != nil || n != 0 {
+		t.Fatalf("dropped %d bodies inside body_retention (%v)", n, err)
+	}
+	if n, err := s.SweepExpired(ctx, base.Add(2*time.Hour), 100); err != nil || n != 2 {
+		t.Fatalf("dropped %d bodies past body_retention (%v), want done's and none's", n, err)
+	}
+	a := admin(t, s)
+	for key, gone := range map[string]bool{"done": true, "none": true, "pending": false, "dead": false, "kept": false} {
+		e, err := a.Event(ctx, list0(t, a, key).ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dropped := !e.BodyDroppedAt.IsZero(); dropped != gone || (gone && (len(e.Body) != 0 || e.Size != 0 || !e.BodyDroppedAt.Equal(base.Add(2*time.Hour)))) ||
+			(!gone && string(e.Body) != `{"id":"`+key+`"}`) {
+			t.Errorf("%s: body %q (size %d), dropped at %v; want dropped: %v", key, e.Body, e.Size, e.BodyDroppedAt, gone)
+		}
+	}
+	// The key is still a barrier: a copy is a duplicate.
+	if c := mustClaim(t, s, retained("done", "d")); !c[0].Duplicate {
+		t.Fatal("an event whose body was dropped let its key be claimed again")
+	}
+	// Nothing to deliver: a replay of it, or a new delivery of it, says so.
+	if _, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "done"}, Now: base.Add(3 * time.Hour)}); !errors.Is(err, store.ErrBodyGone) {
+		t.Errorf("replay of an event without its body: %v, want ErrBodyGone", err)
+	}
+	if _, err := a.AddDelivery(ctx, list0(t, a, "none").ID, "d", base.Add(3*time.Hour), store.AuditEntry{Actor: "cli", Action: "deliver"}); !errors.Is(err, store.ErrBodyGone) {
+		t.Errorf("a new delivery of an event without its body: %v, want ErrBodyGone", err)
+	}
+	// A replay of the whole source requeues the ones that kept their body.
+	if n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src"}, Now: base.Add(3 * time.Hour)}); err != nil || n != 3 {
+		t.Errorf("replay of the source requeued %d (%v), want pending, dead and kept", n, err)
+	}
+	// The window's end deletes the event as it would any: the key goes.
+	if _, err := s.SweepExpired(ctx, base.Add(73*time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustClaim(t, s, retained("done", "d")); c[0].Duplicate {
+		t.Fatal("past its window the key is still a duplicate")
 	}
 }
 
