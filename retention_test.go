@@ -95,4 +95,3 @@ destinations:
 		t.Fatalf("the failing event was attempted %d times", n)
 	}
 }
-
