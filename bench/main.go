@@ -47,7 +47,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,6 +74,7 @@ import (
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -114,7 +117,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,postgres,postgres2,pgnodest,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,postgres,postgres2,pgnodest,pgstored,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	flag.Parse()
@@ -156,6 +159,9 @@ func (r result) pct(p float64) time.Duration {
 type bench struct {
 	duration                        time.Duration
 	conns, rate, deliveries, stored int
+	// notes are measurements that are not a rate (the disk body_retention
+	// saves), printed after the table.
+	notes []string
 	dir                             string
 	stripe                          provider.Preset
 	seq                             atomic.Int64
@@ -351,7 +357,17 @@ func (b *bench) run(want func(string) bool) error {
 		if err != nil {
 			return err
 		}
+		r.note += "; " + prefilled
 		b.rows = append(b.rows, r)
+		os.Remove(path) // gigabytes at 10 million
+		os.Remove(path + "-wal")
+	}
+	if want("retention") {
+		n, err := retention(filepath.Join(dir, "retention"), 200_000)
+		if err != nil {
+			return err
+		}
+		b.notes = append(b.notes, n)
 	}
 	if want("sweep") {
 		path := filepath.Join(dir, "sweep.db")
@@ -370,7 +386,7 @@ func (b *bench) run(want func(string) bool) error {
 		r.note += fmt.Sprintf("; swept %d of %d during the run", int64(b.stored)-(left-int64(r.requests)), b.stored)
 		b.rows = append(b.rows, r)
 	}
-	if want("postgres") || want("postgres2") || want("pgnodest") || want("redis") {
+	if want("postgres") || want("postgres2") || want("pgnodest") || want("pgstored") || want("redis") {
 		if err := b.postgres(want); err != nil {
 			return err
 		}
@@ -441,6 +457,9 @@ func (b *bench) print() {
 	for _, r := range b.rows {
 		row(r)
 	}
+	for _, n := range b.notes {
+		fmt.Println("\n" + n)
+	}
 }
 
 // withDestination runs unique intake into a source that delivers to a
@@ -457,6 +476,10 @@ func (b *bench) withDestination(name, storeURL string, o gwOptions) (result, err
 		return result{}, err
 	}
 	defer gw.stop()
+	runtime.GC()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	started := fmt.Sprintf("; ready in %s, heap %.0f MiB after start", gw.ready.Round(time.Millisecond), float64(mem.HeapInuse)/(1<<20))
 	warm := k.received.Load()
 	r := load(name, b.conns, b.duration, b.uniqueAbout(gw.url+"/in/bench", o.entities))
 	// Accepted so far: the warm-up plus the measured requests.
@@ -480,7 +503,7 @@ func (b *bench) withDestination(name, storeURL string, o gwOptions) (result, err
 	}
 	drain := time.Since(start)
 	r.note = fmt.Sprintf("backlog at the end %d (%.2f s of traffic), drained in %s; batch %.1f", max(backlog, 0),
-		float64(max(backlog, 0))/r.rate(), drain.Round(time.Millisecond), meanBatch(gw.url))
+		float64(max(backlog, 0))/r.rate(), drain.Round(time.Millisecond), meanBatch(gw.url)) + started
 	if o.order != "" {
 		st, _ := gw.gw.Store().Stats(context.Background())
 		r.note += fmt.Sprintf("; %d delivered, %d stale, %d pending", st.Delivered, st.Stale, st.Pending)
@@ -503,6 +526,22 @@ func (b *bench) postgres(want func(string) bool) error {
 		if err != nil {
 			return err
 		}
+		b.rows = append(b.rows, r)
+	}
+	if want("pgstored") {
+		storedURL, dropStored, err := freshSchema(pgBase)
+		if err != nil {
+			return err
+		}
+		defer dropStored()
+		if err := prefillPostgres(storedURL, b.stored); err != nil {
+			return err
+		}
+		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events already stored (PostgreSQL, 1 replica)", b.stored), storedURL, gwOptions{})
+		if err != nil {
+			return err
+		}
+		r.note += "; " + prefilled
 		b.rows = append(b.rows, r)
 	}
 	if want("pgnodest") {
@@ -721,30 +760,198 @@ func loop(name string, conns int, d time.Duration, op func() bool) result {
 }
 
 // prefill stores n events (no deliveries) whose windows end at now+window
-// (in the past for a negative window), in large transactions.
+// (in the past for a negative window), outside the timed part: the store's
+// migrations first, then one INSERT ... SELECT over a recursive counter
+// per million rows, straight into the file with synchronous OFF (10
+// million 1 KiB events in minutes, not the hours of claims one by one).
 func prefill(path string, n int, window time.Duration) error {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "OFF"})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	start := time.Now()
-	now := time.Now()
-	body := body(0, 0)
-	for i := 0; i < n; i += 5000 {
-		batch := make([]store.NewEvent, 0, 5000)
-		for j := i; j < min(n, i+5000); j++ {
-			batch = append(batch, store.NewEvent{Source: "bench", Key: fmt.Sprintf("old_%09d", j), ContentType: "application/json",
-				Body: body, ReceivedAt: now.Add(-48 * time.Hour), ExpiresAt: now.Add(window)})
-		}
-		if _, err := store.ClaimEvents(ctx, st, batch); err != nil {
-			return err
+	st.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start, now := time.Now(), time.Now()
+	received, expires := now.Add(-48*time.Hour).UnixMilli(), now.Add(window).UnixMilli()
+	const chunk = 1_000_000
+	for from := 0; from < n; from += chunk {
+		to := min(n, from+chunk) - 1
+		if _, err := db.ExecContext(ctx, `WITH RECURSIVE c(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM c WHERE x < ?)
+			INSERT INTO events (source, key, content_type, body, received_at, expires_at)
+			SELECT 'bench', printf('old_%09d', x), 'application/json', ?, ?, ? FROM c`, from, to, body(0, 0), received, expires); err != nil {
+			return fmt.Errorf("prefill: %w", err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "stored %d events in %s\n", n, time.Since(start).Round(time.Second))
+	if _, err := db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return err
+	}
+	// With synchronous OFF the file's pages are still dirty in the OS's
+	// cache: written back now, outside the timed part, or the gateway's
+	// first checkpoint fsync pays for all of them (seconds, at 10 million).
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		return err
+	} else if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	prefilled = fmt.Sprintf("%d events prefilled in %s, %.0f bytes each on disk (1 KiB bodies)", n, time.Since(start).Round(time.Second), float64(fi.Size())/float64(n))
+	fmt.Fprintln(os.Stderr, prefilled)
 	return nil
 }
+
+// prefillPostgres is prefill on PostgreSQL: the schema by the store's
+// migrations, then generate_series a million rows at a time, and a
+// CHECKPOINT and ANALYZE outside the timed part.
+func prefillPostgres(pgURL string, n int) error {
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgURL, postgres.Options{})
+	if err != nil {
+		return err
+	}
+	st.Close()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	start := time.Now()
+	for from := 0; from < n; from += 1_000_000 {
+		if _, err := conn.Exec(ctx, `INSERT INTO events (source, key, content_type, body, received_at, expires_at)
+			SELECT 'bench', 'old_' || lpad(g::text, 9, '0'), 'application/json', $1, now() - interval '48 hours', now() + interval '365 days'
+			FROM generate_series($2::bigint, $3::bigint) g`, body(0, 0), from, min(n, from+1_000_000)-1); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE events`); err != nil {
+		return err
+	}
+	var bytes int64
+	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('events')`).Scan(&bytes); err != nil {
+		return err
+	}
+	prefilled = fmt.Sprintf("%d events prefilled in %s, %.0f bytes each (table and indexes; 1 KiB bodies)", n, time.Since(start).Round(time.Second), float64(bytes)/float64(n))
+	fmt.Fprintln(os.Stderr, prefilled)
+	return nil
+}
+
+// retention measures what body_retention saves on disk: n events of 1 KiB
+// delivered and past their body_retention, their bodies dropped by the
+// sweep, then n more arriving (the next days' traffic), against the same
+// 2n with no body_retention, on SQLite (the file's size) and on
+// PostgreSQL (the events table with its indexes and TOAST, after a
+// VACUUM, as autovacuum would run between the two days).
+func retention(dir string, n int) (string, error) {
+	ctx := context.Background()
+	fill := func(st store.Store, prefix string, bodyRetention bool, now time.Time) error {
+		for i := 0; i < n; i += 5000 {
+			batch := make([]store.NewEvent, 0, 5000)
+			for j := i; j < min(n, i+5000); j++ {
+				e := store.NewEvent{Source: "bench", Key: fmt.Sprintf("%s_%09d", prefix, j), ContentType: "application/json",
+					Body: body(int64(j), 0), ReceivedAt: now, ExpiresAt: now.Add(72 * time.Hour)}
+				if bodyRetention {
+					e.BodyExpiresAt = now.Add(time.Hour)
+				}
+				batch = append(batch, e)
+			}
+			if _, err := store.ClaimEvents(ctx, st, batch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// run fills one store twice, dropping the first day's bodies in
+	// between when kept, and returns its size (between: what runs then).
+	run := func(st store.Store, kept bool, between func() error, size func() (int64, error)) (int64, error) {
+		now := time.Now()
+		if err := fill(st, "day1", kept, now); err != nil {
+			return 0, err
+		}
+		for kept {
+			dropped, err := st.SweepExpired(ctx, now.Add(2*time.Hour), 5000)
+			if err != nil {
+				return 0, err
+			}
+			if dropped == 0 {
+				break
+			}
+		}
+		if err := between(); err != nil {
+			return 0, err
+		}
+		if err := fill(st, "day2", kept, now.Add(2*time.Hour)); err != nil {
+			return 0, err
+		}
+		return size()
+	}
+	var lite, pg [2]int64
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for i, kept := range []bool{false, true} {
+		path := filepath.Join(dir, fmt.Sprintf("r%d.db", i))
+		st, err := sqlite.Open(ctx, path, sqlite.Options{Synchronous: "OFF"})
+		if err != nil {
+			return "", err
+		}
+		lite[i], err = run(st, kept, func() error { return nil }, func() (int64, error) {
+			st.Close()
+			fi, err := os.Stat(path)
+			if err != nil {
+				return 0, err
+			}
+			return fi.Size(), nil
+		})
+		if err != nil {
+			return "", err
+		}
+		pgURL, drop, err := freshSchema(pgBase)
+		if err != nil {
+			return "", fmt.Errorf("retention on PostgreSQL needs %s: %w", pgBase, err)
+		}
+		pst, err := postgres.Open(ctx, pgURL, postgres.Options{})
+		if err != nil {
+			drop()
+			return "", err
+		}
+		conn, err := pgx.Connect(ctx, pgURL)
+		if err != nil {
+			pst.Close()
+			drop()
+			return "", err
+		}
+		pg[i], err = run(pst, kept, func() error { _, err := conn.Exec(ctx, "VACUUM events"); return err }, func() (int64, error) {
+			var b int64
+			err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('events')`).Scan(&b)
+			return b, err
+		})
+		conn.Close(ctx)
+		pst.Close()
+		drop()
+		if err != nil {
+			return "", err
+		}
+	}
+	line := func(store string, sz [2]int64) string {
+		return fmt.Sprintf("%s %.0f MiB without body_retention, %.0f MiB with: %.0f%% saved, %.0f → %.0f bytes per stored event", store,
+			float64(sz[0])/(1<<20), float64(sz[1])/(1<<20), 100*(1-float64(sz[1])/float64(sz[0])), float64(sz[0])/float64(2*n), float64(sz[1])/float64(2*n))
+	}
+	return fmt.Sprintf("body_retention: %d events of 1 KiB, their bodies dropped, then %d more.\n  %s\n  %s", n, n,
+		line("SQLite:", lite), line("PostgreSQL:", pg)), nil
+}
+
+// prefilled says how the latest prefill went, for the scenario's note.
+var prefilled string
 
 func countEvents(path string) (int64, error) {
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
@@ -789,6 +996,9 @@ type runningGateway struct {
 	apiURL string
 	stop   func()
 	gw     *oncehook.Gateway
+	// ready is how long the gateway took from New to its first 200 on
+	// /readyz: its start-up on the store it was given.
+	ready time.Duration
 }
 
 const apiToken = "bench-api-token-0123456789"
@@ -833,6 +1043,7 @@ sources:
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
 		gopts.TracerProvider = tp
 	}
+	began := time.Now()
 	gw, err := oncehook.New(ctx, cfg, gopts)
 	if err != nil {
 		cancel()
@@ -850,8 +1061,19 @@ sources:
 	}
 	done := make(chan struct{})
 	go func() { gw.Serve(ctx, ln, apiLn); close(done) }()
-	return &runningGateway{url: "http://" + ln.Addr().String(), apiURL: "http://" + apiLn.Addr().String(),
-		stop: func() { cancel(); <-done }, gw: gw}, nil
+	url := "http://" + ln.Addr().String()
+	for {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return &runningGateway{url: url, apiURL: "http://" + apiLn.Addr().String(),
+		stop: func() { cancel(); <-done }, gw: gw, ready: time.Since(began)}, nil
 }
 
 // dropExporter takes the SDK's batches and drops them.
