@@ -40,6 +40,15 @@ func (m *Maintainer) Run(ctx context.Context) {
 // the writer long enough to stall intake.
 const SweepBatch = 500
 
+// sweepShare bounds the part of the store's time a sweep of a backlog
+// takes: after each full batch it waits sweepShare⁻¹−1 times as long as the
+// batch took (at least 10 ms), so that intake keeps the rest. Clearing a
+// million expired events at once cost intake 37% with a fixed 10 ms pause
+// (it deleted 6 events for each one intake stored); a backlog now clears
+// more slowly instead, and a steady state, which deletes as fast as events
+// arrive, never waits.
+const sweepShare = 0.1
+
 // Sweeper deletes, every Interval, what no longer needs keeping: events
 // whose dedup window ended and that have nothing left to deliver, final
 // effect records past their retention (store.SweepExpired, in batches of
@@ -87,7 +96,9 @@ func (s *Sweeper) Run(ctx context.Context) {
 func (s *Sweeper) Sweep(ctx context.Context) {
 	s.defaults()
 	for ctx.Err() == nil {
+		began := time.Now()
 		n, err := s.Store.SweepExpired(ctx, s.Now(), SweepBatch)
+		took := time.Since(began)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.Logger.Error("window sweep", "err", err)
@@ -100,9 +111,10 @@ func (s *Sweeper) Sweep(ctx context.Context) {
 		if n < SweepBatch {
 			break
 		}
+		pause := max(10*time.Millisecond, time.Duration(float64(took)*(1/sweepShare-1)))
 		select { // let intake's commits in between
 		case <-ctx.Done():
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 	before := s.Now().Add(-s.RollupRetention).Truncate(time.Hour)
