@@ -34,12 +34,7 @@ func (g *Gateway) Reload(ctx context.Context, next *config.Config) (admin.Reload
 		err = g.apply(ctx, r.Config)
 	}
 	if err != nil {
-		g.metrics.ReloadOK.Set(0)
-		g.log.Error("config reload refused: the running config stays", "config", v.Config)
-		for _, e := range unjoin(err) {
-			g.log.Error("config reload: " + e.Error())
-		}
-		return v, err
+		return v, g.refused(err)
 	}
 	g.metrics.ReloadOK.Set(1)
 	g.metrics.ReloadAt.SetToCurrentTime()
@@ -92,17 +87,22 @@ func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, error) {
 	}
 	next, err := config.Load(g.opts.ConfigFile)
 	if err != nil {
-		g.metrics.ReloadOK.Set(0)
-		g.log.Error("config reload refused: the running config stays", "config", v.Config)
-		for _, e := range unjoin(err) {
-			g.log.Error("config reload: " + e.Error())
-		}
-		return v, err
+		return v, g.refused(err)
 	}
 	if g.opts.Override != nil {
 		g.opts.Override(next)
 	}
 	return g.Reload(ctx, next)
+}
+
+// refused says a reload was refused: the metric, and every error logged.
+func (g *Gateway) refused(err error) error {
+	g.metrics.ReloadOK.Set(0)
+	g.log.Error("config reload refused: the running config stays", "config", g.opts.ConfigFile)
+	for _, e := range unjoin(err) {
+		g.log.Error("config reload: " + e.Error())
+	}
+	return err
 }
 
 // unjoin lists the errors err joins (config errors come joined, one a

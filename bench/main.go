@@ -161,13 +161,13 @@ type bench struct {
 	conns, rate, deliveries, stored int
 	// notes are measurements that are not a rate (the disk body_retention
 	// saves), printed after the table.
-	notes []string
-	dir                             string
-	stripe                          provider.Preset
-	seq                             atomic.Int64
-	ceiling, relay                  result
-	rows                            []result
-	profile                         string
+	notes          []string
+	dir            string
+	stripe         provider.Preset
+	seq            atomic.Int64
+	ceiling, relay result
+	rows           []result
+	profile        string
 }
 
 // body is a 1 KiB Stripe event with id.

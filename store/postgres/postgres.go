@@ -650,25 +650,9 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 // snapshot of its own, so a replay that requeued one's delivery keeps its
 // body, and a replay that starts later finds it gone (ErrBodyGone).
 func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, error) {
-	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT e.id FROM events e WHERE e.body_expires_at < $1 AND e.body_dropped_at IS NULL AND NOT `+keptBack+`
-			ORDER BY e.body_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE events e SET body = '', body_dropped_at = $2 WHERE e.id = ANY($1) AND NOT `+keptBack, ids, now)
-		n = int(tag.RowsAffected())
-		return err
-	})
-	if err != nil {
-		return 0, unavailable("drop bodies", err)
-	}
-	return n, nil
+	return s.lockThen(ctx, "drop bodies", `SELECT e.id FROM events e WHERE e.body_expires_at < $1 AND e.body_dropped_at IS NULL AND NOT `+keptBack+`
+		ORDER BY e.body_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit},
+		`UPDATE events e SET body = '', body_dropped_at = $2 WHERE e.id = ANY($1) AND NOT `+keptBack, now)
 }
 
 // sweepEvents deletes expired events in two statements of one
@@ -679,10 +663,20 @@ func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, 
 // there, so its event stays. A replay that starts later waits for this
 // transaction, and then finds the event gone (ErrNotFound), never half of it.
 func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
+	return s.lockThen(ctx, "sweep", `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
+		ORDER BY e.id LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit},
+		`DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack)
+}
+
+// lockThen runs a sweep's two statements in one transaction: lock locks
+// a batch of candidate events (skipping those a Replay holds FOR SHARE),
+// and apply, given their ids as $1 (and extra as $2...), changes those
+// still not kept back, judged on a snapshot of its own. It returns how
+// many apply changed.
+func (s *Store) lockThen(ctx context.Context, what, lock string, lockArgs []any, apply string, extra ...any) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
-			ORDER BY e.id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+		rows, err := tx.Query(ctx, lock, lockArgs...)
 		if err != nil {
 			return err
 		}
@@ -690,12 +684,12 @@ func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int,
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack, ids)
+		tag, err := tx.Exec(ctx, apply, append([]any{ids}, extra...)...)
 		n = int(tag.RowsAffected())
 		return err
 	})
 	if err != nil {
-		return 0, unavailable("sweep", err)
+		return 0, unavailable(what, err)
 	}
 	return n, nil
 }

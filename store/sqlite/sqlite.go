@@ -534,6 +534,28 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 	return max(events, effects, heads, bodies), err
 }
 
+// readIDs reads the ids a sweep's query selects, on a reader beside the
+// writer, as arguments for the write that follows.
+func (s *Store) readIDs(ctx context.Context, what, query string, args ...any) ([]any, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, unavailable(what, err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, unavailable(what, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, unavailable(what, err)
+	}
+	return ids, nil
+}
+
 // droppable is an event whose body may go now (its body_retention is
 // over) under the window sweep's rule: no delivery still needs it.
 const droppable = `body_expires_at < ? AND body_dropped_at IS NULL AND NOT EXISTS (
@@ -544,24 +566,9 @@ const droppable = `body_expires_at < ? AND body_dropped_at IS NULL AND NOT EXIST
 // on a reader beside the writer, as sweepEvents finds its batch; the key,
 // the headers and the deliveries' history stay.
 func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT id FROM events WHERE `+droppable+` LIMIT ?`, ms(now), limit)
-	if err != nil {
-		return 0, unavailable("drop bodies", err)
-	}
-	var ids []any
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, unavailable("drop bodies", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, unavailable("drop bodies", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
+	ids, err := s.readIDs(ctx, "drop bodies", `SELECT id FROM events WHERE `+droppable+` LIMIT ?`, ms(now), limit)
+	if err != nil || len(ids) == 0 {
+		return 0, err
 	}
 	args := append([]any{ms(now), ms(now)}, ids...)
 	res, err := s.write.ExecContext(ctx, `UPDATE events SET body = X'', body_dropped_at = ? WHERE `+droppable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
@@ -573,24 +580,9 @@ func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, 
 }
 
 func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT id FROM events WHERE `+sweepable+` LIMIT ?`, ms(now), limit)
-	if err != nil {
-		return 0, unavailable("sweep", err)
-	}
-	var ids []any
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, unavailable("sweep", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, unavailable("sweep", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
+	ids, err := s.readIDs(ctx, "sweep", `SELECT id FROM events WHERE `+sweepable+` LIMIT ?`, ms(now), limit)
+	if err != nil || len(ids) == 0 {
+		return 0, err
 	}
 	args := append([]any{ms(now)}, ids...)
 	res, err := s.write.ExecContext(ctx, `DELETE FROM events WHERE `+sweepable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
