@@ -2,7 +2,6 @@ package hold_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -10,18 +9,13 @@ import (
 
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/store"
-	"github.com/oncehook/oncehook/store/sqlite"
 )
 
 // A pause stored before a gateway starts holds from its first commit; a
 // resume releases, and says so once.
 func TestHoldsFollowTheStoredPauses(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	a, _ := store.AdminOf(s)
 	now := time.Now()
 	for _, d := range []string{"crm", "billing"} {
@@ -56,11 +50,7 @@ func TestHoldsFollowTheStoredPauses(t *testing.T) {
 // it again; then it is released, and says so.
 func TestUnconfiguredDestinationIsHeldUntilConfiguredAgain(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "h.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	a, _ := store.AdminOf(s)
 	if err := a.SetPaused(ctx, "billing", true, time.Now(), store.AuditEntry{Actor: "ops", Action: "pause", Target: "billing"}); err != nil {
 		t.Fatal(err)
