@@ -85,7 +85,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		q.Limit = 50
 	}
 	args = append(args, q.Limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
 		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
 		FROM events e WHERE `+where+` ORDER BY e.id DESC LIMIT ?`, args...)
 	if err != nil {
@@ -111,8 +111,9 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var received, expires int64
 	var lastCopy, dropped sql.NullInt64
 	var header, filtered string
-	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers, e.body, e.copies, e.last_copy_at, e.filtered, e.body_dropped_at
+	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers,
+		COALESCE((SELECT b.body FROM bodies b WHERE b.event_id = e.id), e.body), e.copies, e.last_copy_at, e.filtered, e.body_dropped_at
 		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
 		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered, &dropped)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -176,6 +177,11 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	}
 	return e, nil
 }
+
+// bodySize is an event's body's length, wherever it is kept (events.body,
+// or bodies for a source with a body_retention).
+const bodySize = `CASE WHEN e.body_expires_at IS NULL THEN length(e.body)
+	ELSE COALESCE((SELECT length(b.body) FROM bodies b WHERE b.event_id = e.id), 0) END`
 
 // audit writes e in tx.
 func audit(ctx context.Context, tx *sql.Tx, e store.AuditEntry, now time.Time) error {

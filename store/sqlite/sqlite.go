@@ -64,7 +64,7 @@ type Store struct {
 // statements are prepared once on the writer: parsing SQL on every
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
-	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent *sql.Stmt
+	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent, insertBody *sql.Stmt
 	release, finish, retry, insertAttempt, addStat, addCopies               *sql.Stmt
 	effects                                                                 map[string]*sql.Stmt
 	order                                                                   map[string]*sql.Stmt // orderSQL
@@ -89,7 +89,9 @@ func (s *Store) prepare(ctx context.Context) error {
 				AND destination NOT IN (SELECT value FROM json_each(?)) AND order_entity IS NULL
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
-		&s.stmt.loadEvent: `SELECT source, key, content_type, headers, body, received_at, trace FROM events WHERE id = ?`,
+		&s.stmt.loadEvent: `SELECT e.source, e.key, e.content_type, e.headers, COALESCE(b.body, e.body), e.received_at, e.trace
+			FROM events e LEFT JOIN bodies b ON b.event_id = e.id WHERE e.id = ?`,
+		&s.stmt.insertBody: `INSERT INTO bodies (event_id, body) VALUES (?, ?)`,
 		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?,
 				attempts = MAX(attempts - 1, 0)
 			WHERE id = ? AND lease_token = ?`,
@@ -342,7 +344,13 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		if body == nil {
 			body = []byte{} // an empty body is still a body, not NULL
 		}
-		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), body, ms(e.ReceivedAt), ms(e.ExpiresAt), e.Type, strings.Join(e.Filtered, ","), e.Trace, nullMS(e.BodyExpiresAt))
+		// A body that may go before its key is kept apart (table bodies),
+		// for its drop to free pages.
+		inline := body
+		if !e.BodyExpiresAt.IsZero() {
+			inline = []byte{}
+		}
+		res, err := insertEvent.ExecContext(ctx, e.Source, e.Key, e.Keyless, e.ContentType, store.EncodeHeader(e.Header), inline, ms(e.ReceivedAt), ms(e.ExpiresAt), e.Type, strings.Join(e.Filtered, ","), e.Trace, nullMS(e.BodyExpiresAt))
 		if err != nil {
 			return nil, nil, failed("claim event", err)
 		}
@@ -361,6 +369,11 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 			return nil, nil, failed("claim event", err)
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
+		if !e.BodyExpiresAt.IsZero() {
+			if _, err := tx.StmtContext(ctx, s.stmt.insertBody).ExecContext(ctx, id, body); err != nil {
+				return nil, nil, failed("claim event's body", err)
+			}
+		}
 		var entity, text, mode any // NULL: not ordered
 		var version any
 		if e.Order.Entity != "" {
@@ -561,21 +574,36 @@ func (s *Store) readIDs(ctx context.Context, what, query string, args ...any) ([
 const droppable = `body_expires_at < ? AND body_dropped_at IS NULL AND NOT EXISTS (
 	SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.state IN ('pending', 'dead'))`
 
-// dropBodies empties the bodies of up to limit events past their
-// body_retention, found (by the partial index of bodies still waiting)
-// on a reader beside the writer, as sweepEvents finds its batch; the key,
-// the headers and the deliveries' history stay.
+// dropBodies deletes the bodies of up to limit events past their
+// body_retention (kept apart, in bodies), found by the partial index of
+// bodies still waiting on a reader beside the writer, as sweepEvents finds
+// its batch; the key, the headers and the deliveries' history stay. The
+// write checks the rule again and marks the events in the same
+// transaction.
 func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, error) {
 	ids, err := s.readIDs(ctx, "drop bodies", `SELECT id FROM events WHERE `+droppable+` LIMIT ?`, ms(now), limit)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	args := append([]any{ms(now), ms(now)}, ids...)
-	res, err := s.write.ExecContext(ctx, `UPDATE events SET body = X'', body_dropped_at = ? WHERE `+droppable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	in := `(?` + strings.Repeat(", ?", len(ids)-1) + `)`
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE events SET body = X'', body_dropped_at = ? WHERE `+droppable+` AND id IN `+in,
+		append([]any{ms(now), ms(now)}, ids...)...)
 	if err != nil {
 		return 0, unavailable("drop bodies", err)
 	}
 	n, _ := res.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM bodies WHERE event_id IN (SELECT id FROM events WHERE body_dropped_at = ? AND id IN `+in+`)`,
+		append([]any{ms(now)}, ids...)...); err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, unavailable("drop bodies", err)
+	}
 	return int(n), nil
 }
 

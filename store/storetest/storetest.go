@@ -400,7 +400,14 @@ func testBodyRetention(t *testing.T, s store.Store) {
 	kept := event("kept", "d") // no body_retention: its body goes with it
 	kept.ExpiresAt = base.Add(72 * time.Hour)
 	mustClaim(t, s, retained("done", "d"), retained("pending", "d"), retained("dead", "d"), retained("none"), kept)
-	for _, d := range lease(t, s, base, time.Minute, 10) {
+	leased := lease(t, s, base, time.Minute, 10)
+	if len(leased) != 4 {
+		t.Fatalf("leased %d deliveries, want 4", len(leased))
+	}
+	for _, d := range leased {
+		if string(d.Body) != `{"id":"`+d.Key+`"}` {
+			t.Errorf("%s leased with body %q: a body kept for its body_retention must be delivered whole", d.Key, d.Body)
+		}
 		kind := map[string]store.OutcomeKind{"done": store.OutcomeDelivered, "kept": store.OutcomeDelivered, "dead": store.OutcomeDead, "pending": store.OutcomeRetry}[d.Key]
 		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: 1, NextAttemptAt: base.Add(100 * time.Hour)})
 	}
