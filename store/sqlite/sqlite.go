@@ -65,9 +65,9 @@ type Store struct {
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
 	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent, insertBody *sql.Stmt
-	release, finish, retry, insertAttempt, addStat, addCopies               *sql.Stmt
-	effects                                                                 map[string]*sql.Stmt
-	order                                                                   map[string]*sql.Stmt // orderSQL
+	release, finish, retry, insertAttempt, addStat, addCopies                           *sql.Stmt
+	effects                                                                             map[string]*sql.Stmt
+	order                                                                               map[string]*sql.Stmt // orderSQL
 }
 
 func (s *Store) prepare(ctx context.Context) error {
