@@ -45,6 +45,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -57,6 +58,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -117,10 +119,20 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,postgres,postgres2,pgnodest,pgstored,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
+	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
+	childSink := flag.String("child-sink", "", "internal: the child's destination")
+	childStore := flag.String("child-store", "", "internal: the gateway child's store")
 	flag.Parse()
+	if *child != "" {
+		if err := serveChild(*child, *childSink, *childStore); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	want := func(string) bool { return true }
 	if *only != "" {
 		set := map[string]bool{}
@@ -258,18 +270,7 @@ func (b *bench) run(want func(string) bool) error {
 	}
 	defer relaySink.stop()
 	out := client(b.conns)
-	relayURL, stopRelay, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		resp, err := out.Post(relaySink.url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"status":"accepted"}` + "\n"))
-	}))
+	relayURL, stopRelay, err := serve(relayHandler(out, relaySink.url))
 	if err != nil {
 		return err
 	}
@@ -374,6 +375,13 @@ func (b *bench) run(want func(string) bool) error {
 		b.rows = append(b.rows, r)
 		os.Remove(path) // gigabytes at 10 million
 		os.Remove(path + "-wal")
+	}
+	if want("cpu") {
+		n, err := b.cpu(dir)
+		if err != nil {
+			return err
+		}
+		b.notes = append(b.notes, n)
 	}
 	if want("retention") {
 		n, err := retention(filepath.Join(dir, "retention"), 200_000)
@@ -853,6 +861,137 @@ func prefillPostgres(pgURL string, n int) error {
 	prefilled = fmt.Sprintf("%d events prefilled in %s, %.0f bytes each (table and indexes; 1 KiB bodies)", n, time.Since(start).Round(time.Second), float64(bytes)/float64(n))
 	fmt.Fprintln(os.Stderr, prefilled)
 	return nil
+}
+
+// relayHandler forwards each body to sinkURL and answers once the sink
+// has: the relay baseline, in this process or in a child.
+func relayHandler(out *http.Client, sinkURL string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		resp, err := out.Post(sinkURL, "application/json", bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"accepted"}` + "\n"))
+	})
+}
+
+// serveChild is the cpu scenario's child process: the relay or the
+// gateway alone in a process, so that its CPU time is its own. It prints
+// its URL and serves until its stdin closes.
+func serveChild(kind, sinkURL, storeURL string) error {
+	var url string
+	switch kind {
+	case "relay":
+		u, stop, err := serve(relayHandler(client(64), sinkURL))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		url = u
+	case "gateway":
+		gw, err := startGateway(storeURL, "", sinkURL, gwOptions{})
+		if err != nil {
+			return err
+		}
+		defer gw.stop()
+		url = gw.url
+	default:
+		return fmt.Errorf("-child %q: want relay or gateway", kind)
+	}
+	fmt.Println(url)
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// cpu measures the CPU time per event of the gateway (one destination,
+// SQLite FULL) against the relay's per forwarded request, each alone in
+// a child process (the load generator and the sink stay in this one), by
+// the process's own accounting (/proc/PID/stat: user and system time),
+// over the load and, for the gateway, until its deliveries drained.
+func (b *bench) cpu(dir string) (string, error) {
+	measure := func(kind, storeURL string) (perEvent time.Duration, rate float64, err error) {
+		k, err := newSink()
+		if err != nil {
+			return 0, 0, err
+		}
+		defer k.stop()
+		cmd := exec.Command(os.Args[0], "-child", kind, "-child-sink", k.url, "-child-store", storeURL)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return 0, 0, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, 0, err
+		}
+		defer func() { stdin.Close(); cmd.Wait() }()
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			return 0, 0, fmt.Errorf("cpu: the %s child said nothing: %w", kind, err)
+		}
+		url := strings.TrimSpace(line)
+		warm := load("warm-up", b.conns, time.Second, b.unique(url+"/in/bench"))
+		_ = warm
+		for start := time.Now(); time.Since(start) < 10*time.Second && k.received.Load() < int64(warm.requests); {
+			time.Sleep(time.Millisecond)
+		}
+		before, err := procCPU(cmd.Process.Pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		received := k.received.Load()
+		r := load(kind, b.conns, b.duration, b.unique(url+"/in/bench"))
+		for start := time.Now(); time.Since(start) < time.Minute && k.received.Load()-received < int64(r.requests); {
+			time.Sleep(time.Millisecond)
+		}
+		after, err := procCPU(cmd.Process.Pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		delivered := k.received.Load() - received
+		if delivered <= 0 {
+			return 0, 0, fmt.Errorf("cpu: the %s child delivered nothing", kind)
+		}
+		return (after - before) / time.Duration(delivered), r.rate(), nil
+	}
+	relay, relayRate, err := measure("relay", "")
+	if err != nil {
+		return "", err
+	}
+	gw, gwRate, err := measure("gateway", "sqlite://"+filepath.Join(dir, "cpu.db"))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("CPU per event, each server alone in a process: the gateway (one destination, SQLite FULL) %.0f µs per delivered event at %.0f/s, "+
+		"the relay %.0f µs per forwarded request at %.0f/s: %.2f×", float64(gw)/1e3, gwRate, float64(relay)/1e3, relayRate, float64(gw)/float64(relay)), nil
+}
+
+// procCPU is a process's user and system CPU time so far, from
+// /proc/PID/stat (in clock ticks of 1/100 s, as Linux reports them).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// the fields counted from after it.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // retention measures what body_retention saves on disk: n events of 1 KiB
