@@ -53,6 +53,7 @@ destinations:
 	gw := oncehooktest.Start(t, yaml(0))
 
 	var signWith, retiredBelow, tokenN atomic.Int64 // the secret in use; below it, retired; the token in use
+	var acceptedN atomic.Int64                      // 200s so far: each reload waits for traffic since the last one
 	var mu sync.Mutex
 	accepted := map[string]bool{}
 	var bad []string
@@ -82,6 +83,7 @@ destinations:
 					switch {
 					case status == http.StatusOK:
 						accepted["stripe:"+id] = true
+						acceptedN.Add(1)
 					case status == http.StatusUnauthorized && k < retiredBelow.Load():
 					default:
 						bad = append(bad, fmt.Sprintf("%s signed with whsec_%d: %d", id, k, status))
@@ -122,7 +124,12 @@ destinations:
 
 	ctx := context.Background()
 	for i := 1; i <= 50; i++ {
-		time.Sleep(20 * time.Millisecond)
+		// Traffic between every two reloads, however slow the machine
+		// (the race detector, CI's parallel packages).
+		since := acceptedN.Load()
+		for start := time.Now(); acceptedN.Load() < since+3 && time.Since(start) < 5*time.Second; {
+			time.Sleep(5 * time.Millisecond)
+		}
 		if i%2 == 0 {
 			retiredBelow.Store(int64(i / 2)) // about to be retired: a 401 is its answer from now
 		}
@@ -140,7 +147,7 @@ destinations:
 	for _, b := range bad {
 		t.Error(b)
 	}
-	if len(accepted) < 50 {
+	if len(accepted) < 100 {
 		t.Fatalf("only %d events accepted", len(accepted))
 	}
 	if !testenv.WaitFor(20*time.Second, func() bool { return len(app.ByKey()) >= len(accepted) }) {

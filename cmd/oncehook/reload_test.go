@@ -141,6 +141,7 @@ func TestReloadUnderLoadDropsNothing(t *testing.T) {
 	api := p.apiURL(t)
 
 	var current, retiredBelow atomic.Int64 // the secret senders sign with; the ones below retired
+	var acceptedN atomic.Int64             // 200s so far: each reload waits for traffic since the last one
 	type result struct {
 		secret int64
 		status int
@@ -172,6 +173,9 @@ func TestReloadUnderLoadDropsNothing(t *testing.T) {
 					mu.Lock()
 					results[id] = append(results[id], result{k, status})
 					mu.Unlock()
+					if status == http.StatusOK {
+						acceptedN.Add(1)
+					}
 					if status != http.StatusUnauthorized {
 						break
 					}
@@ -183,6 +187,10 @@ func TestReloadUnderLoadDropsNothing(t *testing.T) {
 	withAudit := false
 	for i := 1; i <= 20; i++ {
 		time.Sleep(100 * time.Millisecond)
+		// And traffic since the last reload, however slow the machine.
+		for since, start := acceptedN.Load(), time.Now(); acceptedN.Load() < since+10 && time.Since(start) < 5*time.Second; {
+			time.Sleep(5 * time.Millisecond)
+		}
 		k := int64((i + 1) / 2)
 		secrets := []string{secretN(k - 1), secretN(k)} // odd: the new secret beside the old
 		if i%2 == 0 {
