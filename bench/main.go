@@ -940,7 +940,6 @@ func (b *bench) cpu(dir string) (string, error) {
 		}
 		url := strings.TrimSpace(line)
 		warm := load("warm-up", b.conns, time.Second, b.unique(url+"/in/bench"))
-		_ = warm
 		for start := time.Now(); time.Since(start) < 10*time.Second && k.received.Load() < int64(warm.requests); {
 			time.Sleep(time.Millisecond)
 		}

@@ -71,3 +71,22 @@ func TestReloadRefusesATimeoutTheRunningLeaseCannotHold(t *testing.T) {
 		t.Fatalf("reload with a 60s timeout under the running 40s lease: %v, want the lease named", err)
 	}
 }
+
+// body_retention, wrong, is named with its path and line, as every field
+// is; past the window it is a warning: bodies go with their keys anyway.
+func TestBodyRetentionIsValidated(t *testing.T) {
+	for text, want := range map[string]string{
+		"body_retention: 0s":   `sources[0].body_retention: duration "0s" must be positive`,
+		"body_retention: soon": `sources[0].body_retention: duration "soon"`,
+	} {
+		_, err := config.Parse([]byte("store: sqlite://./a.db\nsources:\n  - name: stripe\n    preset: stripe\n    secrets: [x]\n    "+text+"\n"),
+			func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(line 6)") {
+			t.Errorf("%s: %v, want %q at line 6", text, err, want)
+		}
+	}
+	cfg := parse(t, "store: sqlite://./a.db\nsources:\n  - {name: stripe, preset: stripe, secrets: [x], window: 1d, body_retention: 2d}\n")
+	if w := strings.Join(cfg.Warnings(), "\n"); !strings.Contains(w, "sources[0].body_retention (48h0m0s) is not shorter than its window (24h0m0s)") {
+		t.Errorf("warnings %q: want body_retention past the window named", w)
+	}
+}

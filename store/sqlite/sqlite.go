@@ -335,7 +335,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 	insertEvent := tx.StmtContext(ctx, s.stmt.insertEvent)
 	storedExpiry := tx.StmtContext(ctx, s.stmt.storedExpiry)
 	insertDelivery := tx.StmtContext(ctx, s.stmt.insertDelivery)
-	var handOff *sql.Stmt
+	var handOff, insertBody *sql.Stmt // bound to tx when first needed
 	expires := l.Now.Add(l.For)
 	claims := make([]store.Claim, len(events))
 	var handed []store.LeasedDelivery
@@ -370,7 +370,10 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
 		if !e.BodyExpiresAt.IsZero() {
-			if _, err := tx.StmtContext(ctx, s.stmt.insertBody).ExecContext(ctx, id, body); err != nil {
+			if insertBody == nil {
+				insertBody = tx.StmtContext(ctx, s.stmt.insertBody)
+			}
+			if _, err := insertBody.ExecContext(ctx, id, body); err != nil {
 				return nil, nil, failed("claim event's body", err)
 			}
 		}
