@@ -94,8 +94,13 @@ type OrderGroup struct {
 	DeliveredText string
 	// InflightUntil is when the delivery in flight's lease ends (zero: none).
 	InflightUntil time.Time
-	// FirstID is the pending delivery with the lowest version (and id),
-	// leased or not, due or not: the fifo head. FirstDue is when it is due.
+	// FirstID is the fifo head: the pending delivery with the lowest
+	// version (and id), leased or not, due or not, except that one already
+	// attempted comes first. An attempt the destination may have taken (it
+	// timed out, or its replica died before it reported) keeps its place:
+	// an older event that arrived after it was sent waits behind it, and is
+	// stale once it is delivered, rather than reaching the destination
+	// after it. FirstDue is when the head is due.
 	FirstID  int64
 	FirstDue time.Time
 }
@@ -173,8 +178,16 @@ func PlanOrder(now, leaseUntil time.Time, limit int, candidates []OrderCandidate
 		if len(p.Lease) >= limit {
 			continue // no room: left due for the next step
 		}
+		// The fifo head first: it may not be the lowest version (see
+		// OrderGroup.FirstID).
+		head := func(c OrderCandidate) int {
+			if c.Mode == OrderFIFO && c.ID == g.FirstID {
+				return 0
+			}
+			return 1
+		}
 		slices.SortFunc(cs, func(a, b OrderCandidate) int {
-			return cmp.Or(cmp.Compare(a.Version, b.Version), cmp.Compare(a.ID, b.ID))
+			return cmp.Or(cmp.Compare(head(a), head(b)), cmp.Compare(a.Version, b.Version), cmp.Compare(a.ID, b.ID))
 		})
 		rest := cs
 		leased := len(p.Lease)

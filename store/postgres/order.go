@@ -104,7 +104,7 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 		LEFT JOIN order_heads h ON h.destination = g.destination AND h.entity = g.entity
 		LEFT JOIN LATERAL (SELECT id, next_attempt_at FROM deliveries d
 			WHERE d.destination = g.destination AND d.order_entity = g.entity AND d.state = 'pending'
-			ORDER BY d.order_version, d.id LIMIT 1) f ON true`, dests, entities)
+			ORDER BY d.attempts = 0, d.order_version, d.id LIMIT 1) f ON true`, dests, entities)
 	if err != nil {
 		return nil, false, err
 	}

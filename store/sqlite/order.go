@@ -19,8 +19,9 @@ const (
 		AND destination NOT IN (SELECT value FROM json_each(?))
 		ORDER BY next_attempt_at LIMIT ?`
 	entitySQL = `SELECT version, version_text, inflight_until FROM order_heads WHERE destination = ? AND entity = ?`
-	headSQL   = `SELECT id, next_attempt_at FROM deliveries
-			WHERE destination = ? AND order_entity = ? AND state = 'pending' ORDER BY order_version, id LIMIT 1`
+	// The fifo head: an attempted delivery first (see store.OrderGroup).
+	headSQL = `SELECT id, next_attempt_at FROM deliveries
+			WHERE destination = ? AND order_entity = ? AND state = 'pending' ORDER BY attempts = 0, order_version, id LIMIT 1`
 	parkSQL         = `UPDATE deliveries SET next_attempt_at = ?, order_waiting = 1 WHERE id = ?`
 	markStaleSQL    = `UPDATE deliveries SET state = 'stale', order_waiting = 0, updated_at = ?, last_error = ? WHERE id = ?`
 	leaseOrderedSQL = `UPDATE deliveries SET lease_token = ?, lease_expires_at = ?, next_attempt_at = ?, updated_at = ?,

@@ -155,7 +155,7 @@ func testOrderFIFO(t *testing.T, s store.Store) {
 // A kill -9 mid-attempt: the entity is held until the lease expires, then
 // its delivery is taken over, still one at a time.
 func testOrderLeaseExpiry(t *testing.T, s store.Store) {
-	mustClaim(t, s, orderedEvent("v1", "e", 1, store.OrderFIFO, "d"), orderedEvent("v2", "e", 2, store.OrderFIFO, "d"))
+	mustClaim(t, s, orderedEvent("v1", "e", 5, store.OrderFIFO, "d"), orderedEvent("v2", "e", 6, store.OrderFIFO, "d"))
 	first := lease(t, s, base, time.Minute, 10)
 	if len(first) != 1 || first[0].Key != "v1" {
 		t.Fatalf("leased %q", keys(first))
@@ -163,9 +163,20 @@ func testOrderLeaseExpiry(t *testing.T, s store.Store) {
 	if got := lease(t, s, base.Add(59*time.Second), time.Minute, 10); len(got) != 0 {
 		t.Fatalf("leased %q while v1's lease holds", keys(got))
 	}
+	// An older version arrives while v1's attempt is unreported: the
+	// destination may have v1 already, so v1 stays the head.
+	mustClaim(t, s, orderedEvent("v0", "e", 4, store.OrderFIFO, "d"))
 	again := lease(t, s, base.Add(61*time.Second), time.Minute, 10)
 	if len(again) != 1 || again[0].Key != "v1" || again[0].Attempt != 2 {
-		t.Fatalf("after the lease expired leased %+v, want v1 again", again)
+		t.Fatalf("after the lease expired leased %+v, want v1 again (not v0, which came after v1 was sent)", again)
+	}
+	complete(t, s, outcome(again[0], store.OutcomeDelivered, time.Time{}))
+	got := lease(t, s, base.Add(62*time.Second), time.Minute, 10)
+	if len(got) != 1 || got[0].Key != "v2" {
+		t.Fatalf("after v1 was delivered leased %q, want v2", keys(got))
+	}
+	if st := stats(t, s); st.Stale != 1 {
+		t.Fatalf("stats %+v: v0, older than the delivered v1, must be stale", st)
 	}
 }
 
