@@ -24,6 +24,8 @@
 //   - delivery:   deliveries per second from a backlog in the store
 //   - stored:     the headline with -stored events already in the store
 //   - sweep:      the headline while -stored expired events are swept
+//   - pgsweep:    the same on PostgreSQL, against sweeping nothing
+//   - pgsweep:    the same on PostgreSQL, against sweeping nothing
 //   - postgres:   the headline on PostgreSQL, one gateway
 //   - postgres2:  the same with two gateways (replicas) on one database
 //   - pgnodest:   unique events on PostgreSQL with no destination
@@ -119,7 +121,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
@@ -404,7 +406,7 @@ func (b *bench) run(want func(string) bool) error {
 		r.note += fmt.Sprintf("; swept %d of %d during the run; %s", int64(b.stored)-(left-int64(r.requests)), b.stored, sweepNote)
 		b.rows = append(b.rows, r)
 	}
-	if want("postgres") || want("postgres2") || want("pgnodest") || want("pgstored") || want("redis") {
+	if want("postgres") || want("postgres2") || want("pgnodest") || want("pgstored") || want("pgsweep") || want("redis") {
 		if err := b.postgres(want); err != nil {
 			return err
 		}
@@ -552,7 +554,7 @@ func (b *bench) postgres(want func(string) bool) error {
 			return err
 		}
 		defer dropStored()
-		if err := prefillPostgres(storedURL, b.stored); err != nil {
+		if err := prefillPostgres(storedURL, b.stored, false); err != nil {
 			return err
 		}
 		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events already stored (PostgreSQL, 1 replica)", b.stored), storedURL, gwOptions{})
@@ -560,6 +562,36 @@ func (b *bench) postgres(want func(string) bool) error {
 			return err
 		}
 		r.note += "; " + prefilled
+		b.rows = append(b.rows, r)
+	}
+	if want("pgsweep") {
+		// The same headline with and without a backlog of expired events
+		// to sweep, each on a schema of its own, in this run.
+		quiet, err := b.withDestination("oncehook: the headline, sweeping nothing (PostgreSQL, 1 replica)", pgURL, gwOptions{sweep: 50 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		b.rows = append(b.rows, quiet)
+		sweepURL, dropSweep, err := freshSchema(pgBase)
+		if err != nil {
+			return err
+		}
+		defer dropSweep()
+		if err := prefillPostgres(sweepURL, b.stored, true); err != nil {
+			return err
+		}
+		note := prefilled
+		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline while %d expired events are swept (PostgreSQL, 1 replica)", b.stored), sweepURL,
+			gwOptions{sweep: 50 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		left, bodies, err := pgLeft(sweepURL)
+		if err != nil {
+			return err
+		}
+		r.note += fmt.Sprintf("; %.0f%% of sweeping nothing; swept %d claims of %d during the run, %d bodies left (their day dropped whole); %s",
+			100*r.rate()/quiet.rate(), int64(b.stored)-(left-int64(r.requests)), b.stored, bodies-int64(r.requests), note)
 		b.rows = append(b.rows, r)
 	}
 	if want("pgnodest") {
@@ -826,12 +858,26 @@ func prefill(path string, n int, window time.Duration) error {
 }
 
 // prefillPostgres is prefill on PostgreSQL: the schema by the store's
-// migrations, then generate_series a million rows at a time, and a
-// CHECKPOINT and ANALYZE outside the timed part.
-func prefillPostgres(pgURL string, n int) error {
+// migrations and its day partitions (a sweep on the store makes them),
+// then generate_series a million rows at a time, each event's claim row
+// and its body in its day's partition, as intake writes them, and a
+// CHECKPOINT and ANALYZE outside the timed part. The events' windows end
+// tomorrow, or, expired, yesterday (for the sweep scenario).
+func prefillPostgres(pgURL string, n int, expired bool) error {
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, pgURL, postgres.Options{})
 	if err != nil {
+		return err
+	}
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	ends := day.Add(24 * time.Hour) // tomorrow
+	if expired {
+		ends = day.Add(-24 * time.Hour)
+	}
+	// A sweep on the day before the windows end makes that day's partitions
+	// (it deletes nothing: nothing is stored yet).
+	if _, err := st.SweepExpired(ctx, ends.Add(time.Minute), 1); err != nil {
+		st.Close()
 		return err
 	}
 	st.Close()
@@ -842,23 +888,29 @@ func prefillPostgres(pgURL string, n int) error {
 	defer conn.Close(ctx)
 	start := time.Now()
 	for from := 0; from < n; from += 1_000_000 {
-		if _, err := conn.Exec(ctx, `INSERT INTO events (source, key, content_type, body, received_at, expires_at)
-			SELECT 'bench', 'old_' || lpad(g::text, 9, '0'), 'application/json', $1, now() - interval '48 hours', now() + interval '365 days'
-			FROM generate_series($2::bigint, $3::bigint) g`, body(0, 0), from, min(n, from+1_000_000)-1); err != nil {
+		if _, err := conn.Exec(ctx, `WITH e AS (
+				INSERT INTO events (source, key, content_type, body, received_at, expires_at, body_at, body_size)
+				SELECT 'bench', 'old_' || lpad(g::text, 9, '0'), 'application/json', '', x.at - interval '72 hours', x.at, x.at, length($1::bytea)
+				FROM generate_series($2::bigint, $3::bigint) g, LATERAL (SELECT $4::timestamptz + (g % 86000) * interval '1 second' AS at) x
+				RETURNING id, body_at
+			)
+			INSERT INTO event_bodies (event_id, drop_at, body) SELECT id, body_at, $1 FROM e`,
+			body(0, 0), from, min(n, from+1_000_000)-1, ends); err != nil {
 			return fmt.Errorf("prefill: %w", err)
 		}
 	}
 	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, `ANALYZE events`); err != nil {
+	if _, err := conn.Exec(ctx, `ANALYZE events; ANALYZE event_bodies`); err != nil {
 		return err
 	}
 	var bytes int64
-	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('events')`).Scan(&bytes); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('events') +
+		(SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'event_bodies'::regclass)`).Scan(&bytes); err != nil {
 		return err
 	}
-	prefilled = fmt.Sprintf("%d events prefilled in %s, %.0f bytes each (table and indexes; 1 KiB bodies)", n, time.Since(start).Round(time.Second), float64(bytes)/float64(n))
+	prefilled = fmt.Sprintf("%d events prefilled in %s, %.0f bytes each (claims, bodies, indexes; 1 KiB bodies)", n, time.Since(start).Round(time.Second), float64(bytes)/float64(n))
 	fmt.Fprintln(os.Stderr, prefilled)
 	return nil
 }
@@ -1361,4 +1413,16 @@ func meanBatch(url string) float64 {
 		return 0
 	}
 	return sum / count
+}
+
+// pgLeft counts the events and the bodies left in the schema at pgURL.
+func pgLeft(pgURL string) (events, bodies int64, err error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM event_bodies)`).Scan(&events, &bodies)
+	return events, bodies, err
 }

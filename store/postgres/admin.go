@@ -95,7 +95,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
 		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
 		FROM events e WHERE `+f.where()+` ORDER BY e.id DESC LIMIT `+f.arg(q.Limit), f.args...)
 	if err != nil {
@@ -118,9 +118,10 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var e store.EventDetail
 	var header, filtered string
 	var lastCopy, dropped *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, length(e.body), e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, e.body, e.copies, e.last_copy_at, e.filtered, e.body_dropped_at
-		FROM events e WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
+	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
+		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, `+bodyOf+`, e.copies, e.last_copy_at, e.filtered,
+		`+bodyDroppedAt+`
+		FROM events e `+withBody+` WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
 		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered, &dropped)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %d: %w", id, store.ErrNotFound)
@@ -221,7 +222,7 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 	eventArgs := len(f.args)
 	// An event whose body was dropped has nothing to deliver: its
 	// deliveries stay as they are.
-	sel := `FROM deliveries WHERE event_id IN (` + events + ` AND e.body_dropped_at IS NULL) AND NOT ` + leasedAt(f.arg(s.toDB(r.Now)))
+	sel := `FROM deliveries WHERE event_id IN (` + events + ` AND NOT ` + bodyGone + `) AND NOT ` + leasedAt(f.arg(s.toDB(r.Now)))
 	if r.Destination != "" {
 		sel += ` AND destination = ` + f.arg(r.Destination)
 	}
@@ -236,8 +237,15 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 		if r.DryRun {
 			lock = ""
 		}
+		if !r.DryRun {
+			// No day of bodies is dropped while this requeues (see
+			// partitions.go).
+			if _, err := tx.Exec(ctx, holdBodies); err != nil {
+				return 0, err
+			}
+		}
 		var found, gone int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(body_dropped_at) FROM (SELECT e.id, e.body_dropped_at FROM events e WHERE `+f.where()+lock+`) x`,
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE gone) FROM (SELECT e.id, `+bodyGone+` AS gone FROM events e WHERE `+f.where()+lock+`) x`,
 			f.args[:eventArgs]...).Scan(&found, &gone); err != nil {
 			return 0, err
 		}
@@ -319,12 +327,15 @@ func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store
 func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, a store.AuditEntry) (int, error) {
 	now = s.toDB(now)
 	n, err := s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
-		var filtered string
-		var dropped *time.Time
-		if err := tx.QueryRow(ctx, `SELECT filtered, body_dropped_at FROM events WHERE id = $1 FOR UPDATE`, eventID).Scan(&filtered, &dropped); err != nil {
+		if _, err := tx.Exec(ctx, holdBodies); err != nil {
 			return 0, err
 		}
-		if dropped != nil {
+		var filtered string
+		var gone bool
+		if err := tx.QueryRow(ctx, `SELECT filtered, `+bodyGone+` FROM events e WHERE id = $1 FOR UPDATE`, eventID).Scan(&filtered, &gone); err != nil {
+			return 0, err
+		}
+		if gone {
 			return 0, errBodyGone
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES ($1, $2, $3, $3)

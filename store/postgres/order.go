@@ -188,8 +188,8 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 				SELECT destination, order_entity, id, $3 FROM l ORDER BY destination COLLATE "C", order_entity COLLATE "C"
 				ON CONFLICT (destination, entity) DO UPDATE SET inflight_id = EXCLUDED.inflight_id, inflight_until = EXCLUDED.inflight_until
 			)
-			SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, e.body, e.received_at, e.trace
-			FROM l JOIN events e ON e.id = l.event_id ORDER BY l.id`, ids, token, expires, now)
+			SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, `+bodyOf+`, e.received_at, e.trace
+			FROM l JOIN events e ON e.id = l.event_id `+withBody+` ORDER BY l.id`, ids, token, expires, now)
 	}
 	for _, k := range plan.Wake {
 		// What waits below the delivered version is stale too: wake it

@@ -54,6 +54,9 @@ type Store struct {
 	clock    func() time.Time
 	skew     atomic.Int64 // the database's clock minus this process's, in ns (see clock.go)
 	stopSkew context.CancelFunc
+
+	latestDrop   atomic.Int64 // the latest drop_at committed, in ns (see partitions.go)
+	partitionsAt atomic.Int64 // when maintainPartitions last ran, in ns of the sweep's clock
 }
 
 var _ store.Store = (*Store)(nil)
@@ -259,11 +262,18 @@ const commitSQL = `WITH input AS (
 			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered,
 				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale, trace, body_expires_at)
 	), inserted AS (
-		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_expires_at)
-		SELECT source, key, keyless, content_type, headers::jsonb, body, received_at, expires_at, type, filtered, trace, body_expires_at FROM input
+		-- The body goes to event_bodies, in the partition of the day it
+		-- may go (see migrations/0017_partitions.sql).
+		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_at, body_size)
+		SELECT source, key, keyless, content_type, headers::jsonb, '', received_at, expires_at, type, filtered, trace,
+			COALESCE(body_expires_at, expires_at), length(body) FROM input
 		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
-		RETURNING id, source, key, expires_at
+		RETURNING id, source, key, expires_at, body_at
+	), bodies AS (
+		INSERT INTO event_bodies (event_id, drop_at, body)
+		SELECT n.id, n.body_at, i.body FROM inserted n
+		JOIN (SELECT DISTINCT ON (source, key) source, key, body FROM input ORDER BY source, key, ord) i USING (source, key)
 	), existing AS (
 		-- Only the keys that were not inserted: a batch of new events
 		-- looks nothing up.
@@ -319,8 +329,8 @@ const commitSQL = `WITH input AS (
 	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL, NULL
 	FROM delivered dl JOIN inserted i ON i.id = dl.event_id WHERE dl.leased
 	UNION ALL
-	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, e.body, e.received_at, e.trace
-	FROM leased l JOIN events e ON e.id = l.event_id
+	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, ` + bodyOf + `, e.received_at, e.trace
+	FROM leased l JOIN events e ON e.id = l.event_id ` + withBody + `
 	UNION ALL
 	-- 5: ordered deliveries are due, for the ordered lease step.
 	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL, NULL
@@ -362,12 +372,15 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
 		traces := make([]string, n)
 		bodyExpiry := make([]*time.Time, n) // nil: the body goes with the event
+		var latest time.Time
 		for i, e := range b.Events {
 			traces[i] = e.Trace
+			drop := e.ExpiresAt
 			if !e.BodyExpiresAt.IsZero() {
 				t := s.toDB(e.BodyExpiresAt)
-				bodyExpiry[i] = &t
+				bodyExpiry[i], drop = &t, e.BodyExpiresAt
 			}
+			latest = later(latest, drop)
 			if o := e.Order; o.Entity != "" {
 				oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
 				oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
@@ -382,6 +395,9 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 				bodies[i] = []byte{}
 			}
 			received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
+		}
+		if !latest.IsZero() {
+			s.noteDrop(s.toDB(latest))
 		}
 		held := l.Held
 		if held == nil {
@@ -557,11 +573,11 @@ const outcomesSQL = `WITH o AS (
 			last_error = CASE WHEN o.kind = 'released' THEN d.last_error ELSE o.error END,
 			updated_at = $11
 		FROM o WHERE d.id = o.id AND d.lease_token = o.token
-		RETURNING d.id
+		RETURNING d.id, d.event_id
 	)
-	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response)
-	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind, o.response
-	FROM u JOIN o ON o.id = u.id WHERE o.kind <> 'released'`
+	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response, drop_at)
+	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind, o.response, COALESCE(e.body_at, 'infinity')
+	FROM u JOIN o ON o.id = u.id JOIN events e ON e.id = u.event_id WHERE o.kind <> 'released'`
 
 // queueOutcomes queues the statement that records outcomes, if any.
 func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error {
@@ -627,9 +643,13 @@ const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND
 // effect records past their retention.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	now = s.toDB(now)
+	kept, err := s.maintainPartitions(ctx, now)
+	if err != nil {
+		return kept, err
+	}
 	events, err := s.sweepEvents(ctx, now, limit)
 	if err != nil {
-		return events, err
+		return max(kept, events), err
 	}
 	effects, err := s.sweepEffects(ctx, now, limit)
 	if err != nil {
@@ -640,7 +660,7 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 		return max(events, effects, heads), err
 	}
 	bodies, err := s.dropBodies(ctx, now, limit)
-	return max(events, effects, heads, bodies), err
+	return max(kept, events, effects, heads, bodies), err
 }
 
 // dropBodies empties the bodies of up to limit events past their
@@ -649,10 +669,20 @@ func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int
 // those a Replay holds (FOR SHARE), and the update judges them again on a
 // snapshot of its own, so a replay that requeued one's delivery keeps its
 // body, and a replay that starts later finds it gone (ErrBodyGone).
+//
+// Most bodies go with their day instead (see partitions.go); these are the
+// ones that could not: of an event stored before the partitions, whose body
+// is in its own row, and of one kept past its day, whose body is in the kept
+// partition (deleted there).
 func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, error) {
 	return s.lockThen(ctx, "drop bodies", `SELECT e.id FROM events e WHERE e.body_expires_at < $1 AND e.body_dropped_at IS NULL AND NOT `+keptBack+`
 		ORDER BY e.body_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit},
-		`UPDATE events e SET body = '', body_dropped_at = $2 WHERE e.id = ANY($1) AND NOT `+keptBack, now)
+		`WITH d AS (
+			UPDATE events e SET body = '', body_dropped_at = $2 WHERE e.id = ANY($1) AND NOT `+keptBack+` RETURNING e.id
+		), b AS (
+			DELETE FROM event_bodies WHERE drop_at = 'infinity' AND event_id IN (SELECT id FROM d)
+		)
+		SELECT count(*) FROM d`, now)
 }
 
 // sweepEvents deletes expired events in two statements of one
@@ -683,6 +713,10 @@ func (s *Store) lockThen(ctx context.Context, what, lock string, lockArgs []any,
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil || len(ids) == 0 {
 			return err
+		}
+		if strings.HasPrefix(apply, "WITH") {
+			// A statement of several parts, that counts what it changed.
+			return tx.QueryRow(ctx, apply, append([]any{ids}, extra...)...).Scan(&n)
 		}
 		tag, err := tx.Exec(ctx, apply, append([]any{ids}, extra...)...)
 		n = int(tag.RowsAffected())

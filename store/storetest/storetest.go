@@ -85,6 +85,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
 		{"AdminRecordsAnAuditEntryAlone", testRecordAudit},
 		{"BodyRetentionDropsTheBodyAndKeepsTheKey", testBodyRetention},
+		{"DaysPassingKeepWhatADeliveryNeeds", testDaysPass},
 		{"OrderStaleIsNotDeliveredAsNew", testOrderStale},
 		{"OrderDeliversStaleMarkedWhenAsked", testOrderDeliverStale},
 		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
@@ -414,8 +415,11 @@ func testBodyRetention(t *testing.T, s store.Store) {
 	if n, err := s.SweepExpired(ctx, base.Add(30*time.Minute), 100); err != nil || n != 0 {
 		t.Fatalf("dropped %d bodies inside body_retention (%v)", n, err)
 	}
-	if n, err := s.SweepExpired(ctx, base.Add(2*time.Hour), 100); err != nil || n != 2 {
-		t.Fatalf("dropped %d bodies past body_retention (%v), want done's and none's", n, err)
+	// A backend may drop bodies by the day (PostgreSQL drops a day's
+	// partition once the day is over): a day after, each has gone.
+	sweptAt := base.Add(25 * time.Hour)
+	if _, err := s.SweepExpired(ctx, sweptAt, 100); err != nil {
+		t.Fatal(err)
 	}
 	a := admin(t, s)
 	for key, gone := range map[string]bool{"done": true, "none": true, "pending": false, "dead": false, "kept": false} {
@@ -423,9 +427,10 @@ func testBodyRetention(t *testing.T, s store.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dropped := !e.BodyDroppedAt.IsZero(); dropped != gone || (gone && (len(e.Body) != 0 || e.Size != 0 || !e.BodyDroppedAt.Equal(base.Add(2*time.Hour)))) ||
+		at := e.BodyDroppedAt
+		if dropped := !at.IsZero(); dropped != gone || (gone && (len(e.Body) != 0 || e.Size != 0 || at.Before(base.Add(time.Hour)) || at.After(sweptAt))) ||
 			(!gone && string(e.Body) != `{"id":"`+key+`"}`) {
-			t.Errorf("%s: body %q (size %d), dropped at %v; want dropped: %v", key, e.Body, e.Size, e.BodyDroppedAt, gone)
+			t.Errorf("%s: body %q (size %d), dropped at %v; want dropped: %v (between the retention's end and the sweep)", key, e.Body, e.Size, at, gone)
 		}
 	}
 	// The key is still a barrier: a copy is a duplicate.
@@ -433,15 +438,22 @@ func testBodyRetention(t *testing.T, s store.Store) {
 		t.Fatal("an event whose body was dropped let its key be claimed again")
 	}
 	// Nothing to deliver: a replay of it, or a new delivery of it, says so.
-	if _, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "done"}, Now: base.Add(3 * time.Hour)}); !errors.Is(err, store.ErrBodyGone) {
+	later := sweptAt.Add(time.Hour)
+	if _, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "done"}, Now: later}); !errors.Is(err, store.ErrBodyGone) {
 		t.Errorf("replay of an event without its body: %v, want ErrBodyGone", err)
 	}
-	if _, err := a.AddDelivery(ctx, list0(t, a, "none").ID, "d", base.Add(3*time.Hour), store.AuditEntry{Actor: "cli", Action: "deliver"}); !errors.Is(err, store.ErrBodyGone) {
+	if _, err := a.AddDelivery(ctx, list0(t, a, "none").ID, "d", later, store.AuditEntry{Actor: "cli", Action: "deliver"}); !errors.Is(err, store.ErrBodyGone) {
 		t.Errorf("a new delivery of an event without its body: %v, want ErrBodyGone", err)
 	}
-	// A replay of the whole source requeues the ones that kept their body.
-	if n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src"}, Now: base.Add(3 * time.Hour)}); err != nil || n != 3 {
+	// A replay of the whole source requeues the ones that kept their body,
+	// and delivers them whole.
+	if n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src"}, Now: later}); err != nil || n != 3 {
 		t.Errorf("replay of the source requeued %d (%v), want pending, dead and kept", n, err)
+	}
+	for _, d := range lease(t, s, later, time.Minute, 10) {
+		if string(d.Body) != `{"id":"`+d.Key+`"}` {
+			t.Errorf("%s replayed with body %q, want it whole", d.Key, d.Body)
+		}
 	}
 	// The window's end deletes the event as it would any: the key goes.
 	if _, err := s.SweepExpired(ctx, base.Add(73*time.Hour), 100); err != nil {
@@ -449,6 +461,77 @@ func testBodyRetention(t *testing.T, s store.Store) {
 	}
 	if c := mustClaim(t, s, retained("done", "d")); c[0].Duplicate {
 		t.Fatal("past its window the key is still a duplicate")
+	}
+}
+
+// testDaysPass: whatever a backend does as days pass (PostgreSQL drops a
+// day of bodies and attempts as one partition), it keeps what the window
+// sweep keeps: an event inside its window, and one that a delivery still
+// needs, pending or dead (the operator's to replay), with its body whole
+// and its attempts; the rest goes with its window.
+func testDaysPass(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// A sweep before the events: a backend that makes a day's storage
+	// ahead of time has made it.
+	if _, err := s.SweepExpired(ctx, base, 100); err != nil {
+		t.Fatal(err)
+	}
+	inside := event("inside", "d")
+	inside.ExpiresAt = base.Add(72 * time.Hour)
+	mustClaim(t, s, event("done", "d"), event("retrying", "d"), event("dead", "d"), event("none"), inside)
+	retryAt := base.Add(50 * time.Hour)
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		kind := map[string]store.OutcomeKind{"done": store.OutcomeDelivered, "inside": store.OutcomeDelivered,
+			"dead": store.OutcomeDead, "retrying": store.OutcomeRetry}[d.Key]
+		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: 1, StatusCode: 503,
+			StartedAt: base, NextAttemptAt: retryAt})
+	}
+	for _, now := range []time.Time{base.Add(25 * time.Hour), base.Add(49 * time.Hour)} {
+		if _, err := s.SweepExpired(ctx, now, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := admin(t, s)
+	for _, key := range []string{"done", "none"} {
+		if got, err := a.ListEvents(ctx, store.EventQuery{Source: "src", Key: key}); err != nil || len(got) != 0 {
+			t.Errorf("%s, past its window and needed by no delivery, is still listed (%v)", key, err)
+		}
+	}
+	for _, key := range []string{"inside", "retrying", "dead"} {
+		e, err := a.Event(ctx, list0(t, a, key).ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(e.Body) != `{"id":"`+key+`"}` || e.Size != len(e.Body) || !e.BodyDroppedAt.IsZero() {
+			t.Errorf("%s two days on: body %q (size %d, dropped at %v), want it whole", key, e.Body, e.Size, e.BodyDroppedAt)
+		}
+		if len(e.Deliveries) != 1 || len(e.Deliveries[0].History) != 1 || e.Deliveries[0].History[0].StatusCode != 503 {
+			t.Errorf("%s two days on: deliveries %+v, want its one attempt", key, e.Deliveries)
+		}
+	}
+	// The retrying one is delivered whole at its retry; the dead one,
+	// replayed, too.
+	if n, err := replay(t, s, store.Replay{Events: store.EventQuery{Source: "src", Key: "dead"}, Now: retryAt}); err != nil || n != 1 {
+		t.Fatalf("replay of the dead letter two days on = %d, %v", n, err)
+	}
+	got := lease(t, s, retryAt, time.Minute, 10)
+	if len(got) != 2 {
+		t.Fatalf("at the retry leased %q, want retrying and dead", keys(got))
+	}
+	for _, d := range got {
+		if string(d.Body) != `{"id":"`+d.Key+`"}` {
+			t.Errorf("%s leased two days on with body %q, want it whole", d.Key, d.Body)
+		}
+		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: d.Attempt, StartedAt: retryAt})
+	}
+	// Delivered at last, they go with the next sweep: nothing keeps them.
+	if _, err := s.SweepExpired(ctx, retryAt.Add(time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"retrying", "dead"} {
+		if got, err := a.ListEvents(ctx, store.EventQuery{Source: "src", Key: key}); err != nil || len(got) != 0 {
+			t.Errorf("%s, delivered and past its window, is still listed (%v)", key, err)
+		}
 	}
 }
 
@@ -603,13 +686,33 @@ func testReplayBackoff(t *testing.T, s store.Store) {
 // same time on another replica: the event and its requeued delivery stay.
 // Three rounds: before the sweep judged on a fresh snapshot, PostgreSQL lost
 // a replayed event in 7 of 10 rounds.
+//
+// A fourth round sweeps a day later, where a backend that drops a day of
+// bodies at once (PostgreSQL) does so while the replays run: every replayed
+// event is then delivered with its body whole.
 func testReplayVersusSweep(t *testing.T, stores []store.Store) {
 	pending := 0
-	for round := range 3 {
+	for round := range 4 {
 		pending += replayWhileSweeping(t, stores, round)
 		if st := stats(t, stores[0]); st.Pending != int64(pending) {
 			t.Fatalf("round %d: %d replays returned a count, %d deliveries pending", round, pending, st.Pending)
 		}
+	}
+	for {
+		ds := lease(t, stores[0], base.Add(26*time.Hour), time.Minute, 100)
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			if string(d.Body) != `{"id":"`+d.Key+`"}` {
+				t.Fatalf("%s replayed, then leased with body %q", d.Key, d.Body)
+			}
+			pending--
+			complete(t, stores[0], store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: d.Attempt})
+		}
+	}
+	if pending != 0 {
+		t.Fatalf("%d replayed deliveries were never leased", pending)
 	}
 }
 
@@ -620,6 +723,12 @@ func replayWhileSweeping(t *testing.T, stores []store.Store, round int) (replays
 	evs := make([]store.NewEvent, n)
 	for i := range evs {
 		evs[i] = event(fmt.Sprintf("r%d-e%03d", round, i), "d")
+	}
+	if round == 3 {
+		// A day ahead is made before the events, as a running gateway has.
+		if _, err := stores[0].SweepExpired(ctx, base, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mustClaim(t, stores[0], evs...)
 	for {
@@ -632,6 +741,9 @@ func replayWhileSweeping(t *testing.T, stores []store.Store, round int) (replays
 		}
 	}
 	past := base.Add(2 * time.Hour) // every window is over: all may be swept
+	if round == 3 {
+		past = base.Add(25 * time.Hour) // and their day too
+	}
 	replayed := make([]bool, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -657,7 +769,9 @@ func replayWhileSweeping(t *testing.T, stores []store.Store, round int) (replays
 		for i := range evs {
 			k := n - 1 - i // from the other end, so the two meet in the middle
 			c, err := a.Replay(ctx, store.Replay{Events: store.EventQuery{Source: "src", Key: evs[k].Key}, Now: past, Audit: store.AuditEntry{Actor: "ops"}})
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
+			// Too late is not found, or, where a day's bodies went before
+			// the event did, its body gone.
+			if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrBodyGone) {
 				errs <- err
 				return
 			}
