@@ -452,7 +452,11 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.StoreKind() == "postgres" {
-		return postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log.With("component", "store")})
+		var horizon time.Duration // the longest window: how far ahead a body may be due
+		for _, src := range cfg.Sources {
+			horizon = max(horizon, time.Duration(src.Window))
+		}
+		return postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log.With("component", "store"), Horizon: horizon})
 	}
 	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
 }

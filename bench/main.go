@@ -874,9 +874,9 @@ func prefillPostgres(pgURL string, n int, expired bool) error {
 	if expired {
 		ends = day.Add(-24 * time.Hour)
 	}
-	// A sweep on the day before the windows end makes that day's partitions
+	// A sweep the day before the windows end makes their day's partitions
 	// (it deletes nothing: nothing is stored yet).
-	if _, err := st.SweepExpired(ctx, ends.Add(time.Minute), 1); err != nil {
+	if _, err := st.SweepExpired(ctx, ends.Add(-time.Hour), 1); err != nil {
 		st.Close()
 		return err
 	}
@@ -1072,13 +1072,16 @@ func retention(dir string, n int) (string, error) {
 	}
 	// run fills one store twice, dropping the first day's bodies in
 	// between when kept, and returns its size (between: what runs then).
+	// The second fill comes a day later: PostgreSQL drops the bodies with
+	// their day.
 	run := func(st store.Store, kept bool, between func() error, size func() (int64, error)) (int64, error) {
 		now := time.Now()
+		next := now.Add(25 * time.Hour)
 		if err := fill(st, "day1", kept, now); err != nil {
 			return 0, err
 		}
 		for kept {
-			dropped, err := st.SweepExpired(ctx, now.Add(2*time.Hour), 5000)
+			dropped, err := st.SweepExpired(ctx, next, 5000)
 			if err != nil {
 				return 0, err
 			}
@@ -1089,7 +1092,7 @@ func retention(dir string, n int) (string, error) {
 		if err := between(); err != nil {
 			return 0, err
 		}
-		if err := fill(st, "day2", kept, now.Add(2*time.Hour)); err != nil {
+		if err := fill(st, "day2", kept, next); err != nil {
 			return 0, err
 		}
 		return size()
@@ -1119,7 +1122,7 @@ func retention(dir string, n int) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("retention on PostgreSQL needs %s: %w", pgBase, err)
 		}
-		pst, err := postgres.Open(ctx, pgURL, postgres.Options{})
+		pst, err := postgres.Open(ctx, pgURL, postgres.Options{Horizon: 72 * time.Hour})
 		if err != nil {
 			drop()
 			return "", err
@@ -1130,9 +1133,10 @@ func retention(dir string, n int) (string, error) {
 			drop()
 			return "", err
 		}
-		pg[i], err = run(pst, kept, func() error { _, err := conn.Exec(ctx, "VACUUM events"); return err }, func() (int64, error) {
+		pg[i], err = run(pst, kept, func() error { _, err := conn.Exec(ctx, "VACUUM events, event_bodies"); return err }, func() (int64, error) {
 			var b int64
-			err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('events')`).Scan(&b)
+			err := conn.QueryRow(ctx, `SELECT pg_total_relation_size('events') + (SELECT COALESCE(sum(pg_total_relation_size(inhrelid)), 0)
+				FROM pg_inherits WHERE inhparent IN ('event_bodies'::regclass, 'attempts'::regclass))`).Scan(&b)
 			return b, err
 		})
 		conn.Close(ctx)

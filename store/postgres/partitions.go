@@ -120,6 +120,25 @@ func (s *Store) maintainPartitions(ctx context.Context, now time.Time) (int, err
 	return n, nil
 }
 
+// preparePartitions makes the day partitions from today to the horizon,
+// unless another replica is at it.
+func (s *Store) preparePartitions(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var mine bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(partitionLock)).Scan(&mine); err != nil || !mine {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(partitionLock))
+	if err := s.makePartitions(ctx, conn, s.toDB(s.clock())); err != nil && !errors.Is(err, errBusy) {
+		return err
+	}
+	return nil
+}
+
 // dayOf is the start of t's day, in UTC.
 func dayOf(t time.Time) time.Time { return t.UTC().Truncate(day) }
 
@@ -153,7 +172,7 @@ func partitions(ctx context.Context, conn *pgxpool.Conn, table string) ([]time.T
 // partition for its day), moving into each what waits there for it.
 func (s *Store) makePartitions(ctx context.Context, conn *pgxpool.Conn, now time.Time) error {
 	from := dayOf(now)
-	until := from.Add(2 * day)
+	until := later(from.Add(2*day), dayOf(now.Add(s.horizon)).Add(day))
 	if seen := s.latestDrop.Load(); seen != 0 {
 		until = later(until, dayOf(time.Unix(0, seen)).Add(partitionsAhead+day))
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/oncehook/oncehook/store/postgres"
 )
 
-// dayTables lists table's partitions (the kept one and the days), as
-// PostgreSQL has them.
+// dayTables lists table's partitions (the kept one and the days of March
+// 2026), as PostgreSQL has them (Open made today's too).
 func dayTables(t *testing.T, conn *pgx.Conn, table string) []string {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = $1::regclass ORDER BY c.relname`, table)
+		WHERE i.inhparent = $1::regclass AND (c.relname LIKE '%_d202603%' OR c.relname LIKE '%_kept') ORDER BY c.relname`, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func countRows(t *testing.T, conn *pgx.Conn, table string) int {
 func TestADayGoesAsOnePartition(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
-	s, err := postgres.Open(ctx, url, postgres.Options{})
+	s, err := postgres.Open(ctx, url, postgres.Options{Horizon: 5 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +57,31 @@ func TestADayGoesAsOnePartition(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 
+	// Open made the days from today to the horizon (5 days) ahead.
+	if got := fmt.Sprint(dayTables(t, conn, "event_bodies")); got != "[event_bodies_kept]" {
+		t.Fatalf("partitions of March %s", got)
+	}
+	for _, d := range []time.Time{time.Now(), time.Now().Add(5 * 24 * time.Hour)} {
+		var made bool
+		name := "event_bodies_d" + d.UTC().Format("20060102")
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&made); err != nil || !made {
+			t.Fatalf("Open made no %s (%v)", name, err)
+		}
+	}
 	day := time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)
 	at := day.Add(9 * time.Hour)
 	if _, err := s.SweepExpired(ctx, at, 100); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(dayTables(t, conn, "event_bodies")); got != "[event_bodies_d20260310 event_bodies_d20260311 event_bodies_kept]" {
-		t.Fatalf("bodies' partitions %s: want today's and tomorrow's made ahead", got)
+	days := func(table string, from int) string {
+		var names []string
+		for d := from; d <= from+5; d++ {
+			names = append(names, fmt.Sprintf("%s_d202603%02d", table, d))
+		}
+		return fmt.Sprint(append(names, table+"_kept"))
+	}
+	if got, want := fmt.Sprint(dayTables(t, conn, "event_bodies")), days("event_bodies", 10); got != want {
+		t.Fatalf("bodies' partitions %s: want %s, the day and the horizon's ahead", got, want)
 	}
 	var evs []store.NewEvent
 	for i := range 100 {
@@ -104,11 +122,11 @@ func TestADayGoesAsOnePartition(t *testing.T) {
 	if _, err := s.SweepExpired(ctx, day.Add(25*time.Hour), 1000); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(dayTables(t, conn, "event_bodies")); got != "[event_bodies_d20260311 event_bodies_d20260312 event_bodies_kept]" {
-		t.Fatalf("bodies' partitions the next day %s: want the tenth dropped", got)
+	if got, want := fmt.Sprint(dayTables(t, conn, "event_bodies")), days("event_bodies", 11); got != want {
+		t.Fatalf("bodies' partitions the next day %s: want %s, the tenth dropped", got, want)
 	}
-	if got := fmt.Sprint(dayTables(t, conn, "attempts")); got != "[attempts_d20260311 attempts_d20260312 attempts_kept]" {
-		t.Fatalf("attempts' partitions the next day %s: want the tenth dropped", got)
+	if got, want := fmt.Sprint(dayTables(t, conn, "attempts")), days("attempts", 11); got != want {
+		t.Fatalf("attempts' partitions the next day %s: want %s, the tenth dropped", got, want)
 	}
 	if b, a := countRows(t, conn, "event_bodies_kept"), countRows(t, conn, "attempts_kept"); b != 1 || a != 1 {
 		t.Fatalf("kept %d bodies and %d attempts, want the dead letter's one of each", b, a)

@@ -55,6 +55,7 @@ type Store struct {
 	skew     atomic.Int64 // the database's clock minus this process's, in ns (see clock.go)
 	stopSkew context.CancelFunc
 
+	horizon      time.Duration
 	latestDrop   atomic.Int64 // the latest drop_at committed, in ns (see partitions.go)
 	partitionsAt atomic.Int64 // when maintainPartitions last ran, in ns of the sweep's clock
 }
@@ -67,6 +68,11 @@ type Options struct {
 	// Clock is this process's clock, the one callers read their now from
 	// (default time.Now). The store measures it against the database's.
 	Clock func() time.Time
+	// Horizon is how long after arrival a body may be due to go: the
+	// longest window of the sources. Open makes the day partitions that
+	// cover it (see partitions.go), so that intake never writes a body
+	// where no day waits for it; the sweep keeps them ahead.
+	Horizon time.Duration
 }
 
 // Open connects to the database at url (postgres://...) and applies the
@@ -108,7 +114,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	s := &Store{pool: pool, log: opts.Logger, clock: opts.Clock}
+	s := &Store{pool: pool, log: opts.Logger, clock: opts.Clock, horizon: opts.Horizon}
 	if _, err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -126,6 +132,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.log.Warn("this replica's clock differs from the database's; times are kept on the database's clock", "offset", skew)
 	}
 	s.skew.Store(int64(skew))
+	if err := s.preparePartitions(ctx); err != nil {
+		s.log.Warn("could not make the day partitions ahead; the sweep will", "err", err)
+	}
 	var skewCtx context.Context
 	skewCtx, s.stopSkew = context.WithCancel(context.Background())
 	go s.trackSkew(skewCtx)
