@@ -554,7 +554,7 @@ func (b *bench) postgres(want func(string) bool) error {
 			return err
 		}
 		defer dropStored()
-		if err := prefillPostgres(storedURL, b.stored, false); err != nil {
+		if err := prefillPostgres(storedURL, b.stored, false, false); err != nil {
 			return err
 		}
 		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events already stored (PostgreSQL, 1 replica)", b.stored), storedURL, gwOptions{})
@@ -565,34 +565,53 @@ func (b *bench) postgres(want func(string) bool) error {
 		b.rows = append(b.rows, r)
 	}
 	if want("pgsweep") {
-		// The same headline with and without a backlog of expired events
-		// to sweep, each on a schema of its own, in this run.
-		quiet, err := b.withDestination("oncehook: the headline, sweeping nothing (PostgreSQL, 1 replica)", pgURL, gwOptions{sweep: 50 * time.Millisecond})
+		// The same headline over the same number of stored events, whose
+		// windows end tomorrow or ended yesterday (to sweep), each on a
+		// schema of its own, in this run.
+		quietURL, dropQuiet, err := freshSchema(pgBase)
 		if err != nil {
 			return err
 		}
-		b.rows = append(b.rows, quiet)
-		sweepURL, dropSweep, err := freshSchema(pgBase)
-		if err != nil {
+		defer dropQuiet()
+		if err := prefillPostgres(quietURL, b.stored, false, false); err != nil {
 			return err
 		}
-		defer dropSweep()
-		if err := prefillPostgres(sweepURL, b.stored, true); err != nil {
-			return err
-		}
-		note := prefilled
-		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline while %d expired events are swept (PostgreSQL, 1 replica)", b.stored), sweepURL,
+		quiet, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events stored, sweeping nothing (PostgreSQL, 1 replica)", b.stored), quietURL,
 			gwOptions{sweep: 50 * time.Millisecond})
 		if err != nil {
 			return err
 		}
-		left, bodies, err := pgLeft(sweepURL)
-		if err != nil {
-			return err
+		b.rows = append(b.rows, quiet)
+		for _, inRows := range []bool{true, false} {
+			sweepURL, dropSweep, err := freshSchema(pgBase)
+			if err != nil {
+				return err
+			}
+			defer dropSweep()
+			if err := prefillPostgres(sweepURL, b.stored, true, inRows); err != nil {
+				return err
+			}
+			note := prefilled
+			how := "their bodies in their day's partition"
+			if inRows {
+				how = "their bodies in their rows, as before the partitions"
+			}
+			r, err := b.withDestination(fmt.Sprintf("oncehook: the headline while %d expired events are swept, %s (PostgreSQL, 1 replica)", b.stored, how), sweepURL,
+				gwOptions{sweep: 50 * time.Millisecond})
+			if err != nil {
+				return err
+			}
+			left, bodies, err := pgLeft(sweepURL)
+			if err != nil {
+				return err
+			}
+			if inRows {
+				bodies = left // each in its row
+			}
+			r.note += fmt.Sprintf("; %.0f%% of sweeping nothing; swept %d claims of %d during the run, %d bodies left; %s",
+				100*r.rate()/quiet.rate(), int64(b.stored)-(left-int64(r.requests)), b.stored, bodies-int64(r.requests), note)
+			b.rows = append(b.rows, r)
 		}
-		r.note += fmt.Sprintf("; %.0f%% of sweeping nothing; swept %d claims of %d during the run, %d bodies left (their day dropped whole); %s",
-			100*r.rate()/quiet.rate(), int64(b.stored)-(left-int64(r.requests)), b.stored, bodies-int64(r.requests), note)
-		b.rows = append(b.rows, r)
 	}
 	if want("pgnodest") {
 		gw, err := startGateway(pgURL, "", "", gwOptions{})
@@ -863,7 +882,11 @@ func prefill(path string, n int, window time.Duration) error {
 // and its body in its day's partition, as intake writes them, and a
 // CHECKPOINT and ANALYZE outside the timed part. The events' windows end
 // tomorrow, or, expired, yesterday (for the sweep scenario).
-func prefillPostgres(pgURL string, n int, expired bool) error {
+//
+// inRows stores the bodies in the claim rows instead, as before the
+// partitions (migration 0017): such events are swept row by row, bodies
+// and all, as every event was then.
+func prefillPostgres(pgURL string, n int, expired, inRows bool) error {
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, pgURL, postgres.Options{})
 	if err != nil {
@@ -887,7 +910,15 @@ func prefillPostgres(pgURL string, n int, expired bool) error {
 	}
 	defer conn.Close(ctx)
 	start := time.Now()
-	for from := 0; from < n; from += 1_000_000 {
+	for from := 0; from < n && inRows; from += 1_000_000 {
+		if _, err := conn.Exec(ctx, `INSERT INTO events (source, key, content_type, body, received_at, expires_at)
+			SELECT 'bench', 'old_' || lpad(g::text, 9, '0'), 'application/json', $1, x.at - interval '72 hours', x.at
+			FROM generate_series($2::bigint, $3::bigint) g, LATERAL (SELECT $4::timestamptz + (g % 86000) * interval '1 second' AS at) x`,
+			body(0, 0), from, min(n, from+1_000_000)-1, ends); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	for from := 0; from < n && !inRows; from += 1_000_000 {
 		if _, err := conn.Exec(ctx, `WITH e AS (
 				INSERT INTO events (source, key, content_type, body, received_at, expires_at, body_at, body_size)
 				SELECT 'bench', 'old_' || lpad(g::text, 9, '0'), 'application/json', '', x.at - interval '72 hours', x.at, x.at, length($1::bytea)

@@ -195,7 +195,9 @@ func (s *Store) makePartitions(ctx context.Context, conn *pgxpool.Conn, now time
 			if slices.ContainsFunc(have, d.Equal) {
 				continue
 			}
+			start := time.Now()
 			err := makePartition(ctx, conn, table, d)
+			s.log.Debug("partition made", "name", partitionName(table, d), "took", time.Since(start), "err", err)
 			if busy(err) {
 				return errBusy
 			}
@@ -277,9 +279,11 @@ func (s *Store) dropPartitions(ctx context.Context, conn *pgxpool.Conn, now time
 	}
 	// The bulk of what is kept moves first, outside the drop's locks, so
 	// that the drop itself moves only what was requeued since.
+	start := time.Now()
 	if _, err := conn.Exec(ctx, keepSQL, until); err != nil {
 		return 0, unavailable("partitions: keep", err)
 	}
+	moved := time.Since(start)
 	var n int
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		// The watermark first: a replay that holds it commits before this
@@ -304,8 +308,12 @@ func (s *Store) dropPartitions(ctx context.Context, conn *pgxpool.Conn, now time
 				return err
 			}
 			n += int(tag.RowsAffected())
+			// Detached here, dropped after the commit: a DROP of a day's
+			// files (a gigabyte for a million bodies) took 0.4 s for 300,000
+			// here, all of it under the lock that holds intake back; a
+			// detach changes the catalog only.
 			for _, d := range gone[table] {
-				if _, err := tx.Exec(ctx, `DROP TABLE `+partitionName(table, d)); err != nil {
+				if _, err := tx.Exec(ctx, `ALTER TABLE `+table+` DETACH PARTITION `+partitionName(table, d)); err != nil {
 					return err
 				}
 			}
@@ -318,12 +326,44 @@ func (s *Store) dropPartitions(ctx context.Context, conn *pgxpool.Conn, now time
 	if err != nil {
 		return 0, unavailable("drop partitions", err)
 	}
+	locked := time.Since(start) - moved
+	if err := dropDetached(ctx, conn); err != nil {
+		return n, unavailable("drop partitions", err)
+	}
 	for table, days := range gone {
 		for _, d := range days {
 			s.log.Debug("dropped a day of "+table, "day", d.Format(time.DateOnly))
 		}
 	}
+	s.log.Debug("partitions dropped", "before", until.Format(time.DateOnly), "keep", moved, "locked", locked, "drop", time.Since(start)-moved-locked)
 	return n, nil
+}
+
+// dropDetached drops the day tables no longer attached: the ones this
+// replica detached a moment ago, and any a replica detached before it died.
+// Nothing reads them (detached, they are no partition of anything), so the
+// DROP holds no lock another transaction waits for.
+func dropDetached(ctx context.Context, conn *pgxpool.Conn) error {
+	var names []string
+	for _, table := range partitioned {
+		rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c
+			WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND NOT c.relispartition
+			AND c.relname LIKE $1`, table+`\_d%`)
+		if err != nil {
+			return err
+		}
+		more, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		names = append(names, more...)
+	}
+	for _, name := range names {
+		if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // noteDrop remembers the latest drop_at this replica committed, for

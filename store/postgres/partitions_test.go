@@ -128,6 +128,12 @@ func TestADayGoesAsOnePartition(t *testing.T) {
 	if got, want := fmt.Sprint(dayTables(t, conn, "attempts")), days("attempts", 11); got != want {
 		t.Fatalf("attempts' partitions the next day %s: want %s, the tenth dropped", got, want)
 	}
+	for _, name := range []string{"event_bodies_d20260310", "attempts_d20260310"} {
+		var left bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&left); err != nil || left {
+			t.Fatalf("%s is still a table (%v): detached, it must be dropped too", name, err)
+		}
+	}
 	if b, a := countRows(t, conn, "event_bodies_kept"), countRows(t, conn, "attempts_kept"); b != 1 || a != 1 {
 		t.Fatalf("kept %d bodies and %d attempts, want the dead letter's one of each", b, a)
 	}
