@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
 )
@@ -45,17 +44,7 @@ func countRows(t *testing.T, conn *pgx.Conn, table string) int {
 // delivered whole.
 func TestADayGoesAsOnePartition(t *testing.T) {
 	ctx := context.Background()
-	url := testenv.Postgres(t)
-	s, err := postgres.Open(ctx, url, postgres.Options{Horizon: 5 * 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	s, conn := openWithConn(t, postgres.Options{Horizon: 5 * 24 * time.Hour})
 
 	// Open made the days from today to the horizon (5 days) ahead.
 	if got := fmt.Sprint(dayTables(t, conn, "event_bodies")); got != "[event_bodies_kept]" {

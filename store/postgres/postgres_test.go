@@ -45,6 +45,25 @@ func attach(t *testing.T, s store.Store) store.Store {
 	return r
 }
 
+// openWithConn opens a store on a fresh schema, and a connection of its
+// own to look at the tables.
+func openWithConn(t *testing.T, opts postgres.Options) (*postgres.Store, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	s, err := postgres.Open(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return s, conn
+}
+
 // Replicas starting together must not race on migrations: one applies
 // each, the others wait on the advisory lock and find it done.
 func TestConcurrentStartsApplyMigrationsOnce(t *testing.T) {
@@ -77,18 +96,8 @@ func TestConcurrentStartsApplyMigrationsOnce(t *testing.T) {
 // but duplicates does not. Before the trigger, the planner dropped the
 // claim's pg_notify and most claims woke nobody.
 func TestClaimsNotifyARawListener(t *testing.T) {
-	url := testenv.Postgres(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	s, conn := openWithConn(t, postgres.Options{})
 	if _, err := conn.Exec(ctx, "LISTEN oncehook_deliveries"); err != nil {
 		t.Fatal(err)
 	}

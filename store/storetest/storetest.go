@@ -114,6 +114,9 @@ func event(key string, dests ...string) store.NewEvent {
 	}
 }
 
+// whole is true when d carries its event's body as event stored it.
+func whole(d store.LeasedDelivery) bool { return string(d.Body) == `{"id":"`+d.Key+`"}` }
+
 func mustClaim(t *testing.T, s store.Store, events ...store.NewEvent) []store.Claim {
 	t.Helper()
 	claims, err := store.ClaimEvents(context.Background(), s, events)
@@ -406,7 +409,7 @@ func testBodyRetention(t *testing.T, s store.Store) {
 		t.Fatalf("leased %d deliveries, want 4", len(leased))
 	}
 	for _, d := range leased {
-		if string(d.Body) != `{"id":"`+d.Key+`"}` {
+		if !whole(d) {
 			t.Errorf("%s leased with body %q: a body kept for its body_retention must be delivered whole", d.Key, d.Body)
 		}
 		kind := map[string]store.OutcomeKind{"done": store.OutcomeDelivered, "kept": store.OutcomeDelivered, "dead": store.OutcomeDead, "pending": store.OutcomeRetry}[d.Key]
@@ -451,7 +454,7 @@ func testBodyRetention(t *testing.T, s store.Store) {
 		t.Errorf("replay of the source requeued %d (%v), want pending, dead and kept", n, err)
 	}
 	for _, d := range lease(t, s, later, time.Minute, 10) {
-		if string(d.Body) != `{"id":"`+d.Key+`"}` {
+		if !whole(d) {
 			t.Errorf("%s replayed with body %q, want it whole", d.Key, d.Body)
 		}
 	}
@@ -519,7 +522,7 @@ func testDaysPass(t *testing.T, s store.Store) {
 		t.Fatalf("at the retry leased %q, want retrying and dead", keys(got))
 	}
 	for _, d := range got {
-		if string(d.Body) != `{"id":"`+d.Key+`"}` {
+		if !whole(d) {
 			t.Errorf("%s leased two days on with body %q, want it whole", d.Key, d.Body)
 		}
 		complete(t, s, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: d.Attempt, StartedAt: retryAt})
@@ -704,7 +707,7 @@ func testReplayVersusSweep(t *testing.T, stores []store.Store) {
 			break
 		}
 		for _, d := range ds {
-			if string(d.Body) != `{"id":"`+d.Key+`"}` {
+			if !whole(d) {
 				t.Fatalf("%s replayed, then leased with body %q", d.Key, d.Body)
 			}
 			pending--
