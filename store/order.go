@@ -103,6 +103,12 @@ type OrderGroup struct {
 	// after it. FirstDue is when the head is due.
 	FirstID  int64
 	FirstDue time.Time
+	// FirstAttempted is true when the head has been attempted, and
+	// FirstVersion is its version. In both modes an older event waits for
+	// an attempted newer one: once it is delivered the older is stale, and
+	// if it goes to the dead letters the older goes.
+	FirstAttempted bool
+	FirstVersion   int64
 }
 
 // OrderGroupKey names a group.
@@ -178,10 +184,10 @@ func PlanOrder(now, leaseUntil time.Time, limit int, candidates []OrderCandidate
 		if len(p.Lease) >= limit {
 			continue // no room: left due for the next step
 		}
-		// The fifo head first: it may not be the lowest version (see
-		// OrderGroup.FirstID).
+		// The head first, in fifo order, or when it was attempted: it may
+		// not be the lowest version (see OrderGroup.FirstID).
 		head := func(c OrderCandidate) int {
-			if c.Mode == OrderFIFO && c.ID == g.FirstID {
+			if c.ID == g.FirstID && (c.Mode == OrderFIFO || g.FirstAttempted) {
 				return 0
 			}
 			return 1
@@ -189,6 +195,25 @@ func PlanOrder(now, leaseUntil time.Time, limit int, candidates []OrderCandidate
 		slices.SortFunc(cs, func(a, b OrderCandidate) int {
 			return cmp.Or(cmp.Compare(head(a), head(b)), cmp.Compare(a.Version, b.Version), cmp.Compare(a.ID, b.ID))
 		})
+		if g.FirstAttempted {
+			// Older than an attempt the destination may have: wait for
+			// it, as fifo waits for its head.
+			var older []OrderCandidate
+			cs = slices.DeleteFunc(cs, func(c OrderCandidate) bool {
+				if c.Mode != OrderFIFO && c.ID != g.FirstID && c.Version < g.FirstVersion {
+					older = append(older, c)
+					return true
+				}
+				return false
+			})
+			if len(older) > 0 {
+				if len(cs) > 0 && cs[0].ID == g.FirstID {
+					park(older, leaseUntil) // the head is leased below
+				} else {
+					park(older, g.FirstDue)
+				}
+			}
+		}
 		rest := cs
 		leased := len(p.Lease)
 		staled := len(p.Stale)

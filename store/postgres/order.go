@@ -99,10 +99,10 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 		return nil, false, err
 	}
 	rows, err = tx.Query(ctx, `SELECT g.destination, g.entity, h.destination IS NOT NULL, h.version, COALESCE(h.version_text, ''), h.inflight_until,
-			COALESCE(f.id, 0), f.next_attempt_at
+			COALESCE(f.id, 0), f.next_attempt_at, COALESCE(f.attempts > 0, FALSE), COALESCE(f.order_version, 0)
 		FROM unnest($1::text[], $2::text[]) AS g(destination, entity)
 		LEFT JOIN order_heads h ON h.destination = g.destination AND h.entity = g.entity
-		LEFT JOIN LATERAL (SELECT id, next_attempt_at FROM deliveries d
+		LEFT JOIN LATERAL (SELECT id, next_attempt_at, attempts, order_version FROM deliveries d
 			WHERE d.destination = g.destination AND d.order_entity = g.entity AND d.state = 'pending'
 			ORDER BY d.attempts = 0, d.order_version, d.id LIMIT 1) f ON true`, dests, entities)
 	if err != nil {
@@ -113,13 +113,14 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 	var version *int64
 	var text string
 	var inflight, firstDue *time.Time
-	var firstID int64
+	var firstID, firstVersion int64
+	var attempted bool
 	busy := map[store.OrderGroupKey]bool{}
-	_, err = pgx.ForEachRow(rows, []any{&k.Destination, &k.Entity, &exists, &version, &text, &inflight, &firstID, &firstDue}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&k.Destination, &k.Entity, &exists, &version, &text, &inflight, &firstID, &firstDue, &attempted, &firstVersion}, func() error {
 		if exists && !locked[k] {
 			busy[k] = true
 		}
-		g := store.OrderGroup{DeliveredText: text, FirstID: firstID}
+		g := store.OrderGroup{DeliveredText: text, FirstID: firstID, FirstAttempted: attempted, FirstVersion: firstVersion}
 		if version != nil {
 			g.Delivered, g.HasDelivered = *version, true
 		}

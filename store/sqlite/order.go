@@ -20,7 +20,7 @@ const (
 		ORDER BY next_attempt_at LIMIT ?`
 	entitySQL = `SELECT version, version_text, inflight_until FROM order_heads WHERE destination = ? AND entity = ?`
 	// The fifo head: an attempted delivery first (see store.OrderGroup).
-	headSQL = `SELECT id, next_attempt_at FROM deliveries
+	headSQL = `SELECT id, next_attempt_at, attempts > 0, order_version FROM deliveries
 			WHERE destination = ? AND order_entity = ? AND state = 'pending' ORDER BY attempts = 0, order_version, id LIMIT 1`
 	parkSQL         = `UPDATE deliveries SET next_attempt_at = ?, order_waiting = 1 WHERE id = ?`
 	markStaleSQL    = `UPDATE deliveries SET state = 'stale', order_waiting = 0, updated_at = ?, last_error = ? WHERE id = ?`
@@ -83,8 +83,9 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, e store.NewEvent, 
 		}
 		return nil, false, nil // its entity's outcome wakes it
 	}
-	var first, firstDue int64
-	err = s.order(ctx, tx, headSQL).QueryRowContext(ctx, dest, key).Scan(&first, &firstDue)
+	var first, firstDue, firstVersion int64
+	var attempted bool
+	err = s.order(ctx, tx, headSQL).QueryRowContext(ctx, dest, key).Scan(&first, &firstDue, &attempted, &firstVersion)
 	pending := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, false, unavailable("read entity", err)
@@ -178,12 +179,8 @@ func (s *Store) orderStep(ctx context.Context, tx *sql.Tx, l store.Lease, limit 
 			g.InflightUntil = fromMS(inflight.Int64)
 		}
 		var due int64
-		if c.Mode != store.OrderFIFO {
-			groups[k] = g // the head matters to fifo only
-			continue
-		}
 		err = s.order(ctx, tx, headSQL).QueryRowContext(ctx,
-			k.Destination, k.Entity).Scan(&g.FirstID, &due)
+			k.Destination, k.Entity).Scan(&g.FirstID, &due, &g.FirstAttempted, &g.FirstVersion)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, false, unavailable("read entity", err)
 		}

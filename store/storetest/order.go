@@ -180,6 +180,49 @@ func testOrderLeaseExpiry(t *testing.T, s store.Store) {
 	}
 }
 
+// The same in stale mode, and for an attempt that failed: an older event
+// that arrives after a newer one was sent waits for it, since the
+// destination may have it (the replica died before it reported, or the
+// attempt timed out), and is stale once it is delivered. A newer event
+// does not wait for a failing older one.
+func testOrderStaleWaitsForAnAttempt(t *testing.T, s store.Store) {
+	mustClaim(t, s, orderedEvent("v5", "e", 5, store.OrderStale, "d"))
+	first := lease(t, s, base, time.Minute, 10)
+	if len(first) != 1 {
+		t.Fatalf("leased %q", keys(first))
+	}
+	mustClaim(t, s, orderedEvent("v4", "e", 4, store.OrderStale, "d"))
+	again := lease(t, s, base.Add(61*time.Second), time.Minute, 10)
+	if len(again) != 1 || again[0].Key != "v5" || again[0].Attempt != 2 {
+		t.Fatalf("after v5's lease expired leased %q, want v5 again, not v4 which came after v5 was sent", keys(again))
+	}
+	// v5 fails this time: v4 still waits for it.
+	retryAt := base.Add(5 * time.Minute)
+	complete(t, s, outcome(again[0], store.OutcomeRetry, retryAt))
+	if got := lease(t, s, base.Add(2*time.Minute), time.Minute, 10); len(got) != 0 {
+		t.Fatalf("while v5 waits for its retry leased %q", keys(got))
+	}
+	got := lease(t, s, retryAt, time.Minute, 10)
+	if len(got) != 1 || got[0].Key != "v5" {
+		t.Fatalf("at v5's retry leased %q, want v5", keys(got))
+	}
+	complete(t, s, outcome(got[0], store.OutcomeDelivered, time.Time{}))
+	if got := lease(t, s, retryAt.Add(time.Second), time.Minute, 10); len(got) != 0 {
+		t.Fatalf("after v5 was delivered leased %q: v4 is stale", keys(got))
+	}
+	if st := stats(t, s); st.Stale != 1 || st.Pending != 0 {
+		t.Fatalf("stats %+v: want v4 stale", st)
+	}
+	// A newer event goes while an older one's attempt waits for its retry.
+	mustClaim(t, s, orderedEvent("w1", "f", 1, store.OrderStale, "d"))
+	w1 := lease(t, s, retryAt, time.Minute, 10)
+	complete(t, s, outcome(w1[0], store.OutcomeRetry, retryAt.Add(time.Hour)))
+	mustClaim(t, s, orderedEvent("w2", "f", 2, store.OrderStale, "d"))
+	if got := lease(t, s, retryAt.Add(time.Second), time.Minute, 10); len(got) != 1 || got[0].Key != "w2" {
+		t.Fatalf("while w1 waits for its retry leased %q, want w2 (newer) at once", keys(got))
+	}
+}
+
 // Across replicas: many workers lease and complete at once; each entity
 // has at most one delivery in flight, and fifo delivers its versions in
 // increasing order, each once.

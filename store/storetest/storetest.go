@@ -90,6 +90,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderDeliversStaleMarkedWhenAsked", testOrderDeliverStale},
 		{"OrderFIFOHeadHoldsItsEntityOnly", testOrderFIFO},
 		{"OrderEntityHeldUntilAnAbandonedLeaseExpires", testOrderLeaseExpiry},
+		{"OrderStaleWaitsForAnAttemptTheDestinationMayHave", testOrderStaleWaitsForAnAttempt},
 		{"OrderOperatorSkipsAHead", testOrderSkipHead},
 		{"OrderHandOffOnlyAFreeEntity", testOrderHandOff},
 		{"EventTraceTravelsToItsDeliveries", testEventTrace},
