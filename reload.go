@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/receive"
 )
 
 // Reload applies next, a config read anew, without a restart: sources
@@ -26,41 +28,62 @@ import (
 // Reload is not audited; the API's POST /v1/reload and SIGHUP go through
 // the Admin service, which is.
 func (g *Gateway) Reload(ctx context.Context, next *config.Config) (admin.ReloadView, error) {
+	v, finish, err := g.prepare(ctx, next)
+	if err != nil {
+		return v, err
+	}
+	finish(true)
+	return v, nil
+}
+
+// prepare validates next against the running config and builds what apply
+// swaps in, holding off every other reload until finish is called: with
+// true it applies next, with false it lets it go (its audit entry could not
+// be written). A refused config holds nothing.
+func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.ReloadView, func(apply bool), error) {
 	g.reloading.Lock()
-	defer g.reloading.Unlock()
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
 	r, err := config.Reload(g.cfg.Load(), next)
+	var sources []receive.Source
 	if err == nil {
-		err = g.apply(ctx, r.Config)
+		sources, err = receiveSources(r.Config)
 	}
 	if err != nil {
-		return v, g.refused(err)
+		g.reloading.Unlock()
+		return v, nil, g.refused(err)
 	}
-	g.metrics.ReloadOK.Set(1)
-	g.metrics.ReloadAt.SetToCurrentTime()
 	v.Sources, v.Destinations, v.Changed, v.Restart = len(r.Config.Sources), len(r.Config.Destinations), r.Changed, r.Restart
 	if v.Changed == nil {
 		v.Changed = []string{}
 	}
-	g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
-	for _, f := range r.Restart {
-		g.log.Warn("config reload: "+f+" changed, and takes effect only at a restart; the running value stays", "field", f)
+	var once sync.Once
+	finish := func(apply bool) {
+		once.Do(func() {
+			defer g.reloading.Unlock()
+			if !apply {
+				g.log.Warn("config reload not applied: its audit entry could not be written", "config", v.Config)
+				return
+			}
+			g.apply(ctx, r.Config, sources)
+			g.metrics.ReloadOK.Set(1)
+			g.metrics.ReloadAt.SetToCurrentTime()
+			g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
+			for _, f := range r.Restart {
+				g.log.Warn("config reload: "+f+" changed, and takes effect only at a restart; the running value stays", "field", f)
+			}
+			for _, w := range r.Config.Warnings() {
+				g.log.Warn("config: " + w)
+			}
+		})
 	}
-	for _, w := range r.Config.Warnings() {
-		g.log.Warn("config: " + w)
-	}
-	return v, nil
+	return v, finish, nil
 }
 
-// apply swaps cfg into every part that takes it while running. Intake's
-// sources are built first, so that nothing is swapped if one fails; the
-// destinations go in before the sources that route to them, so that an
-// event of a new route always finds its destination.
-func (g *Gateway) apply(ctx context.Context, cfg *config.Config) error {
-	sources, err := receiveSources(cfg)
-	if err != nil {
-		return err
-	}
+// apply swaps cfg into every part that takes it while running, with
+// intake's sources that prepare built from it (so that nothing fails
+// here). The destinations go in before the sources that route to them, so
+// that an event of a new route always finds its destination.
+func (g *Gateway) apply(ctx context.Context, cfg *config.Config, sources []receive.Source) {
 	if err := g.holds.Configure(ctx, holdPolicies(cfg)); err != nil {
 		// The policies are in; only the breakers' fresh read failed, and
 		// the next refresh makes it.
@@ -75,24 +98,23 @@ func (g *Gateway) apply(ctx context.Context, cfg *config.Config) error {
 	}
 	g.cfg.Store(cfg)
 	g.worker.Notify() // a destination added back, a rate raised: look now
-	return nil
 }
 
 // reloadFile reads Options.ConfigFile anew and reloads it: the Admin
 // service's Reloader, behind POST /v1/reload and SIGHUP.
-func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, error) {
+func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, func(bool), error) {
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
 	if g.opts.ConfigFile == "" {
-		return v, errors.New("no config file: this gateway was given its config, not a file to read")
+		return v, nil, errors.New("no config file: this gateway was given its config, not a file to read")
 	}
 	next, err := config.Load(g.opts.ConfigFile)
 	if err != nil {
-		return v, g.refused(err)
+		return v, nil, g.refused(err)
 	}
 	if g.opts.Override != nil {
 		g.opts.Override(next)
 	}
-	return g.Reload(ctx, next)
+	return g.prepare(ctx, next)
 }
 
 // refused says a reload was refused: the metric, and every error logged.

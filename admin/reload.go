@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/oncehook/oncehook/store"
 )
 
 // ReloadView is what a config reload did.
@@ -20,21 +22,25 @@ type ReloadView struct {
 	Restart []string `json:"restart,omitempty"`
 }
 
-// Reloader reads the config anew and applies what a running gateway can
-// take of it (the gateway's Reload). An invalid config is refused whole,
-// with every error, and the running one stays.
-type Reloader func(ctx context.Context) (ReloadView, error)
+// Reloader reads the config anew and checks it against the running one
+// (the gateway's): an invalid config is refused whole, with every error, and
+// the running one stays. A valid one is not applied yet: finish(true)
+// applies it, finish(false) lets it go; one of them must be called, and no
+// other reload runs until it is.
+type Reloader func(ctx context.Context) (v ReloadView, finish func(apply bool), err error)
 
 // Reload reads the config anew and applies it (see Reloader), audited
 // either way: "reload" with how many things changed, or "reload_refused".
-// A refused config is ErrInvalid (field "config"), its errors in the
-// message; a gateway without a config file to read (the demo) is
-// ErrNotFound.
+// The entry is written before the change is made: a reload whose entry
+// cannot be written is not applied (ErrUnavailable's kin, a 503), so no
+// change goes unrecorded. A refused config is ErrInvalid (field "config"),
+// its errors in the message; a gateway without a config file to read (the
+// demo) is ErrNotFound.
 func (s *Service) Reload(ctx context.Context) (ReloadView, error) {
 	if s.opts.Reload == nil {
 		return ReloadView{}, fmt.Errorf("this gateway has no config file to reload (the demo, or a library caller that passed none): %w", ErrNotFound)
 	}
-	v, err := s.opts.Reload(ctx)
+	v, finish, err := s.opts.Reload(ctx)
 	if err != nil {
 		msg := "refused, the running config stays: " + strings.ReplaceAll(err.Error(), "\n", "; ")
 		if aErr := s.admin.RecordAudit(ctx, s.audit(ctx, "reload_refused", "config "+v.Config)); aErr != nil {
@@ -45,9 +51,12 @@ func (s *Service) Reload(ctx context.Context) (ReloadView, error) {
 	a := s.audit(ctx, "reload", "config "+v.Config)
 	a.Count = len(v.Changed)
 	if err := s.admin.RecordAudit(ctx, a); err != nil {
-		// Applied already: the reload stands, and says its record failed.
-		return v, fmt.Errorf("reloaded, but the audit entry was not written: %w", err)
+		// Whatever the store said, the answer is the same: nothing
+		// changed, and the same reload can be tried again.
+		finish(false)
+		return v, fmt.Errorf("not reloaded, the running config stays: its audit entry could not be written: %w: %w", store.ErrUnavailable, err)
 	}
+	finish(true)
 	s.opts.Changed()
 	return v, nil
 }

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -448,5 +449,57 @@ func TestReloadRefusesAnInvalidConfigAndNamesWhatNeedsARestart(t *testing.T) {
 	status, body = apiCall(t, http.MethodGet, api+"/v1/audit")
 	if status != http.StatusOK || strings.Count(string(body), `"action":"reload_refused"`) != 2 || strings.Count(string(body), `"action":"reload"`) != 2 {
 		t.Errorf("audit log: %d %s", status, body)
+	}
+}
+
+// No change goes unrecorded: a reload whose audit entry the store refuses
+// (a trigger on the audit table here, the store's own failure) is not
+// applied, answers 503 and says so; the running config stays. Once the
+// store takes entries again, the same reload goes in.
+func TestReloadWhoseAuditFailsIsNotApplied(t *testing.T) {
+	dir := t.TempDir()
+	app := newCountingSink(t, 0)
+	path := filepath.Join(dir, "oncehook.yaml")
+	cfg := reloadConfig{secrets: []string{secret}, app: app.URL}
+	cfg.write(t, path)
+	p := startProcess(t, dir, "--config", path)
+	api := p.apiURL(t)
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TRIGGER audit_refused BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'the audit log is full'); END`); err != nil {
+		t.Fatal(err)
+	}
+	next := cfg
+	next.secrets = []string{"whsec_new"}
+	next.write(t, path)
+	status, body := apiCall(t, http.MethodPost, api+"/v1/reload")
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("reload whose audit entry failed: %d %s, want 503", status, body)
+	}
+	if !strings.Contains(p.stderr.String(), "config reload not applied: its audit entry could not be written") {
+		t.Errorf("the reload that was not applied is not logged as such:\n%s", p.stderr)
+	}
+	if s := sendSigned(t, p.URL, secret, "evt_still_old"); s != http.StatusOK {
+		t.Errorf("the running secret after a reload that was not applied: %d", s)
+	}
+	if s := sendSigned(t, p.URL, "whsec_new", "evt_not_yet"); s != http.StatusUnauthorized {
+		t.Errorf("the new secret of a reload that was not applied: %d, want 401", s)
+	}
+	if _, err := db.Exec(`DROP TRIGGER audit_refused`); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := apiCall(t, http.MethodPost, api+"/v1/reload"); status != http.StatusOK {
+		t.Fatalf("the same reload once the audit log takes entries: %d %s", status, body)
+	}
+	if s := sendSigned(t, p.URL, "whsec_new", "evt_new"); s != http.StatusOK {
+		t.Errorf("the new secret after the reload went in: %d", s)
+	}
+	status, body = apiCall(t, http.MethodGet, api+"/v1/audit")
+	if status != http.StatusOK || strings.Count(string(body), `"action":"reload"`) != 1 {
+		t.Errorf("audit log: %d %s, want the one reload applied", status, body)
 	}
 }
