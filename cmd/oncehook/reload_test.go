@@ -104,6 +104,18 @@ func sendSigned(t *testing.T, url, sec, id string) int {
 	return resp.StatusCode
 }
 
+// startReloadable starts a gateway on reloadConfig's config, with one
+// secret and an app destination, in a directory of its own: the process,
+// the directory, the config's path and the config, to rewrite.
+func startReloadable(t *testing.T) (*process, string, string, reloadConfig) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "oncehook.yaml")
+	cfg := reloadConfig{secrets: []string{secret}, app: newCountingSink(t, 0).URL}
+	cfg.write(t, path)
+	return startProcess(t, dir, "--config", path), dir, path, cfg
+}
+
 // reloads counts the reloads a gateway applied, by its log.
 func (p *process) reloads() int { return strings.Count(p.stderr.String(), `msg="config reloaded"`) }
 
@@ -375,12 +387,7 @@ func TestRemovedDestinationIsHeldUntilItComesBack(t *testing.T) {
 // one keeps serving; the metric says the last reload failed. A changed
 // listener is not taken: the reload says it waits for a restart.
 func TestReloadRefusesAnInvalidConfigAndNamesWhatNeedsARestart(t *testing.T) {
-	dir := t.TempDir()
-	app := newCountingSink(t, 0)
-	path := filepath.Join(dir, "oncehook.yaml")
-	cfg := reloadConfig{secrets: []string{secret}, app: app.URL}
-	cfg.write(t, path)
-	p := startProcess(t, dir, "--config", path)
+	p, dir, path, cfg := startReloadable(t)
 	api := p.apiURL(t)
 
 	bad := cfg
@@ -457,12 +464,7 @@ func TestReloadRefusesAnInvalidConfigAndNamesWhatNeedsARestart(t *testing.T) {
 // applied, answers 503 and says so; the running config stays. Once the
 // store takes entries again, the same reload goes in.
 func TestReloadWhoseAuditFailsIsNotApplied(t *testing.T) {
-	dir := t.TempDir()
-	app := newCountingSink(t, 0)
-	path := filepath.Join(dir, "oncehook.yaml")
-	cfg := reloadConfig{secrets: []string{secret}, app: app.URL}
-	cfg.write(t, path)
-	p := startProcess(t, dir, "--config", path)
+	p, dir, path, cfg := startReloadable(t)
 	api := p.apiURL(t)
 
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db")+"?_pragma=busy_timeout(5000)")
