@@ -482,7 +482,9 @@ func TestReloadWhoseAuditFailsIsNotApplied(t *testing.T) {
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("reload whose audit entry failed: %d %s, want 503", status, body)
 	}
-	if !strings.Contains(p.stderr.String(), "config reload not applied: its audit entry could not be written") {
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		return strings.Contains(p.stderr.String(), "config reload not applied: its audit entry could not be written")
+	}) {
 		t.Errorf("the reload that was not applied is not logged as such:\n%s", p.stderr)
 	}
 	if s := sendSigned(t, p.URL, secret, "evt_still_old"); s != http.StatusOK {
