@@ -12,11 +12,11 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-// orderLock is the advisory lock key of the ordered lease step ("ordered"
-// in ASCII): one replica at a time plans it, so that two replicas never
+// orderLock names the advisory lock of the ordered lease step (see
+// schemaLock): one replica at a time plans it, so that two replicas never
 // both find an entity free. A replica that finds it taken skips the step;
 // the holder leases for everyone.
-const orderLock = 0x6f726465726564
+const orderLock = "ordered"
 
 // leaseOrdered runs the ordered lease step (see store/order.go) in a
 // transaction of its own, under orderLock taken without waiting: reading
@@ -29,7 +29,7 @@ func (s *Store) leaseOrdered(ctx context.Context, l store.Lease, now, expires ti
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		leased = leased[:0]
 		var mine bool
-		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(orderLock)).Scan(&mine); err != nil || !mine {
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock("+schemaLock+")", orderLock).Scan(&mine); err != nil || !mine {
 			return err
 		}
 		for range 4 {

@@ -39,9 +39,9 @@ import (
 // cascade from an event reaches its deliveries' attempts before its body.
 var partitioned = []string{"attempts", "event_bodies"}
 
-// partitionLock is the advisory lock one replica holds while it makes and
-// drops partitions; the others pass.
-const partitionLock = migrationLock + 1
+// partitionLock names the advisory lock (see schemaLock) one replica holds
+// while it makes and drops partitions; the others pass.
+const partitionLock = "partitions"
 
 // partitionsAhead is how far ahead of the latest drop_at seen day partitions
 // are made, and partitionsMax how far ahead of now at most (a body due later
@@ -95,13 +95,13 @@ func (s *Store) maintainPartitions(ctx context.Context, now time.Time) (int, err
 	}
 	defer conn.Release()
 	var mine bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(partitionLock)).Scan(&mine); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+schemaLock+`)`, partitionLock).Scan(&mine); err != nil {
 		return 0, unavailable("partitions: lock", err)
 	}
 	if !mine {
 		return 0, nil // another replica is at it
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(partitionLock))
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+schemaLock+`)`, partitionLock)
 	err = s.makePartitions(ctx, conn, now)
 	var n int
 	if err == nil {
@@ -129,10 +129,10 @@ func (s *Store) preparePartitions(ctx context.Context) error {
 	}
 	defer conn.Release()
 	var mine bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(partitionLock)).Scan(&mine); err != nil || !mine {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+schemaLock+`)`, partitionLock).Scan(&mine); err != nil || !mine {
 		return err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(partitionLock))
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+schemaLock+`)`, partitionLock)
 	if err := s.makePartitions(ctx, conn, s.toDB(s.clock())); err != nil && !errors.Is(err, errBusy) {
 		return err
 	}

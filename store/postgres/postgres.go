@@ -44,6 +44,13 @@ const notifyChannel = "oncehook_deliveries"
 // several replicas start at once ("oncehook" in ASCII, as an int64).
 const migrationLock = 0x6f6e6365686f6f6b
 
+// schemaLock is the key of an advisory lock of this schema's, named by $1.
+// Advisory locks are the database's: with one key for all, a gateway on
+// one schema skipped its ordered lease step, or its partitions, whenever
+// a gateway on another schema of the same database held it (seen as
+// tests that share a database failing under load).
+const schemaLock = `hashtextextended(current_schema() || '/' || $1::text, 0)`
+
 // Store is the PostgreSQL backend of store.Store.
 type Store struct {
 	pool   *pgxpool.Pool
