@@ -89,54 +89,55 @@ func (s *Store) maintainPartitions(ctx context.Context, now time.Time) (int, err
 	if last := s.partitionsAt.Load(); last != 0 && now.UnixNano() >= last && now.UnixNano() < last+int64(time.Minute) {
 		return 0, nil
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return 0, unavailable("partitions", err)
-	}
-	defer conn.Release()
-	var mine bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+schemaLock+`)`, partitionLock).Scan(&mine); err != nil {
-		return 0, unavailable("partitions: lock", err)
-	}
-	if !mine {
-		return 0, nil // another replica is at it
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+schemaLock+`)`, partitionLock)
-	err = s.makePartitions(ctx, conn, now)
 	var n int
-	if err == nil {
-		n, err = s.dropPartitions(ctx, conn, now)
-	}
+	err := s.withPartitionLock(ctx, func(conn *pgxpool.Conn) error {
+		err := s.makePartitions(ctx, conn, now)
+		if err == nil {
+			n, err = s.dropPartitions(ctx, conn, now)
+		}
+		if err == nil {
+			s.partitionsAt.Store(now.UnixNano())
+		}
+		return err
+	})
 	if errors.Is(err, errBusy) {
 		// Another transaction held a table past the lock timeout: not
 		// marked done, the next sweep tries again.
 		s.log.Debug("partitions: a lock was busy; the next sweep tries again")
 		return 0, nil
 	}
-	if err != nil {
-		return n, err
-	}
-	s.partitionsAt.Store(now.UnixNano())
-	return n, nil
+	return n, err
 }
 
 // preparePartitions makes the day partitions from today to the horizon,
 // unless another replica is at it.
 func (s *Store) preparePartitions(ctx context.Context) error {
+	err := s.withPartitionLock(ctx, func(conn *pgxpool.Conn) error {
+		return s.makePartitions(ctx, conn, s.toDB(s.clock()))
+	})
+	if errors.Is(err, errBusy) {
+		return nil // the sweep makes them
+	}
+	return err
+}
+
+// withPartitionLock runs fn on a connection that holds partitionLock, or
+// does nothing when another replica holds it.
+func (s *Store) withPartitionLock(ctx context.Context, fn func(*pgxpool.Conn) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return unavailable("partitions", err)
 	}
 	defer conn.Release()
 	var mine bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+schemaLock+`)`, partitionLock).Scan(&mine); err != nil || !mine {
-		return err
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+schemaLock+`)`, partitionLock).Scan(&mine); err != nil {
+		return unavailable("partitions: lock", err)
+	}
+	if !mine {
+		return nil // another replica is at it
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+schemaLock+`)`, partitionLock)
-	if err := s.makePartitions(ctx, conn, s.toDB(s.clock())); err != nil && !errors.Is(err, errBusy) {
-		return err
-	}
-	return nil
+	return fn(conn)
 }
 
 // dayOf is the start of t's day, in UTC.

@@ -276,20 +276,25 @@ const commitSQL = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[],
 			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[], $25::text[], $26::timestamptz[])
 			AS t(source, key, keyless, content_type, body, received_at, expires_at, ord, headers, destinations, type, filtered,
-				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale, trace, body_expires_at)
+				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale, trace, drop_at)
 	), inserted AS (
 		-- The body goes to event_bodies, in the partition of the day it
 		-- may go (see migrations/0017_partitions.sql).
 		INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_at, body_size)
 		SELECT source, key, keyless, content_type, headers::jsonb, '', received_at, expires_at, type, filtered, trace,
-			COALESCE(body_expires_at, expires_at), length(body) FROM input
+			drop_at, length(body) FROM input
 		ORDER BY source COLLATE "C", key COLLATE "C", ord
 		ON CONFLICT (source, key) DO NOTHING
 		RETURNING id, source, key, expires_at, body_at
+	), firsts AS (
+		-- Each key's first copy in the batch, the one inserted (ON
+		-- CONFLICT sees it first): its body and its deliveries.
+		SELECT DISTINCT ON (source, key) source, key, body, received_at, destinations,
+			order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale
+		FROM input ORDER BY source, key, ord
 	), bodies AS (
 		INSERT INTO event_bodies (event_id, drop_at, body)
-		SELECT n.id, n.body_at, i.body FROM inserted n
-		JOIN (SELECT DISTINCT ON (source, key) source, key, body FROM input ORDER BY source, key, ord) i USING (source, key)
+		SELECT n.id, n.body_at, i.body FROM inserted n JOIN firsts i USING (source, key)
 	), existing AS (
 		-- Only the keys that were not inserted: a batch of new events
 		-- looks nothing up.
@@ -307,10 +312,7 @@ const commitSQL = `WITH input AS (
 			CASE WHEN i.order_versioned THEN i.order_text ELSE '#' || inserted.id END AS order_text,
 			NULLIF(i.order_mode, '') AS order_mode, i.order_deliver_stale
 		FROM inserted
-		JOIN (SELECT DISTINCT ON (source, key) source, key, received_at, destinations,
-				order_entity, order_version, order_versioned, order_text, order_mode, order_deliver_stale
-			FROM input ORDER BY source, key, ord) i
-			USING (source, key)
+		JOIN firsts i USING (source, key)
 		CROSS JOIN LATERAL unnest(string_to_array(i.destinations, ',')) AS d(destination)
 		WHERE i.destinations <> ''
 	), delivered AS (
@@ -387,16 +389,16 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
 		oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
 		traces := make([]string, n)
-		bodyExpiry := make([]*time.Time, n) // nil: the body goes with the event
+		drops := make([]time.Time, n) // when the body may go: its partition's day
 		var latest time.Time
 		for i, e := range b.Events {
 			traces[i] = e.Trace
 			drop := e.ExpiresAt
 			if !e.BodyExpiresAt.IsZero() {
-				t := s.toDB(e.BodyExpiresAt)
-				bodyExpiry[i], drop = &t, e.BodyExpiresAt
+				drop = e.BodyExpiresAt
 			}
-			latest = later(latest, drop)
+			drops[i] = s.toDB(drop)
+			latest = later(latest, drops[i])
 			if o := e.Order; o.Entity != "" {
 				oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
 				oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
@@ -413,14 +415,14 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
 		}
 		if !latest.IsZero() {
-			s.noteDrop(s.toDB(latest))
+			s.noteDrop(latest)
 		}
 		held := l.Held
 		if held == nil {
 			held = []string{}
 		}
 		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces, bodyExpiry)
+			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces, drops)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -711,14 +713,14 @@ func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, 
 func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	return s.lockThen(ctx, "sweep", `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
 		ORDER BY e.id LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit},
-		`DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack)
+		`WITH d AS (DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack+` RETURNING 1) SELECT count(*) FROM d`)
 }
 
 // lockThen runs a sweep's two statements in one transaction: lock locks
 // a batch of candidate events (skipping those a Replay holds FOR SHARE),
 // and apply, given their ids as $1 (and extra as $2...), changes those
-// still not kept back, judged on a snapshot of its own. It returns how
-// many apply changed.
+// still not kept back, judged on a snapshot of its own, and selects how
+// many it changed, which lockThen returns.
 func (s *Store) lockThen(ctx context.Context, what, lock string, lockArgs []any, apply string, extra ...any) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -730,13 +732,7 @@ func (s *Store) lockThen(ctx context.Context, what, lock string, lockArgs []any,
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		if strings.HasPrefix(apply, "WITH") {
-			// A statement of several parts, that counts what it changed.
-			return tx.QueryRow(ctx, apply, append([]any{ids}, extra...)...).Scan(&n)
-		}
-		tag, err := tx.Exec(ctx, apply, append([]any{ids}, extra...)...)
-		n = int(tag.RowsAffected())
-		return err
+		return tx.QueryRow(ctx, apply, append([]any{ids}, extra...)...).Scan(&n)
 	})
 	if err != nil {
 		return 0, unavailable(what, err)

@@ -524,10 +524,13 @@ func (s *Store) NextDue(ctx context.Context, held []string) (time.Time, bool, er
 }
 
 // sweepable is the condition for deleting an event: its window is over and
-// no delivery of it is still pending or dead-lettered (the first must still
-// be delivered, the second is the operator's to replay).
-const sweepable = `expires_at < ? AND NOT EXISTS (
-	SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.state IN ('pending', 'dead'))`
+// no delivery keeps it back.
+const sweepable = `expires_at < ? AND NOT ` + keptBack
+
+// keptBack is true for an event a delivery still needs: pending (to
+// deliver) or dead (the operator's, to replay). Neither its key nor its
+// body goes while it is.
+const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.state IN ('pending', 'dead'))`
 
 // SweepExpired implements store.Store. Candidates are found on a reader
 // connection, beside the writer (WAL), so however many expired events are
@@ -574,8 +577,7 @@ func (s *Store) readIDs(ctx context.Context, what, query string, args ...any) ([
 
 // droppable is an event whose body may go now (its body_retention is
 // over) under the window sweep's rule: no delivery still needs it.
-const droppable = `body_expires_at < ? AND body_dropped_at IS NULL AND NOT EXISTS (
-	SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.state IN ('pending', 'dead'))`
+const droppable = `body_expires_at < ? AND body_dropped_at IS NULL AND NOT ` + keptBack
 
 // dropBodies deletes the bodies of up to limit events past their
 // body_retention (kept apart, in bodies), found by the partial index of
