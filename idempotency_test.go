@@ -154,7 +154,7 @@ func TestIdempotencyProxyWhenTheUpstreamIsDown(t *testing.T) {
 	logs := &testenv.Buffer{}
 	gw := oncehooktest.StartWith(t, `
 store: sqlite://$DIR/oncehook.db
-apis: [{name: payments, prefix: /payments, upstream: http://`+addr+`, idempotency: {lease: 1s}}]
+apis: [{name: payments, prefix: /payments, upstream: http://`+addr+`, idempotency: {lease: 3s}}]
 `, oncehook.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	post := func(key string) (int, string, string) {
 		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments", strings.NewReader(`{}`))
@@ -185,15 +185,15 @@ apis: [{name: payments, prefix: /payments, upstream: http://`+addr+`, idempotenc
 	if code, body, _ := post("k-broken"); code != http.StatusBadGateway || !strings.Contains(body, "upstream_unavailable") {
 		t.Fatalf("upstream's connection broken: %d %s", code, body)
 	}
+	if code, body, _ := post("k-broken"); code != http.StatusConflict {
+		t.Fatalf("a broken connection's key within its lease: %d %s; want 409", code, body)
+	}
 	up.Store(true)
 	if code, body, rep := post("k-down"); code != 201 || rep != "" {
 		t.Fatalf("after the upstream is back: %d %s (replayed %q): a request it never got must not hold its key", code, body, rep)
 	}
 	if code, _, rep := post("k-down"); code != 201 || rep != "true" {
 		t.Fatalf("the retry of the kept answer: %d replayed %q", code, rep)
-	}
-	if code, body, _ := post("k-broken"); code != http.StatusConflict {
-		t.Fatalf("a broken connection's key within its lease: %d %s; want 409", code, body)
 	}
 	if !testenv.WaitFor(5*time.Second, func() bool { code, _, _ := post("k-broken"); return code == 201 }) {
 		t.Fatal("after its lease the broken connection's key never ran again")
@@ -205,8 +205,12 @@ apis: [{name: payments, prefix: /payments, upstream: http://`+addr+`, idempotenc
 // Retry-After, instead of adding to memory.
 func TestIdempotencyProxyBodiesKeepTheBudget(t *testing.T) {
 	release := make(chan struct{})
+	var holding atomic.Int32
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if strings.HasPrefix(r.Header.Get("Idempotency-Key"), "held-") {
+			holding.Add(1)
+		}
 		<-release
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -234,11 +238,12 @@ apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
 	for i := range 2 {
 		go post(fmt.Sprintf("held-%d", i), 256<<10)
 	}
-	if !testenv.WaitFor(10*time.Second, func() bool {
-		code, body, retry := post("one-more", 64<<10)
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "overloaded") && retry != ""
-	}) {
-		code, body, _ := post("one-more", 64<<10)
-		t.Fatalf("a body past the APIs' share of the budget: %d %s; want 503 overloaded", code, body)
+	if !testenv.WaitFor(10*time.Second, func() bool { return holding.Load() == 2 }) {
+		t.Fatal("the two bodies never reached the upstream")
+	}
+	for i, size := range []int{1, 64 << 10, 256 << 10} {
+		if code, body, retry := post(fmt.Sprintf("one-more-%d", i), size); code != http.StatusServiceUnavailable || !strings.Contains(body, "overloaded") || retry == "" {
+			t.Fatalf("a %d-byte body past the APIs' share of the budget: %d %s; want 503 overloaded with Retry-After", size, code, body)
+		}
 	}
 }
