@@ -286,7 +286,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	}
 	g.buildIntakeMux()
 	for _, a := range cfg.APIs {
-		h := upstreamProxy(a, g.effects, g.metrics, log.With("component", "api", "api", a.Name))
+		h := upstreamProxy(a, g.effects, g.intake, int(cfg.Effects.MaxResult), g.metrics, log.With("component", "api", "api", a.Name))
 		if a.Prefix != "" {
 			g.mux.Handle(a.Prefix, h)
 			g.mux.Handle(a.Prefix+"/", h)

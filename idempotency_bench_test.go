@@ -43,6 +43,7 @@ apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
 				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"amount":4990}`))
 				if k := key(); k != "" {
 					req.Header.Set("Idempotency-Key", k)
+					req.Header.Set("Authorization", "Bearer shop") // a key is a client's
 				}
 				resp, err := client.Do(req)
 				if err != nil {

@@ -1,9 +1,12 @@
 package oncehook_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store"
@@ -124,11 +128,14 @@ apis:
 	t.Logf("%d of 50 concurrent retries were served from the ledger", replayed.Load())
 }
 
-// The upstream down: 502 in the one error shape, and the key is released,
-// so the retry once it is back runs and its answer is the one kept.
+// The upstream down: 502 in the one error shape. One that could not be
+// reached never got the request: the key is released, and the retry once
+// it is back runs. One whose connection broke may have acted: the key is
+// held until its lease (409 meanwhile), then the retry runs. The log
+// names the API once.
 func TestIdempotencyProxyWhenTheUpstreamIsDown(t *testing.T) {
 	var up atomic.Bool
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			hj, _ := w.(http.Hijacker)
 			conn, _, _ := hj.Hijack()
@@ -138,14 +145,21 @@ func TestIdempotencyProxyWhenTheUpstreamIsDown(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"ok":true}`)
 	}))
-	defer upstream.Close()
-	gw := oncehooktest.Start(t, `
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens yet
+	logs := &testenv.Buffer{}
+	gw := oncehooktest.StartWith(t, `
 store: sqlite://$DIR/oncehook.db
-apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
-`)
-	post := func() (int, string, string) {
+apis: [{name: payments, prefix: /payments, upstream: http://`+addr+`, idempotency: {lease: 3s}}]
+`, oncehook.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	post := func(key string) (int, string, string) {
 		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments", strings.NewReader(`{}`))
-		req.Header.Set("Idempotency-Key", "k-down")
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", "Bearer shop")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -154,14 +168,82 @@ apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed")
 	}
-	if code, body, _ := post(); code != http.StatusBadGateway || !strings.Contains(body, "upstream_unavailable") {
-		t.Fatalf("upstream down: %d %s", code, body)
+	if code, body, _ := post("k-down"); code != http.StatusBadGateway || !strings.Contains(body, "upstream_unavailable") {
+		t.Fatalf("upstream not listening: %d %s", code, body)
+	}
+	if l := logs.String(); strings.Count(l, "api=payments") != 1 || !strings.Contains(l, "could not be reached") {
+		t.Fatalf("the log line: want api=payments once:\n%s", l)
+	}
+	upstream.Listener.Close()
+	upstream.Listener, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	upstream.Start()
+	defer upstream.Close()
+	// The connection breaks: the key is held until its lease.
+	if code, body, _ := post("k-broken"); code != http.StatusBadGateway || !strings.Contains(body, "upstream_unavailable") {
+		t.Fatalf("upstream's connection broken: %d %s", code, body)
+	}
+	if code, body, _ := post("k-broken"); code != http.StatusConflict {
+		t.Fatalf("a broken connection's key within its lease: %d %s; want 409", code, body)
 	}
 	up.Store(true)
-	if code, body, rep := post(); code != 201 || rep != "" {
-		t.Fatalf("after the upstream is back: %d %s (replayed %q): the 502 must not have been kept", code, body, rep)
+	if code, body, rep := post("k-down"); code != 201 || rep != "" {
+		t.Fatalf("after the upstream is back: %d %s (replayed %q): a request it never got must not hold its key", code, body, rep)
 	}
-	if code, _, rep := post(); code != 201 || rep != "true" {
+	if code, _, rep := post("k-down"); code != 201 || rep != "true" {
 		t.Fatalf("the retry of the kept answer: %d replayed %q", code, rep)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { code, _, _ := post("k-broken"); return code == 201 }) {
+		t.Fatal("after its lease the broken connection's key never ran again")
+	}
+}
+
+// Bodies on a proxy prefix are held within intake's in-flight budget: the
+// APIs get half of it, and a body past that waits, then gets 503 with
+// Retry-After, instead of adding to memory.
+func TestIdempotencyProxyBodiesKeepTheBudget(t *testing.T) {
+	release := make(chan struct{})
+	var holding atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if strings.HasPrefix(r.Header.Get("Idempotency-Key"), "held-") {
+			holding.Add(1)
+		}
+		<-release
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer upstream.Close()
+	defer close(release)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+max_body_size: 256KiB
+max_inflight_bytes: 1MiB
+apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
+`)
+	post := func(key string, size int) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments", bytes.NewReader(make([]byte, size)))
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", "Bearer shop")
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return 0, err.Error(), ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
+	}
+	// Two bodies of 256 KiB fill the APIs' half; they wait on the upstream.
+	for i := range 2 {
+		go post(fmt.Sprintf("held-%d", i), 256<<10)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return holding.Load() == 2 }) {
+		t.Fatal("the two bodies never reached the upstream")
+	}
+	for i, size := range []int{1, 64 << 10, 256 << 10} {
+		if code, body, retry := post(fmt.Sprintf("one-more-%d", i), size); code != http.StatusServiceUnavailable || !strings.Contains(body, "overloaded") || retry == "" {
+			t.Fatalf("a %d-byte body past the APIs' share of the budget: %d %s; want 503 overloaded with Retry-After", size, code, body)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package oncehook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -132,9 +134,11 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 func idempotencyPrefix(name string) string { return "idem:" + name + ":" }
 
 // upstreamProxy is the user's API a behind the Idempotency-Key
-// middleware: a reverse proxy to its upstream (validated), the
-// client's headers and the key passed on.
-func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, m *metrics.Metrics, log *slog.Logger) http.Handler {
+// middleware: a reverse proxy to its upstream (validated) that forwards
+// each request as it came (its path unchanged, prefix included), the
+// client's headers and the key passed on. The bodies the middleware holds
+// are read on intake's terms (budget and pace). log names the API.
+func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.Handler, maxStored int, m *metrics.Metrics, log *slog.Logger) http.Handler {
 	up, _ := url.Parse(a.Upstream)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -142,13 +146,49 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, m *metrics.Metric
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			log.Warn("the upstream did not answer", "api", a.Name, "err", redact.Error(err))
-			httpapi.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook did not answer: retry with the same Idempotency-Key")
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				// The request never left: a retry may run it at once.
+				idempotency.NotStarted(r)
+				log.Warn("the upstream could not be reached", "err", redact.Error(err))
+				httpapi.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook could not be reached: retry with the same Idempotency-Key")
+				return
+			}
+			// Nobody knows whether the upstream acted: the key stays held
+			// until its lease, never released at once.
+			idempotency.Unanswered(r)
+			log.Warn("the upstream did not answer", "err", redact.Error(err))
+			httpapi.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook did not answer: retry with the same Idempotency-Key (after its lease, if it is still held)")
 		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	idem := a.Idempotency
+	client := idempotency.AuthorizationClient
+	if len(idem.ClientHeaders) > 0 || len(idem.ClientCookies) > 0 {
+		client = idempotency.Credentials(idem.ClientHeaders, idem.ClientCookies)
 	}
 	return idempotency.New(ledger, idempotency.Options{
-		Name: a.Name, Methods: a.Idempotency.Methods, RequireKey: a.Idempotency.RequireKey, Wait: time.Duration(a.Idempotency.Wait),
-		Lease:    time.Duration(a.Idempotency.Lease),
+		Name: a.Name, Methods: idem.Methods, RequireKey: idem.RequireKey, Wait: time.Duration(idem.Wait),
+		Lease: time.Duration(idem.Lease), Timeout: time.Duration(idem.Timeout),
+		Client: client, SingleTenant: idem.SingleTenant, NotStarted: idem.NotStarted,
+		MaxStored: maxStored, Logger: log,
+		ReadBody: func(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, func(), error) {
+			body, done, err := intake.ReadBody(w, r, limit)
+			var tooLarge *http.MaxBytesError
+			switch {
+			case err == nil:
+				return body, done, nil
+			case errors.As(err, &tooLarge):
+				return nil, nil, &idempotency.BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes", tooLarge.Limit)}
+			case errors.Is(err, receive.ErrOverloaded):
+				w.Header().Set("Retry-After", "1")
+				return nil, nil, &idempotency.BodyError{Status: http.StatusServiceUnavailable, Reason: "overloaded", Message: "too many request bytes in flight: retry later"}
+			case errors.Is(err, receive.ErrSlowBody):
+				w.Header().Set("Connection", "close")
+				return nil, nil, &idempotency.BodyError{Status: http.StatusRequestTimeout, Reason: "slow_body", Message: "the body arrived too slowly; it was cut"}
+			}
+			return nil, nil, &idempotency.BodyError{Status: http.StatusBadRequest, Reason: "unreadable", Message: "could not read the body"}
+		},
 		OnAnswer: func(replayed bool) { m.Answered(a.Name, replayed) },
 	})(rp)
 }

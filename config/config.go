@@ -91,9 +91,23 @@ type Idempotency struct {
 	Window     Duration `yaml:"window"`      // how long an answer is kept (default 24h)
 	Wait       Duration `yaml:"wait"`        // wait this long for a running twin, instead of 409
 	// Lease is how long a request owns its key while the upstream works,
-	// renewed as it goes (default 1m): if the proxy dies, a retry after it
-	// runs again.
+	// renewed as it goes (default 1m): if the proxy dies, or the upstream's
+	// connection breaks, a retry after it runs again.
 	Lease Duration `yaml:"lease"`
+	// Timeout bounds the upstream's work (default 5m). It runs on after
+	// the client hangs up, its answer stored for the retry.
+	Timeout Duration `yaml:"timeout"`
+	// ClientHeaders and ClientCookies name the credentials the upstream
+	// knows its clients by (default: the Authorization header): a key is
+	// one client's own. A request with a key and none of them gets 400
+	// no_client, unless SingleTenant (every caller is one client).
+	ClientHeaders []string `yaml:"client_headers"`
+	ClientCookies []string `yaml:"client_cookies"`
+	SingleTenant  bool     `yaml:"single_tenant"`
+	// NotStarted are the upstream's statuses that say it did not start
+	// (default 429 and 503): they release the key, so a retry runs again.
+	// Every other answer, 5xx included, is stored.
+	NotStarted []int `yaml:"not_started"`
 }
 
 // API configures the API listener. Without tokens it does not listen.
@@ -937,6 +951,10 @@ func (s *Source) ProviderOptions() provider.Options {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
+// headerNameRE is an HTTP header's (or a cookie's) name: RFC 9110 token
+// characters.
+var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
 // Validate checks the configuration and names the field at fault.
 func (c *Config) Validate() error { return errors.Join(c.validate(nil)...) }
 
@@ -1020,6 +1038,27 @@ func (c *Config) validate(lines fieldLines) []error {
 		}
 		if u, err := url.Parse(a.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			fail(f+".upstream", "%q: want an http:// or https:// URL", Redact(a.Upstream))
+		}
+		for _, st := range a.Idempotency.NotStarted {
+			if st < 400 || st > 599 {
+				fail(f+".idempotency.not_started", "%d: want a 4xx or 5xx status", st)
+			}
+		}
+		for _, h := range a.Idempotency.ClientHeaders {
+			if !headerNameRE.MatchString(h) {
+				fail(f+".idempotency.client_headers", "%q: not a header name", h)
+			}
+		}
+		for _, c := range a.Idempotency.ClientCookies {
+			if !headerNameRE.MatchString(c) {
+				fail(f+".idempotency.client_cookies", "%q: not a cookie name", c)
+			}
+		}
+		if a.Idempotency.SingleTenant && (len(a.Idempotency.ClientHeaders) > 0 || len(a.Idempotency.ClientCookies) > 0) {
+			fail(f+".idempotency", "single_tenant shares one scope among all callers: it takes no client_headers or client_cookies")
+		}
+		if a.Idempotency.Timeout < 0 || a.Idempotency.Lease < 0 || a.Idempotency.Wait < 0 {
+			fail(f+".idempotency", "durations cannot be negative")
 		}
 	}
 	if c.Effects.MaxResult > 16<<20 {

@@ -55,6 +55,10 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "size"},
 		{`store: mysql://x
 sources: [{name: s, preset: stripe, secrets: [x]}]`, "store"},
 		{`sources: [{name: a, preset: stripe, secrets: [x]}, {name: a, preset: stripe, secrets: [x]}]`, "sources[1].name"},
+		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {not_started: [200]}}]`, "apis[0].idempotency.not_started"},
+		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_headers: ["X Key"]}}]`, "apis[0].idempotency.client_headers"},
+		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_cookies: ["a;b"]}}]`, "apis[0].idempotency.client_cookies"},
+		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {single_tenant: true, client_headers: [X-Api-Key]}}]`, "single_tenant"},
 	}
 	for _, c := range cases {
 		_, err := config.Parse([]byte(c.yaml), env(nil))

@@ -36,6 +36,7 @@ func Example() {
 	for range 2 { // the app timed out and sent it again
 		req, _ := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(`{"amount":4990}`))
 		req.Header.Set("Idempotency-Key", `"8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+		req.Header.Set("Authorization", "Bearer shop-1") // the key is this client's
 		resp, _ := http.DefaultClient.Do(req)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

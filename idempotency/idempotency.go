@@ -9,12 +9,24 @@
 // the same request gets the stored answer byte for byte, with
 // Idempotent-Replayed: true (Stripe's header); with another request, 422.
 // The same key while the first still runs gets 409 and Retry-After (or,
-// with Wait, the first one's answer once it is there). 2xx and 4xx answers
-// are final, as the draft and Stripe have it; a 5xx, a panic or an answer
-// too large to keep releases the key, so a retry runs again.
+// with Wait, the first one's answer once it is there).
 //
-// Keys are scoped per client (a hash of Authorization, by default): one
-// client never sees another's answer, whatever key it sends.
+// Every answer the handler gives is the request's result and is stored,
+// 5xx included, as Stripe does: the handler ran, and may have taken
+// effect. Only the statuses by which it says it did not start (NotStarted:
+// 429 and 503 by default) release the key, so a retry runs again. A
+// handler that gives no answer (the upstream's connection broke, a
+// timeout, a panic) leaves the key held until its lease runs out: nobody
+// knows whether it took effect, so retries get 409 until then, and the
+// next one after it runs again.
+//
+// A client that gives up changes nothing: the handler runs on after the
+// client hangs up, and its answer is stored for the retry.
+//
+// Keys are scoped per client, by the credential the upstream uses (a
+// digest of Authorization, by default): one client never sees another's
+// answer, whatever key it sends. A request with a key and no credential is
+// refused, unless the API is declared single-tenant.
 package idempotency
 
 import (
@@ -26,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -43,6 +56,9 @@ const Header = "Idempotency-Key"
 // the draft names none).
 const ReplayedHeader = "Idempotent-Replayed"
 
+// DefaultTimeout bounds a handler that runs on after its client left.
+const DefaultTimeout = 5 * time.Minute
+
 // Options configure the middleware of one route (or API).
 type Options struct {
 	// Name scopes the keys of this route in the ledger (default "api"):
@@ -53,32 +69,63 @@ type Options struct {
 	Methods []string
 	// RequireKey answers 400 to a request of those methods without a key.
 	RequireKey bool
-	// Client names who sent the request, to scope its keys (default: a
-	// hash of Authorization; the empty string when there is none).
+	// Client names who sent the request, to scope its keys: a digest of
+	// the credential the handler knows its clients by (default
+	// Credentials("Authorization")). The empty string is no client: a
+	// request with a key and no client is refused (400 no_client), since
+	// its answer would be every anonymous client's, unless SingleTenant.
 	Client func(r *http.Request) string
+	// SingleTenant declares that every caller is one client (an internal
+	// API without credentials): keys share one scope, and no credential
+	// is needed.
+	SingleTenant bool
 	// Lease is how long the first request owns its key while it runs,
-	// renewed as it goes (default 1 minute): if its process dies, a retry
-	// after the lease runs again.
+	// renewed as it goes (default 1 minute): if its process dies, or the
+	// handler gives no answer, a retry after the lease runs again.
 	Lease time.Duration
 	// Wait, when set, makes a request whose key is running wait up to Wait
 	// for the first one's answer instead of answering 409 at once.
 	Wait time.Duration
+	// Timeout bounds the handler (default DefaultTimeout). It runs on
+	// after its client hangs up, so this is what ends one that never
+	// answers; its key then stays held until the lease runs out.
+	Timeout time.Duration
 	// MaxBody bounds the request body read (default 1 MiB: 413 over it).
 	MaxBody int64
+	// ReadBody, when set, reads the request's body in place of a plain
+	// bounded read (the gateway reads it within intake's memory budget and
+	// pace floor). It returns the body and what gives its memory back once
+	// the request is over; a *BodyError is answered as it says.
+	ReadBody func(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, done func(), err error)
 	// Headers are the answer's headers kept with it besides Content-Type,
 	// Content-Language, Location and Cache-Control.
 	Headers []string
-	// Final says which answers are stored (default: every one below 500).
-	Final func(status int) bool
+	// NotStarted are the statuses by which the handler says it did not
+	// start (default 429 and 503, which come with Retry-After): such an
+	// answer is sent and releases the key, so a retry runs again. Every
+	// other answer is stored.
+	NotStarted []int
 	// OnAnswer, when set, hears of every answer to a request with a key:
 	// replayed when it came from the ledger (the gateway counts them per
 	// API and hour: a spike of replays is a client retrying hard).
 	OnAnswer func(replayed bool)
 	// MaxStored bounds a stored answer, encoded (default the ledger's
-	// default result limit, 1 MiB): a larger one is sent but not kept,
-	// and its key is released (a retry runs again).
+	// default result limit, 1 MiB). A larger one is streamed to the client
+	// and not kept: the key is done without it, and a retry gets 422
+	// answer_not_kept (it took effect; its answer cannot be given again).
 	MaxStored int
+	// Logger hears of what the middleware cannot answer to anyone: a
+	// ledger that failed to record an outcome (default: discard).
+	Logger *slog.Logger
 }
+
+// BodyError is a request body ReadBody refused, and the answer it gets.
+type BodyError struct {
+	Status          int
+	Reason, Message string
+}
+
+func (e *BodyError) Error() string { return e.Message }
 
 func (o *Options) defaults() {
 	if o.Name == "" {
@@ -93,27 +140,68 @@ func (o *Options) defaults() {
 	if o.Lease <= 0 {
 		o.Lease = time.Minute
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
 	}
 	if o.MaxStored <= 0 {
 		o.MaxStored = effect.DefaultMaxResult
 	}
-	if o.Final == nil {
-		o.Final = func(status int) bool { return status < 500 }
+	if o.NotStarted == nil {
+		o.NotStarted = []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Headers = append([]string{"Content-Type", "Content-Language", "Location", "Cache-Control"}, o.Headers...)
 }
 
 // AuthorizationClient is the default client: a digest of the request's
-// Authorization header, so that a key is one client's own.
-func AuthorizationClient(r *http.Request) string {
-	a := r.Header.Get("Authorization")
-	if a == "" {
-		return ""
+// Authorization credential, so that a key is one client's own.
+var AuthorizationClient = Credentials([]string{"Authorization"}, nil)
+
+// Credentials returns a Client that names the client by the credentials
+// the handler knows it by: the request's headers and cookies of those
+// names, digested together. Authorization's scheme is case-insensitive and
+// the spaces around its parts are not the client's, so "Bearer X",
+// "bearer X" and "Bearer  X" are one client. A request with none of them
+// is no client ("").
+func Credentials(headers, cookies []string) func(r *http.Request) string {
+	return func(r *http.Request) string {
+		h := sha256.New()
+		found := false
+		for _, name := range headers {
+			vs := r.Header.Values(name)
+			if len(vs) == 0 {
+				continue
+			}
+			v := strings.TrimSpace(strings.Join(vs, ","))
+			if auth := http.CanonicalHeaderKey(name); auth == "Authorization" || auth == "Proxy-Authorization" {
+				if f := strings.Fields(v); len(f) > 0 {
+					v = strings.ToLower(f[0]) + " " + strings.Join(f[1:], " ")
+				}
+			}
+			if v == "" {
+				continue
+			}
+			found = true
+			fmt.Fprintf(h, "header %s\x00%s\x00", http.CanonicalHeaderKey(name), v)
+		}
+		for _, name := range cookies {
+			c, err := r.Cookie(name)
+			if err != nil || c.Value == "" {
+				continue
+			}
+			found = true
+			fmt.Fprintf(h, "cookie %s\x00%s\x00", name, c.Value)
+		}
+		if !found {
+			return ""
+		}
+		return hex.EncodeToString(h.Sum(nil)[:8])
 	}
-	sum := sha256.Sum256([]byte(a))
-	return hex.EncodeToString(sum[:8])
 }
 
 // New returns the middleware over ledger.
@@ -135,6 +223,10 @@ type stored struct {
 	Status int                 `json:"status"`
 	Header map[string][]string `json:"header,omitempty"`
 	Body   []byte              `json:"body,omitempty"` // base64 in JSON
+	// NotKept marks an answer over MaxStored: sent once, not kept; Size
+	// is its body's length.
+	NotKept bool  `json:"not_kept,omitempty"`
+	Size    int64 `json:"size,omitempty"`
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -156,30 +248,42 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: err.Error(), Reason: "invalid", Field: Header})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBody))
-	if err != nil {
-		httpapi.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes, or could not be read", m.opts.MaxBody))
-		return
+	client := ""
+	if !m.opts.SingleTenant {
+		if client = m.opts.Client(r); client == "" {
+			httpapi.WriteError(w, http.StatusBadRequest, "no_client", "an Idempotency-Key is kept per client, and this request carries no credential that tells its client: send the credential the API knows you by")
+			return
+		}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	ledgerKey := "idem:" + m.opts.Name + ":" + m.opts.Client(r) + ":" + key
+	ledgerKey := "idem:" + m.opts.Name + ":" + client + ":" + key
 	if err := effect.ValidKey(ledgerKey); err != nil {
 		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "the key is too long or holds characters a key cannot: " + err.Error(), Reason: "invalid", Field: Header})
 		return
 	}
+	body, done, err := m.readBody(w, r)
+	if err != nil {
+		var be *BodyError
+		if !errors.As(err, &be) {
+			be = &BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes, or could not be read", m.opts.MaxBody)}
+		}
+		httpapi.WriteError(w, be.Status, be.Reason, be.Message)
+		return
+	}
+	defer done()
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	fingerprint := Fingerprint(r.Method, r.URL.RequestURI(), body)
 	deadline := time.Now().Add(m.opts.Wait)
 	for {
-		rec, done, err := m.run(r, ledgerKey, fingerprint)
+		c, err := m.ledger.Claim(r.Context(), ledgerKey, effect.ClaimOptions{Lease: m.opts.Lease, Fingerprint: fingerprint})
 		var busy *effect.BusyError
 		switch {
-		case err == nil && done:
+		case err == nil && c.AlreadyDone:
 			m.answered(true)
-			replay(w, rec)
+			m.replay(w, ledgerKey, c.Result)
 			return
 		case err == nil:
 			m.answered(false)
-			write(w, rec, false)
+			m.own(w, r, ledgerKey, c)
 			return
 		case errors.As(err, &busy):
 			if wait := time.Until(deadline); wait > 0 {
@@ -205,6 +309,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, func(), error) {
+	if m.opts.ReadBody != nil {
+		return m.opts.ReadBody(w, r, m.opts.MaxBody)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.opts.MaxBody))
+	return body, func() {}, err
+}
+
 func (m *middleware) answered(replayed bool) {
 	if m.opts.OnAnswer != nil {
 		m.opts.OnAnswer(replayed)
@@ -220,132 +332,270 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// notFinal releases the key after the answer, which is still sent.
-type notFinal struct{ status int }
+// fate is what the handler tells of its attempt besides its answer.
+type fate struct{ unanswered, notStarted bool }
 
-func (e notFinal) Error() string { return fmt.Sprintf("HTTP %d: not a final answer", e.status) }
+type fateKey struct{}
 
-// run claims the key and, if it is this request's, runs the handler; done
-// is true when the answer came from the ledger.
-func (m *middleware) run(r *http.Request, key, fingerprint string) (rec stored, done bool, err error) {
-	var answered *recorder
-	result, already, err := effect.Do(r.Context(), m.ledger, key, effect.ClaimOptions{Lease: m.opts.Lease, Fingerprint: fingerprint},
-		func(ctx context.Context, _ effect.Claim) (json.RawMessage, error) {
-			answered = newRecorder()
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						if p == http.ErrAbortHandler {
-							panic(p)
-						}
-						answered.status, answered.body = http.StatusInternalServerError, []byte("internal error\n")
-					}
-				}()
-				m.next.ServeHTTP(answered, r.WithContext(ctx))
-			}()
-			if !m.opts.Final(answered.statusCode()) {
-				return nil, notFinal{answered.statusCode()}
-			}
-			kept := stored{Status: answered.statusCode(), Header: map[string][]string{}, Body: answered.body}
-			for _, h := range m.opts.Headers {
-				if v := answered.header.Values(h); len(v) > 0 {
-					kept.Header[http.CanonicalHeaderKey(h)] = v
-				}
-			}
-			b, err := json.Marshal(kept)
-			if err != nil {
-				return nil, err
-			}
-			if len(b) > m.opts.MaxStored {
-				return nil, notFinal{kept.Status} // sent, not kept
-			}
-			return b, nil
-		})
-	if already {
-		if err := json.Unmarshal(result, &rec); err != nil {
-			return rec, false, fmt.Errorf("idempotency: the stored answer of %q: %w", key, err)
-		}
-		return rec, true, nil
+// Unanswered marks r's attempt as one whose handler cannot tell whether it
+// took effect (the upstream's connection broke, or it timed out), though
+// it may still write an error answer: the key is not released then, but
+// stays held until its lease runs out. Retries get 409 meanwhile; the
+// first one after it runs again, told the claim was Reclaimed.
+func Unanswered(r *http.Request) {
+	if f, ok := r.Context().Value(fateKey{}).(*fate); ok {
+		f.unanswered = true
 	}
-	if answered != nil {
-		// The handler ran: its answer goes out, stored or not (a 5xx, an
-		// answer over the ledger's limit: the key was released).
-		var nf notFinal
-		if err != nil && !errors.As(err, &nf) {
-			return stored{}, false, err
-		}
-		return stored{Status: answered.statusCode(), Header: answered.header, Body: answered.body}, false, nil
-	}
-	return stored{}, false, err
 }
 
-func replay(w http.ResponseWriter, rec stored) {
+// NotStarted marks r's attempt as one that certainly did not reach the
+// effect (the upstream could not be connected to): whatever error answer
+// it writes, the key is released, so a retry runs again at once.
+func NotStarted(r *http.Request) {
+	if f, ok := r.Context().Value(fateKey{}).(*fate); ok {
+		f.notStarted = true
+	}
+}
+
+// own runs the handler for a key this request claimed, and records its
+// outcome. The handler's context is not the client's: a client that hangs
+// up changes nothing, the answer is stored when it arrives.
+func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c effect.Claim) {
+	base, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.opts.Timeout)
+	defer cancel()
+	work, stop := context.WithCancelCause(base)
+	lost := make(chan error, 1)
+	go func() { lost <- m.renew(work, stop, key, c.Token) }()
+	f := &fate{}
+	t := &tee{w: w, client: r.Context(), limit: m.opts.MaxStored}
+	var panicked any
+	func() {
+		defer func() { panicked = recover() }()
+		m.next.ServeHTTP(t, r.WithContext(context.WithValue(work, fateKey{}, f)))
+	}()
+	stop(nil)
+	leaseErr := <-lost
+	// The outcome is recorded even when the client is gone.
+	ctx, cancelRecord := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancelRecord()
+	switch {
+	case leaseErr != nil:
+		// Another owner may hold the key now: this attempt records nothing.
+		m.opts.Logger.Warn("an Idempotency-Key's lease was lost while its request ran", "key", key, "err", leaseErr)
+		if t.status == 0 {
+			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable: retry later")
+		}
+	case panicked != nil || f.unanswered:
+		// Nobody knows whether it took effect: the key stays held until
+		// its lease runs out.
+		if panicked == http.ErrAbortHandler {
+			panic(panicked) // the answer was cut short: so is the client's
+		}
+		if panicked != nil {
+			m.opts.Logger.Error("the handler panicked: its Idempotency-Key stays held until its lease runs out", "key", key, "panic", fmt.Sprint(panicked))
+			if t.status == 0 {
+				httpapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error: retry with the same Idempotency-Key")
+			}
+		}
+	case f.notStarted || slices.Contains(m.opts.NotStarted, t.statusCode()):
+		if err := m.ledger.Release(ctx, key, c.Token, fmt.Sprintf("HTTP %d: did not start", t.statusCode())); err != nil {
+			m.opts.Logger.Warn("could not release an Idempotency-Key: it is held until its lease runs out", "key", key, "err", err)
+		}
+	default:
+		if err := m.ledger.Complete(ctx, key, c.Token, m.result(t)); err != nil {
+			m.opts.Logger.Error("could not store an answer: its Idempotency-Key is held until its lease runs out, and runs again after", "key", key, "err", err)
+		}
+	}
+}
+
+// result is the stored form of t's answer, or its not-kept marker.
+func (m *middleware) result(t *tee) json.RawMessage {
+	kept := stored{Status: t.statusCode(), Header: map[string][]string{}, Body: t.body}
+	for _, h := range m.opts.Headers {
+		if v := t.header.Values(h); len(v) > 0 {
+			kept.Header[http.CanonicalHeaderKey(h)] = v
+		}
+	}
+	if !t.over {
+		if b, err := json.Marshal(kept); err == nil && len(b) <= m.opts.MaxStored {
+			return b
+		}
+	}
+	b, _ := json.Marshal(stored{Status: kept.Status, NotKept: true, Size: t.size})
+	return b
+}
+
+// renew keeps the lease while ctx lasts; a lease it cannot keep ends ctx.
+func (m *middleware) renew(ctx context.Context, stop context.CancelCauseFunc, key, token string) error {
+	t := time.NewTicker(m.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if _, err := m.ledger.Renew(ctx, key, token, m.opts.Lease); err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("idempotency %q: lease lost: %w", key, err)
+				stop(err)
+				return err
+			}
+		}
+	}
+}
+
+func (m *middleware) replay(w http.ResponseWriter, key string, result json.RawMessage) {
+	var rec stored
+	if err := json.Unmarshal(result, &rec); err != nil {
+		m.opts.Logger.Error("an unreadable stored answer", "key", key, "err", err)
+		httpapi.WriteError(w, http.StatusInternalServerError, "internal", "the stored answer of this Idempotency-Key cannot be read")
+		return
+	}
+	if rec.NotKept {
+		httpapi.WriteError(w, http.StatusUnprocessableEntity, "answer_not_kept", fmt.Sprintf(
+			"the request with this Idempotency-Key was done (HTTP %d), but its answer (%d bytes) was too large to keep, so it cannot be sent again: look its result up, or send a new key to do it again",
+			rec.Status, rec.Size))
+		return
+	}
 	w.Header().Set(ReplayedHeader, "true")
-	write(w, rec, true)
-}
-
-func write(w http.ResponseWriter, rec stored, fromLedger bool) {
 	for k, vs := range rec.Header {
-		if fromLedger || !strings.EqualFold(k, "Content-Length") {
-			w.Header()[k] = vs
-		}
+		w.Header()[k] = vs
 	}
 	w.WriteHeader(rec.Status)
 	w.Write(rec.Body)
 }
 
-// recorder keeps a handler's answer to store it before it is sent.
-type recorder struct {
-	header http.Header
+// tee sends the handler's answer to the client as it comes (streamed,
+// whatever its size) and keeps up to limit bytes of it to store. A client
+// that is gone is no error to the handler: it runs to its end.
+type tee struct {
+	w      http.ResponseWriter
+	client context.Context
+	limit  int
+
 	status int
+	header http.Header // as sent
 	body   []byte
+	size   int64
+	over   bool // the body outgrew limit: not kept
+	gone   bool // a write to the client failed
 }
 
-func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+func (t *tee) Header() http.Header { return t.w.Header() }
 
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
+func (t *tee) WriteHeader(status int) {
+	if t.status != 0 {
+		return
+	}
+	if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+		if t.sending() {
+			t.w.WriteHeader(status) // an early hint; the answer follows
+		}
+		return
+	}
+	t.status = status
+	t.header = t.w.Header().Clone()
+	if t.sending() {
+		t.w.WriteHeader(status)
 	}
 }
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
+
+func (t *tee) Write(b []byte) (int, error) {
+	if t.status == 0 {
+		t.WriteHeader(http.StatusOK)
 	}
-	r.body = append(r.body, b...)
+	t.size += int64(len(b))
+	if !t.over {
+		if len(t.body)+len(b) > t.limit {
+			t.over, t.body = true, nil
+		} else {
+			t.body = append(t.body, b...)
+		}
+	}
+	if t.sending() {
+		if _, err := t.w.Write(b); err != nil {
+			t.gone = true
+		}
+	}
 	return len(b), nil
 }
-func (r *recorder) statusCode() int {
-	if r.status == 0 {
-		return http.StatusOK
+
+// FlushError passes a flush on (the reverse proxy streams with it).
+func (t *tee) FlushError() error {
+	if t.sending() {
+		if err := http.NewResponseController(t.w).Flush(); err != nil {
+			t.gone = true
+		}
 	}
-	return r.status
+	return nil
 }
 
-// ParseKey reads an Idempotency-Key header: the draft's structured-field
-// string ("8e03978e-40d5-43e8-bc93-6894a57f9324") or a bare token.
+func (t *tee) sending() bool { return !t.gone && t.client.Err() == nil }
+
+func (t *tee) statusCode() int {
+	if t.status == 0 {
+		return http.StatusOK
+	}
+	return t.status
+}
+
+// ParseKey reads an Idempotency-Key header, as the draft defines it: an
+// RFC 8941 sf-string ("8e03978e-40d5-43e8-bc93-6894a57f9324": printable
+// ASCII, where a backslash escapes only a quote or a backslash), or, as
+// many clients send it, bare: token characters only.
 func ParseKey(values []string) (string, error) {
 	if len(values) != 1 {
-		return "", errors.New("give one Idempotency-Key")
+		return "", errors.New("Idempotency-Key: give the header once")
 	}
-	v := strings.TrimSpace(values[0])
+	v := strings.Trim(values[0], " \t")
+	var key string
 	if strings.HasPrefix(v, `"`) {
-		s, err := strconv.Unquote(v)
-		if err != nil || strings.ContainsAny(s, "\x00\r\n") {
-			return "", errors.New("Idempotency-Key: not a valid quoted string")
+		var b strings.Builder
+		closed := false
+		for i := 1; i < len(v) && !closed; i++ {
+			switch c := v[i]; {
+			case c == '\\':
+				if i+1 >= len(v) || (v[i+1] != '"' && v[i+1] != '\\') {
+					return "", errors.New(`Idempotency-Key: in a quoted key a backslash escapes only " or \ (an RFC 8941 string)`)
+				}
+				i++
+				b.WriteByte(v[i])
+			case c == '"':
+				if i != len(v)-1 {
+					return "", errors.New("Idempotency-Key: nothing may follow the closing quote")
+				}
+				closed = true
+			case c < 0x20 || c > 0x7e:
+				return "", errors.New("Idempotency-Key: printable ASCII only")
+			default:
+				b.WriteByte(c)
+			}
 		}
-		v = s
+		if !closed {
+			return "", errors.New("Idempotency-Key: the quoted key has no closing quote")
+		}
+		key = b.String()
+	} else {
+		for i := 0; i < len(v); i++ {
+			if !tokenChar(v[i]) {
+				return "", errors.New(`Idempotency-Key: a bare key holds only letters, digits and !#$%&'*+-.^_` + "`" + `|~:/; quote it ("...") for spaces or other characters`)
+			}
+		}
+		key = v
 	}
-	if v == "" || len(v) > 255 {
+	if key == "" || len(key) > 255 {
 		return "", errors.New("Idempotency-Key: want 1 to 255 characters")
 	}
-	for _, c := range v {
-		if c < 0x20 || c == 0x7f || c > 0x7e {
-			return "", errors.New("Idempotency-Key: printable ASCII only")
-		}
+	return key, nil
+}
+
+// tokenChar is an RFC 9110 tchar, or ':' and '/' as an RFC 8941 token
+// allows.
+func tokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
 	}
-	return v, nil
+	return strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
 }
 
 // Fingerprint is what a key is held to: the method, path (with its query)

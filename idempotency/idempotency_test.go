@@ -144,13 +144,20 @@ func TestRules(t *testing.T) {
 			if again := call(t, u, "POST", "k-3", "Bearer alice", `{}`); again.status != 409 || again.body != c409.body || again.replayed != "true" {
 				t.Fatalf("a 4xx is final: %+v then %+v", c409, again)
 			}
-			// A panic is a 500, and releases the key.
+			// A 500 is the handler's answer: stored, as Stripe does.
+			a.status.Store(500)
+			c500 := call(t, u, "POST", "k-5", "Bearer alice", `{}`)
+			if again := call(t, u, "POST", "k-5", "Bearer alice", `{}`); c500.status != 500 || again.status != 500 || again.body != c500.body || again.replayed != "true" {
+				t.Fatalf("a 500 is stored: %+v then %+v", c500, again)
+			}
+			// A panic is a 500, and nobody knows how far it got: the key
+			// stays held until its lease runs out.
 			a.status.Store(999)
 			if p := call(t, u, "POST", "k-4", "Bearer alice", `{}`); p.status != 500 {
 				t.Fatalf("panic: %+v", p)
 			}
-			if p := call(t, u, "POST", "k-4", "Bearer alice", `{}`); p.status != 201 {
-				t.Fatalf("after a panic the retry runs again: %+v", p)
+			if p := call(t, u, "POST", "k-4", "Bearer alice", `{}`); p.status != 409 || p.retryAt == "" {
+				t.Fatalf("after a panic the key is held until its lease: %+v", p)
 			}
 			if bad := call(t, u, "POST", "kä", "Bearer alice", `{}`); bad.status != 400 {
 				t.Fatalf("a key that is not printable ASCII: %+v", bad)

@@ -168,6 +168,46 @@ func (p pace) deadline(start time.Time, received int) time.Time {
 	return start.Add(p.grace + time.Duration(float64(received)/float64(p.minRate)*float64(time.Second)))
 }
 
+// apisShare names the user's APIs' share of the in-flight budget: all
+// of them together, beside intake's sources.
+const apisShare = "apis"
+
+// apiShare is the user's APIs' share: half of the budget (but always one
+// whole body), as one source of several gets.
+func (b *budget) apiShare() *shares {
+	size := max(b.total/2, b.maxBody)
+	return &shares{sources: map[string]*semaphore.Weighted{apisShare: semaphore.NewWeighted(size)}, size: size}
+}
+
+// Refusals of ReadBody.
+var (
+	// ErrSlowBody is a body whose pace fell below the floor (408).
+	ErrSlowBody = errSlowBody
+	// ErrOverloaded is a request that could not get memory in time (503).
+	ErrOverloaded = errOverloaded
+)
+
+// ReadBody reads the body of a request to one of the user's APIs behind
+// the Idempotency-Key proxy, which must hold it whole (its fingerprint,
+// the upstream's retry), on intake's terms: up to limit bytes, reserved as
+// they arrive against intake's in-flight budget (the APIs together get at
+// most half of it, as one source of several would), at intake's pace
+// floor. done gives the memory back; call it once the request is over.
+// Its refusals: *http.MaxBytesError, ErrOverloaded, ErrSlowBody.
+func (h *Handler) ReadBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, done func(), err error) {
+	limit = min(limit, h.apis.size)
+	if r.ContentLength > limit {
+		return nil, nil, &http.MaxBytesError{Limit: limit}
+	}
+	held := h.inflight.hold(h.apis, apisShare)
+	body, err = readBody(r.Context(), w, r, limit, held, h.pace)
+	if err != nil {
+		held.release()
+		return nil, nil, err
+	}
+	return body, held.release, nil
+}
+
 // readBody reads the whole body, up to limit bytes. Its buffer grows by
 // doubling from one chunk up to the announced length (never past it), and
 // the hold reserves each growth before it is made, so memory follows the

@@ -139,6 +139,7 @@ type Handler struct {
 	onDup    func(source, key string, body []byte)
 	maxBody  int64
 	inflight *budget
+	apis     *shares // the user's APIs' share of inflight (ReadBody)
 	pace     pace
 	proxies  []netip.Prefix
 	log      *slog.Logger
@@ -188,6 +189,7 @@ func New(opts Options) *Handler {
 		h.now = time.Now
 	}
 	h.inflight = newBudget(total, h.maxBody, wait)
+	h.apis = h.inflight.apiShare()
 	h.SetSources(opts.Sources)
 	return h
 }

@@ -344,6 +344,7 @@ apis:
 	post := func(base string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/payments/charges", strings.NewReader(`{"amount":1}`))
 		req.Header.Set("Idempotency-Key", "pay-1")
+		req.Header.Set("Authorization", "Bearer shop")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err.Error()

@@ -303,3 +303,58 @@ func TestReadOnlySessionsSeeNoActions(t *testing.T) {
 		t.Error("the read-only dead letters page does not say why it has no actions")
 	}
 }
+
+// A proxy key whose attempts were all released is nobody's: it shows as
+// released, not as held with an empty lease. One key of two clients is
+// two answers, told apart by their client.
+func TestEffectsPageReleasedKeysAndTheirClients(t *testing.T) {
+	gw := startGateway(t)
+	ctx := t.Context()
+	l := gw.Effects()
+	for range 3 { // a 503 three times: released each time
+		c, err := l.Claim(ctx, "idem:payments:0a1b2c3d4e5f6071:order-1", effect.ClaimOptions{Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx, "idem:payments:0a1b2c3d4e5f6071:order-1", c.Token, "HTTP 503: did not start"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Claim(ctx, "capi:Purchase:order-987", effect.ClaimOptions{Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range []string{"1111111111111111", "2222222222222222"} {
+		key := "idem:payments:" + client + ":order-2"
+		c, err := l.Claim(ctx, key, effect.ClaimOptions{Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Complete(ctx, key, c.Token, []byte(`{"status":201}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := login(t, gw, token)
+	_, page := get(t, c, gw.APIURL+"/ui/effects")
+	section := func(title string) string {
+		i := strings.Index(page, "<h2>"+title+"</h2>")
+		if i < 0 {
+			t.Fatalf("no section %q:\n%s", title, page)
+		}
+		rest := page[i:]
+		if j := strings.Index(rest, "</section>"); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	held, released := section("Pending, held by an owner now"), section("Released: nobody holds them, the next claim runs them again")
+	if strings.Contains(held, "order-1") || !strings.Contains(held, "capi:Purchase:order-987") {
+		t.Fatalf("held:\n%s", held)
+	}
+	if !strings.Contains(released, "idem:payments:0a1b2c3d4e5f6071:order-1") || !strings.Contains(released, "HTTP 503: did not start") {
+		t.Fatalf("released:\n%s", released)
+	}
+	answers := section("Answers of your APIs (Idempotency-Key)")
+	if strings.Count(answers, "order-2") != 2 || !strings.Contains(answers, "1111111111111111") || !strings.Contains(answers, "2222222222222222") {
+		t.Fatalf("two clients' answers for one key are not told apart:\n%s", answers)
+	}
+}

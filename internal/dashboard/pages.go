@@ -335,11 +335,17 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 		d.failErr(w, r, err)
 		return
 	}
-	var held, stale []effect.Record
+	// A pending record is held (its lease runs), left halfway (its lease
+	// ran out without a word), or released: its owner gave it back after
+	// a retryable failure, nobody holds it, and the next claim runs it.
+	var held, stale, released []effect.Record
 	for _, rec := range pending {
-		if rec.Stale {
+		switch {
+		case rec.Stale:
 			stale = append(stale, rec)
-		} else {
+		case rec.LeaseExpiresAt == nil:
+			released = append(released, rec)
+		default:
 			held = append(held, rec)
 		}
 	}
@@ -362,21 +368,25 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 			break
 		}
 		api, rest, _ := strings.Cut(rest, ":")
-		_, key, _ := strings.Cut(rest, ":")
+		client, key, _ := strings.Cut(rest, ":")
 		var kept struct {
-			Status int `json:"status"`
+			Status  int  `json:"status"`
+			NotKept bool `json:"not_kept"`
 		}
 		json.Unmarshal(rec.Result, &kept)
-		answers = append(answers, apiAnswer{API: api, Key: key, Status: kept.Status, At: rec.UpdatedAt})
+		answers = append(answers, apiAnswer{API: api, Client: client, Key: key, Status: kept.Status, NotKept: kept.NotKept, At: rec.UpdatedAt})
 	}
-	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "Stale": nonNil(stale), "Failed": nonNil(failed), "Answers": answers})
+	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "Stale": nonNil(stale), "Released": nonNil(released), "Failed": nonNil(failed), "Answers": answers})
 }
 
-// apiAnswer is a stored answer of the Idempotency-Key proxy.
+// apiAnswer is a stored answer of the Idempotency-Key proxy. Client is
+// the digest of the credential that scopes it (empty for a single-tenant
+// API): one key of two clients is two answers.
 type apiAnswer struct {
-	API, Key string
-	Status   int
-	At       time.Time
+	API, Client, Key string
+	Status           int
+	NotKept          bool // too large to keep: a retry gets 422
+	At               time.Time
 }
 
 func nonNil(rs []effect.Record) []effect.Record {
