@@ -277,3 +277,96 @@ destinations:
 		t.Fatalf("audit %+v, %v: want the skip first", audit, err)
 	}
 }
+
+// Issue 26, item 9: a version far ahead. One that names a time (here Unix
+// seconds) more than max_ahead past its arrival is delivered outside the
+// order and counted, so the entity's real events are not stale behind it;
+// a counter far ahead cannot be told, so the operator resets the entity
+// through the API (audited), and its next event is current again.
+func TestAVersionFarAheadGoesOutsideTheOrderOrIsReset(t *testing.T) {
+	const token = "ops-token-0123456789"
+	sink := newOrderSink(t)
+	gw := oncehooktest.Start(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: %s}]}
+sources:
+  - name: times
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v", version_unit: unix, max_ahead: 1h}
+    destinations: [app]
+  - name: counter
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v"}
+    destinations: [app]
+destinations:
+  - {name: app, url: %s}
+`, token, sink.URL))
+	now := int(time.Now().Unix())
+	for _, ahead := range []int{2 * 3600, 365 * 86400, 9_000_000_000_000_000_000 - now} {
+		entity := fmt.Sprint("t", ahead)
+		postOrdered(t, gw.URL+"/in/times", entity, now+ahead)
+		if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.versions(entity)) == 1 }) {
+			t.Fatalf("%s: the event ahead was not delivered", entity)
+		}
+		postOrdered(t, gw.URL+"/in/times", entity, now)
+		if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.versions(entity)) == 2 }) {
+			t.Fatalf("%s ahead: the entity's event of now got %v, want it delivered (the one ahead had no place)", entity, sink.versions(entity))
+		}
+	}
+	c := api.NewClient(gw.APIURL, token, nil)
+	ctx := context.Background()
+	unordered := func() int64 {
+		srcs, err := c.Sources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range srcs {
+			if s.Name == "times" {
+				return s.LastHour.Unordered
+			}
+		}
+		return -1
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return unordered() == 3 }) { // the hourly counts are flushed in the background
+		t.Fatalf("times counted %d unordered, want the 3 ahead", unordered())
+	}
+
+	postOrdered(t, gw.URL+"/in/counter", "c", 9_000_000_000_000_000_000)
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.versions("c")) == 1 }) {
+		t.Fatal("the counter far ahead was not delivered")
+	}
+	postOrdered(t, gw.URL+"/in/counter", "c", 5)
+	var err error
+	var stale admin.EventPage
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		stale, err = c.Events(ctx, admin.EventFilter{Source: "counter", State: "stale"})
+		return err == nil && len(stale.Events) == 1
+	}) {
+		t.Fatalf("stale events %+v, %v: want c-v5", stale, err)
+	}
+	if _, err := c.ResetOrder(ctx, "nope", "c", ""); !strings.Contains(fmt.Sprint(err), "no such source") {
+		t.Fatalf("reset of an unknown source: %v", err)
+	}
+	if _, err := c.ResetOrder(ctx, "counter", "", ""); err == nil {
+		t.Fatal("a reset without an entity was accepted")
+	}
+	n, err := c.ResetOrder(ctx, "counter", "c", "")
+	if err != nil || n.Count != 1 {
+		t.Fatalf("reset = %+v, %v; want 1", n, err)
+	}
+	postOrdered(t, gw.URL+"/in/counter", "c", 6)
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.versions("c")) == 2 }) {
+		t.Fatalf("after the reset the entity got %v, want v6 delivered", sink.versions("c"))
+	}
+	if got := sink.versions("c"); fmt.Sprint(got) != "[9000000000000000000 6]" {
+		t.Fatalf("the counter source delivered %v; v5 stays stale (replay it to send it)", got)
+	}
+	audit, err := c.Audit(ctx, "", 10)
+	if err != nil || len(audit.Entries) == 0 || audit.Entries[0].Action != "order_reset" || audit.Entries[0].Target != "source counter entity c" {
+		t.Fatalf("audit %+v, %v: want the reset first", audit, err)
+	}
+}

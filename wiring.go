@@ -120,7 +120,7 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
 		}
 		if o := s.Order; o != nil {
-			rule, err := provider.ParseOrderRule(o.Entity, o.Version)
+			rule, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead))
 			if err != nil {
 				return nil, fmt.Errorf("sources[%d].order: %w", i, err) // validated: never
 			}

@@ -66,6 +66,11 @@ type Operator interface {
 	// (its entity's next event goes). Count is 1, or 0 when there is none
 	// pending; ErrConflict while an attempt of it is in flight.
 	SkipEvent(ctx context.Context, id int64, destination string) (Count, error)
+	// ResetOrder forgets the version delivered of a source's entity to a
+	// destination (every destination when it is empty), audited: the way
+	// out when a version far ahead made the entity's later events stale
+	// (see store.Admin's ResetOrder). Count is how many it reset.
+	ResetOrder(ctx context.Context, source, entity, destination string) (Count, error)
 	// ResetEffect reopens a failed or expired effects ledger record, the
 	// operator's second chance (audited).
 	ResetEffect(ctx context.Context, key string) error
@@ -507,6 +512,31 @@ func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 		return Count{}, bodyGone(err, fmt.Sprint(id))
 	}
 	s.opts.Changed()
+	return Count{Count: n}, nil
+}
+
+// ResetOrder implements Operator.
+func (s *Service) ResetOrder(ctx context.Context, source, entity, destination string) (Count, error) {
+	if source == "" {
+		return Count{}, invalid("source", "missing")
+	}
+	if entity == "" {
+		return Count{}, invalid("entity", "missing")
+	}
+	if err := s.knownNames(source, destination); err != nil {
+		return Count{}, err
+	}
+	target := "source " + source + " entity " + entity
+	if destination != "" {
+		target += " to " + destination
+	}
+	n, err := s.admin.ResetOrder(ctx, source, entity, destination, s.opts.Now(), s.audit(ctx, "order_reset", target))
+	if err != nil {
+		return Count{}, err
+	}
+	if n > 0 {
+		s.opts.Changed()
+	}
 	return Count{Count: n}, nil
 }
 

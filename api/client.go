@@ -125,6 +125,13 @@ func (c *Client) SkipEvent(ctx context.Context, id int64, destination string) (a
 	return out, err
 }
 
+// ResetOrder implements admin.Operator.
+func (c *Client) ResetOrder(ctx context.Context, source, entity, destination string) (admin.Count, error) {
+	var out admin.Count
+	err := c.do(ctx, routeResetOrder, []string{source}, nil, resetOrderBody{Entity: entity, Destination: destination}, &out)
+	return out, err
+}
+
 // Reload implements admin.Operator.
 func (c *Client) Reload(ctx context.Context) (admin.ReloadView, error) {
 	var out admin.ReloadView

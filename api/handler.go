@@ -98,6 +98,7 @@ func (h *handler) table() []route {
 		{routeReplayEvent, h.replayEvent},
 		{routeDeliverEvent, h.deliverEvent},
 		{routeSkipEvent, h.skipEvent},
+		{routeResetOrder, h.resetOrder},
 		{routeDeadLetters, h.deadLetters},
 		{routeRetryDead, h.retryDead},
 		{routePurgeDead, h.purgeDead},
@@ -351,6 +352,24 @@ func (h *handler) deliverEvent(w http.ResponseWriter, r *http.Request) {
 // destination as deliverBody does.
 func (h *handler) skipEvent(w http.ResponseWriter, r *http.Request) {
 	h.toDestination(w, r, h.s.SkipEvent)
+}
+
+// resetOrderBody is the body of POST /v1/sources/{name}/order/reset: an
+// entity's id can hold any character, so it travels in the body.
+type resetOrderBody struct {
+	Entity      string `json:"entity"`
+	Destination string `json:"destination,omitempty"`
+}
+
+// resetOrder answers POST /v1/sources/{name}/order/reset.
+func (h *handler) resetOrder(w http.ResponseWriter, r *http.Request) {
+	var b resetOrderBody
+	if e := decode(w, r, &b); e != nil {
+		writeError(w, e)
+		return
+	}
+	n, err := h.s.ResetOrder(r.Context(), r.PathValue("name"), b.Entity, b.Destination)
+	h.respond(w, r, n, err)
 }
 
 // toDestination answers an operator's action on one event's delivery to

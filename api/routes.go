@@ -21,6 +21,7 @@ var (
 	routeReplayEvent  = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/replay"}
 	routeDeliverEvent = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/deliver"}
 	routeSkipEvent    = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/skip"}
+	routeResetOrder   = httpapi.Route{Method: http.MethodPost, Path: "/v1/sources/{name}/order/reset"}
 	routeDeadLetters  = httpapi.Route{Method: http.MethodGet, Path: "/v1/dead-letters"}
 	routeRetryDead    = httpapi.Route{Method: http.MethodPost, Path: "/v1/dead-letters/retry"}
 	routePurgeDead    = httpapi.Route{Method: http.MethodDelete, Path: "/v1/dead-letters"}

@@ -173,6 +173,7 @@ destinations:
 	call("POST /v1/events/{id}/replay", "/v1/events/2/replay", "", 200)
 	call("POST /v1/events/{id}/deliver", "/v1/events/2/deliver", `{"destination":"gone"}`, 200)
 	call("POST /v1/events/{id}/skip", "/v1/events/4/skip", `{"destination":"gone"}`, 200)
+	call("POST /v1/sources/{name}/order/reset", "/v1/sources/shop/order/reset", `{"entity":"o1","destination":"gone"}`, 200)
 	call("POST /v1/events/replay", "/v1/events/replay", `{"source":"hooks","dry_run":true}`, 200)
 	call("GET /v1/dead-letters", "/v1/dead-letters", "", 200)
 	call("POST /v1/dead-letters/retry", "/v1/dead-letters/retry", `{"destination":"gone","dry_run":true}`, 200)

@@ -277,6 +277,16 @@ type Order struct {
 	// replayable) or deliver (sent anyway, with Oncehook-Stale and the
 	// current version in headers).
 	OnStale string `yaml:"on_stale"`
+	// VersionUnit says what an integer version counts: sequence (a
+	// counter), unix (seconds) or unix_ms; default: the preset's when the
+	// version is the preset's (stripe: unix), else sequence. An RFC 3339
+	// version is a time whatever this says.
+	VersionUnit string `yaml:"version_unit"`
+	// MaxAhead bounds a version that names a time (RFC 3339, unix, unix_ms):
+	// one more than this after the event's arrival goes outside the order
+	// (delivered, counted as unordered) instead of making its entity's
+	// later events stale until that time comes. Default 1h.
+	MaxAhead Duration `yaml:"max_ahead"`
 }
 
 // Signature describes a generic HMAC-SHA256 signature header.
@@ -866,6 +876,9 @@ func (c *Config) setDefaults() error {
 				o.Entity = entity
 				if o.Version == "" {
 					o.Version = version
+					if o.VersionUnit == "" {
+						o.VersionUnit = string(provider.DefaultVersionUnit(s.Preset))
+					}
 				}
 			}
 			if o.Version == "" {
@@ -1155,7 +1168,7 @@ func (c *Config) validate(lines fieldLines) []error {
 		if o := s.Order; o != nil {
 			if o.Entity == "" {
 				fail(f+".order.entity", "required: preset %s names no entity (e.g. json:data.id)", s.Preset)
-			} else if _, err := provider.ParseOrderRule(o.Entity, o.Version); err != nil {
+			} else if _, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead)); err != nil {
 				fail(f+".order", "%v", err)
 			}
 			if o.Mode != "stale" && o.Mode != "fifo" {

@@ -396,7 +396,7 @@ func TestOrderDefaultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []config.Order{
-		{Entity: "json:data.object.id", Version: "json:created", Mode: "stale", OnStale: "hold"},
+		{Entity: "json:data.object.id", Version: "json:created", Mode: "stale", OnStale: "hold", VersionUnit: "unix"},
 		{Entity: "json:id", Version: "arrival", Mode: "fifo", OnStale: "hold"},
 		{Entity: "json:data.purchase.transaction", Version: "arrival", Mode: "stale", OnStale: "deliver"},
 	}
@@ -411,6 +411,8 @@ func TestOrderDefaultsAndErrors(t *testing.T) {
 		`{name: s, preset: stripe, secrets: [w], order: {on_stale: drop}}`:             "sources[0].order.on_stale",
 		`{name: s, preset: stripe, secrets: [w], order: {entity: "id"}}`:               "sources[0].order",
 		`{name: s, preset: stripe, secrets: [w], order: {version: "body:updated_at"}}`: "sources[0].order",
+		`{name: s, preset: stripe, secrets: [w], order: {version_unit: seconds}}`:      "version_unit",
+		`{name: s, preset: stripe, secrets: [w], order: {max_ahead: 0s}}`:              "must be positive",
 	} {
 		_, err := config.Parse([]byte("sources:\n  - "+yaml+"\n"), env(nil))
 		if err == nil || !strings.Contains(err.Error(), field) {

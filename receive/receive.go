@@ -668,7 +668,7 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 			e.Destinations, e.Filtered = src.Routes.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
 		}
 		if src.Order != nil {
-			e.Order = src.Order.place(r.Header, it.Body)
+			e.Order = src.Order.place(r.Header, it.Body, now)
 		}
 		if it.Key == "" {
 			if src.RejectMissingKey {
@@ -692,8 +692,8 @@ func keylessKey() string {
 
 // place reads an event's place among its entity's events; the zero Order
 // (not ordered) when it has none.
-func (o *Order) place(h http.Header, body []byte) store.Order {
-	p, ok := o.Rule.Read(h, body)
+func (o *Order) place(h http.Header, body []byte, now time.Time) store.Order {
+	p, ok := o.Rule.Read(h, body, now)
 	if !ok {
 		return store.Order{}
 	}

@@ -47,6 +47,15 @@ type Admin interface {
 	// when the event has no pending delivery there, ErrInFlight when an
 	// attempt of it is running now, or ErrNotFound.
 	SkipDelivery(ctx context.Context, eventID int64, destination string, now time.Time, audit AuditEntry) (int, error)
+	// ResetOrder forgets the version delivered of source's entity to
+	// destination (to every destination when it is ""): an operator's
+	// way out when a version far ahead (a test event, a provider's bug)
+	// made the entity's later events stale. Its next event is current
+	// again; deliveries already marked stale stay so (replay them), and a
+	// delivery in flight keeps its place. It returns how many
+	// (destination, entity) it reset: 0 when the store keeps no version
+	// for the entity.
+	ResetOrder(ctx context.Context, source, entity, destination string, now time.Time, audit AuditEntry) (int, error)
 	// PurgeDeadLetters deletes the dead letters q selects (all of them, not
 	// a page; their events go with the window sweep) and returns how many,
 	// or with dryRun how many it would.

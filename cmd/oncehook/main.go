@@ -28,6 +28,7 @@ Usage:
   oncehook events ls|show ID|replay         list, read and replay stored events (--type invoice.*)
   oncehook events deliver ID --destination D  send an event where its route passed over
   oncehook events skip ID --destination D     end a pending delivery undelivered (past a fifo head)
+  oncehook order reset --source S --entity E  forget an entity's delivered version (one far ahead made it stale)
   oncehook dead ls|retry|purge              list, retry and purge dead letters
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
@@ -37,7 +38,7 @@ Usage:
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          print the version
 
-The operator commands (events, dead, destinations, stats, doctor) work on
+The operator commands (events, dead, destinations, order, stats, doctor) work on
 the config's store directly (--config) or on a running gateway's API
 (--api URL --token T, or $ONCEHOOK_API and $ONCEHOOK_API_TOKEN).
 
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return dead(ctx, args[1:], stdout, stderr)
 	case "destinations":
 		return destinations(ctx, args[1:], stdout, stderr)
+	case "order":
+		return order(ctx, args[1:], stdout, stderr)
 	case "stats":
 		return stats(ctx, args[1:], stdout, stderr)
 	case "reload":

@@ -162,6 +162,7 @@ func New(opts Options) (*Dashboard, error) {
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/replay", d.authed(d.replay))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/deliver", d.authed(d.deliver))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/skip", d.authed(d.skip))
+	d.mux.HandleFunc("POST "+Prefix+"/order/reset", d.authed(d.resetOrder))
 	d.mux.HandleFunc("GET "+Prefix+"/dead-letters", d.authed(d.dead))
 	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/retry", d.authed(d.retryDead))
 	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/purge", d.authed(d.purgeDead))

@@ -239,6 +239,20 @@ func (d *Dashboard) skip(w http.ResponseWriter, r *http.Request, _ session) {
 	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "skip")
 }
 
+// resetOrder forgets an entity's version delivered to a destination, from
+// a stale delivery's page, and goes back to that event.
+func (d *Dashboard) resetOrder(w http.ResponseWriter, r *http.Request, _ session) {
+	if _, err := d.opts.Service.ResetOrder(r.Context(), r.PostFormValue("source"), r.PostFormValue("entity"), r.PostFormValue("destination")); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	to := Prefix + "/events"
+	if id, err := strconv.ParseInt(r.PostFormValue("event"), 10, 64); err == nil && id > 0 {
+		to = fmt.Sprintf("%s/events/%d", Prefix, id)
+	}
+	done(w, r, to, "order_reset")
+}
+
 // replayAll replays what the events page's filter selects.
 func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}
@@ -425,7 +439,7 @@ func (p page) FlashMessage() string {
 			return ""
 		}
 		return p.L.T("done."+kind, n)
-	case "pause", "resume", "reset":
+	case "pause", "resume", "reset", "skip", "deliver", "breaker_open", "breaker_close", "order_reset":
 		return p.L.T("done." + kind)
 	}
 	return ""

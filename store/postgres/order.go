@@ -354,3 +354,18 @@ func (s *Store) SkipDelivery(ctx context.Context, eventID int64, destination str
 	}
 	return n, err
 }
+
+// ResetOrder implements store.Admin. The rows are locked as the ordered
+// lease step locks them, so a step in progress finishes on the version it
+// read, and the next reads none.
+func (s *Store) ResetOrder(ctx context.Context, source, entity, destination string, now time.Time, a store.AuditEntry) (int, error) {
+	return s.change(ctx, false, a, func(tx pgx.Tx) (int, error) {
+		tag, err := tx.Exec(ctx, `UPDATE order_heads SET version = NULL, version_text = NULL
+			WHERE entity = $1 AND ($2 = '' OR destination = $2) AND version IS NOT NULL`,
+			store.OrderKey(source, entity), destination)
+		if err != nil {
+			return 0, err
+		}
+		return int(tag.RowsAffected()), nil
+	})
+}

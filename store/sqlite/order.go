@@ -345,3 +345,17 @@ func (s *Store) SkipDelivery(ctx context.Context, eventID int64, destination str
 		return 1, nil
 	})
 }
+
+// ResetOrder implements store.Admin.
+func (s *Store) ResetOrder(ctx context.Context, source, entity, destination string, now time.Time, a store.AuditEntry) (int, error) {
+	return s.change(ctx, false, a, now, func(tx *sql.Tx) (int, error) {
+		res, err := tx.ExecContext(ctx, `UPDATE order_heads SET version = NULL, version_text = NULL
+			WHERE entity = ? AND (? = '' OR destination = ?) AND version IS NOT NULL`,
+			store.OrderKey(source, entity), destination, destination)
+		if err != nil {
+			return 0, unavailable("reset order", err)
+		}
+		n, _ := res.RowsAffected()
+		return int(n), nil
+	})
+}

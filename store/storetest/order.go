@@ -347,6 +347,52 @@ func testOrderSkipHead(t *testing.T, s store.Store) {
 	}
 }
 
+// A version far ahead, once delivered, makes every later event of its
+// entity stale; an operator's reset (audited) forgets it, for one
+// destination or all, and the entity's next event is current again. What
+// was marked stale stays so, and another entity keeps its version.
+func testOrderReset(t *testing.T, s store.Store) {
+	const far = 9_000_000_000_000_000_000
+	mustClaim(t, s, orderedEvent("far", "e", far, store.OrderStale, "d", "d2"), orderedEvent("f5", "f", 5, store.OrderStale, "d"))
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		complete(t, s, outcome(d, store.OutcomeDelivered, time.Time{}))
+	}
+	mustClaim(t, s, orderedEvent("v1", "e", 1, store.OrderStale, "d", "d2"), orderedEvent("f4", "f", 4, store.OrderStale, "d"))
+	if got := lease(t, s, base.Add(time.Second), time.Minute, 10); len(got) != 0 {
+		t.Fatalf("leased %q: v1 and f4 are older than what was delivered", keys(got))
+	}
+	a := admin(t, s)
+	ctx := context.Background()
+	audit := store.AuditEntry{Actor: "ops", Action: "order.reset", Target: "src/e"}
+	if n, err := a.ResetOrder(ctx, "src", "e", "d", base, audit); err != nil || n != 1 {
+		t.Fatalf("ResetOrder(d) = %d, %v; want 1", n, err)
+	}
+	if n, err := a.ResetOrder(ctx, "src", "nothing", "", base, audit); err != nil || n != 0 {
+		t.Fatalf("ResetOrder of an entity with no version = %d, %v; want 0", n, err)
+	}
+	mustClaim(t, s, orderedEvent("v2", "e", 2, store.OrderStale, "d", "d2"), orderedEvent("f3", "f", 3, store.OrderStale, "d"))
+	got := lease(t, s, base.Add(2*time.Second), time.Minute, 10)
+	if len(got) != 1 || got[0].Key != "v2" || got[0].Destination != "d" || got[0].Stale {
+		t.Fatalf("after the reset for d leased %+v, want v2 to d only (d2 and f keep their versions)", got)
+	}
+	complete(t, s, outcome(got[0], store.OutcomeDelivered, time.Time{}))
+	if n, err := a.ResetOrder(ctx, "src", "e", "", base, audit); err != nil || n != 2 {
+		t.Fatalf("ResetOrder(every destination) = %d, %v; want 2 (d's v2 and d2's far)", n, err)
+	}
+	mustClaim(t, s, orderedEvent("v3", "e", 3, store.OrderStale, "d", "d2"))
+	got = lease(t, s, base.Add(3*time.Second), time.Minute, 10)
+	if len(got) != 2 || got[0].Key != "v3" || got[1].Key != "v3" {
+		t.Fatalf("after the reset for every destination leased %+v, want v3 to d and d2", got)
+	}
+	if st := stats(t, s); st.Stale != 5 {
+		t.Fatalf("stats %+v: v1 (to d and d2), v2 to d2, f4 and f3 stay stale", st)
+	}
+	entries, err := a.ListAudit(ctx, 0, 10)
+	if err != nil || len(entries) != 3 || entries[0].Action != "order.reset" || entries[0].Count != 2 || entries[2].Count != 1 {
+		t.Fatalf("audit %+v, %v: want the three resets with their counts", entries, err)
+	}
+}
+
 // A commit that creates ordered deliveries may hand one off at once, but
 // only one per entity, and only an entity that is free: the rest wait for
 // it, whichever way the backend leases them.

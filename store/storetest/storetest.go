@@ -92,6 +92,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderEntityHeldUntilAnAbandonedLeaseExpires", testOrderLeaseExpiry},
 		{"OrderStaleWaitsForAnAttemptTheDestinationMayHave", testOrderStaleWaitsForAnAttempt},
 		{"OrderOperatorSkipsAHead", testOrderSkipHead},
+		{"OrderOperatorResetsAnEntity", testOrderReset},
 		{"OrderHandOffOnlyAFreeEntity", testOrderHandOff},
 		{"EventTraceTravelsToItsDeliveries", testEventTrace},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
