@@ -519,7 +519,7 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		// missing slash, http to https): no retry fixes it, and following
 		// it would POST the event somewhere nobody configured.
 		out.Kind = store.OutcomeDead
-		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(location, 256))
+		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(redact.URL(location), 256))
 	default:
 		if err != nil {
 			// net/http quotes the whole URL, and a destination's query
