@@ -324,7 +324,10 @@ func (g *Gateway) writerOptions(writers int, linger, lease time.Duration) groupc
 // buildAPI mounts the API listener: the effects ledger, the admin API and
 // the dashboard, behind api.tokens.
 func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
-	g.auth = apiauth.New(apiTokens(g.cfg.Load()))
+	g.auth = apiauth.NewWith(apiTokens(g.cfg.Load()), apiauth.Options{
+		// Wrong tokens are limited per client, behind a trusted proxy too.
+		ClientAddr: func(r *http.Request) string { return receive.ClientAddr(r, proxies) },
+	})
 	auth := g.auth
 	g.api = http.NewServeMux()
 	effectsAPI := auth.Wrap(g.traced("effects", effect.Handler(g.effects, g.log.With("component", "effects"))))

@@ -1,6 +1,7 @@
 package oncehook_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -129,4 +130,54 @@ func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// Invariant 17 in traces: a request's traceparent is anybody's until its
+// signature is verified. The intake span is a root of the gateway's own,
+// linked to the caller's context and sampled by the gateway's sampler: 100
+// rejected requests that claim a sampled trace are exported under none of
+// the client's trace ids, and not at all with the sampler at 0. Before, they
+// were all exported under the client's trace id, whatever the sampler.
+func TestAStrangersTraceparentIsOnlyALink(t *testing.T) {
+	for _, ratio := range []float64{0, 1} {
+		t.Run(fmt.Sprintf("sampler %v", ratio), func(t *testing.T) {
+			spans := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))))
+			gw := oncehooktest.StartWith(t, stripeConfig(testenv.NewSink(t).URL, ""), oncehook.Options{TracerProvider: tp})
+			const requests = 100
+			clients := map[trace.TraceID]bool{}
+			for i := range requests {
+				traceID := fmt.Sprintf("%032x", 0xc0ffee0000+i)
+				req, _ := http.NewRequest(http.MethodPost, gw.URL+"/in/stripe", strings.NewReader(string(stripeEvent(fmt.Sprintf("evt_forged_%d", i)))))
+				req.Header.Set("Stripe-Signature", "t=1,v1=00")
+				req.Header.Set("Traceparent", "00-"+traceID+"-b7ad6b7169203331-01")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("forged request %d: %d, want 401", i, resp.StatusCode)
+				}
+				id, _ := trace.TraceIDFromHex(traceID)
+				clients[id] = true
+			}
+			intake := 0
+			for _, s := range spans.GetSpans().Snapshots() {
+				if clients[s.SpanContext().TraceID()] {
+					t.Fatalf("span %q exported under the client's trace id %s", s.Name(), s.SpanContext().TraceID())
+				}
+				if s.Name() != "receive stripe" {
+					continue
+				}
+				intake++
+				if s.Parent().IsValid() || len(s.Links()) != 1 || !clients[s.Links()[0].SpanContext.TraceID()] {
+					t.Fatalf("intake span: parent %v, links %v: want a root linked to the caller", s.Parent(), s.Links())
+				}
+			}
+			if want := int(ratio * requests); intake != want {
+				t.Fatalf("%d intake spans exported with the sampler at %v, want %d", intake, ratio, want)
+			}
+		})
+	}
 }

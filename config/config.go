@@ -563,10 +563,13 @@ var ErrEmpty = errors.New("the config is empty: it needs at least sources (onceh
 
 // Parse checks field names and types (every error names the field:
 // sources[0].presett: unknown field), expands environment references,
-// applies defaults and validates. When a field is misspelled or of the
-// wrong type, only those errors are reported: validating the rest would
-// add errors that are only their echo (a misspelled preset is also a
-// missing one).
+// applies defaults and validates, and reports every error at once: fixing
+// one must not reveal the next. What the checks say of a field that is
+// already reported is left out as its echo: a field of the wrong type is
+// validated as if unset, and a record with a misspelled field (a
+// misspelled preset is also a missing one) reports only the misspelling.
+// Only a misspelled top-level section stops there: the whole rest would
+// be its echo.
 func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(text, &doc); err != nil {
@@ -586,21 +589,23 @@ func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	// references, then the fields' names and types, then what they say.
 	lines := linesOf(root)
 	envErrs, envPaths := expandEnv(root, lookupEnv)
-	if errs := checkNode(root, reflect.TypeFor[Config](), ""); len(errs) > 0 {
-		return nil, errors.Join(append(envErrs, errs...)...)
+	var faulty pathSet
+	errs := append(envErrs, checkNode(root, reflect.TypeFor[Config](), "", &faulty)...)
+	if slices.Contains(faulty, "") {
+		return nil, errors.Join(errs...) // a misspelled section
 	}
 	var cfg Config
 	if err := root.Decode(&cfg); err != nil {
-		return nil, err
+		return nil, errors.Join(append(errs, err)...)
 	}
 	if err := cfg.setDefaults(); err != nil {
-		return nil, err
+		return nil, errors.Join(append(errs, err)...)
 	}
-	errs := envErrs
 	for _, err := range cfg.validate(lines) {
-		// A field whose reference did not expand is already reported;
-		// what validation says of its unexpanded text is only the echo.
-		if !envPaths.covers(err.Error()) {
+		// A field whose reference did not expand, or that is misspelled
+		// or of the wrong type, is already reported; what validation says
+		// of its text (or its default) is only the echo.
+		if !envPaths.covers(err.Error()) && !faulty.covers(err.Error()) {
 			errs = append(errs, err)
 		}
 	}
@@ -652,16 +657,23 @@ func (l fieldLines) at(path string) string {
 	return ""
 }
 
-// pathSet is the fields whose environment references failed.
+// pathSet is fields already reported: their environment references
+// failed, or they are of the wrong type, or (for a misspelled field) the
+// record that holds them.
 type pathSet []string
 
 // covers reports whether an error (written "path: ...") is about one of
-// the set's fields, or a field inside or around one.
+// the set's fields, a field inside one, or the top-level record (a source,
+// a destination) that holds one: a record's own check reads its fields
+// together (a source's preset options), so its error may be their echo.
+// An error about any other field around one is reported: a destination
+// listed twice is still listed twice, whatever its filter's reference.
 func (s pathSet) covers(msg string) bool {
 	field, _, _ := strings.Cut(msg, ": ")
+	record := strings.HasSuffix(field, "]") && !strings.ContainsAny(field, ". ")
 	for _, p := range s {
 		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") ||
-			strings.HasPrefix(p, field+".") || strings.HasPrefix(p, field+"[") {
+			record && (strings.HasPrefix(p, field+".") || strings.HasPrefix(p, field+"[")) {
 			return true
 		}
 	}
@@ -672,8 +684,11 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // checkNode checks that n can be decoded into a value of type t, naming the
 // field path of every problem: unknown fields, a list where a value is
-// wanted, a number or duration that does not parse.
-func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
+// wanted, a number or duration that does not parse. It adds each field at
+// fault to faulty (for a misspelled field, its record: "" for the top
+// level) and mends the document so that the rest still decodes: a value
+// of the wrong type becomes unset, a field given twice keeps its first.
+func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -682,16 +697,19 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
 		where = "config"
 	}
 	fail := func(format string, args ...any) []error {
-		return []error{fmt.Errorf("%s: %s (line %d)", where, fmt.Sprintf(format, args...), n.Line)}
+		err := fmt.Errorf("%s: %s (line %d)", where, fmt.Sprintf(format, args...), n.Line)
+		*faulty = append(*faulty, path)
+		*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+		return []error{err}
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil // an empty value: the default
 	}
 	if t == reflect.TypeFor[SourceDestination]() {
 		if n.Kind == yaml.ScalarNode {
-			return checkNode(n, reflect.TypeFor[string](), path)
+			return checkNode(n, reflect.TypeFor[string](), path, faulty)
 		}
-		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path)
+		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path, faulty)
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		if n.Kind != yaml.ScalarNode {
@@ -716,19 +734,25 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 		var errs []error
 		seen := map[string]bool{}
+		kept := n.Content[:0:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i].Value, n.Content[i+1]
 			ft, ok := fields[key]
 			switch {
 			case !ok:
 				errs = append(errs, fmt.Errorf("%s: unknown field (line %d)%s", join(path, key), n.Content[i].Line, suggest(key, fields)))
+				*faulty = append(*faulty, path)
 			case seen[key]:
 				errs = append(errs, fmt.Errorf("%s: given twice (line %d)", join(path, key), n.Content[i].Line))
+				*faulty = append(*faulty, join(path, key))
+				continue // the decoder refuses a key given twice
 			default:
-				errs = append(errs, checkNode(val, ft, join(path, key))...)
+				errs = append(errs, checkNode(val, ft, join(path, key), faulty)...)
 			}
 			seen[key] = true
+			kept = append(kept, n.Content[i], val)
 		}
+		n.Content = kept
 		return errs
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
@@ -736,7 +760,7 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 		var errs []error
 		for i, c := range n.Content {
-			errs = append(errs, checkNode(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			errs = append(errs, checkNode(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), faulty)...)
 		}
 		return errs
 	case reflect.Map:
@@ -745,7 +769,7 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, checkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+			errs = append(errs, checkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), faulty)...)
 		}
 		return errs
 	case reflect.String:
@@ -1124,9 +1148,9 @@ func (c *Config) validate(lines fieldLines) []error {
 		// delivery over while the first still waits on the destination:
 		// the event is delivered twice, at once, again and again.
 		held := time.Duration(c.Delivery.Lease)
-		if margin := lease.AttemptMargin(held); held < time.Duration(d.Timeout)+margin {
-			fail("delivery.lease", "%s is shorter than %s's timeout (%s) plus a %s margin: an attempt would outlive its lease and be made twice at once; use at least %s",
-				held, f, time.Duration(d.Timeout), margin, lease.MinLease(time.Duration(d.Timeout)))
+		if held < time.Duration(d.Timeout)+lease.AttemptMargin(held) {
+			fail("delivery.lease", "%s does not cover %s's timeout (%s) plus its margin (%s, or a fifth of a lease under %s): an attempt would outlive its lease and be made twice at once; use at least %s",
+				held, f, time.Duration(d.Timeout), lease.Margin, 5*lease.Margin, lease.MinLease(time.Duration(d.Timeout)))
 		}
 	}
 	sources := map[string]bool{}

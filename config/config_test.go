@@ -309,7 +309,7 @@ delivery:
 		"sources[1]: ", "(line 4)",
 		"sources[2].secrets[0]: ", "NOPE_SECRET", "(line 7)",
 		"destinations[0].url: ", "(line 10)",
-		"delivery.lease: 10s is shorter", "use at least 12s", "(line 13)",
+		"delivery.lease: 10s does not cover destinations[0]'s timeout (9s) plus its margin (5s, or a fifth of a lease under 25s)", "use at least 12s", "(line 13)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("errors lack %q:\n%s", want, msg)
@@ -417,6 +417,71 @@ func TestOrderDefaultsAndErrors(t *testing.T) {
 		_, err := config.Parse([]byte("sources:\n  - "+yaml+"\n"), env(nil))
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want an error naming %s", yaml, err, field)
+		}
+	}
+}
+
+// Every error in one run, whatever their classes: a field of the wrong
+// type (a rate), a misspelled field, an unset variable, a field given
+// twice, and what validation finds in the rest, each reported once.
+// Before, a wrong-typed rate hid the six others, and an unset variable in
+// a destination's filter hid that the destination was listed twice. The
+// lease's advice is one rule: 30s of timeout need 35s, whatever the lease.
+func TestValidateReportsEveryClassOfErrorAtOnce(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	_, err := config.Parse([]byte(`sources:
+  - name: shop
+    preset: stripe
+    secrets: [x]
+    destinations: [app, {name: app, filter: {body: {kind: "${NOPE_KIND}"}}}]
+  - {name: gh, preset: github, secrets: [y], windw: 1h}
+  - {name: shop, preset: stripe, secrets: [z], on_missing_key: maybe}
+destinations:
+  - name: app
+    url: "http://h"
+    rate: 10/x
+    timeout: 30s
+  - {name: api, url: "ftp://h", concurrency: lots}
+  - {name: hook, url: "http://h", timeout: 1s, timeout: 2s}
+delivery:
+  lease: 10s
+`), env)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	want := []string{
+		`destinations[0].rate: "10/x": the unit is s, m or h (line 11)`,
+		`sources[0].destinations[1].filter.body.kind: `, "NOPE_KIND", "(line 5)",
+		`sources[0].destinations[1]: "app" is listed twice`,
+		"sources[1].windw: unknown field (line 6)",
+		`sources[2].name: "shop" is used twice (line 7)`,
+		`sources[2].on_missing_key: "maybe": want accept or reject (line 7)`,
+		`destinations[1].url: "ftp://h": want an http:// or https:// URL (line 13)`,
+		`destinations[1].concurrency: "lots": want a whole number (line 13)`,
+		"destinations[2].timeout: given twice (line 14)",
+		"delivery.lease: 10s does not cover destinations[0]'s timeout (30s) plus its margin (5s, or a fifth of a lease under 25s)", "use at least 35s (line 16)",
+		"delivery.lease: 10s does not cover destinations[1]'s timeout (10s)", "use at least 13s",
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("errors lack %q", w)
+		}
+	}
+	if lines := strings.Split(msg, "\n"); len(lines) != 11 {
+		t.Errorf("%d errors, want 11 (one each, no echo):\n%s", len(lines), msg)
+	}
+	if t.Failed() {
+		t.Logf("errors:\n%s", msg)
+	}
+	// The advice validates, and a second less does not.
+	for lease, ok := range map[string]bool{"35s": true, "34s": false} {
+		_, err := config.Parse([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
+destinations: [{name: app, url: "http://h", timeout: 30s}]
+delivery: {lease: `+lease+`}
+`), env)
+		if (err == nil) != ok {
+			t.Errorf("lease %s for a 30s timeout: %v", lease, err)
 		}
 	}
 }

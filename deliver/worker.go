@@ -31,6 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -518,12 +519,12 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		// missing slash, http to https): no retry fixes it, and following
 		// it would POST the event somewhere nobody configured.
 		out.Kind = store.OutcomeDead
-		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, bounded(location))
+		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(redact.URL(location), 256))
 	default:
 		if err != nil {
 			// net/http quotes the whole URL, and a destination's query
 			// may hold its API key: this text is stored and shown.
-			out.Error = redact.Error(err).Error()
+			out.Error = storable(redact.Error(err).Error(), 1024)
 		} else {
 			out.Error = fmt.Sprintf("HTTP %d", status)
 		}
@@ -584,13 +585,29 @@ func (w *Worker) logAttempt(level slog.Level, d store.LeasedDelivery, msg string
 		"destination", d.Destination, "attempt", d.Attempt}, args...)...)
 }
 
-// bounded cuts a value a destination sent back (a Location) before it is
-// stored or logged.
-func bounded(s string) string {
-	if len(s) > 256 {
-		return s[:256] + "…"
+// storable makes text a destination sent back (its answer, a Location, an
+// error that quotes either) fit to store and show: cut to at most limit
+// bytes at a character's boundary, invalid UTF-8 and NUL (which no
+// PostgreSQL text column holds) replaced by U+FFFD. It is the one place
+// for both backends: one destination's bytes must never make the store
+// refuse its outcome (invariant 13).
+func storable(s string, limit int) string {
+	cut := ""
+	if len(s) > limit {
+		s, cut = s[:limit], "…"
+		// Drop a character the cut split in two, rather than replace it.
+		for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+			if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+				break
+			}
+			s = s[:len(s)-1]
+		}
 	}
-	return s
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return s + cut
 }
 
 // responseSnippet is how much of a destination's answer is kept with the
@@ -656,5 +673,5 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 	if ra, ok := retryAfter(resp, w.opts.Now()); ok {
 		after = ra
 	}
-	return resp.StatusCode, after, resp.Header.Get("Location"), strings.ToValidUTF8(string(head[:n]), "\uFFFD"), nil
+	return resp.StatusCode, after, resp.Header.Get("Location"), storable(string(head[:n]), responseSnippet), nil
 }

@@ -241,6 +241,50 @@ func TestRedirectIsDeadLetteredAtOnce(t *testing.T) {
 	}
 }
 
+// A redirect's Location often echoes the request's query, where a
+// destination's API key stands: the stored error shows where it pointed,
+// its secrets masked, whatever form they take.
+func TestRedirectErrorHidesTheLocationsSecrets(t *testing.T) {
+	for location, want := range map[string]string{
+		"https://app.example.com/hook?api_key=S3CRET":  "https://app.example.com/hook?api_key=xxxxx",
+		"https://app.example.com/hook?S3CRET":          "https://app.example.com/hook?xxxxx",
+		"https://S3CRET@app.example.com/hook":          "https://xxxxx@app.example.com/hook",
+		"https://u:S3CRET@app.example.com/hook#S3CRET": "https://u:xxxxx@app.example.com/hook",
+		"/hook/?token=S3CRET":                          "/hook/?token=xxxxx",
+	} {
+		t.Run(location, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "redirect.db")
+			s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sink := testenv.NewSink(t)
+			sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
+				w.Header().Set("Location", location)
+				w.WriteHeader(http.StatusFound)
+			}
+			claim(t, s, "evt_moved", "app")
+			runWorker(t, s, deliver.Destination{URL: sink.URL}, time.Minute)
+			waitStats(t, s, func(st store.Stats) bool { return st.Dead == 1 })
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, q := range []string{`SELECT last_error FROM deliveries`, `SELECT error FROM attempts`} {
+				var stored string
+				if err := db.QueryRow(q).Scan(&stored); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(stored, "S3CRET") || !strings.Contains(stored, want) {
+					t.Errorf("%s: %q, want %s and no secret", q, stored, want)
+				}
+			}
+		})
+	}
+}
+
 func TestTimeoutsAreRetried(t *testing.T) {
 	s := openStore(t)
 	sink := testenv.NewSink(t)

@@ -278,9 +278,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serve(w, r)
 		return
 	}
-	ctx := tracing.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := h.tracer.Start(ctx, "receive "+r.PathValue("source"), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(tracing.Source.String(r.PathValue("source"))))
+	// The request is not verified yet: its traceparent is anybody's. So
+	// the intake span is a root of its own, sampled by the gateway's
+	// sampler alone, and only linked to the caller's context. Parented,
+	// a stranger's sampled flag would export every rejected request under
+	// a trace id of its choosing, with the sampler at 0 (invariant 17).
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(tracing.Source.String(r.PathValue("source")))}
+	if caller := trace.SpanContextFromContext(tracing.Propagator.Extract(context.Background(), propagation.HeaderCarrier(r.Header))); caller.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+	}
+	ctx, span := h.tracer.Start(r.Context(), "receive "+r.PathValue("source"), opts...)
 	defer span.End()
 	h.serve(w, r.WithContext(ctx))
 }

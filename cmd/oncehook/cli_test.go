@@ -201,3 +201,31 @@ func TestReplayRefusesUnknownNames(t *testing.T) {
 		t.Fatalf("replay --dead: %s", out)
 	}
 }
+
+// Every command and subcommand prints its help and exits 0 on --help
+// (and some on -h), before it opens a store or dials anything. Before, "events
+// --help" and "dead --help" exited 1.
+func TestEveryCommandsHelpExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	commands := [][]string{
+		{"serve"}, {"validate"}, {"health"}, {"init"}, {"send"}, {"migrate"}, {"replay"},
+		{"events"}, {"events", "ls"}, {"events", "show"}, {"events", "replay"}, {"events", "deliver"}, {"events", "skip"},
+		{"dead"}, {"dead", "ls"}, {"dead", "retry"}, {"dead", "purge"},
+		{"destinations"}, {"destinations", "ls"}, {"destinations", "pause"}, {"destinations", "resume"},
+		{"destinations", "open-breaker"}, {"destinations", "close-breaker"},
+		{"stats"}, {"reload"}, {"doctor"},
+	}
+	for _, c := range commands {
+		helps := []string{"--help"}
+		if len(c) == 1 && (c[0] == "events" || c[0] == "dead" || c[0] == "stats") {
+			helps = append(helps, "-h") // the flag package's own spelling
+		}
+		for _, h := range helps {
+			args := append(append([]string{}, c...), h)
+			out, ok := oncehook(t, dir, []string{"ONCEHOOK_API=", "ONCEHOOK_API_TOKEN="}, args...)
+			if !ok || !strings.Contains(strings.ToLower(out), "usage") {
+				t.Errorf("oncehook %s: exit 0 = %v, want 0 with its usage:\n%s", strings.Join(args, " "), ok, out)
+			}
+		}
+	}
+}

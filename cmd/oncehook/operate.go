@@ -111,8 +111,6 @@ func configService(ctx context.Context, cfg *config.Config) (*admin.Service, con
 	return svc, admin.WithActor(ctx, actor), func() { st.Close() }, nil
 }
 
-// parse parses flags wherever they stand among the arguments ("show 12
-// --json" as well as "show --json 12") and returns the others.
 // parseFlags parses a command's flags: -h and --help are flag.ErrHelp
 // (the usage is printed, and the command exits 0); any other error is
 // errUsage (the flag package already said what is wrong).
@@ -126,6 +124,18 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// helpAsked reports whether arg asks for help, as the flag package reads
+// -h and --help.
+func helpAsked(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// parse parses flags wherever they stand among the arguments ("show 12
+// --json" as well as "show --json 12") and returns the others.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for {
@@ -197,6 +207,12 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dryRun := fs.Bool("dry-run", false, "with replay: only count what would be replayed")
 	all := fs.Bool("all", false, "with replay and no filter: replay every stored event")
 	destination := fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end")
+	if helpAsked(args[0]) {
+		// "events --help": no subcommand yet, so no flag set parsed it.
+		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay|deliver|skip [flags]")
+		fs.PrintDefaults()
+		return flag.ErrHelp
+	}
 	rest, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -404,6 +420,12 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cursor := fs.String("cursor", "", "with ls: the next page's cursor")
 	dryRun := fs.Bool("dry-run", false, "with retry or purge: only count")
 	all := fs.Bool("all", false, "with retry or purge and no filter: every dead letter")
+	if helpAsked(args[0]) {
+		// "dead --help": no subcommand yet, so no flag set parsed it.
+		fmt.Fprintln(stderr, "usage: oncehook dead ls|retry|purge [flags]")
+		fs.PrintDefaults()
+		return flag.ErrHelp
+	}
 	rest, err := parse(fs, args[1:])
 	if err != nil {
 		return err

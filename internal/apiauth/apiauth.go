@@ -7,6 +7,12 @@
 // in constant time (both sides hashed first, so neither their contents nor
 // their lengths leak), and the token's name, never its value, goes into
 // logs and the audit log.
+//
+// Wrong tokens are limited per client address (Failures): past the limit a
+// wrong token gets 429 with Retry-After instead of 401, so that a script
+// can neither fill the log nor take the CPU of the hashing. A right token
+// is always accepted, whatever that address did before: the limit never
+// locks an operator out because a stranger behind the same NAT guessed.
 package apiauth
 
 import (
@@ -14,9 +20,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oncehook/oncehook/internal/actor"
 	"github.com/oncehook/oncehook/internal/httpapi"
@@ -37,14 +47,43 @@ type entry struct {
 
 // Auth checks requests against a set of tokens.
 type Auth struct {
-	tokens atomic.Pointer[[]entry]
+	tokens   atomic.Pointer[[]entry]
+	failures *Failures
+	client   func(*http.Request) string
+}
+
+// Options tune an Auth.
+type Options struct {
+	// ClientAddr names a request's client, for the limit on wrong tokens
+	// (default: the peer's address; the gateway reads trusted proxies'
+	// X-Forwarded-For).
+	ClientAddr func(*http.Request) string
+	// MaxFailures wrong tokens per client in FailureWindow (defaults 10
+	// and 10 minutes) get 401; the next ones, 429.
+	MaxFailures   int
+	FailureWindow time.Duration
+	Now           func() time.Time
 }
 
 // New returns an Auth for tokens.
-func New(tokens []Token) *Auth {
-	a := &Auth{}
+func New(tokens []Token) *Auth { return NewWith(tokens, Options{}) }
+
+// NewWith returns an Auth for tokens, tuned by opts.
+func NewWith(tokens []Token, opts Options) *Auth {
+	if opts.ClientAddr == nil {
+		opts.ClientAddr = peer
+	}
+	a := &Auth{failures: NewFailures(opts.MaxFailures, opts.FailureWindow, opts.Now), client: opts.ClientAddr}
 	a.SetTokens(tokens)
 	return a
+}
+
+func peer(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // SetTokens replaces the tokens (a config reload): a request checked
@@ -123,6 +162,17 @@ func (a *Auth) Check(value string) (Caller, bool) {
 	return found, ok
 }
 
+// CheckFrom is Check for a value that client sent. A right token is
+// accepted, always. A wrong one counts against client; once client is over
+// the limit, limited is how long until it may be told 401 again (the
+// answer is then 429 with Retry-After).
+func (a *Auth) CheckFrom(client, value string) (c Caller, ok bool, limited time.Duration) {
+	if c, ok := a.Check(value); ok {
+		return c, true, 0
+	}
+	return Caller{}, false, a.failures.Fail(client)
+}
+
 // Bearer returns the token of an Authorization: Bearer header. The scheme
 // is case-insensitive (RFC 9110, section 11.1): "bearer" and "BEARER" are
 // "Bearer".
@@ -138,7 +188,12 @@ func Bearer(r *http.Request) string {
 // methods (GET, HEAD) to read-only tokens.
 func (a *Auth) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := a.Check(Bearer(r))
+		c, ok, limited := a.CheckFrom(a.client(r), Bearer(r))
+		if !ok && limited > 0 {
+			w.Header().Set("Retry-After", RetryAfter(limited))
+			httpapi.WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many requests with a wrong token from this address; retry later")
+			return
+		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oncehook"`)
 			httpapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
@@ -150,4 +205,78 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
 	})
+}
+
+// RetryAfter is d as a Retry-After value: whole seconds, at least 1.
+func RetryAfter(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
+}
+
+// Failures counts wrong credentials per client address in a fixed window,
+// bounded in memory however many addresses send them.
+type Failures struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+	mu     sync.Mutex
+	by     map[string]*failed
+}
+
+type failed struct {
+	n     int
+	since time.Time
+}
+
+// maxClients bounds the addresses remembered: past it, those whose window
+// has passed are forgotten, and if none has, the oldest half.
+const maxClients = 10000
+
+// NewFailures allows max failures per client in window (defaults 10 and
+// 10 minutes).
+func NewFailures(max int, window time.Duration, now func() time.Time) *Failures {
+	if max <= 0 {
+		max = 10
+	}
+	if window <= 0 {
+		window = 10 * time.Minute
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Failures{max: max, window: window, now: now, by: map[string]*failed{}}
+}
+
+// Fail counts one failure of client and returns 0 while client is within
+// the limit (this failure included), else how long until its window ends.
+func (f *Failures) Fail(client string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	c := f.by[client]
+	if c == nil || now.Sub(c.since) >= f.window {
+		if c == nil && len(f.by) >= maxClients {
+			f.forget(now)
+		}
+		c = &failed{since: now}
+		f.by[client] = c
+	}
+	c.n++
+	if c.n <= f.max {
+		return 0
+	}
+	return c.since.Add(f.window).Sub(now)
+}
+
+func (f *Failures) forget(now time.Time) {
+	for k, c := range f.by {
+		if now.Sub(c.since) >= f.window {
+			delete(f.by, k)
+		}
+	}
+	for k := range f.by { // all still counting: map order drops an arbitrary half
+		if len(f.by) < maxClients/2 {
+			break
+		}
+		delete(f.by, k)
+	}
 }

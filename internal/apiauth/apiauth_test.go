@@ -1,8 +1,10 @@
 package apiauth
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // Found from outside: "Authorization: bearer T" was 401; the scheme is
@@ -17,5 +19,40 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		if got := Bearer(r); got != want {
 			t.Errorf("Authorization %q: token %q, want %q", h, got, want)
 		}
+	}
+}
+
+// The limit is per address and per window: another address is not
+// limited by the first one's failures, the window's end lifts the limit,
+// and a right token is accepted at every point of it. Memory stays bounded
+// however many addresses fail.
+func TestFailuresArePerAddressAndWindow(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	a := NewWith([]Token{{Name: "ops", Value: "right-token-0123456789"}}, Options{MaxFailures: 3, FailureWindow: time.Minute, Now: func() time.Time { return now }})
+	for step := range 5 {
+		_, ok, limited := a.CheckFrom("10.0.0.1", "wrong")
+		if ok || (limited > 0) != (step >= 3) {
+			t.Fatalf("wrong token %d: ok=%v limited=%s", step+1, ok, limited)
+		}
+		if c, ok, limited := a.CheckFrom("10.0.0.1", "right-token-0123456789"); !ok || limited != 0 || c.Name != "ops" {
+			t.Fatalf("the right token after %d wrong ones: %v %v %s", step+1, c, ok, limited)
+		}
+		now = now.Add(time.Second)
+	}
+	if _, _, limited := a.CheckFrom("10.0.0.2", "wrong"); limited != 0 {
+		t.Fatalf("another address is limited: %s", limited)
+	}
+	if _, _, limited := a.CheckFrom("10.0.0.1", "wrong"); limited != time.Minute-5*time.Second {
+		t.Fatalf("limited for %s, want the rest of the window (55s)", limited)
+	}
+	now = now.Add(time.Minute)
+	if _, _, limited := a.CheckFrom("10.0.0.1", "wrong"); limited != 0 {
+		t.Fatalf("still limited after the window: %s", limited)
+	}
+	for i := range 3 * maxClients {
+		a.CheckFrom(fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255), "wrong")
+	}
+	if n := len(a.failures.by); n > maxClients {
+		t.Fatalf("%d addresses remembered, want at most %d", n, maxClients)
 	}
 }

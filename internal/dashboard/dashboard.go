@@ -103,9 +103,8 @@ type Dashboard struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
-	mu       sync.Mutex
-	links    map[string]loginLink // one-time login links
-	failures map[string]*failures // failed logins per client address
+	mu    sync.Mutex
+	links map[string]loginLink // one-time login links
 }
 
 type loginLink struct {
@@ -128,7 +127,7 @@ func New(opts Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dashboard{opts: opts, langs: langs, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}, failures: map[string]*failures{}}
+	d := &Dashboard{opts: opts, langs: langs, pages: map[string]*template.Template{}, mux: http.NewServeMux(), links: map[string]loginLink{}}
 	layout, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"langs": func() []Lang { return langs.langs }}).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, err
@@ -389,62 +388,24 @@ func (d *Dashboard) fromTrustedProxy(r *http.Request) bool {
 	return false
 }
 
-// Failed logins: at most maxFailures per client address in failureWindow;
-// past that, 429 until the window has passed. Guessing a 16-character
-// token is hopeless anyway; this keeps a script from filling the log.
-const (
-	maxFailures   = 10
-	failureWindow = 10 * time.Minute
-)
-
-type failures struct {
-	n     int
-	since time.Time
-}
-
-// tooManyFailures reports whether client is over the limit now.
-func (d *Dashboard) tooManyFailures(client string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	f := d.failures[client]
-	return f != nil && f.n >= maxFailures && d.opts.Now().Sub(f.since) < failureWindow
-}
-
-func (d *Dashboard) failedLogin(client string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.opts.Now()
-	if len(d.failures) > 10000 { // bounded: forget the old ones
-		for c, f := range d.failures {
-			if now.Sub(f.since) >= failureWindow {
-				delete(d.failures, c)
-			}
-		}
-	}
-	f := d.failures[client]
-	if f == nil || now.Sub(f.since) >= failureWindow {
-		f = &failures{since: now}
-		d.failures[client] = f
-	}
-	f.n++
-}
-
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil || !sameOrigin(r) {
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
 		return
 	}
+	// Wrong tokens are limited per client address, with the API's (one
+	// count: both take the same tokens); a right token always logs in,
+	// or a stranger behind the operator's NAT could lock them out.
 	client := receive.ClientAddr(r, d.opts.TrustedProxies)
-	if d.tooManyFailures(client) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(failureWindow/time.Second)))
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	caller, ok, limited := d.opts.Auth.CheckFrom(client, token)
+	if !ok && limited > 0 {
+		w.Header().Set("Retry-After", apiauth.RetryAfter(limited))
 		d.fail(w, r, http.StatusTooManyRequests, "too_many_logins")
 		return
 	}
-	token := strings.TrimSpace(r.PostFormValue("token"))
-	caller, ok := d.opts.Auth.Check(token)
 	if !ok {
-		d.failedLogin(client)
 		d.opts.Logger.Warn("dashboard: login with an unknown token", "client", client)
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true, "Demo": d.opts.Demo})
 		return

@@ -592,7 +592,11 @@ func (c *Committer) commit(batch []*request, events []store.NewEvent, effects []
 		c.observe(len(events))
 	}
 	res, err := c.run(store.Batch{Events: events, Outcomes: t.outcomes, Lease: lease, Effects: effects, Stats: t.stats, Copies: t.copies, Shard: t.shard})
-	if errors.Is(err, store.ErrRejected) && (len(batch) > 1 || len(batch) == 1 && len(t.outcomes) > 0) {
+	// A refusal is split whenever the tick carried more than one request's
+	// data: the worker's outcomes count as more, even with no request at
+	// all (kept and retried as a whole, one refused outcome used to hold
+	// every destination's outcomes and leases, retried each second).
+	if errors.Is(err, store.ErrRejected) && (len(batch) > 1 || len(t.outcomes) > 0) {
 		c.split(batch, t)
 		return
 	}
@@ -691,16 +695,27 @@ func (c *Committer) failed(t tick, err error) {
 // split commits a batch the store refused piece by piece (invariant 13: one
 // event fails only itself): the worker's side first, then each request on
 // its own, so that only the request that carries the offending data gets
-// the error.
+// the error. When the worker's side is refused too, its outcomes are the
+// suspects: the lease and the counts commit without them, and the outcomes
+// commit apart (outcomesApart), so that one refused outcome is the only one
+// not recorded.
 func (c *Committer) split(batch []*request, t tick) {
 	if len(t.outcomes) > 0 || t.reserved > 0 || len(t.stats) > 0 || len(t.copies) > 0 {
-		res, err := c.run(store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Held: t.held},
-			Stats: t.stats, Copies: t.copies, Shard: t.shard})
+		res, err := c.run(c.workerSide(t))
+		suspects := t.outcomes
+		if errors.Is(err, store.ErrRejected) && len(t.outcomes) > 0 {
+			t.outcomes = nil
+			if t.reserved > 0 || len(t.stats) > 0 || len(t.copies) > 0 {
+				res, err = c.run(c.workerSide(t))
+			} else {
+				res, err = store.Committed{}, nil
+			}
+		} else {
+			suspects = nil
+		}
 		switch {
 		case errors.Is(err, store.ErrRejected):
-			// Not retried: their leases expire and the deliveries are
-			// attempted again, under the same Idempotency-Key.
-			c.log.Error("the store refused delivery outcomes; their deliveries will be retried when their leases expire", "err", err, "outcomes", len(t.outcomes))
+			c.log.Error("the store refused a commit's rollups or copies; they are kept for a later commit", "err", err)
 			c.restoreCounts(t)
 			if t.receiver != nil {
 				t.receiver.Hand(nil, t.reserved)
@@ -716,9 +731,43 @@ func (c *Committer) split(batch []*request, t tick) {
 				t.receiver.Hand(res.Leased, t.reserved)
 			}
 		}
+		if len(suspects) > 0 {
+			c.outcomesApart(suspects, t.shard)
+		}
 	}
 	for _, req := range batch {
 		c.commit([]*request{req}, req.events, req.effects, tick{shard: t.shard})
+	}
+}
+
+// workerSide is a tick's batch without requests.
+func (c *Committer) workerSide(t tick) store.Batch {
+	return store.Batch{Outcomes: t.outcomes, Lease: store.Lease{Max: t.reserved, Due: t.dueGen != 0, Now: c.now(), For: c.lease, Held: t.held},
+		Stats: t.stats, Copies: t.copies, Shard: t.shard}
+}
+
+// outcomesApart commits outcomes the store refused together, in halves,
+// until the refused ones stand alone. A refused outcome alone is dropped
+// and logged: its lease expires and its delivery is attempted again, under
+// the same Idempotency-Key. The others are recorded once, here, and never
+// sent again. (Refusals are rare, a value no column holds: a few commits
+// more is their whole cost.)
+func (c *Committer) outcomesApart(outcomes []store.Outcome, shard string) {
+	t := tick{outcomes: outcomes, shard: shard}
+	res, err := c.run(store.Batch{Outcomes: outcomes, Shard: shard})
+	switch {
+	case err == nil:
+		c.settled(t, 0, res.OrderedDue, 0)
+	case !errors.Is(err, store.ErrRejected):
+		c.failed(t, err)
+	case len(outcomes) == 1:
+		o := outcomes[0]
+		c.log.Error("the store refused a delivery outcome; the delivery will be attempted again when its lease expires",
+			"err", err, "delivery", o.DeliveryID, "attempt", o.Attempt, "outcome", o.Kind.String())
+	default:
+		half := len(outcomes) / 2
+		c.outcomesApart(outcomes[:half:half], shard)
+		c.outcomesApart(outcomes[half:], shard)
 	}
 }
 

@@ -431,3 +431,99 @@ func testenvWaitFor(d time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
+
+// Invariant 13 for outcomes: one outcome the store refuses fails only
+// itself. With 20 outcomes in one tick, the one the store refuses (here an
+// outcome kind it does not know) is the only one not recorded; the 19
+// others are recorded, each once, and nothing is committed again and again.
+// It holds whether the tick carries claims or not. Before, the split
+// dropped the 19 with it (sent again when their leases expired), and a tick
+// of outcomes alone was retried as a whole every second, holding every
+// destination's outcomes and leases.
+func TestARefusedOutcomeFailsOnlyItself(t *testing.T) {
+	for _, withClaim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("with a claim %v", withClaim), func(t *testing.T) {
+			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var mu sync.Mutex
+			committed := map[int64]int{} // delivery: commits that recorded its outcome
+			var bad int64
+			var tried atomic.Int64 // commits that carried the refused outcome
+			c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
+				mu.Lock()
+				for _, o := range b.Outcomes {
+					if o.DeliveryID == bad {
+						tried.Add(1)
+					}
+				}
+				mu.Unlock()
+				res, err := s.Commit(ctx, b)
+				if err == nil {
+					mu.Lock()
+					for _, o := range b.Outcomes {
+						committed[o.DeliveryID]++
+					}
+					mu.Unlock()
+				}
+				return res, err
+			}, groupcommit.Options{OutcomeDelay: time.Hour, MaxLease: 64})
+			defer c.Close()
+			w := &fakeWorker{room: 64}
+			c.Attach(w)
+			const n = 20
+			events := make([]store.NewEvent, n)
+			for i := range events {
+				events[i] = ev(fmt.Sprintf("k%d", i))
+			}
+			if _, err := c.Claim(context.Background(), events); err != nil {
+				t.Fatal(err)
+			}
+			ds := w.take()
+			if len(ds) != n {
+				t.Fatalf("handed %d deliveries, want %d", len(ds), n)
+			}
+			mu.Lock()
+			bad = ds[n/2].ID
+			mu.Unlock()
+			outcomes := make([]store.Outcome, n)
+			for i, d := range ds {
+				outcomes[i] = store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StartedAt: time.Now()}
+				if d.ID == bad {
+					outcomes[i].Kind = store.OutcomeKind(99)
+				}
+			}
+			c.Complete(outcomes...)
+			if withClaim {
+				if _, err := c.Claim(context.Background(), []store.NewEvent{ev("other")}); err != nil {
+					t.Fatalf("a claim in the tick of a refused outcome: %v", err)
+				}
+			} else {
+				c.WantDue() // a tick of outcomes alone
+			}
+			if !testenvWaitFor(5*time.Second, func() bool {
+				st, _ := s.Stats(context.Background())
+				return st.Delivered == n-1
+			}) {
+				st, _ := s.Stats(context.Background())
+				t.Fatalf("delivered %d, want the %d outcomes the store accepts", st.Delivered, n-1)
+			}
+			time.Sleep(2500 * time.Millisecond) // a tick retried after failures would show by now
+			mu.Lock()
+			defer mu.Unlock()
+			for _, d := range ds {
+				if want := map[bool]int{true: 0, false: 1}[d.ID == bad]; committed[d.ID] != want {
+					t.Errorf("delivery %d: its outcome committed %d times, want %d", d.ID, committed[d.ID], want)
+				}
+			}
+			// The tick, its worker's side, then halves down to the refused
+			// outcome alone: 7 commits carry it (20, 10, 5, 2, 1), and no
+			// more come after.
+			if n := tried.Load(); n > 7 {
+				t.Errorf("%d commits carried the refused outcome, want at most 7: it is retried", n)
+			}
+		})
+	}
+}

@@ -22,10 +22,17 @@ var harmless = map[string]bool{
 	"read_timeout": true, "write_timeout": true, "protocol": true,
 }
 
+// roles are the schemes whose user name alone is a database role, not a
+// secret: an operator needs to see which role a store URL connects as.
+var roles = map[string]bool{"postgres": true, "postgresql": true}
+
 // URL returns raw with the password of its user info and the value of
 // every query parameter (but a few harmless ones) replaced by Mask:
 // destinations put API keys in the query (?api_key=, ?token=, ?code=),
-// under any name. A value that is not a URL is not shown at all.
+// under any name, or bare (?SECRET), which is masked whole. A user name
+// without a password (or with an empty one) is masked too (https://SECRET@host: a token often
+// stands there alone), but for a database's role (postgres://app@db). A
+// value that is not a URL is not shown at all.
 func URL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -37,19 +44,29 @@ func URL(raw string) string {
 func u2s(u *url.URL) string {
 	c := *u
 	if c.User != nil {
-		if _, has := c.User.Password(); has {
+		switch pw, has := c.User.Password(); {
+		case has && pw != "":
 			c.User = url.UserPassword(c.User.Username(), Mask)
+		case has: // https://KEY:@host, basic auth with the key as user
+			c.User = url.UserPassword(Mask, "")
+		case !roles[strings.ToLower(c.Scheme)]:
+			c.User = url.User(Mask)
 		}
 	}
 	if c.RawQuery != "" {
 		var parts []string
 		for _, kv := range strings.Split(c.RawQuery, "&") {
 			name, _, hasValue := strings.Cut(kv, "=")
-			if n, err := url.QueryUnescape(name); err == nil && harmless[strings.ToLower(n)] || !hasValue {
+			switch n, err := url.QueryUnescape(name); {
+			case kv == "":
 				parts = append(parts, kv)
-				continue
+			case !hasValue:
+				parts = append(parts, Mask) // ?SECRET: a value with no name
+			case err == nil && harmless[strings.ToLower(n)]:
+				parts = append(parts, kv)
+			default:
+				parts = append(parts, name+"="+Mask)
 			}
-			parts = append(parts, name+"="+Mask)
 		}
 		c.RawQuery = strings.Join(parts, "&")
 	}

@@ -17,12 +17,23 @@ func TestURLHidesPasswordsAndQueryValues(t *testing.T) {
 		"https://u:S@crm.example/hook":                   "https://u:xxxxx@crm.example/hook",
 		"https://crm.example/hook#S":                     "https://crm.example/hook",
 		"postgres://u:S@db/x?sslmode=disable&password=S": "postgres://u:xxxxx@db/x?sslmode=disable&password=xxxxx",
-		"https://crm.example/hook?flag":                  "https://crm.example/hook?flag",
+		"https://crm.example/hook?flag":                  "https://crm.example/hook?xxxxx",
 		"http://[::1:bad":                                "(a URL that does not parse)",
+		// Found from outside: a bare query value, a user name alone.
+		"https://crm.example/hook?S":                 "https://crm.example/hook?xxxxx",
+		"https://crm.example/hook?S&sslmode=disable": "https://crm.example/hook?xxxxx&sslmode=disable",
+		"https://crm.example/hook?a=1&&S":            "https://crm.example/hook?a=xxxxx&&xxxxx",
+		"https://S@crm.example/hook":                 "https://xxxxx@crm.example/hook",
+		"https://S:@crm.example/hook":                "https://xxxxx:@crm.example/hook",
+		"redis://S@cache:6379/0":                     "redis://xxxxx@cache:6379/0",
+		"postgres://app@db/x?sslmode=disable":        "postgres://app@db/x?sslmode=disable",
 	}
 	for in, want := range cases {
 		if got := redact.URL(in); got != want {
 			t.Errorf("URL(%s) = %s, want %s", in, got, want)
+		}
+		if strings.Contains(in, "S") && strings.Contains(redact.URL(in), "S") {
+			t.Errorf("URL(%s) shows the secret", in)
 		}
 	}
 }
