@@ -65,7 +65,7 @@ const (
 )
 
 // newChart draws points (oldest first). A baseline below zero draws none.
-func newChart(points []admin.SourcePoint, baseline *float64, daily bool) chart {
+func newChart(l Lang, points []admin.SourcePoint, baseline *float64, daily bool) chart {
 	c := chart{W: chartW, H: chartH, PlotTop: padTop, PlotBot: chartH - padBot, PlotLeft: padL, PlotRight: chartW - padR}
 	if len(points) == 0 {
 		return c
@@ -86,7 +86,7 @@ func newChart(points []admin.SourcePoint, baseline *float64, daily bool) chart {
 		dh := plotH * float64(p.Duplicate) / float64(top)
 		b := bar{X: round(x + (step-w)/2), W: round(w), RY: round(c.PlotBot - rh), RH: round(rh), DY: round(c.PlotBot - dh), DH: round(dh),
 			Hour: p.At.UTC().Format(time.RFC3339), Received: p.Received, Duplicate: p.Duplicate,
-			RatePercent: fmt.Sprintf("%.1f%%", 100*p.DuplicateRate)}
+			RatePercent: l.Pct(p.DuplicateRate)}
 		if daily {
 			b.Label = p.At.UTC().Format("2006-01-02")
 		} else {
@@ -113,7 +113,7 @@ func newChart(points []admin.SourcePoint, baseline *float64, daily bool) chart {
 		if i%every == 0 {
 			label := p.At.UTC().Format("15h")
 			if every == 24 || daily {
-				label = p.At.UTC().Format("01-02")
+				label = l.Day(p.At)
 			}
 			c.Ticks = append(c.Ticks, tick{X: round(x), Label: label})
 		}

@@ -312,6 +312,15 @@ func (d *Dashboard) lang(w http.ResponseWriter, r *http.Request) Lang {
 		http.SetCookie(w, &http.Cookie{Name: langCookie, Value: lang.Code, Path: Prefix, MaxAge: 365 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		return lang
 	}
+	return d.langOf(r)
+}
+
+// langOf is the request's language, as lang picks it, without setting the
+// cookie: for what a page computes before it renders (a chart's labels).
+func (d *Dashboard) langOf(r *http.Request) Lang {
+	if l := r.URL.Query().Get("lang"); l != "" {
+		return d.langs.pick(l)
+	}
 	if c, err := r.Cookie(langCookie); err == nil {
 		return d.langs.pick(c.Value)
 	}
@@ -569,20 +578,12 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
-	"pct": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
-	"pctp": func(f *float64) string {
-		if f == nil {
-			return "—"
-		}
-		return strconv.FormatFloat(100**f, 'f', 1, 64) + "%"
-	},
 	"dur": func(secs float64) string {
 		if secs <= 0 {
 			return "—"
 		}
 		return (time.Duration(secs * float64(time.Second))).Round(time.Second).String()
 	},
-	"ms":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + " ms" },
 	"join":  strings.Join,
 	"query": func(kv ...string) template.URL { return template.URL(queryOf(kv...)) },
 }

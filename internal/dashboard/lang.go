@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Lang is a language of the dashboard. Many of our users run Hotmart,
@@ -58,6 +59,52 @@ func (l Lang) Num(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// Dec writes f with digits decimals and the language's decimal mark (a
+// comma in Portuguese), so that "1.061" (a thousand and sixty-one, in
+// pt-BR's grouping) never stands beside "274142.2".
+func (l Lang) Dec(f float64, digits int) string {
+	s := strconv.FormatFloat(f, 'f', digits, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	n, _ := strconv.ParseInt(whole, 10, 64)
+	out := l.Num(n)
+	if n == 0 && strings.HasPrefix(whole, "-") {
+		out = "-0"
+	}
+	if frac == "" {
+		return out
+	}
+	mark := "."
+	if l.Code == "pt-BR" {
+		mark = ","
+	}
+	return out + mark + frac
+}
+
+// Pct writes a ratio (0.123) as a percentage (12.3%).
+func (l Lang) Pct(f float64) string { return l.Dec(100*f, 1) + "%" }
+
+// Latency writes a time in milliseconds in the unit a person reads it in:
+// ms under a second, s under a minute, min beyond ("4.6 min", not
+// "274142.2 ms").
+func (l Lang) Latency(ms float64) string {
+	switch {
+	case ms < 1000:
+		return l.Dec(ms, 1) + " ms"
+	case ms < 60_000:
+		return l.Dec(ms/1000, 2) + " s"
+	}
+	return l.Dec(ms/60_000, 1) + " min"
+}
+
+// Day writes a day as a chart's axis labels it: month-day in English,
+// day/month in Portuguese.
+func (l Lang) Day(t time.Time) string {
+	if l.Code == "pt-BR" {
+		return t.UTC().Format("02/01")
+	}
+	return t.UTC().Format("01-02")
 }
 
 // HTML is T for strings that hold markup of our own.

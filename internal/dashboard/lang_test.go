@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/alert"
 )
 
 // Every string is in both languages, with the same format verbs; and every
@@ -113,5 +116,42 @@ func TestALanguageIsAFile(t *testing.T) {
 	es := c.fromAcceptLanguage("es-MX,es;q=0.9")
 	if es.Code != "es" || es.Name != "Español" || es.T("nav.events") != "Eventos" || es.T("more") != "More" {
 		t.Fatalf("es: %s %s %q %q", es.Code, es.Name, es.T("nav.events"), es.T("more"))
+	}
+}
+
+// Numbers read as the language writes them, and a latency in the unit a
+// person reads it in: issue 26 found "274142.2 ms" beside "1.061" on one
+// pt-BR page, and chart days as MM-DD in pt-BR.
+func TestNumbersTimesAndDaysPerLanguage(t *testing.T) {
+	c, err := loadCatalog(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, pt := c.pick("en"), c.pick("pt-BR")
+	if pt.Code != "pt-BR" {
+		t.Fatalf("picked %q for pt-BR", pt.Code)
+	}
+	day := time.Date(2026, 11, 24, 15, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ got, want string }{
+		{en.Latency(0.4), "0.4 ms"}, {pt.Latency(0.4), "0,4 ms"},
+		{en.Latency(999.94), "999.9 ms"}, {en.Latency(1500), "1.50 s"}, {pt.Latency(1500), "1,50 s"},
+		{en.Latency(59_000), "59.00 s"}, {en.Latency(274142.2), "4.6 min"}, {pt.Latency(274142.2), "4,6 min"},
+		{en.Latency(90 * 60_000), "90.0 min"}, {pt.Latency(1234 * 60_000), "1.234,0 min"}, {en.Latency(1234 * 60_000), "1,234.0 min"},
+		{en.Pct(0.123), "12.3%"}, {pt.Pct(0.123), "12,3%"}, {pt.Pct(0), "0,0%"}, {en.Pct(1), "100.0%"},
+		{en.Dec(-0.5, 1), "-0.5"}, {pt.Dec(-1234.5, 1), "-1.234,5"},
+		{en.Day(day), "11-24"}, {pt.Day(day), "24/11"},
+		{en.T("alert.breaker_open"), "breaker open"}, {pt.T("alert.duplicate_rate"), "taxa de duplicatas acima da base"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	// Every alert kind is said in words, not as its identifier.
+	for _, k := range []string{alert.KindDuplicateRate, alert.KindDeadLetters, alert.KindBreakerOpen, alert.KindOldestPending} {
+		for _, l := range []Lang{en, pt} {
+			if got := l.T("alert." + k); got == "alert."+k || strings.Contains(got, "_") {
+				t.Errorf("%s: alert %s reads %q", l.Code, k, got)
+			}
+		}
 	}
 }

@@ -50,6 +50,7 @@ type unknownCard struct {
 
 func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownCard, error) {
 	ctx := r.Context()
+	l := d.langOf(r)
 	svc := d.opts.Service
 	sources, err := svc.Sources(ctx)
 	if err != nil {
@@ -74,7 +75,7 @@ func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownC
 		if len(day) > 24 {
 			day = day[len(day)-24:]
 		}
-		out = append(out, sourceCard{SourceView: src, Day: newChart(day, src.Baseline, false), Week: newChart(pts, src.Baseline, false),
+		out = append(out, sourceCard{SourceView: src, Day: newChart(l, day, src.Baseline, false), Week: newChart(l, pts, src.Baseline, false),
 			Reasons: reasons(src.Last24h), Rejected: src.Last24h.RejectedTotal()})
 	}
 	var unknown *unknownCard
