@@ -184,8 +184,9 @@ func Names() []string {
 	return names
 }
 
-// New builds the named preset. When opts.Key is set, the preset's own key
-// extraction is replaced by those rules.
+// New builds the named preset. Every preset's body first meets the rules
+// all bodies meet (oneJSONValue); when opts.Key is set, the preset's own
+// key extraction is replaced by those rules.
 func New(name string, opts Options) (Preset, error) {
 	c, ok := presets[name]
 	if !ok {
@@ -195,21 +196,18 @@ func New(name string, opts Options) (Preset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", name, err)
 	}
-	if len(opts.Key) > 0 || len(opts.Type) > 0 {
-		k := keyed{Preset: p}
-		if len(opts.Key) > 0 {
-			if k.key, err = ParseKeyRule(opts.Key); err != nil {
-				return nil, fmt.Errorf("preset %s: %w", name, err)
-			}
+	k := keyed{Preset: p}
+	if len(opts.Key) > 0 {
+		if k.key, err = ParseKeyRule(opts.Key); err != nil {
+			return nil, fmt.Errorf("preset %s: %w", name, err)
 		}
-		if len(opts.Type) > 0 {
-			if k.typ, err = ParseKeyRule(opts.Type); err != nil {
-				return nil, fmt.Errorf("preset %s: type: %w", name, err)
-			}
-		}
-		p = k
 	}
-	return p, nil
+	if len(opts.Type) > 0 {
+		if k.typ, err = ParseKeyRule(opts.Type); err != nil {
+			return nil, fmt.Errorf("preset %s: type: %w", name, err)
+		}
+	}
+	return k, nil
 }
 
 func requireSecrets(opts Options) error {
@@ -224,8 +222,11 @@ func requireSecrets(opts Options) error {
 	return nil
 }
 
-// keyed replaces a preset's key extraction, its event type, or both, with
-// configured rules (an empty rule leaves the preset's own).
+// keyed is every preset as New returns it: the body first meets the rules
+// every body meets, whichever the preset (oneJSONValue), so that the same
+// bytes are never an event at one source and malformed at another; then
+// the preset splits it, and configured rules replace its key extraction,
+// its event type, or both (an empty rule leaves the preset's own).
 type keyed struct {
 	Preset
 	key, typ KeyRule
@@ -268,6 +269,9 @@ func (k keyed) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
 }
 
 func (k keyed) Items(r *Request) ([]Item, error) {
+	if err := oneJSONValue(r.Body); err != nil {
+		return nil, err
+	}
 	items, err := k.Preset.Items(r)
 	if err != nil {
 		return nil, err
