@@ -100,9 +100,10 @@ type Options struct {
 	// BodyGrace and MinBodyRate are the pace a body must keep: it may take
 	// BodyGrace plus the time its bytes would take at MinBodyRate (bytes a
 	// second), and is cut with 408 past that. Memory is reserved as bytes
-	// arrive, and each source may hold at most half of MaxInflightBytes
-	// when there are several, so slow or unsigned traffic on one URL can
-	// starve neither signed traffic nor the other sources. Defaults:
+	// arrive, each source may hold at most half of MaxInflightBytes when
+	// there are several, and a request that finds no room cuts bodies
+	// still arriving (see budget), so slow or unsigned traffic on one URL
+	// can starve neither signed traffic nor the other sources. Defaults:
 	// DefaultBodyGrace, DefaultMinBodyRate.
 	BodyGrace   time.Duration
 	MinBodyRate int64
@@ -326,12 +327,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	defer held.release()
 	body, err := readBody(r.Context(), w, r, h.maxBody, held, h.pace)
 	if err != nil {
+		held.release() // now, not after the answer: a slow reader must not keep it
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
 			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
 		case errors.Is(err, errOverloaded):
 			h.overloaded(w, r, name)
+		case errors.Is(err, errEvicted):
+			// The rest of the body was never read: the connection cannot
+			// carry another request.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded,
+				"the body was still arriving when the memory it held was needed for bodies that arrived in full; retry later")
 		case errors.Is(err, errSlowBody):
 			w.Header().Set("Connection", "close")
 			h.reject(w, r, name, http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
