@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -375,6 +376,68 @@ func TestAWhatsAppBatchStoresAboutItsOwnSize(t *testing.T) {
 	}
 	if st := stats(t, gw); st.Events != 300 {
 		t.Fatalf("stored %d events, want the first batch's 300", st.Events)
+	}
+}
+
+// Issue 26, item 6: the 413 for a batch that would multiply came only
+// after every item was built, so one signed 640 KB WhatsApp request (a
+// 600 KB contact shared by 300 messages) grew the process by 270 MB, and
+// four at once by 927 MiB. The preset now counts each item before building
+// it. Across batch sizes, four such requests at once grow the heap by a
+// small multiple of what they carry, and each is 413 and stores nothing.
+func TestAWhatsAppBatchThatWouldMultiplyIsRefusedBeforeItIsBuilt(t *testing.T) {
+	const secret = "meta_app_secret_test"
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, sourceConfig("wa", "whatsapp", secret, sink.URL, ""))
+	for _, n := range []int{8, 50, 300, 1000} {
+		body := waBatch(n, 600<<10, false)
+		reqs := make([]*http.Request, 4)
+		for i := range reqs {
+			reqs[i] = testenv.SignedRequest(t, gw.URL+"/in/wa", "whatsapp", secret, body, "")
+		}
+		runtime.GC()
+		base := heapInUse()
+		peak := base
+		stop := make(chan struct{})
+		var sampled sync.WaitGroup
+		sampled.Add(1)
+		go func() {
+			defer sampled.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+					if h := heapInUse(); h > peak {
+						peak = h
+					}
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for _, req := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if a := do(t, http.DefaultClient, req); a.Status != http.StatusRequestEntityTooLarge || a.Error.Reason != "too_large" {
+					t.Errorf("%d messages sharing a 600 KB contact: %d %+v, want 413 too_large", n, a.Status, a.Error)
+				}
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		sampled.Wait()
+		grew := int64(peak) - int64(base)
+		t.Logf("%d messages (%d KB), 4 at once: heap grew %d MiB at peak", n, len(body)>>10, grew>>20)
+		// Each request holds its body, its decoded copy and at most 4
+		// times its size in items, with the encoder's copies: about 10 times, 40 for four. Built
+		// before the check, 300 items were 180 MB each.
+		if limit := int64(64 * len(body)); grew > limit {
+			t.Errorf("%d messages: heap grew %d MiB for 4 requests of %d KB, want under %d MiB", n, grew>>20, len(body)>>10, limit>>20)
+		}
+	}
+	if st := stats(t, gw); st.Events != 0 {
+		t.Fatalf("stored %d events from refused batches", st.Events)
 	}
 }
 

@@ -27,6 +27,11 @@ var ErrSignature = errors.New("signature rejected")
 // example invalid JSON where the key is in the body). Intake answers 400.
 var ErrMalformed = errors.New("malformed body")
 
+// ErrTooLarge means the events a request splits into would add up to more
+// than Request.MaxItemBytes: the preset stopped before building them all.
+// Intake answers 413.
+var ErrTooLarge = errors.New("the events would be too large")
+
 func signatureError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrSignature, fmt.Sprintf(format, args...))
 }
@@ -45,6 +50,12 @@ type Request struct {
 	// PathToken is what follows the source in the path (/in/{source}/{token}):
 	// a secret carried in the URL, for providers that can send no header.
 	PathToken string
+	// MaxItemBytes, when set, is the most the bodies a preset builds for
+	// its items (beyond slices of Body) may add up to. A preset that
+	// builds them (WhatsApp rebuilds Meta's envelope around each update)
+	// counts each before building it, and stops with ErrTooLarge: memory
+	// stays bounded by the request however its items would multiply it.
+	MaxItemBytes int64
 }
 
 // Reply is what a handshake answers.
