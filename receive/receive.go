@@ -68,8 +68,9 @@ type Source struct {
 	// the order, and counted.
 	Order *Order
 
-	all    []string // every destination: the deliveries of an event when nothing is routed
-	routed bool     // some destination wants only some events
+	all    []string    // every destination: the deliveries of an event when nothing is routed
+	routed bool        // some destination wants only some events
+	plan   *route.Plan // Routes, ready to pick (when routed)
 }
 
 // Order is how a source orders its entities' events.
@@ -213,6 +214,7 @@ func (h *Handler) SetSources(sources []Source) {
 	for i := range sources {
 		s := sources[i]
 		s.all, s.routed = s.Routes.Destinations(), s.Routes.Routed()
+		s.plan = s.Routes.Plan()
 		t.sources[s.Name] = &s
 		names[i] = s.Name
 	}
@@ -679,7 +681,7 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 			if query == nil {
 				query = preq.URL.Query()
 			}
-			e.Destinations, e.Filtered = src.Routes.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
+			e.Destinations, e.Filtered = src.plan.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
 		}
 		if src.Order != nil {
 			e.Order = src.Order.place(r.Header, it.Body)
