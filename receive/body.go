@@ -190,6 +190,8 @@ func (h *hold) acquire(ctx context.Context, n int64) error {
 			return nil
 		}
 		if b.evictFor(h, n) && h.owed == 0 {
+			// The room that cut bodies will give back covers h: it is
+			// kept for h, not taken by whoever looks first.
 			h.owed = n
 			h.share.owed += n
 			b.owed += n
@@ -223,7 +225,8 @@ func (h *hold) settle() {
 
 // evictFor cuts bodies still arriving until what they hold (with what
 // earlier cuts will give back, less what is owed to others) makes room for
-// n more bytes of h's, and reports whether it cut any. A body
+// n more bytes of h's, and reports whether that room is coming: whether
+// cut bodies, once they give back what they hold, leave room for h. A body
 // may be cut for h when it holds at least what h will, or when it has been
 // arriving for longer than staleBody; the largest go first, the oldest
 // first among equals. b.mu is held.
@@ -231,7 +234,7 @@ func (b *budget) evictFor(h *hold, n int64) bool {
 	needShare := h.share.used + h.share.owed - h.owed + n - h.share.size - h.share.evicting
 	needAll := b.used + b.owed - h.owed + n - b.total - b.evicting
 	if needShare <= 0 && needAll <= 0 {
-		return false
+		return true
 	}
 	now := time.Now()
 	var victims []*hold
@@ -266,7 +269,7 @@ func (b *budget) evictFor(h *hold, n int64) bool {
 	if cut {
 		b.wake() // a cut body waiting for room learns it at once
 	}
-	return cut
+	return needShare <= 0 && needAll <= 0
 }
 
 // give returns n of the reserved bytes.
