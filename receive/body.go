@@ -348,14 +348,23 @@ func (p pace) deadline(start time.Time, received int) time.Time {
 // the hold reserves each growth before it is made, so memory follows the
 // bytes that actually arrived (a body of up to 32 KiB is one allocation); a liar's Content-Length costs nothing it
 // has not sent. A body that falls below the pace is cut (errSlowBody).
-func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64, h *hold, p pace) ([]byte, error) {
+func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64, h *hold, p pace) (body []byte, err error) {
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	rc := http.NewResponseController(w)
 	// Deferred in this order: once the body is read it can no longer be
 	// cut, and only then is its deadline cleared (a cut's deadline left
 	// in the past would end the connection's background read, and cancel
-	// the request while its events are claimed).
-	defer rc.SetReadDeadline(time.Time{})
+	// the request while its events are claimed). A body given up keeps a
+	// deadline in the past: after the answer the server would otherwise
+	// wait, with no deadline, for up to 256 KiB more of it to reuse the
+	// connection, which a client that stalls holds open for ever.
+	defer func() {
+		if err != nil {
+			rc.SetReadDeadline(time.Unix(1, 0))
+		} else {
+			rc.SetReadDeadline(time.Time{})
+		}
+	}()
 	h.arrive(func() { rc.SetReadDeadline(time.Unix(1, 0)) })
 	defer h.read()
 	start := time.Now()
@@ -366,7 +375,7 @@ func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit
 	// announced: the body's end is known, so the read that takes its last
 	// byte is known too.
 	announced := r.ContentLength >= 0 && r.ContentLength <= limit
-	body := []byte{}
+	body = []byte{}
 	for {
 		if err := h.setDeadline(rc, p.deadline(start, len(body))); err != nil {
 			return nil, err
