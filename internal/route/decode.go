@@ -65,62 +65,88 @@ func (n *need) merge(o *need) {
 // json.Decoder with UseNumber would decode them, and skips the rest
 // without copying it; missing{} when body is not JSON. Arrays are decoded
 // element by element with the same need (a field of an array is any
-// element's). An object a filter reads no field of is an empty object:
-// the matchers that read a value itself see only that it is one.
+// element's). An object a filter reads no field of is object{}, and a
+// scalar where only fields are read is nil: what the matchers see of
+// them is the same.
 func decodeNeeded(body []byte, n *need) any {
 	if !json.Valid(body) {
 		return missing{}
 	}
-	i := skipSpace(body, 0)
-	return decodeValue(body[i:valueEnd(body, i)], n)
+	v, _ := decodeAt(body, skipSpace(body, 0), n)
+	return v
 }
 
-func decodeValue(v []byte, n *need) any {
-	switch v[0] {
+// decodeAt decodes the value at b[i] along n, and says where it ends. Each
+// byte is looked at once: a value nothing reads is skipped in one scan, a
+// value read is walked in one descent (as deep as the body nests, which
+// json.Valid bounds at 10,000).
+func decodeAt(b []byte, i int, n *need) (any, int) {
+	switch b[i] {
 	case '{':
-		out := map[string]any{}
 		if len(n.fields) == 0 {
-			return out
+			return object{}, valueEnd(b, i)
 		}
-		i := skipSpace(v, 1)
-		for v[i] != '}' {
-			ke := valueEnd(v, i)
-			key := v[i:ke]
-			i = skipSpace(v, ke)
-			i = skipSpace(v, i+1) // the colon
-			ve := valueEnd(v, i)
+		out := map[string]any{}
+		i = skipSpace(b, i+1)
+		for b[i] != '}' {
+			ke := valueEnd(b, i)
+			key := b[i:ke]
+			i = skipSpace(b, ke)
+			i = skipSpace(b, i+1) // the colon
+			var end int
 			if c := n.fields[unquote(key)]; c != nil {
-				out[unquote(key)] = decodeValue(v[i:ve], c)
+				out[unquote(key)], end = decodeAt(b, i, c)
+			} else {
+				end = valueEnd(b, i)
 			}
-			i = skipSpace(v, ve)
-			if v[i] == ',' {
-				i = skipSpace(v, i+1)
+			i = skipSpace(b, end)
+			if b[i] == ',' {
+				i = skipSpace(b, i+1)
 			}
 		}
-		return out
+		return out, i + 1
 	case '[':
 		out := []any{}
-		i := skipSpace(v, 1)
-		for v[i] != ']' {
-			ve := valueEnd(v, i)
-			out = append(out, decodeValue(v[i:ve], n))
-			i = skipSpace(v, ve)
-			if v[i] == ',' {
-				i = skipSpace(v, i+1)
+		scalar := false
+		i = skipSpace(b, i+1)
+		for b[i] != ']' {
+			v, end := decodeAt(b, i, n)
+			// Filters read an array as "any element": where only fields
+			// are read, every scalar is alike, and one stands for all.
+			if c := b[i]; n.value || c == '{' || c == '[' || !scalar {
+				out = append(out, v)
+				scalar = scalar || (c != '{' && c != '[')
+			}
+			i = skipSpace(b, end)
+			if b[i] == ',' {
+				i = skipSpace(b, i+1)
 			}
 		}
-		return out
-	case '"':
-		return unquote(v)
-	case 't':
-		return true
-	case 'f':
-		return false
-	case 'n':
-		return nil
+		return out, i + 1
 	}
-	return json.Number(v)
+	end := valueEnd(b, i)
+	if !n.value {
+		// Only fields are read here: a scalar has none, whatever it is.
+		return nil, end
+	}
+	v := b[i:end]
+	switch v[0] {
+	case '"':
+		return unquote(v), end
+	case 't':
+		return true, end
+	case 'f':
+		return false, end
+	case 'n':
+		return nil, end
+	}
+	return json.Number(v), end
 }
+
+// object is an object no filter reads a field of: the matchers that read
+// a value itself see only that it is there and is no scalar or array (it
+// costs no allocation, however many of them an array holds).
+type object struct{}
 
 // unquote is a JSON string's text (s is valid JSON), without a copy's
 // detour when it holds no escape.
