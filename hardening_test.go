@@ -200,7 +200,13 @@ sources:
 			req.Header.Set("X-Id", fmt.Sprint("big-", i))
 			resp, err := client.Do(req)
 			if err != nil {
-				t.Error(err)
+				// A body cut while it arrives (to make room for others) is
+				// answered 503 and its connection closed; a sender still
+				// writing may see the close before it reads the answer.
+				// Either way it retries, and nothing was stored for it.
+				mu.Lock()
+				statuses[0]++
+				mu.Unlock()
 				return
 			}
 			io.Copy(io.Discard, resp.Body)
@@ -216,8 +222,8 @@ sources:
 	wg.Wait()
 	close(stop)
 	sampled.Wait()
-	if statuses[200] == 0 || statuses[200]+statuses[503] != senders {
-		t.Fatalf("answers %v: want 200s and 503s only", statuses)
+	if statuses[200] == 0 || statuses[200]+statuses[503]+statuses[0] != senders || statuses[0] > senders/4 {
+		t.Fatalf("answers %v: want 200s and 503s only (or, for a few bodies cut while they arrived, the connection closed: 0)", statuses)
 	}
 	if st := stats(t, gw); st.Events != int64(statuses[200]) {
 		t.Fatalf("%d answered 200, %d stored", statuses[200], st.Events)

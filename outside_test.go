@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,6 +135,129 @@ func TestSlowUnsignedBodiesCannotStarveSignedTraffic(t *testing.T) {
 	}
 }
 
+// Invariant 17 at the pace floor (issue 26, item 4): an attacker who keeps
+// the pace instead of trickling sends a burst (about half the body, which
+// doubles its buffer to the whole body) and then just enough bytes a second
+// to stay above the floor, so that its bodies hold memory for minutes
+// without ever being cut. Before, 33 such connections (520 KiB, then
+// 20 KiB/s) held the stripe source's share of the default budget and 0 of
+// 200 signed Stripe requests got 200 (all 503). Here, scaled down, the
+// budget is 1 MiB (512 KiB for stripe's share, beside a second source) and
+// 6 attackers, each from its own address, would hold 1.5 MiB; each comes
+// back 200 ms after it is answered. At the floor, just above it and at the
+// report's 20 KiB/s, every one of 200 signed requests gets 200: the bodies
+// still arriving are cut to make room for them (see receive's budget).
+// (Below the floor, the trickle's test above applies.)
+func TestUnsignedBodiesAtThePaceFloorCannotStarveSignedTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds paced connections")
+	}
+	const floor = 16 << 10 // receive.DefaultMinBodyRate
+	for _, pace := range []int{floor, floor + 1<<10, 20 << 10} {
+		t.Run(fmt.Sprintf("%dB/s", pace), func(t *testing.T) {
+			t.Parallel()
+			sink := testenv.NewSink(t)
+			gw := startGateway(t, "max_body_size: 256KiB\nmax_inflight_bytes: 1MiB\n"+stripeConfig(sink.URL, `
+  - {name: other, preset: generic, unsigned: true, key: ["header:X-Id"]}`))
+			u, _ := url.Parse(gw.URL)
+			const attackers, burst = 6, 130 << 10
+			var cut sync.WaitGroup
+			var mu sync.Mutex
+			answers := map[string]int{}
+			stop := make(chan struct{})
+			for i := range attackers {
+				cut.Add(1)
+				go func() {
+					defer cut.Done()
+					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))}}
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						c, err := d.Dial("tcp", u.Host)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						answer := make(chan string, 1)
+						go func() {
+							line, err := bufio.NewReader(c).ReadString('\n')
+							if err != nil {
+								line = "no answer"
+							}
+							answer <- strings.TrimSpace(line)
+						}()
+						fmt.Fprintf(c, "POST /in/stripe HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nStripe-Signature: t=1,v1=00\r\nContent-Length: %d\r\n\r\n{", u.Host, 256<<10)
+						c.Write(make([]byte, burst))
+						tick := time.NewTicker(100 * time.Millisecond)
+					paced:
+						for {
+							select {
+							case <-stop:
+								tick.Stop()
+								c.Close()
+								return
+							case a := <-answer:
+								mu.Lock()
+								answers[a]++
+								mu.Unlock()
+								break paced
+							case <-tick.C:
+								c.Write(make([]byte, pace/10))
+							}
+						}
+						tick.Stop()
+						c.Close()
+						time.Sleep(200 * time.Millisecond) // and comes back
+					}
+				}()
+			}
+			time.Sleep(300 * time.Millisecond) // every burst is in: the share is full
+			var wg sync.WaitGroup
+			var failed atomic.Int64
+			var took []time.Duration
+			for w := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < 200 && failed.Load() < 5; i += 8 {
+						id := fmt.Sprintf("evt_paced_%d_%d", pace, i)
+						begin := time.Now()
+						a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent(id), ""))
+						mu.Lock()
+						took = append(took, time.Since(begin))
+						mu.Unlock()
+						if a.Status != http.StatusOK {
+							failed.Add(1)
+							t.Errorf("%s: %d %+v, want 200", id, a.Status, a.Error)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			cut.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			slices.Sort(took)
+			t.Logf("signed: p50 %v, p99 %v; paced bodies' answers: %v", took[len(took)/2], took[len(took)*99/100], answers)
+			for a, n := range answers {
+				if !strings.HasPrefix(a, "HTTP/1.1 503") {
+					t.Errorf("%d paced bodies answered %q, want 503 (cut to make room)", n, a)
+				}
+			}
+			if answers["HTTP/1.1 503 Service Unavailable"] == 0 {
+				t.Errorf("no paced body was cut: the share was never full, so the test proves nothing")
+			}
+			if st := stats(t, gw); failed.Load() == 0 && st.Events != 200 {
+				t.Errorf("stored %d events, want the 200 signed", st.Events)
+			}
+		})
+	}
+}
+
 // Found from outside, items 3 and 4, through the whole gateway: four ids
 // that differ only in a lone surrogate (or are U+FFFD itself) are four
 // events, each accepted and delivered once, and a body with bytes after
@@ -252,6 +377,68 @@ func TestAWhatsAppBatchStoresAboutItsOwnSize(t *testing.T) {
 	}
 	if st := stats(t, gw); st.Events != 300 {
 		t.Fatalf("stored %d events, want the first batch's 300", st.Events)
+	}
+}
+
+// Issue 26, item 6: the 413 for a batch that would multiply came only
+// after every item was built, so one signed 640 KB WhatsApp request (a
+// 600 KB contact shared by 300 messages) grew the process by 270 MB, and
+// four at once by 927 MiB. The preset now counts each item before building
+// it. Across batch sizes, four such requests at once grow the heap by a
+// small multiple of what they carry, and each is 413 and stores nothing.
+func TestAWhatsAppBatchThatWouldMultiplyIsRefusedBeforeItIsBuilt(t *testing.T) {
+	const secret = "meta_app_secret_test"
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, sourceConfig("wa", "whatsapp", secret, sink.URL, ""))
+	for _, n := range []int{8, 50, 300, 1000} {
+		body := waBatch(n, 600<<10, false)
+		reqs := make([]*http.Request, 4)
+		for i := range reqs {
+			reqs[i] = testenv.SignedRequest(t, gw.URL+"/in/wa", "whatsapp", secret, body, "")
+		}
+		runtime.GC()
+		base := heapInUse()
+		peak := base
+		stop := make(chan struct{})
+		var sampled sync.WaitGroup
+		sampled.Add(1)
+		go func() {
+			defer sampled.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+					if h := heapInUse(); h > peak {
+						peak = h
+					}
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for _, req := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if a := do(t, http.DefaultClient, req); a.Status != http.StatusRequestEntityTooLarge || a.Error.Reason != "too_large" {
+					t.Errorf("%d messages sharing a 600 KB contact: %d %+v, want 413 too_large", n, a.Status, a.Error)
+				}
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		sampled.Wait()
+		grew := int64(peak) - int64(base)
+		t.Logf("%d messages (%d KB), 4 at once: heap grew %d MiB at peak", n, len(body)>>10, grew>>20)
+		// Each request holds its body, its decoded copy and at most 4
+		// times its size in items, with the encoder's copies: about 10 times, 40 for four. Built
+		// before the check, 300 items were 180 MB each.
+		if limit := int64(64 * len(body)); grew > limit {
+			t.Errorf("%d messages: heap grew %d MiB for 4 requests of %d KB, want under %d MiB", n, grew>>20, len(body)>>10, limit>>20)
+		}
+	}
+	if st := stats(t, gw); st.Events != 0 {
+		t.Fatalf("stored %d events from refused batches", st.Events)
 	}
 }
 

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -123,7 +124,19 @@ func (*evolution) Items(r *Request) ([]Item, error) {
 		return nil, jsonError("data (a list)", err)
 	}
 	items := make([]Item, 0, len(list))
+	// Each item repeats the envelope's other fields: counted before it is
+	// built, against r.MaxItemBytes (see WhatsApp's Items).
+	shared := int64(16)
+	for k, v := range env {
+		if k != "data" {
+			shared += int64(len(k)+len(v)) + 4
+		}
+	}
+	var built int64
 	for _, raw := range list {
+		if built += shared + int64(len(raw)) + 8; r.MaxItemBytes > 0 && built > r.MaxItemBytes {
+			return nil, fmt.Errorf("%w: the batch's events would hold over %d bytes (%d items so far)", ErrTooLarge, r.MaxItemBytes, len(items))
+		}
 		var it evoItem
 		if decodeJSON(raw, &it) != nil {
 			it = evoItem{}

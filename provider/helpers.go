@@ -82,6 +82,32 @@ func decodeJSON(body []byte, v any) error {
 	return nil
 }
 
+// oneJSONValue is the one rule on a request's body that holds for every
+// preset, applied in one place (keyed.Items): a body that opens a JSON
+// object or array is exactly one JSON value, followed by nothing but white
+// space. Bytes after the value belong to no event; before, presets that
+// read only a field (github, standard-webhooks) stored them and answered
+// 200 while stripe, whatsapp and generic refused the same bytes. A body
+// that is not JSON (a form, empty) is left to the preset. json.Valid
+// scans without copying the body.
+func oneJSONValue(body []byte) error {
+	start := bytes.TrimLeft(body, " \t\r\n")
+	if len(start) == 0 || (start[0] != '{' && start[0] != '[') || json.Valid(body) {
+		return nil
+	}
+	// Only to explain the refusal: Unmarshal validates first, and its
+	// syntax error says where the body stops being one value.
+	var v struct{}
+	err := json.Unmarshal(body, &v)
+	if syntax := (*json.SyntaxError)(nil); errors.As(err, &syntax) && syntax.Offset >= int64(len(body)) {
+		return jsonError("body", io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		return jsonError("body", err)
+	}
+	return malformed("body is not JSON")
+}
+
 // jsonError says what is wrong with the JSON in what (the body, or a part of
 // it), without Go's type names: not JSON at all, or JSON of another shape
 // than the provider sends.

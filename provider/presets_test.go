@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +328,65 @@ func TestEvolutionHistorySyncSplitsArrays(t *testing.T) {
 	}
 	if strings.Join(keys, ",") != "messages.set:inst1:A,messages.set:inst1:B,messages.set:inst1:A" {
 		t.Fatalf("keys %v", keys)
+	}
+}
+
+// Issue 26, item 6, at the presets that build their items (WhatsApp wraps
+// each update in Meta's envelope; Evolution repeats its envelope around
+// each item of data): a batch whose items would pass MaxItemBytes stops
+// with ErrTooLarge before building them, so what Items allocates follows
+// the bound, not the batch's length (the bound's 4 times the request, and
+// the decoder's and encoder's copies: about 11 times, more under the race
+// detector); under the bound it builds them all.
+func TestBuiltItemsStopAtTheBound(t *testing.T) {
+	big := strings.Repeat("n", 200<<10)
+	batches := map[string]func(n int) string{
+		"whatsapp": func(n int) string {
+			var ms []string
+			for i := range n {
+				ms = append(ms, fmt.Sprintf(`{"from":"5511900000000","id":"wamid.M%d","type":"text"}`, i))
+			}
+			return `{"object":"whatsapp_business_account","entry":[{"id":"W","changes":[{"field":"messages","value":{"contacts":[{"profile":{"name":"` + big +
+				`"},"wa_id":"5511900000000"}],"messages":[` + strings.Join(ms, ",") + `]}}]}]}`
+		},
+		"evolution": func(n int) string {
+			var ds []string
+			for i := range n {
+				ds = append(ds, fmt.Sprintf(`{"key":{"id":"M%d"}}`, i))
+			}
+			return `{"event":"messages.upsert","instance":"i","extra":"` + big + `","data":[` + strings.Join(ds, ",") + `]}`
+		},
+	}
+	for name, batch := range batches {
+		p := mustNew(t, name, Options{Secrets: []string{"s"}})
+		for _, n := range []int{1, 8, 100, 1000} {
+			body := batch(n)
+			bound := 4*int64(len(body)) + 64<<10
+			r := req(body, nil)
+			r.MaxItemBytes = bound
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			items, err := p.Items(r)
+			runtime.ReadMemStats(&after)
+			alloc := after.TotalAlloc - before.TotalAlloc
+			var held int64
+			for _, it := range items {
+				held += int64(len(it.Body))
+			}
+			t.Logf("%s, %d items (%d KiB): %d built, err %v, %d KiB allocated", name, n, len(body)>>10, len(items), err, alloc>>10)
+			switch {
+			case n <= 3 && (err != nil || len(items) != n):
+				t.Errorf("%s, %d items: %d built, %v; want all, under the bound", name, n, len(items), err)
+			case n > 4 && !errors.Is(err, ErrTooLarge):
+				t.Errorf("%s, %d items of %d KiB each: %v, want ErrTooLarge", name, n, len(big)>>10, err)
+			}
+			if held > bound {
+				t.Errorf("%s, %d items: they hold %d bytes, over the bound %d", name, n, held, bound)
+			}
+			if limit := uint64(24 * len(body)); alloc > limit {
+				t.Errorf("%s, %d items: %d KiB allocated for a %d KiB request, want under %d KiB", name, n, alloc>>10, len(body)>>10, limit>>10)
+			}
+		}
 	}
 }

@@ -27,6 +27,11 @@ var ErrSignature = errors.New("signature rejected")
 // example invalid JSON where the key is in the body). Intake answers 400.
 var ErrMalformed = errors.New("malformed body")
 
+// ErrTooLarge means the events a request splits into would add up to more
+// than Request.MaxItemBytes: the preset stopped before building them all.
+// Intake answers 413.
+var ErrTooLarge = errors.New("the events would be too large")
+
 func signatureError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrSignature, fmt.Sprintf(format, args...))
 }
@@ -45,6 +50,12 @@ type Request struct {
 	// PathToken is what follows the source in the path (/in/{source}/{token}):
 	// a secret carried in the URL, for providers that can send no header.
 	PathToken string
+	// MaxItemBytes, when set, is the most the bodies a preset builds for
+	// its items (beyond slices of Body) may add up to. A preset that
+	// builds them (WhatsApp rebuilds Meta's envelope around each update)
+	// counts each before building it, and stops with ErrTooLarge: memory
+	// stays bounded by the request however its items would multiply it.
+	MaxItemBytes int64
 }
 
 // Reply is what a handshake answers.
@@ -184,8 +195,9 @@ func Names() []string {
 	return names
 }
 
-// New builds the named preset. When opts.Key is set, the preset's own key
-// extraction is replaced by those rules.
+// New builds the named preset. Every preset's body first meets the rules
+// all bodies meet (oneJSONValue); when opts.Key is set, the preset's own
+// key extraction is replaced by those rules.
 func New(name string, opts Options) (Preset, error) {
 	c, ok := presets[name]
 	if !ok {
@@ -195,21 +207,18 @@ func New(name string, opts Options) (Preset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preset %s: %w", name, err)
 	}
-	if len(opts.Key) > 0 || len(opts.Type) > 0 {
-		k := keyed{Preset: p}
-		if len(opts.Key) > 0 {
-			if k.key, err = ParseKeyRule(opts.Key); err != nil {
-				return nil, fmt.Errorf("preset %s: %w", name, err)
-			}
+	k := keyed{Preset: p}
+	if len(opts.Key) > 0 {
+		if k.key, err = ParseKeyRule(opts.Key); err != nil {
+			return nil, fmt.Errorf("preset %s: %w", name, err)
 		}
-		if len(opts.Type) > 0 {
-			if k.typ, err = ParseKeyRule(opts.Type); err != nil {
-				return nil, fmt.Errorf("preset %s: type: %w", name, err)
-			}
-		}
-		p = k
 	}
-	return p, nil
+	if len(opts.Type) > 0 {
+		if k.typ, err = ParseKeyRule(opts.Type); err != nil {
+			return nil, fmt.Errorf("preset %s: type: %w", name, err)
+		}
+	}
+	return k, nil
 }
 
 func requireSecrets(opts Options) error {
@@ -224,8 +233,11 @@ func requireSecrets(opts Options) error {
 	return nil
 }
 
-// keyed replaces a preset's key extraction, its event type, or both, with
-// configured rules (an empty rule leaves the preset's own).
+// keyed is every preset as New returns it: the body first meets the rules
+// every body meets, whichever the preset (oneJSONValue), so that the same
+// bytes are never an event at one source and malformed at another; then
+// the preset splits it, and configured rules replace its key extraction,
+// its event type, or both (an empty rule leaves the preset's own).
 type keyed struct {
 	Preset
 	key, typ KeyRule
@@ -268,6 +280,9 @@ func (k keyed) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
 }
 
 func (k keyed) Items(r *Request) ([]Item, error) {
+	if err := oneJSONValue(r.Body); err != nil {
+		return nil, err
+	}
 	items, err := k.Preset.Items(r)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -129,17 +130,51 @@ func (l waContactList) of(party string, whole bool) json.RawMessage {
 	return append(out, ']')
 }
 
+// size is how many bytes of's answer holds, without building it.
+func (l waContactList) size(party string, whole bool) int64 {
+	if whole || l.byID == nil {
+		return int64(len(l.raw)) + 12
+	}
+	if party == "" {
+		return 0
+	}
+	n := int64(14)
+	for _, c := range l.byID[party] {
+		n += int64(len(c)) + 1
+	}
+	return n
+}
+
 func (*whatsapp) Items(r *Request) ([]Item, error) {
 	var p waPayload
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		return nil, jsonError("body (a WhatsApp webhook: {object, entry: [{changes: [...]}]})", err)
 	}
 	var items []Item
+	// built is what the items' bodies add up to; each is counted before it
+	// is built, against r.MaxItemBytes.
+	var built int64
+	within := func(size int64) error {
+		built += size
+		if r.MaxItemBytes > 0 && built > r.MaxItemBytes {
+			return fmt.Errorf("%w: the batch's events would hold over %d bytes (%d items so far)", ErrTooLarge, r.MaxItemBytes, len(items))
+		}
+		return nil
+	}
 	for _, entry := range p.Entry {
 		for _, change := range entry.Changes {
 			contacts, err := waContacts(change.Value["contacts"])
 			if err != nil {
 				return nil, err
+			}
+			// shared is what every item of this change repeats: the
+			// value's other fields and the envelope around them (an upper
+			// bound: keys, quotes and separators included).
+			shared := int64(len(p.Object)+len(entry.ID)+len(change.Field)) + 128
+			for k, v := range change.Value {
+				if k != "messages" && k != "statuses" && k != "contacts" {
+					shared += int64(len(k)+len(v)) + 4
+				}
 			}
 			// envelope rebuilds Meta's shape around one update, with the
 			// contacts of that update's sender (or recipient) only: a
@@ -191,6 +226,9 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 					if list == "statuses" {
 						key, party = joinKey(string(id.ID), string(id.Status)), string(id.RecipientID)
 					}
+					if err := within(shared + int64(len(list)+len(u)) + contacts.size(party, false)); err != nil {
+						return nil, err
+					}
 					body, err := envelope(list, u, party)
 					if err != nil {
 						return nil, jsonError("an update", err)
@@ -208,6 +246,9 @@ func (*whatsapp) Items(r *Request) ([]Item, error) {
 			if !found {
 				// Another field (account_update, templates, ...): one event,
 				// with no stable id Meta documents, so keyless.
+				if err := within(shared + contacts.size("", true)); err != nil {
+					return nil, err
+				}
 				body, err := envelope("", nil, "")
 				if err != nil {
 					return nil, jsonError("a change", err)

@@ -1,15 +1,17 @@
 package receive
 
 import (
+	"cmp"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 
 	"github.com/oncehook/oncehook/provider"
 )
@@ -50,36 +52,76 @@ const (
 // merely announces.
 const readChunk = 32 << 10
 
+// staleBody is how long a body may arrive before any request that needs
+// room may cut it, whatever it holds: a provider's datacentre sends a body
+// in milliseconds.
+const staleBody = time.Second
+
+// lastByteWait is how long a body's last byte may take, once all the
+// others are in: that read is never cut (see readBody), and a provider
+// sends its body's last byte with the rest.
+const lastByteWait = time.Second
+
 var (
 	// errSlowBody is a body whose pace fell below the floor.
 	errSlowBody = errors.New("the body arrives too slowly")
 	// errOverloaded is a request that could not get memory in time.
 	errOverloaded = errors.New("too many request bytes in flight")
+	// errEvicted is a body cut while it arrived, to make room for a
+	// younger one (see budget).
+	errEvicted = errors.New("the body was cut to make room for others")
 )
 
-// budget bounds the request bytes held in memory: one semaphore for the
-// whole of intake and one per source, so that a flood on one source's URL
+// budget bounds the request bytes held in memory: one total for the whole
+// of intake and one share per source, so that a flood on one source's URL
 // (which anybody who knows it can send, signed or not, since the signature
 // can only be checked once the body is in) cannot take the memory every
 // other source needs.
+//
+// Bytes no signature has vouched for must never hold the room a signed
+// request needs (invariant 17), and a body cannot be verified before it is
+// all in. What tells an attacker's bodies from a provider's is time: a
+// provider's datacentre sends a body in milliseconds, while bytes that hold
+// memory for long must arrive slowly (the pace floor only bounds how
+// slowly). So when a request finds no room, the bodies still arriving that
+// began before its own are cut, oldest first, until what they hold makes
+// room for it (they get 503 and Retry-After; a provider's retry comes back
+// fast). A body once read is never cut: it is verified at once, and then
+// either released (401) or vouched for. This holds however many
+// connections and addresses the attacker has: each new connection of
+// theirs cuts their own oldest, and a signed request is cut only if every
+// body that began before it is cut first, while it is read.
 type budget struct {
-	all     *semaphore.Weighted
-	total   int64
-	maxBody int64
-	wait    time.Duration
+	mu       sync.Mutex
+	total    int64
+	used     int64
+	evicting int64 // held by cut bodies, not yet given back
+	owed     int64 // promised to requests whose cuts made room
+	maxBody  int64
+	wait     time.Duration
+	// arriving are the holds whose bodies are being read, oldest first.
+	arriving list.List
+	// freed is closed, and replaced, whenever room may have been made:
+	// the requests waiting for it look again.
+	freed chan struct{}
 }
 
-// shares are the per-source semaphores of one set of sources. A reload
-// makes new shares; a request keeps the share it started with (its hold
-// releases what it took there), so the sizes never drift.
+// share is one source's part of the budget, guarded by budget.mu.
+type share struct {
+	size, used, evicting, owed int64
+}
+
+// shares are the per-source shares of one set of sources. A reload makes
+// new shares; a request keeps the share it started with (its hold releases
+// what it took there), so the sizes never drift.
 type shares struct {
-	sources map[string]*semaphore.Weighted
-	size    int64 // each source's semaphore's size
+	sources map[string]*share
+	size    int64 // each source's share's size
 }
 
 func newBudget(total, maxBody int64, wait time.Duration) *budget {
 	total = max(total, maxBody)
-	return &budget{all: semaphore.NewWeighted(total), total: total, maxBody: maxBody, wait: wait}
+	return &budget{total: total, maxBody: maxBody, wait: wait, freed: make(chan struct{})}
 }
 
 // split gives each of sources at most half of the budget (but always one
@@ -90,53 +132,144 @@ func (b *budget) split(sources []string, old *shares) *shares {
 	if len(sources) > 1 {
 		size = max(b.total/2, b.maxBody)
 	}
-	s := &shares{sources: make(map[string]*semaphore.Weighted, len(sources)), size: size}
+	s := &shares{sources: make(map[string]*share, len(sources)), size: size}
 	for _, name := range sources {
 		if old != nil && old.size == size && old.sources[name] != nil {
 			s.sources[name] = old.sources[name]
 			continue
 		}
-		s.sources[name] = semaphore.NewWeighted(size)
+		s.sources[name] = &share{size: size}
 	}
 	return s
 }
 
+// wake tells every waiting request to look for room again. b.mu is held.
+func (b *budget) wake() {
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
 // hold is what one request has reserved of a budget.
 type hold struct {
-	b      *budget
-	source *semaphore.Weighted
-	size   int64 // the source semaphore's
-	n      int64
+	b     *budget
+	share *share
+	n     int64
+	// Guarded by b.mu:
+	owed     int64         // promised to it while it waits (see acquire)
+	arriving *list.Element // in b.arriving while the body is read
+	start    time.Time     // when the body began to arrive
+	cut      func()        // ends the body's read at once
+	evicted  bool
 }
 
 func (b *budget) hold(s *shares, source string) *hold {
-	return &hold{b: b, source: s.sources[source], size: s.size}
+	return &hold{b: b, share: s.sources[source]}
 }
 
-// acquire reserves n more bytes, waiting up to the budget's wait for them.
+// acquire reserves n more bytes, waiting up to the budget's wait for them,
+// and cutting bodies still arriving to make room (see budget). The room a
+// request's cuts make is promised to it (owed) until it takes it or gives
+// up: the bodies it cut for must not be refilled by others waiting.
 func (h *hold) acquire(ctx context.Context, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	if !h.source.TryAcquire(n) {
-		wctx, cancel := context.WithTimeout(ctx, h.b.wait)
-		err := h.source.Acquire(wctx, n)
-		cancel()
-		if err != nil {
+	b := h.b
+	var timeout <-chan time.Time
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer h.settle()
+	for {
+		if h.evicted {
+			return errEvicted
+		}
+		if h.share.used+h.share.owed-h.owed+n <= h.share.size && b.used+b.owed-h.owed+n <= b.total {
+			h.share.used += n
+			b.used += n
+			h.n += n
+			return nil
+		}
+		if b.evictFor(h, n) && h.owed == 0 {
+			// The room that cut bodies will give back covers h: it is
+			// kept for h, not taken by whoever looks first.
+			h.owed = n
+			h.share.owed += n
+			b.owed += n
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(b.wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-freed:
+		case <-timeout:
+			b.mu.Lock()
+			return errOverloaded
+		case <-ctx.Done():
+			b.mu.Lock()
 			return errOverloaded
 		}
+		b.mu.Lock()
 	}
-	if !h.b.all.TryAcquire(n) {
-		wctx, cancel := context.WithTimeout(ctx, h.b.wait)
-		err := h.b.all.Acquire(wctx, n)
-		cancel()
-		if err != nil {
-			h.source.Release(n)
-			return errOverloaded
+}
+
+// settle drops what h is owed. b.mu is held.
+func (h *hold) settle() {
+	h.share.owed -= h.owed
+	h.b.owed -= h.owed
+	h.owed = 0
+}
+
+// evictFor cuts bodies still arriving until what they hold (with what
+// earlier cuts will give back, less what is owed to others) makes room for
+// n more bytes of h's, and reports whether that room is coming: whether
+// cut bodies, once they give back what they hold, leave room for h. A body
+// may be cut for h when it holds at least what h will, or when it has been
+// arriving for longer than staleBody; the largest go first, the oldest
+// first among equals. b.mu is held.
+func (b *budget) evictFor(h *hold, n int64) bool {
+	needShare := h.share.used + h.share.owed - h.owed + n - h.share.size - h.share.evicting
+	needAll := b.used + b.owed - h.owed + n - b.total - b.evicting
+	if needShare <= 0 && needAll <= 0 {
+		return true
+	}
+	now := time.Now()
+	var victims []*hold
+	for e := b.arriving.Front(); e != nil; e = e.Next() {
+		v := e.Value.(*hold)
+		if v == h || v.evicted || v.n == 0 || (needAll <= 0 && v.share != h.share) {
+			continue
+		}
+		if v.n >= h.n+n || now.Sub(v.start) > staleBody {
+			victims = append(victims, v)
 		}
 	}
-	h.n += n
-	return nil
+	slices.SortStableFunc(victims, func(x, y *hold) int { return cmp.Compare(y.n, x.n) })
+	cut := false
+	for _, v := range victims {
+		if needShare <= 0 && needAll <= 0 {
+			break
+		}
+		if needAll <= 0 && v.share != h.share {
+			continue
+		}
+		v.evicted = true
+		v.share.evicting += v.n
+		b.evicting += v.n
+		v.cut()
+		cut = true
+		if v.share == h.share {
+			needShare -= v.n
+		}
+		needAll -= v.n
+	}
+	if cut {
+		b.wake() // a cut body waiting for room learns it at once
+	}
+	return needShare <= 0 && needAll <= 0
 }
 
 // give returns n of the reserved bytes.
@@ -144,17 +277,59 @@ func (h *hold) give(n int64) {
 	if n <= 0 {
 		return
 	}
-	h.source.Release(n)
-	h.b.all.Release(n)
+	b := h.b
+	b.mu.Lock()
+	h.share.used -= n
+	b.used -= n
+	if h.evicted {
+		h.share.evicting -= n
+		b.evicting -= n
+	}
 	h.n -= n
+	b.wake()
+	b.mu.Unlock()
 }
 
 // room is the most this request could still reserve: asking for more
 // could never succeed.
-func (h *hold) room() int64 { return h.size - h.n }
+func (h *hold) room() int64 { return h.share.size - h.n }
 
 // release returns everything the request holds.
 func (h *hold) release() { h.give(h.n) }
+
+// arrive marks the body as arriving, so that it may be cut (by cut, which
+// ends its read) while it is; read ends that.
+func (h *hold) arrive(cut func()) {
+	h.b.mu.Lock()
+	h.cut = cut
+	h.start = time.Now()
+	h.arriving = h.b.arriving.PushBack(h)
+	h.b.mu.Unlock()
+}
+
+// read marks the body as all in (or about to be, or given up): it is no
+// longer cut. It reports whether it was cut before.
+func (h *hold) read() bool {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if h.arriving != nil {
+		h.b.arriving.Remove(h.arriving)
+		h.arriving = nil
+	}
+	return h.evicted
+}
+
+// setDeadline sets the body's read deadline unless the body was cut (whose
+// deadline, in the past, must stay).
+func (h *hold) setDeadline(rc *http.ResponseController, d time.Time) error {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	if h.evicted {
+		return errEvicted
+	}
+	rc.SetReadDeadline(d)
+	return nil
+}
 
 // pace is the floor a body's data rate must keep, as nginx's
 // client_body_timeout does between reads, but on the average: the body
@@ -213,18 +388,38 @@ func (h *Handler) ReadBody(w http.ResponseWriter, r *http.Request, limit int64) 
 // the hold reserves each growth before it is made, so memory follows the
 // bytes that actually arrived (a body of up to 32 KiB is one allocation); a liar's Content-Length costs nothing it
 // has not sent. A body that falls below the pace is cut (errSlowBody).
-func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64, h *hold, p pace) ([]byte, error) {
+func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64, h *hold, p pace) (body []byte, err error) {
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	rc := http.NewResponseController(w)
-	defer rc.SetReadDeadline(time.Time{})
+	// Deferred in this order: once the body is read it can no longer be
+	// cut, and only then is its deadline cleared (a cut's deadline left
+	// in the past would end the connection's background read, and cancel
+	// the request while its events are claimed). A body given up keeps a
+	// deadline in the past: after the answer the server would otherwise
+	// wait, with no deadline, for up to 256 KiB more of it to reuse the
+	// connection, which a client that stalls holds open for ever.
+	defer func() {
+		if err != nil {
+			rc.SetReadDeadline(time.Unix(1, 0))
+		} else {
+			rc.SetReadDeadline(time.Time{})
+		}
+	}()
+	h.arrive(func() { rc.SetReadDeadline(time.Unix(1, 0)) })
+	defer h.read()
 	start := time.Now()
 	ceiling := limit
 	if r.ContentLength >= 0 {
 		ceiling = min(r.ContentLength, limit)
 	}
-	body := []byte{}
+	// announced: the body's end is known, so the read that takes its last
+	// byte is known too.
+	announced := r.ContentLength >= 0 && r.ContentLength <= limit
+	body = []byte{}
 	for {
-		rc.SetReadDeadline(p.deadline(start, len(body)))
+		if err := h.setDeadline(rc, p.deadline(start, len(body))); err != nil {
+			return nil, err
+		}
 		if len(body) == cap(body) {
 			if int64(len(body)) >= ceiling {
 				// All that may come has come: one more read sees the end,
@@ -239,7 +434,7 @@ func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit
 				case errors.Is(err, io.EOF):
 					return body, nil
 				}
-				return nil, readError(err)
+				return nil, h.readError(err)
 			}
 			old := int64(cap(body))
 			grow := min(max(old, readChunk), ceiling-old)
@@ -254,18 +449,44 @@ func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit
 			copy(next, body)
 			body = next
 		}
-		n, err := rd.Read(body[len(body):cap(body)])
+		to := cap(body)
+		if announced && int64(to) >= ceiling {
+			if int64(len(body)) < ceiling-1 {
+				to = int(ceiling - 1) // the last byte comes alone (below)
+			} else {
+				// The last byte: the read that takes it ends the body, and
+				// the server then watches the connection with its deadline,
+				// so the body must no longer be cut (a cut deadline would
+				// end the watch and cancel the request). Stalling here to
+				// hold memory buys at most lastByteWait.
+				if h.read() {
+					return nil, errEvicted
+				}
+				d := p.deadline(start, len(body))
+				if last := time.Now().Add(lastByteWait); last.Before(d) {
+					d = last
+				}
+				rc.SetReadDeadline(d)
+			}
+		}
+		n, err := rd.Read(body[len(body):to])
 		body = body[:len(body)+n]
 		if errors.Is(err, io.EOF) {
 			return body, nil
 		}
 		if err != nil {
-			return nil, readError(err)
+			return nil, h.readError(err)
 		}
 	}
 }
 
-func readError(err error) error {
+func (h *hold) readError(err error) error {
+	h.b.mu.Lock()
+	evicted := h.evicted
+	h.b.mu.Unlock()
+	if evicted {
+		return errEvicted
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return errSlowBody
 	}

@@ -48,8 +48,9 @@ func BenchmarkPickTenRoutes(b *testing.B) {
 		rs = append(rs, r)
 	}
 	h := http.Header{"Stripe-Signature": {"t=1,v1=abc"}}
+	plan := rs.Plan() // as a source makes it when it is loaded
 	for b.Loop() {
-		want, _ := rs.Pick("charge.dispute.created", &Input{Body: benchBody, Header: h})
+		want, _ := plan.Pick("charge.dispute.created", &Input{Body: benchBody, Header: h})
 		if len(want) != 10 {
 			b.Fatalf("picked %d", len(want))
 		}

@@ -7,7 +7,6 @@
 package route
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -28,6 +27,7 @@ const MaxDepth = 32
 type Filter struct {
 	body, headers, query, path matcher
 	needsBody                  bool
+	need                       need // what body reads of the event's body
 }
 
 // Input is what a filter reads of an event.
@@ -37,18 +37,23 @@ type Input struct {
 	Query  url.Values
 	Path   string
 
+	// need is what every filter that reads this event asks of its body
+	// (Pick sets it for all of a source's routes): the body is decoded
+	// once, for all of them.
+	need    *need
 	body    any
 	decoded bool
+	decodes int // how many times the body was decoded: once at most
 }
 
-func (in *Input) json() any {
+func (in *Input) json(n *need) any {
 	if !in.decoded {
 		in.decoded = true
-		dec := json.NewDecoder(bytes.NewReader(in.Body))
-		dec.UseNumber()
-		if dec.Decode(&in.body) != nil {
-			in.body = missing{}
+		in.decodes++
+		if in.need != nil {
+			n = in.need
 		}
+		in.body = decodeNeeded(in.Body, n)
 	}
 	return in.body
 }
@@ -74,6 +79,7 @@ func Compile(spec any) (*Filter, error) {
 		switch part {
 		case "body":
 			f.body, f.needsBody = m, true
+			f.need.add(m)
 		case "headers":
 			f.headers = m
 		case "query":
@@ -89,7 +95,7 @@ func Compile(spec any) (*Filter, error) {
 
 // Match reports whether in passes every part the filter names.
 func (f *Filter) Match(in *Input) bool {
-	if f.body != nil && !f.body.match(in.json()) {
+	if f.body != nil && !f.body.match(in.json(&f.need)) {
 		return false
 	}
 	if f.headers != nil && !f.headers.match(headerDoc(in.Header)) {

@@ -61,7 +61,33 @@ type Routes []Route
 // Pick returns the destinations that want the event, and those that do
 // not (its filtered ones), each in the routes' order.
 func (rs Routes) Pick(typ string, in *Input) (want, skip []string) {
+	return rs.Plan().Pick(typ, in)
+}
+
+// Plan is a source's routes made ready to pick events: what all their
+// filters read of a body, merged once, so that an event's body is decoded
+// once for all of them (see need).
+type Plan struct {
+	routes Routes
+	need   need
+}
+
+// Plan prepares rs to pick events; a source makes it when it is loaded.
+func (rs Routes) Plan() *Plan {
+	p := &Plan{routes: rs}
 	for _, r := range rs {
+		if r.Filter != nil && r.Filter.needsBody {
+			p.need.merge(&r.Filter.need)
+		}
+	}
+	return p
+}
+
+// Pick returns the destinations that want the event, and those that do
+// not (its filtered ones), each in the routes' order.
+func (p *Plan) Pick(typ string, in *Input) (want, skip []string) {
+	in.need = &p.need
+	for _, r := range p.routes {
 		if r.Wants(typ, in) {
 			want = append(want, r.Destination)
 		} else {
