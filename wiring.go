@@ -180,7 +180,7 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.H
 				return body, done, nil
 			case errors.As(err, &tooLarge):
 				return nil, nil, &idempotency.BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes", tooLarge.Limit)}
-			case errors.Is(err, receive.ErrOverloaded):
+			case errors.Is(err, receive.ErrOverloaded), errors.Is(err, receive.ErrEvicted):
 				w.Header().Set("Retry-After", "1")
 				return nil, nil, &idempotency.BodyError{Status: http.StatusServiceUnavailable, Reason: "overloaded", Message: "too many request bytes in flight: retry later"}
 			case errors.Is(err, receive.ErrSlowBody):

@@ -351,7 +351,7 @@ const apisShare = "apis"
 // whole body), as one source of several gets.
 func (b *budget) apiShare() *shares {
 	size := max(b.total/2, b.maxBody)
-	return &shares{sources: map[string]*semaphore.Weighted{apisShare: semaphore.NewWeighted(size)}, size: size}
+	return &shares{sources: map[string]*share{apisShare: {size: size}}, size: size}
 }
 
 // Refusals of ReadBody.
@@ -360,6 +360,9 @@ var (
 	ErrSlowBody = errSlowBody
 	// ErrOverloaded is a request that could not get memory in time (503).
 	ErrOverloaded = errOverloaded
+	// ErrEvicted is a body cut while it arrived, to make room for a
+	// younger one (503, as ErrOverloaded).
+	ErrEvicted = errEvicted
 )
 
 // ReadBody reads the body of a request to one of the user's APIs behind
@@ -368,7 +371,7 @@ var (
 // they arrive against intake's in-flight budget (the APIs together get at
 // most half of it, as one source of several would), at intake's pace
 // floor. done gives the memory back; call it once the request is over.
-// Its refusals: *http.MaxBytesError, ErrOverloaded, ErrSlowBody.
+// Its refusals: *http.MaxBytesError, ErrOverloaded, ErrEvicted, ErrSlowBody.
 func (h *Handler) ReadBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, done func(), err error) {
 	limit = min(limit, h.apis.size)
 	if r.ContentLength > limit {
