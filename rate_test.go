@@ -120,6 +120,27 @@ destinations:
 		}
 	}
 	flush()
+	// The operator sees why nothing goes: paused.
+	says := func(when string, want map[string]string) {
+		t.Helper()
+		ds, err := c.Destinations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if w, ok := want[d.Name]; ok && d.State != w {
+				t.Errorf("%s: %s's state is %q (%d pending), want %q", when, d.Name, d.State, d.Pending, w)
+			}
+		}
+	}
+	all := func(state string) map[string]string {
+		m := map[string]string{}
+		for _, rc := range cases {
+			m[rc.name] = state
+		}
+		return m
+	}
+	says("paused", all("paused"))
 
 	const window = 3 * time.Second
 	resumed := time.Now()
@@ -131,6 +152,17 @@ destinations:
 	// A second to get going, then the window.
 	from := resumed.Add(time.Second)
 	time.Sleep(time.Until(from.Add(window)))
+	// Sending at its rate, more than a second's worth left: rate-limited,
+	// and how long it takes to drain.
+	ds, err := c.Destinations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.Pending > int64(2*rate) && (d.State != "rate_limited" || d.Rate != fmt.Sprintf("%d/s", rate) || d.DrainSeconds < float64(d.Pending)/float64(rate)-1) {
+			t.Errorf("%s with %d pending at %d/s: state %q, rate %q, drain %.0f s", d.Name, d.Pending, rate, d.State, d.Rate, d.DrainSeconds)
+		}
+	}
 	checkPace(t, "after a resume", cases, func(rc *rateCase) int { return rc.backlog - sentIn(rc.sink, resumed, from) }, from, window)
 	for _, rc := range cases {
 		if rc.backlog == 10 && rc.rate >= 5 && len(rc.sink.ByKey()) != 10 {
@@ -152,6 +184,13 @@ destinations:
 		}
 	}
 	opened := time.Now()
+	says("breaker opened by hand", func() map[string]string {
+		m := map[string]string{}
+		for _, rc := range large {
+			m[rc.name] = "breaker_open"
+		}
+		return m
+	}())
 	time.Sleep(time.Second)
 	closed := time.Now()
 	for _, rc := range large {
