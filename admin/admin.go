@@ -127,6 +127,9 @@ type Source struct {
 type Destination struct {
 	Name string
 	URL  string
+	// Rate sends per RatePer at most (0: no limit), as configured.
+	Rate    int
+	RatePer time.Duration
 }
 
 // Options configure a Service.
@@ -772,6 +775,70 @@ type DestinationView struct {
 	// Breaker is the destination's circuit breaker when it is not closed:
 	// open (deliveries held until until), or half_open (one probe out).
 	Breaker *BreakerView `json:"breaker,omitempty"`
+	// State says whether the destination sends its pending deliveries
+	// now, and if not, why (one of the Destination states): "active"
+	// alone would hide a destination that holds 234 deliveries.
+	State string `json:"state"`
+	// Rate is its rate limit as configured ("5/s", "600/m"), if any.
+	Rate string `json:"rate,omitempty"`
+	// DrainSeconds is, when it is rate-limited, how long its pending
+	// deliveries take at that rate.
+	DrainSeconds float64 `json:"drain_seconds,omitempty"`
+}
+
+// Destination states: why a destination's pending deliveries are not all
+// going now, the first that applies.
+const (
+	StateRemoved         = "removed"           // no config names it: held until one does
+	StatePaused          = "paused"            // held until resumed
+	StateBreakerOpen     = "breaker_open"      // held until the breaker closes (or by hand)
+	StateBreakerHalfOpen = "breaker_half_open" // one probe is out; the rest wait for it
+	StateRateLimited     = "rate_limited"      // sending at its rate, with more than a second's worth pending
+	StateActive          = "active"            // sending
+)
+
+// rateText is a rate as the config writes it.
+func rateText(n int, per time.Duration) string {
+	switch per {
+	case time.Second:
+		return fmt.Sprintf("%d/s", n)
+	case time.Minute:
+		return fmt.Sprintf("%d/m", n)
+	case time.Hour:
+		return fmt.Sprintf("%d/h", n)
+	}
+	return fmt.Sprintf("%d per %s", n, per)
+}
+
+// setState fills v's State (and its rate) once everything else is known.
+func (v *DestinationView) setState(d *Destination) {
+	if d != nil && d.Rate > 0 {
+		per := d.RatePer
+		if per <= 0 {
+			per = time.Second
+		}
+		v.Rate = rateText(d.Rate, per)
+		if drain := time.Duration(v.Pending) * per / time.Duration(d.Rate); drain > time.Second {
+			v.DrainSeconds = drain.Seconds()
+		}
+	}
+	switch {
+	case v.Removed:
+		v.State = StateRemoved
+	case v.Paused:
+		v.State = StatePaused
+	case v.Breaker != nil && v.Breaker.State == store.BreakerHalfOpen:
+		v.State = StateBreakerHalfOpen
+	case v.Breaker != nil:
+		v.State = StateBreakerOpen
+	case v.DrainSeconds > 0:
+		v.State = StateRateLimited
+	default:
+		v.State = StateActive
+	}
+	if v.State != StateRateLimited {
+		v.DrainSeconds = 0
+	}
 }
 
 // BreakerView is a breaker that is not closed.
@@ -900,6 +967,14 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			}
 			out[i].Breaker = v
 		}
+		var conf *Destination
+		for _, d := range s.destinations() {
+			if d.Name == out[i].Name {
+				conf = &d
+				break
+			}
+		}
+		out[i].setState(conf)
 	}
 	return out, nil
 }
@@ -1078,7 +1153,7 @@ func FromConfig(cfg *config.Config) ([]Source, []Destination) {
 	}
 	dests := make([]Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
-		dests[i] = Destination{Name: d.Name, URL: d.URL}
+		dests[i] = Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per}
 	}
 	return sources, dests
 }

@@ -138,6 +138,11 @@ type Worker struct {
 	// them finish; it is cut only when the grace period is over.
 	attemptCtx  context.Context
 	cutAttempts context.CancelFunc
+	// An attempt waiting for its send slot (Gate.Admit) stops waiting as
+	// soon as a shutdown begins: its delivery goes back, no attempt spent,
+	// and the shutdown does not wait out a slow rate's slots.
+	waitCtx   context.Context
+	stopWaits context.CancelFunc
 
 	mu       sync.Mutex
 	stopping bool // Reserve gives no more room
@@ -240,6 +245,7 @@ func New(s store.Store, opts Options) *Worker {
 		wake:   make(chan struct{}, 1),
 	}
 	w.attemptCtx, w.cutAttempts = context.WithCancel(context.Background())
+	w.waitCtx, w.stopWaits = context.WithCancel(w.attemptCtx)
 	w.room.Store(int64(opts.Concurrency))
 	w.SetDestinations(opts.Destinations)
 	return w
@@ -362,6 +368,7 @@ func (w *Worker) Run(ctx context.Context) {
 	w.mu.Lock()
 	w.stopping = true
 	w.mu.Unlock()
+	w.stopWaits()
 	grace := time.AfterFunc(w.opts.ShutdownGrace, w.cutAttempts)
 	defer grace.Stop()
 	for {
@@ -427,7 +434,9 @@ func MessageID(source, key string) string {
 
 // Gate admits attempts and counts their outcomes; hold.Holds is one.
 type Gate interface {
-	Admit(ctx context.Context, destination string) (bool, time.Time)
+	// Admit may wait (for a send slot), but not past latest, the last
+	// start the attempt's lease leaves room for (zero: no bound).
+	Admit(ctx context.Context, destination string, latest time.Time) (bool, time.Time)
 	Report(ctx context.Context, destination string, o hold.Outcome)
 }
 
@@ -489,11 +498,25 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		return out
 	}
 	if w.opts.Gate != nil {
-		if ok, at := w.opts.Gate.Admit(ctx, dest.Name); !ok {
-			// Held (its rate's window is spent, its breaker is open): the
+		// The attempt may wait for its send slot as long as the rest of
+		// its lease still covers the destination's whole timeout.
+		var latest time.Time
+		if !d.LeaseExpiresAt.IsZero() {
+			latest = d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease) - dest.Timeout)
+		}
+		waitCtx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(w.waitCtx, cancel)
+		ok, at := w.opts.Gate.Admit(waitCtx, dest.Name, latest)
+		stop()
+		cancel()
+		if !ok {
+			// Held (its rate's slots are taken, its breaker is open): the
 			// lease goes back uncounted, due when the hold ends.
 			out.Kind, out.NextAttemptAt = store.OutcomeReleased, at
 			return out
+		}
+		if !d.LeaseExpiresAt.IsZero() {
+			timeout = min(dest.Timeout, d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease)).Sub(w.opts.Now()))
 		}
 	}
 	status, after, location, response, err := w.post(ctx, dest, d, timeout)

@@ -10,11 +10,21 @@ import (
 // send time, and each destination's circuit breaker. The store decides
 // (an atomic update), as it decides claims.
 type Flow interface {
-	// NextSlot reserves destination's next send: the later of now and the
-	// slot after the last one reserved (by any replica), interval apart.
-	// Sends made at their slots are evenly spaced: any span of a second
-	// holds at most one second's worth, however many replicas send.
-	NextSlot(ctx context.Context, destination string, now time.Time, interval time.Duration) (time.Time, error)
+	// NextSlot takes destination's next send slot, the later of now and
+	// the slot after the last one taken (by any replica), interval apart,
+	// when it starts within horizon of now; it returns the slot's time and
+	// true. Sends made at their slots are evenly spaced: any span of a
+	// second holds at most one second's worth, however many replicas send.
+	//
+	// A slot further off is not taken: NextSlot returns when it starts and
+	// false, and the caller comes back nearer then. A taken slot is one its
+	// taker waits for and uses, so none is lost while deliveries wait
+	// (taking slots a caller then gave up ran the slots far ahead of the
+	// deliveries, and a backlog stopped). A cursor more than
+	// MaxSlotAhead+interval ahead of now is one nobody waits for (left by
+	// a version that took slots it gave up, or a clock set back): it
+	// starts again from now.
+	NextSlot(ctx context.Context, destination string, now time.Time, interval, horizon time.Duration) (time.Time, bool, error)
 
 	// Breakers returns the breakers that are not closed, by destination.
 	Breakers(ctx context.Context) (map[string]Breaker, error)
@@ -35,6 +45,10 @@ type Flow interface {
 	// an operator says so (audit's Action set, written with it) any.
 	CloseBreaker(ctx context.Context, destination string, now time.Time, audit AuditEntry) error
 }
+
+// MaxSlotAhead is the longest horizon a NextSlot caller may take a slot
+// within: no one waits longer for a send slot.
+const MaxSlotAhead = time.Minute
 
 // Breaker states. A closed breaker is no row at all.
 const (

@@ -522,22 +522,7 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		tw := table(stdout)
 		fmt.Fprintln(tw, "DESTINATION\tSTATE\tPENDING\tIN FLIGHT\tOLDEST PENDING\tDEAD\tDELIVERED 24H")
 		for _, d := range list {
-			state := "active"
-			switch {
-			case d.Removed:
-				state = "removed from the config: held"
-			case d.Paused:
-				state = "paused since " + ts(*d.PausedSince)
-			case d.Breaker != nil && d.Breaker.State == "half_open":
-				state = "breaker half-open (probing)"
-			case d.Breaker != nil:
-				state = "breaker open until " + ts(d.Breaker.Until)
-			}
-			oldest := "-"
-			if d.OldestPendingSeconds > 0 {
-				oldest = (time.Duration(d.OldestPendingSeconds) * time.Second).String()
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\n", d.Name, state, d.Pending, d.Leased, oldest, d.Dead, d.Last24h.Delivered)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\n", d.Name, destinationState(d), d.Pending, d.Leased, oldestPending(d), d.Dead, d.Last24h.Delivered)
 		}
 		return tw.Flush()
 	case "pause", "resume":
@@ -576,6 +561,37 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	}
 	return fmt.Errorf("destinations %s: want ls, pause, resume, open-breaker or close-breaker", sub)
+}
+
+// destinationState says whether d sends its pending deliveries, and if
+// not why, in the dashboard's words.
+func destinationState(d admin.DestinationView) string {
+	switch d.State {
+	case admin.StateRemoved:
+		return "removed from the config: held"
+	case admin.StatePaused:
+		if d.PausedSince != nil {
+			return "paused since " + ts(*d.PausedSince)
+		}
+		return "paused"
+	case admin.StateBreakerHalfOpen:
+		return "breaker half-open (probing)"
+	case admin.StateBreakerOpen:
+		if d.Breaker.Manual {
+			return "breaker open: held until closed by hand (opened by " + d.Breaker.OpenedBy + ")"
+		}
+		return "breaker open: held until " + ts(d.Breaker.Until) + " (" + d.Breaker.Reason + ")"
+	case admin.StateRateLimited:
+		return fmt.Sprintf("rate-limited: sending at %s, about %s to drain", d.Rate, (time.Duration(d.DrainSeconds) * time.Second).String())
+	}
+	return "active"
+}
+
+func oldestPending(d admin.DestinationView) string {
+	if d.OldestPendingSeconds > 0 {
+		return (time.Duration(d.OldestPendingSeconds) * time.Second).String()
+	}
+	return "-"
 }
 
 // stats prints the hourly (or daily) rollups.

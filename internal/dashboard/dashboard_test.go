@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/oncehooktest"
+	"github.com/oncehook/oncehook/store"
 )
 
 const viewer = "viewer-token-0123456789"
@@ -356,5 +358,59 @@ func TestEffectsPageReleasedKeysAndTheirClients(t *testing.T) {
 	answers := section("Answers of your APIs (Idempotency-Key)")
 	if strings.Count(answers, "order-2") != 2 || !strings.Contains(answers, "1111111111111111") || !strings.Contains(answers, "2222222222222222") {
 		t.Fatalf("two clients' answers for one key are not told apart:\n%s", answers)
+	}
+}
+
+// A destination with deliveries pending says why they are not all gone:
+// rate-limited (at what rate, how long to drain), paused, its breaker
+// open by hand; not "Active". Opening a breaker is a secondary action on
+// a healthy row, not a primary button beside Pause.
+func TestDestinationsSayWhyDeliveriesWait(t *testing.T) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(sink.Close)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+token+`}]}
+sources:
+  - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [app, slow]}
+destinations:
+  - {name: app, url: `+sink.URL+`}
+  - {name: slow, url: `+sink.URL+`, rate: 1/s}
+`)
+	now := time.Now()
+	var events []store.NewEvent
+	for i := range 30 {
+		key := fmt.Sprintf("evt_%d", i)
+		events = append(events, store.NewEvent{Source: "stripe", Key: key, ContentType: "application/json", Body: []byte(`{"id":"` + key + `"}`),
+			ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"slow"}})
+	}
+	if _, err := store.ClaimEvents(t.Context(), gw.Store(), events); err != nil {
+		t.Fatal(err)
+	}
+	c, csrf := login(t, gw, token)
+	row := func(name string) string {
+		t.Helper()
+		_, page := get(t, c, gw.APIURL+"/ui/destinations")
+		m := regexp.MustCompile(`(?s)<tr data-destination="` + name + `">.*?</tr>`).FindString(page)
+		if m == "" {
+			t.Fatalf("no row for %s:\n%s", name, page)
+		}
+		return m
+	}
+	slow := row("slow")
+	if !strings.Contains(slow, `data-state="rate_limited"`) || !strings.Contains(slow, "Rate-limited") || !strings.Contains(slow, "sending at 1/s; about ") || strings.Contains(slow, "Active") {
+		t.Fatalf("a 1/s destination with 30 pending:\n%s", slow)
+	}
+	app := row("app")
+	if !strings.Contains(app, "Active") || !strings.Contains(app, `class="breaker-open secondary"`) || !strings.Contains(app, `class="pause"`) {
+		t.Fatalf("a healthy destination's row:\n%s", app)
+	}
+	for action, want := range map[string]string{"pause": "Paused", "resume": "Rate-limited", "breaker_open": "held until closed by hand"} {
+		if resp, _ := postForm(t, c, gw.APIURL+"/ui/destinations/slow/"+action, url.Values{"csrf": {csrf}}, gw.APIURL); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("%s: %d", action, resp.StatusCode)
+		}
+		if r := row("slow"); !strings.Contains(r, want) || strings.Contains(r, "Active") {
+			t.Fatalf("after %s, want %q:\n%s", action, want, r)
+		}
 	}
 }

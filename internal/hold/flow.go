@@ -3,6 +3,7 @@ package hold
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +87,8 @@ const probeTimeout = time.Minute
 type flow struct {
 	policy Policy
 
+	slotMu sync.Mutex // one NextSlot at a time (see slot)
+
 	mu       sync.Mutex
 	until    time.Time // held until then (the rate's slots are far off, or a Retry-After)
 	inFlight int       // attempts admitted and not yet reported
@@ -119,10 +122,11 @@ func (f *flow) heldNow(now time.Time) bool {
 	return false
 }
 
-// Admit decides whether destination may be sent to now. When not, the
-// delivery is given back, no attempt spent, due again at the time it
-// returns (the worker releases its lease).
-func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time) {
+// Admit decides whether destination may be sent to now, for an attempt
+// that must start by latest (its lease must outlast it; zero: no bound).
+// When not, the delivery is given back, no attempt spent, due again at the
+// time it returns (the worker releases its lease).
+func (h *Holds) Admit(ctx context.Context, destination string, latest time.Time) (bool, time.Time) {
 	f := (*h.flows.Load())[destination]
 	if f == nil {
 		return true, time.Time{}
@@ -157,7 +161,7 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 	}
 	interval := f.policy.Per / time.Duration(f.policy.Rate)
 	f.mu.Unlock()
-	ok, at := h.slot(ctx, destination, f, interval, now)
+	ok, at := h.slot(ctx, destination, f, interval, now, latest)
 	f.mu.Lock()
 	if !ok {
 		f.inFlight--
@@ -168,28 +172,67 @@ func (h *Holds) Admit(ctx context.Context, destination string) (bool, time.Time)
 	return ok, at
 }
 
-// slot waits for the destination's next send slot (see store.Flow's
-// NextSlot). A slot further off than the wait bound is not waited for:
-// the delivery goes back and the destination is held until shortly
-// before then (the slot goes unused: the rate is never exceeded, only
-// missed when far more is due than it allows).
-func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval time.Duration, now time.Time) (bool, time.Time) {
-	at, err := h.flow.NextSlot(ctx, destination, now, interval)
+// Lookahead is how far ahead of now an attempt takes its destination's
+// send slot, at least (and LookaheadSlots intervals, up to
+// store.MaxSlotAhead and what the attempt's lease leaves): while the
+// slots within it are taken, the deliveries that will send at them wait
+// in this process, and the next ones are leased while those wait, so no
+// slot passes unused while deliveries are due. The deliveries a lease
+// brings beyond the slots within reach go back (no attempt spent), so a
+// slow destination's reach spans many slots: each lease then feeds it
+// several.
+const (
+	Lookahead      = 2 * time.Second
+	LookaheadSlots = 16
+)
+
+// slot takes the destination's next send slot (see store.Flow's NextSlot)
+// when it starts within the lookahead, and before latest, and waits for
+// it: a slot taken is used, never given up (unless the process stops).
+// A slot further off is not taken, so it is not lost: the delivery goes
+// back, and the destination is held (the writer leases no more of it)
+// until half the lookahead is free again; the deliveries waiting in the
+// meantime send at the rate.
+//
+// Taking the slot further off and giving the delivery back with it is
+// what stopped backlogs: each lease batch ran the slots ahead by its
+// size, the deliveries were pushed after them, and so on, with nothing
+// sent.
+func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval time.Duration, now, latest time.Time) (bool, time.Time) {
+	horizon := min(max(Lookahead, LookaheadSlots*interval), store.MaxSlotAhead)
+	if !latest.IsZero() {
+		horizon = max(0, min(horizon, latest.Sub(now)))
+	}
+	// One at a time per destination in this process: once the slots
+	// within reach are taken, the rest of a lease batch learns it here
+	// (f.until), not from one store round trip each.
+	f.slotMu.Lock()
+	f.mu.Lock()
+	until := f.until
+	f.mu.Unlock()
+	if now.Before(until) {
+		f.slotMu.Unlock()
+		return false, until
+	}
+	at, taken, err := h.flow.NextSlot(ctx, destination, now, interval, horizon)
 	if err != nil {
+		f.slotMu.Unlock()
 		h.log.Warn("rate limit: the store did not answer; holding", "destination", destination, "err", err)
 		return false, now.Add(time.Second)
 	}
-	wait := at.Sub(h.now())
-	if bound := max(5*time.Second, 2*interval); wait > bound {
+	if !taken {
+		due := at.Add(-horizon / 2)
 		f.mu.Lock()
-		if t := at.Add(-bound); t.After(f.until) {
-			f.until = t
-			h.changedAt(t)
+		if due.After(f.until) {
+			f.until = due
+			h.changedAt(due)
 		}
 		f.mu.Unlock()
-		return false, at
+		f.slotMu.Unlock()
+		return false, due
 	}
-	if wait > 0 {
+	f.slotMu.Unlock()
+	if wait := at.Sub(h.now()); wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
@@ -198,7 +241,23 @@ func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval 
 		case <-t.C:
 		}
 	}
+	// Paused or its breaker opened while it waited: the attempt does not
+	// go (its slot passes, but nothing is due for a held destination).
+	if h.stopped(destination, f) {
+		return false, h.now()
+	}
 	return true, time.Time{}
+}
+
+// stopped reports whether destination was paused, or its breaker opened,
+// since an attempt was admitted.
+func (h *Holds) stopped(destination string, f *flow) bool {
+	if slices.Contains(*h.held.Load(), destination) {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.breaker.State == store.BreakerOpen || (f.breaker.State == store.BreakerHalfOpen && !f.probing)
 }
 
 // Report counts how an attempt to destination ended: a success closes a

@@ -43,7 +43,7 @@ func TestRateSpacesSendsAcrossHolders(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 75 {
 		wg.Go(func() {
-			if ok, _ := holders[i%2].Admit(ctx, "crm"); ok {
+			if ok, _ := holders[i%2].Admit(ctx, "crm", time.Time{}); ok {
 				mu.Lock()
 				sent = append(sent, time.Now())
 				mu.Unlock()
@@ -97,7 +97,7 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 	if !slices.Contains(h.Held(), "crm") || slices.Contains(h.Held(), "app") {
 		t.Fatalf("after 3 failures held %q, want crm alone", h.Held())
 	}
-	if ok, at := h.Admit(ctx, "crm"); ok || at.Sub(start) < 29*time.Second {
+	if ok, at := h.Admit(ctx, "crm", time.Time{}); ok || at.Sub(start) < 29*time.Second {
 		t.Fatalf("Admit while open: %v until %s", ok, at.Sub(start))
 	}
 	f, _ := store.FlowOf(s)
@@ -112,10 +112,10 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 	if slices.Contains(h.Held(), "crm") {
 		t.Fatal("still held when its probe may go")
 	}
-	if ok, _ := h.Admit(ctx, "crm"); !ok {
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
 		t.Fatal("the probe was not admitted")
 	}
-	if ok, _ := h.Admit(ctx, "crm"); ok || !slices.Contains(h.Held(), "crm") {
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); ok || !slices.Contains(h.Held(), "crm") {
 		t.Fatal("a second attempt went while the probe was out")
 	}
 	before := woken.Load()
@@ -146,18 +146,18 @@ func TestConcurrencyHoldsUntilAnAttemptReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if ok, _ := h.Admit(ctx, "crm"); !ok {
+		if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
 			t.Fatal("refused within the bound")
 		}
 	}
-	if ok, _ := h.Admit(ctx, "crm"); ok || !slices.Contains(h.Held(), "crm") {
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); ok || !slices.Contains(h.Held(), "crm") {
 		t.Fatal("a third attempt went, or the full destination is not held")
 	}
 	h.Report(ctx, "crm", hold.Outcome{Success: true})
 	if slices.Contains(h.Held(), "crm") {
 		t.Fatal("still held after an attempt reported")
 	}
-	if ok, _ := h.Admit(ctx, "crm"); !ok {
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
 		t.Fatal("a freed slot was not given")
 	}
 }
@@ -178,13 +178,13 @@ func TestProbeDeadlineAndAnOperatorsOpen(t *testing.T) {
 	h.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 503"})
 	clock.Add(int64(2 * time.Second))
 	h.Refresh(ctx)
-	if ok, _ := h.Admit(ctx, "crm"); !ok {
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
 		t.Fatal("no probe after the cool-down")
 	}
 	// The probe hangs past its deadline (a minute): a new one is due.
 	clock.Add(int64(2 * time.Minute))
 	h.Refresh(ctx)
-	if ok, _ := h.Admit(ctx, "crm"); !ok {
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
 		t.Fatal("a quiet probe held the breaker half-open forever")
 	}
 	// An operator opens it by hand while this probe is out; the probe's

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,16 +13,26 @@ import (
 var _ store.Flow = (*Store)(nil)
 
 // NextSlot implements store.Flow in one statement: the row lock of the
-// destination's slot serializes replicas.
-func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval time.Duration) (time.Time, error) {
+// destination's slot serializes replicas, and the upsert's WHERE leaves a
+// slot beyond the horizon untaken.
+func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval, horizon time.Duration) (time.Time, bool, error) {
 	var next time.Time
-	err := s.pool.QueryRow(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES ($1, $2::timestamptz + $3::interval)
-		ON CONFLICT (destination) DO UPDATE SET next_at = GREATEST(rate_slots.next_at, $2::timestamptz) + $3::interval
-		RETURNING next_at - $3::interval`, destination, s.toDB(now), interval).Scan(&next)
-	if err != nil {
-		return time.Time{}, unavailable("next slot", err)
+	err := s.pool.QueryRow(ctx, `INSERT INTO rate_slots AS r (destination, next_at) VALUES ($1, $2::timestamptz + $3::interval)
+		ON CONFLICT (destination) DO UPDATE SET
+			next_at = (CASE WHEN r.next_at > $2::timestamptz + $5::interval + $3::interval THEN $2::timestamptz ELSE GREATEST(r.next_at, $2::timestamptz) END) + $3::interval
+		WHERE (CASE WHEN r.next_at > $2::timestamptz + $5::interval + $3::interval THEN $2::timestamptz ELSE GREATEST(r.next_at, $2::timestamptz) END) <= $2::timestamptz + $4::interval
+		RETURNING next_at - $3::interval`, destination, s.toDB(now), interval, horizon, store.MaxSlotAhead).Scan(&next)
+	if err == nil {
+		return s.fromDB(next), true, nil
 	}
-	return s.fromDB(next), nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, unavailable("next slot", err)
+	}
+	// Not taken: the next free slot is the cursor.
+	if err := s.pool.QueryRow(ctx, `SELECT next_at FROM rate_slots WHERE destination = $1`, destination).Scan(&next); err != nil {
+		return time.Time{}, false, unavailable("next slot", err)
+	}
+	return s.fromDB(next), false, nil
 }
 
 // Breakers implements store.Flow.

@@ -11,16 +11,26 @@ import (
 
 var _ store.Flow = (*Store)(nil)
 
-// NextSlot implements store.Flow in one statement, on the one writer.
-func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval time.Duration) (time.Time, error) {
+// NextSlot implements store.Flow in one statement, on the one writer: the
+// upsert's WHERE leaves a slot beyond the horizon untaken.
+func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval, horizon time.Duration) (time.Time, bool, error) {
 	var next int64
-	err := s.write.QueryRowContext(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES (?, ? + ?)
-		ON CONFLICT (destination) DO UPDATE SET next_at = max(next_at, ?) + ?
-		RETURNING next_at`, destination, ms(now), interval.Milliseconds(), ms(now), interval.Milliseconds()).Scan(&next)
-	if err != nil {
-		return time.Time{}, unavailable("next slot", err)
+	err := s.write.QueryRowContext(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES (?1, ?2 + ?3)
+		ON CONFLICT (destination) DO UPDATE SET
+			next_at = (CASE WHEN next_at > ?2 + ?5 + ?3 THEN ?2 ELSE max(next_at, ?2) END) + ?3
+		WHERE (CASE WHEN next_at > ?2 + ?5 + ?3 THEN ?2 ELSE max(next_at, ?2) END) <= ?2 + ?4
+		RETURNING next_at`, destination, ms(now), interval.Milliseconds(), horizon.Milliseconds(), store.MaxSlotAhead.Milliseconds()).Scan(&next)
+	if err == nil {
+		return fromMS(next - interval.Milliseconds()), true, nil
 	}
-	return fromMS(next - interval.Milliseconds()), nil
+	if !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, unavailable("next slot", err)
+	}
+	// Not taken: the next free slot is the cursor.
+	if err := s.write.QueryRowContext(ctx, `SELECT next_at FROM rate_slots WHERE destination = ?`, destination).Scan(&next); err != nil {
+		return time.Time{}, false, unavailable("next slot", err)
+	}
+	return fromMS(next), false, nil
 }
 
 // Breakers implements store.Flow.

@@ -80,6 +80,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"AdminListsEventsWithTheirDeliveries", testAdminEvents},
 		{"EventTypeIsStoredAndSelects", testEventType},
 		{"RateLimitHoldsAcrossReplicas", replicas(testRateAcrossReplicas)},
+		{"RateSlotsBeyondTheHorizonAreNotTaken", replicas(testRateSlotsBeyondTheHorizon)},
 		{"BreakerOpensOnceAndProbesOnce", replicas(testBreaker)},
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
@@ -1643,9 +1644,9 @@ func testRateAcrossReplicas(t *testing.T, stores []store.Store) {
 		f := flowOf(t, stores[i%len(stores)])
 		wg.Go(func() {
 			for range 5 {
-				at, err := f.NextSlot(ctx, "crm", base, interval)
-				if err != nil {
-					t.Error(err)
+				at, taken, err := f.NextSlot(ctx, "crm", base, interval, time.Minute)
+				if err != nil || !taken {
+					t.Error(taken, err)
 					return
 				}
 				mu.Lock()
@@ -1664,11 +1665,73 @@ func testRateAcrossReplicas(t *testing.T, stores []store.Store) {
 	// A destination idle for a while starts again from now, not from its
 	// last slot; another destination has slots of its own.
 	later := base.Add(time.Hour)
-	if at, _ := flowOf(t, stores[1]).NextSlot(ctx, "crm", later, interval); !at.Equal(later) {
-		t.Fatalf("after an idle hour the slot is %s, want now", at.Sub(later))
+	if at, taken, _ := flowOf(t, stores[1]).NextSlot(ctx, "crm", later, interval, 0); !taken || !at.Equal(later) {
+		t.Fatalf("after an idle hour the slot is %s (taken %v), want now", at.Sub(later), taken)
 	}
-	if at, _ := flowOf(t, stores[2]).NextSlot(ctx, "other", base, interval); !at.Equal(base) {
-		t.Fatalf("another destination's first slot is %s, want now", at.Sub(base))
+	if at, taken, _ := flowOf(t, stores[2]).NextSlot(ctx, "other", base, interval, 0); !taken || !at.Equal(base) {
+		t.Fatalf("another destination's first slot is %s (taken %v), want now", at.Sub(base), taken)
+	}
+}
+
+// A slot beyond the caller's horizon is not taken, so not lost: however
+// many replicas ask, the slots taken are exactly those within the
+// horizon, and the next caller within reach gets the first one left. A
+// cursor far ahead of now (a clock set back, or a version that took slots
+// it then gave up) starts again from now.
+func testRateSlotsBeyondTheHorizon(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const interval, horizon = 20 * time.Millisecond, 200 * time.Millisecond
+	for _, rounds := range []int{1, 3} {
+		dest := fmt.Sprintf("crm%d", rounds)
+		var mu sync.Mutex
+		var taken []time.Time
+		var wg sync.WaitGroup
+		for i := range 30 {
+			f := flowOf(t, stores[i%len(stores)])
+			wg.Go(func() {
+				for range rounds {
+					at, ok, err := f.NextSlot(ctx, dest, base, interval, horizon)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !ok {
+						if want := base.Add(horizon + interval); !at.Equal(want) {
+							t.Errorf("a slot not taken is said to be free at %s, want %s", at.Sub(base), want.Sub(base))
+						}
+						continue
+					}
+					mu.Lock()
+					taken = append(taken, at)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		slices.SortFunc(taken, func(a, b time.Time) int { return a.Compare(b) })
+		if len(taken) != int(horizon/interval)+1 {
+			t.Fatalf("%d slots taken within a horizon of %s at %s apart, want %d", len(taken), horizon, interval, horizon/interval+1)
+		}
+		for i, at := range taken {
+			if want := base.Add(time.Duration(i) * interval); !at.Equal(want) {
+				t.Fatalf("slot %d at %s, want %s", i, at.Sub(base), want.Sub(base))
+			}
+		}
+		// Later, the next caller gets the first slot nobody took.
+		at, ok, err := flowOf(t, stores[0]).NextSlot(ctx, dest, base.Add(horizon), interval, horizon)
+		if err != nil || !ok || !at.Equal(base.Add(horizon+interval)) {
+			t.Fatalf("the first slot left: %s %v %v, want %s", at.Sub(base), ok, err, horizon+interval)
+		}
+	}
+	f := flowOf(t, stores[len(stores)-1])
+	if _, ok, _ := f.NextSlot(ctx, "far", base.Add(time.Hour), interval, 0); !ok {
+		t.Fatal("the first slot of a destination was not taken")
+	}
+	if at, ok, err := f.NextSlot(ctx, "far", base, interval, 0); err != nil || !ok || !at.Equal(base) {
+		t.Fatalf("with the cursor an hour ahead of now the slot is %s (taken %v, %v), want now", at.Sub(base), ok, err)
+	}
+	if _, ok, _ := f.NextSlot(ctx, "far", base, interval, 0); ok {
+		t.Fatal("a slot an interval ahead was taken with no horizon")
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package oncehook_test
+
+const raceDetector = false
