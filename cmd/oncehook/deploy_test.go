@@ -396,3 +396,23 @@ func TestSystemdUnitCanReadItsConfigAndSecrets(t *testing.T) {
 		t.Fatalf("another user read the config:\n%s", out)
 	}
 }
+
+// The quick start's `go run ./cmd/oncehook` works only inside a checkout
+// (elsewhere: "go.mod file not found"): the README has the reader clone
+// and enter it before the first go run, not in a parenthetical after.
+func TestQuickStartBeginsWithACheckout(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "## Quick start")
+	if start < 0 {
+		t.Fatal("the README has no quick start")
+	}
+	quick := text[start:]
+	clone, cd, run := strings.Index(quick, "git clone https://github.com/oncehook/oncehook"), strings.Index(quick, "\ncd oncehook\n"), strings.Index(quick, "```sh\ngo run ./cmd/oncehook")
+	if clone < 0 || cd < 0 || run < 0 || !(clone < cd && cd < run) {
+		t.Fatalf("the quick start's first commands: git clone at %d, cd at %d, go run at %d: want clone, cd, then go run", clone, cd, run)
+	}
+}
