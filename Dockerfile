@@ -3,7 +3,7 @@
 # ./oncehook.yaml if you mount one there) and no other file needed.
 #
 #   docker build -t oncehook .
-#   docker run -p 8080:8080 -v oncehook-data:/data oncehook serve --demo --listen 0.0.0.0:8080
+#   docker run -p 8080:8080 -p 127.0.0.1:8081:8081 -v oncehook-data:/data oncehook serve --demo --listen 0.0.0.0:8080
 #   docker run -p 8080:8080 -v oncehook-data:/data -v $PWD/oncehook.yaml:/data/oncehook.yaml:ro oncehook
 #
 # A config in a container must listen on 0.0.0.0 (listen: 0.0.0.0:8080);

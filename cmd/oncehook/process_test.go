@@ -19,6 +19,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -337,6 +338,61 @@ func TestQuickStartDemoMode(t *testing.T) {
 	if out, ok := oncehook(t, t.TempDir(), nil, "events", "ls"); ok || !strings.Contains(out, "--api") {
 		t.Fatalf("events ls with neither a config nor a demo: ok=%v, want advice on --api\n%s", ok, out)
 	}
+}
+
+// `serve --demo --listen 0.0.0.0:8080`, as the README runs it in a
+// container: the API listens where intake does, so that the banner's
+// one-time link and token work from outside the machine (the container),
+// and the banner prints addresses a browser here can open.
+func TestDemoOnAWildcardAddressServesItsAPIThere(t *testing.T) {
+	outside := nonLoopbackIPv4(t)
+	dir := t.TempDir()
+	p := startProcess(t, dir, "--demo", "--listen", "0.0.0.0:0")
+	testenv.WaitFor(5*time.Second, func() bool { return strings.Contains(p.stdout.String(), "oncehook init") })
+	banner := p.stdout.String()
+	m := regexp.MustCompile(`dashboard: http://(\S+?)(/ui/login/\S+)`).FindStringSubmatch(banner)
+	tok := regexp.MustCompile(`events ls --api http://(\S+) --token (\S+)`).FindStringSubmatch(banner)
+	if m == nil || tok == nil {
+		t.Fatalf("the banner has no dashboard link or operator command:\n%s", banner)
+	}
+	host, port, err := net.SplitHostPort(m[1])
+	if err != nil || host != "127.0.0.1" || tok[1] != m[1] {
+		t.Fatalf("the banner's API address %q (%q): want one a browser here can open, 127.0.0.1\n%s", m[1], tok[1], banner)
+	}
+	from := net.JoinHostPort(outside, port)
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := browser.Get("http://" + from + m[2])
+	if err != nil {
+		t.Fatalf("the one-time link at %s: %v\n%s", from, err, banner)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+		t.Fatalf("the one-time link at %s: %d %s", from, resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, err := browser.Get("http://" + from + "/ui/"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the dashboard at %s after the link: %v %v", from, resp, err)
+	}
+	if out, ok := oncehook(t, t.TempDir(), nil, "events", "ls", "--api", "http://"+from, "--token", tok[2]); !ok {
+		t.Fatalf("events ls against %s with the banner's token: %s", from, out)
+	}
+}
+
+// nonLoopbackIPv4 is an address of this machine that is not loopback: how
+// another machine (or a container's host) reaches it.
+func nonLoopbackIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("this machine has no address but loopback")
+	return ""
 }
 
 // An operator replays dead letters with the CLI while the gateway runs: the

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -65,13 +64,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if demo {
 		// The sink's URL must follow the port actually bound (":0" picks one).
 		cfg = config.Demo(ln.Addr().String())
-		// The demo's API gets a token of its own, printed below; on a port
-		// picked by the system when intake's was.
+		// The demo's API gets a token of its own, printed below.
 		var b [16]byte
 		rand.Read(b[:])
 		cfg.API.Tokens = []config.APIToken{{Name: "demo", Token: hex.EncodeToString(b[:])}}
-		if _, port, _ := net.SplitHostPort(ln.Addr().String()); *listen != "" && strings.HasSuffix(*listen, ":0") && port != "" {
-			cfg.API.Listen = "127.0.0.1:0"
+		if *listen != "" {
+			cfg.API.Listen = demoAPIListen(*listen)
 		}
 	}
 	// The command line's overrides, kept on every reload's config (the
@@ -115,11 +113,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// A one-time link, so that a newcomer sees the demo's events in
 			// the browser at once, without pasting a token.
 			link := gw.DashboardLoginLink(cfg.API.Tokens[0].Token, 15*time.Minute)
+			api := reachable(apiLns[0].Addr())
 			apiLine = fmt.Sprintf("  api:    http://%s (admin API /v1, effects ledger /v1/effects), token %s\n"+
 				"  dashboard: http://%s%s (a one-time login link, valid 15 minutes)\n"+
 				"  operate it from another terminal, in this folder or anywhere:\n"+
-				"    oncehook events ls --api http://%s --token %s\n", apiLns[0].Addr(), cfg.API.Tokens[0].Token, apiLns[0].Addr(), link,
-				apiLns[0].Addr(), cfg.API.Tokens[0].Token)
+				"    oncehook events ls --api http://%s --token %s\n", api, cfg.API.Tokens[0].Token, api, link,
+				api, cfg.API.Tokens[0].Token)
+			if api != apiLns[0].Addr().String() {
+				apiLine += fmt.Sprintf("  (the API listens on %s, like intake: from elsewhere, use this machine's address)\n", apiLns[0].Addr())
+			}
 		}
 	}
 	store := config.Redact(cfg.Store)
@@ -135,7 +137,7 @@ Send it a test event; send the same one again and the answer says "duplicate":
   (from a checkout: go run ./cmd/oncehook send ...)
 
 Write a real config with: oncehook init
-`, addr, configEnv, defaultConfigPath, config.DemoSecret, store, config.DemoSecret, apiLine, addr, config.DemoSecret)
+`, addr, configEnv, defaultConfigPath, config.DemoSecret, store, config.DemoSecret, apiLine, reachable(ln.Addr()), config.DemoSecret)
 		log.Warn("running the DEMO: no config was found, and the demo source's secret is public", "config_env", configEnv)
 	} else {
 		fmt.Fprintf(stdout, "oncehook is listening on %s://%s (config %s, store %s, %s)\n", gw.Scheme(), addr, source, store, plural(len(cfg.Sources), "source", "sources"))
@@ -198,6 +200,36 @@ func resolveConfig(path string, demo bool) (*config.Config, string, error) {
 		return nil, "", err
 	}
 	return nil, "", nil
+}
+
+// demoAPIListen places the demo's API beside intake: on intake's host, so
+// that `serve --demo --listen 0.0.0.0:8080` in a container can be reached
+// at its banner's token and one-time link (on loopback, the container's
+// own, it could not); on port 8081, or on a port the system picks when
+// intake's was.
+func demoAPIListen(intake string) string {
+	host, port, err := net.SplitHostPort(intake)
+	if err != nil {
+		return config.DefaultAPIListen
+	}
+	if port != "0" {
+		_, port, _ = net.SplitHostPort(config.DefaultAPIListen)
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// reachable writes a listener's address as a browser on this machine can
+// open it: a wildcard bind (0.0.0.0, which Go reports as [::], dual-stack)
+// is reached on loopback.
+func reachable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // isLoopback reports whether a listen address binds loopback only.

@@ -6,8 +6,12 @@ package composetest
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,10 +65,50 @@ func mounted(t *testing.T, svc types.ServiceConfig, target string) *config.Confi
 		if !strings.HasPrefix(cfg.Listen, "0.0.0.0:") {
 			t.Fatalf("%s: listen %s: in a container it must listen on 0.0.0.0", svc.Name, cfg.Listen)
 		}
+		reachable(t, svc, cfg)
 		return cfg
 	}
 	t.Fatalf("%s mounts nothing at %s", svc.Name, target)
 	return nil
+}
+
+// reachable checks what a gateway's ports and names promise: intake
+// published; the API listener (the admin API, the effects ledger, the
+// dashboard) published on the host's loopback only, as the README says;
+// and a destination on host.docker.internal resolvable on Linux too, where
+// only extra_hosts' host-gateway makes that name.
+func reachable(t *testing.T, svc types.ServiceConfig, cfg *config.Config) {
+	t.Helper()
+	_, apiPort, err := net.SplitHostPort(cfg.API.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, intakePort, _ := net.SplitHostPort(cfg.Listen)
+	var intake, api bool
+	for _, p := range svc.Ports {
+		switch fmt.Sprint(p.Target) {
+		case intakePort:
+			intake = true
+		case apiPort:
+			api = true
+			if p.HostIP != "127.0.0.1" {
+				t.Errorf("%s publishes the API (%d) on %q: want the host's loopback only, 127.0.0.1", svc.Name, p.Target, p.HostIP)
+			}
+		}
+	}
+	if !intake || len(cfg.API.Tokens) > 0 && !api {
+		t.Errorf("%s: intake published %v, API published %v", svc.Name, intake, api)
+	}
+	for _, d := range cfg.Destinations {
+		u, err := url.Parse(d.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Hostname() == "host.docker.internal" && !slices.Contains(svc.ExtraHosts["host.docker.internal"], "host-gateway") {
+			t.Errorf("%s: destination %s is on host.docker.internal, which Linux's Docker resolves only with extra_hosts host-gateway (has %v)",
+				svc.Name, d.Name, svc.ExtraHosts)
+		}
+	}
 }
 
 func TestEmbeddedComposeFile(t *testing.T) {

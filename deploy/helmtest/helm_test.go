@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,9 +111,11 @@ func stripComments(doc string) string {
 }
 
 // gateway checks what every value set shares: one Deployment whose probes
-// are /livez and /readyz, running as non-root, two Services, and a config
-// that oncehook parses (the ${...} it names set as the pod's environment
-// would set them).
+// are /livez and /readyz, running as non-root; a config that oncehook
+// parses with the pod's environment and nothing else (a ${NAME} the pod
+// does not set is a pod that exits); an intake Service; and an API Service
+// and port exactly when the config has API tokens (the gateway opens its
+// API listener only then).
 func gateway(t *testing.T, r *rendered) (*appsv1.Deployment, *config.Config) {
 	t.Helper()
 	d := r.deployments["hooks-oncehook"]
@@ -125,17 +129,35 @@ func gateway(t *testing.T, r *rendered) (*appsv1.Deployment, *config.Config) {
 	if sc := d.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Fatal("the pod may run as root")
 	}
-	if r.services["hooks-oncehook-intake"] == nil || r.services["hooks-oncehook-api"] == nil {
-		t.Fatalf("services %v: want one for intake and one for the API", keys(r.services))
-	}
 	cm := r.configMaps["hooks-oncehook"]
 	if cm == nil {
 		t.Fatalf("config maps %v", keys(r.configMaps))
 	}
-	env := map[string]string{"ONCEHOOK_STORE": "postgres://oncehook@db:5432/oncehook", "STRIPE_WEBHOOK_SECRET": "whsec_helm"}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = "from-the-pod-" + e.Name // as long as a token must be
+	}
+	if _, ok := env["ONCEHOOK_STORE"]; ok {
+		env["ONCEHOOK_STORE"] = "postgres://oncehook@db:5432/oncehook"
+	}
 	cfg, err := config.Parse([]byte(cm.Data["oncehook.yaml"]), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
-		t.Fatalf("the chart's config does not parse: %v\n%s", err, cm.Data["oncehook.yaml"])
+		t.Fatalf("the chart's config does not parse with the pod's environment %v: %v\n%s", keys(env), err, cm.Data["oncehook.yaml"])
+	}
+	if r.services["hooks-oncehook-intake"] == nil {
+		t.Fatalf("services %v: no intake Service", keys(r.services))
+	}
+	apiPort := false
+	for _, p := range c.Ports {
+		apiPort = apiPort || p.Name == "api"
+	}
+	listens := len(cfg.API.Tokens) > 0
+	if api := r.services["hooks-oncehook-api"]; (api != nil) != listens || apiPort != listens {
+		t.Fatalf("API tokens %d, API Service %v, API container port %v: want both exactly when the gateway listens (with tokens)",
+			len(cfg.API.Tokens), api != nil, apiPort)
+	}
+	if listens && cfg.API.Listen != "0.0.0.0:8081" {
+		t.Fatalf("api.listen %s: the API Service targets 8081 on the pod", cfg.API.Listen)
 	}
 	return d, cfg
 }
@@ -193,11 +215,80 @@ func TestPostgresReplicas(t *testing.T) {
 	}
 }
 
+// The README's install: the default values name the one secret their config
+// needs, from the Secret the README has you create, and open no API.
+func TestDefaultConfigsSecretComesFromASecret(t *testing.T) {
+	r, err := render(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, cfg := gateway(t, r)
+	if len(cfg.API.Tokens) != 0 {
+		t.Fatalf("the default config has API tokens %v", cfg.API.Tokens)
+	}
+	var refs []string
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs = append(refs, e.Name+"="+e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key)
+		}
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"STRIPE_WEBHOOK_SECRET=oncehook-providers/stripe"} {
+		if !slices.Contains(refs, want) {
+			t.Fatalf("environment from secrets %v, want %s", refs, want)
+		}
+	}
+	if !strings.Contains(string(readme), "kubectl create secret generic oncehook-providers --from-literal=stripe=") {
+		t.Fatal("the README does not say how to create the Secret the default install reads")
+	}
+}
+
+// API tokens in the values' config join the chart's api.listen: one api,
+// whose Service exists; the config may also be given as a map.
+func TestAPITokensJoinTheChartsListen(t *testing.T) {
+	token := map[string]any{"name": "ops", "token": "${ONCEHOOK_API_TOKEN}", "read_only": true}
+	apiEnv := map[string]any{"name": "ONCEHOOK_API_TOKEN", "secret": "oncehook-api", "key": "token"}
+	stripeEnv := map[string]any{"name": "STRIPE_WEBHOOK_SECRET", "secret": "providers", "key": "stripe"}
+	for name, cfg := range map[string]any{
+		"text": "api:\n  tokens:\n    - {name: ops, token: \"${ONCEHOOK_API_TOKEN}\", read_only: true}\n" +
+			"sources:\n  - {name: stripe, preset: stripe, secrets: [\"${STRIPE_WEBHOOK_SECRET}\"], destinations: [app]}\n" +
+			"destinations:\n  - {name: app, url: \"http://app/hooks\", retry: {max_attempts: 100000}}\n",
+		"map": map[string]any{
+			"api":          map[string]any{"tokens": []any{token}},
+			"sources":      []any{map[string]any{"name": "stripe", "preset": "stripe", "secrets": []any{"${STRIPE_WEBHOOK_SECRET}"}, "destinations": []any{"app"}}},
+			"destinations": []any{map[string]any{"name": "app", "url": "http://app/hooks", "retry": map[string]any{"max_attempts": 100000}}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := render(t, map[string]any{"config": cfg, "secretEnv": []any{apiEnv, stripeEnv}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, c := gateway(t, r)
+			if len(c.API.Tokens) != 1 || c.API.Tokens[0].Name != "ops" || !c.API.Tokens[0].ReadOnly || c.API.Tokens[0].Token != "from-the-pod-ONCEHOOK_API_TOKEN" {
+				t.Fatalf("api tokens %+v", c.API.Tokens)
+			}
+			if len(c.Destinations) != 1 || c.Destinations[0].Retry.MaxAttempts != 100000 {
+				t.Fatalf("destinations %+v: a number in the values' config changed on its way through", c.Destinations)
+			}
+		})
+	}
+}
+
 func TestChartRefusesWhatCannotWork(t *testing.T) {
 	for values, want := range map[string]string{
 		`{"replicaCount": 2}`:             "one replica",
 		`{"store": {"type": "postgres"}}`: "existingSecret",
 		`{"store": {"type": "mysql"}}`:    "want sqlite or postgres",
+		`{"secretEnv": []}`:               "config names ${STRIPE_WEBHOOK_SECRET}, which no secretEnv entry sets",
+		`{"config": "api: {tokens: [{name: ops, token: \"${OPS_TOKEN}\"}]}"}`: "config names ${OPS_TOKEN}",
+		`{"config": "listen: 0.0.0.0:9000"}`:                                  "config sets listen",
+		`{"config": "store: sqlite://x.db"}`:                                  "config sets store",
+		`{"config": "api: {listen: 0.0.0.0:9001}"}`:                           "config sets api.listen",
+		`{"config": "sources: [a"}`:                                           "config: not a YAML mapping",
 	} {
 		var v map[string]any
 		if err := json.Unmarshal([]byte(values), &v); err != nil {

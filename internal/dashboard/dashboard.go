@@ -439,6 +439,14 @@ func (d *Dashboard) loginByLink(w http.ResponseWriter, r *http.Request) {
 	delete(d.links, code) // one time
 	d.mu.Unlock()
 	if !ok || d.opts.Now().After(l.expires) {
+		// A link reopened in the browser it already signed in (from the
+		// console's scrollback, the browser's history) leads where it led
+		// the first time: the session is there, "already used" would only
+		// puzzle.
+		if _, signedIn, _ := d.sessionOf(r); signedIn {
+			http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+			return
+		}
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true, "Demo": d.opts.Demo})
 		return
 	}

@@ -186,6 +186,31 @@ func TestLoginLinkWorksOnce(t *testing.T) {
 	}
 }
 
+// A used or expired link, reopened in the browser that is signed in, opens
+// the dashboard; in any other browser it still says the link is used up.
+func TestUsedLoginLinkOpensTheDashboardWhereSignedIn(t *testing.T) {
+	gw := startGateway(t)
+	c := browser(t)
+	used := gw.APIURL + gw.DashboardLoginLink(token, time.Minute)
+	if resp, _ := get(t, c, used); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login link: %d", resp.StatusCode)
+	}
+	expired := gw.APIURL + gw.DashboardLoginLink(token, -time.Second)
+	for name, link := range map[string]string{"used": used, "expired": expired, "unknown": gw.APIURL + "/ui/login/0123456789abcdef"} {
+		resp, _ := get(t, c, link)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" {
+			t.Errorf("the %s link, signed in: %d %q, want the dashboard", name, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		resp, body := get(t, browser(t), link)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) {
+			t.Errorf("the %s link, signed out: %d, want the login form", name, resp.StatusCode)
+		}
+	}
+	if resp, _ := get(t, c, gw.APIURL+"/ui/"); resp.StatusCode != 200 {
+		t.Fatalf("the dashboard after the redirect: %d", resp.StatusCode)
+	}
+}
+
 func TestLanguage(t *testing.T) {
 	gw := startGateway(t)
 	c, _ := login(t, gw, token)
