@@ -56,7 +56,15 @@ func checkPace(t *testing.T, when string, cases []*rateCase, left func(*rateCase
 		if l := left(c); float64(l) < want {
 			want = float64(l)
 		}
-		if most := float64(c.rate)*(window+200*time.Millisecond).Seconds() + 2; float64(got) < least*want || float64(got) > most {
+		// The sink counts arrivals: a stall of the process (the race
+		// detector on two loaded cores) delays sends that then land
+		// together, so the bound allows that much jitter on top of the
+		// window; the slots themselves are never closer than the rate.
+		slack := 200 * time.Millisecond
+		if raceDetector {
+			slack = 500 * time.Millisecond
+		}
+		if most := float64(c.rate)*(window+slack).Seconds() + 2; float64(got) < least*want || float64(got) > most {
 			t.Errorf("%s: %s (%d/s, backlog %d) sent %d in %s, want about %.0f (at most %.0f)", when, c.name, c.rate, c.backlog, got, window, want, most)
 		}
 	}

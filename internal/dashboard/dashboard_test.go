@@ -430,7 +430,8 @@ destinations:
 	if !strings.Contains(app, "Active") || !strings.Contains(app, `class="breaker-open secondary"`) || !strings.Contains(app, `class="pause"`) {
 		t.Fatalf("a healthy destination's row:\n%s", app)
 	}
-	for action, want := range map[string]string{"pause": "Paused", "resume": "Rate-limited", "breaker_open": "held until closed by hand"} {
+	for _, step := range [][2]string{{"pause", "Paused"}, {"resume", "Rate-limited"}, {"breaker_open", "held until closed by hand"}} { // in this order
+		action, want := step[0], step[1]
 		if resp, _ := postForm(t, c, gw.APIURL+"/ui/destinations/slow/"+action, url.Values{"csrf": {csrf}}, gw.APIURL); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("%s: %d", action, resp.StatusCode)
 		}
