@@ -1,6 +1,7 @@
 package oncehook_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -244,6 +245,84 @@ apis: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
 	for i, size := range []int{1, 64 << 10, 256 << 10} {
 		if code, body, retry := post(fmt.Sprintf("one-more-%d", i), size); code != http.StatusServiceUnavailable || !strings.Contains(body, "overloaded") || retry == "" {
 			t.Fatalf("a %d-byte body past the APIs' share of the budget: %d %s; want 503 overloaded with Retry-After", size, code, body)
+		}
+	}
+}
+
+// Found from outside: Go's transport resends a request that has no body
+// and carries an Idempotency-Key when the kept-alive connection it reused
+// breaks, taking the header's word that a repeat is harmless; the proxy
+// dropped the empty body, so a bodiless POST (a /capture) reached the
+// upstream twice while the client got one answer. The upstream here
+// answers each connection's first request, and reads a later one and
+// hangs up; every method that can act must reach it once.
+func TestABodilessRequestIsNeverResentByTheTransport(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	seen := map[string]int{} // method and path → requests read
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					mu.Lock()
+					seen[req.Method+" "+req.URL.Path]++
+					mu.Unlock()
+					if n > 0 && !strings.HasSuffix(req.URL.Path, "/ok") {
+						return // read, maybe acted on, and the connection dies
+					}
+					io.WriteString(conn, "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+apis: [{name: pay, prefix: /pay, upstream: http://`+ln.Addr().String()+`, idempotency: {methods: [POST, PUT, PATCH, DELETE], lease: 3s}}]
+`)
+	for i, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for _, body := range []string{"", `{"amount":1}`} {
+			send := func(path, key string) int {
+				req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
+				req.Header.Set("Idempotency-Key", key)
+				req.Header.Set("Authorization", "Bearer shop")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			key := fmt.Sprintf("k%d-%d", i, len(body))
+			if code := send("/pay/ok", key+"-warm"); code != 201 { // opens the connection the next one reuses
+				t.Fatalf("%s warm-up: %d", method, code)
+			}
+			path := "/pay/capture" + key
+			code := send(path, key)
+			mu.Lock()
+			n := seen[method+" "+path]
+			mu.Unlock()
+			if n != 1 {
+				t.Errorf("%s with body %q: the upstream read it %d times (the client got %d); want once", method, body, n, code)
+			}
+			if code != http.StatusBadGateway {
+				t.Errorf("%s with body %q: %d, want 502 (the upstream may have acted: the key is held)", method, body, code)
+			}
 		}
 	}
 }

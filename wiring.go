@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/oncehook/oncehook/config"
@@ -144,6 +146,7 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.H
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.SetXForwarded()
+			neverResend(pr.Out)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var op *net.OpError
@@ -191,6 +194,24 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.H
 		},
 		OnAnswer: func(replayed bool) { m.Answered(a.Name, replayed) },
 	})(rp)
+}
+
+// neverResend keeps the transport from sending out again on a new
+// connection when the one it reused broke: it does that for a request
+// with no body (the reverse proxy drops an empty one) that carries an
+// Idempotency-Key, taking the header's word that a repeat is harmless. The
+// upstream may have acted on the first copy: only the proxy's key decides
+// a repeat. A body the transport cannot rewind makes the request one it
+// never resends; an empty one is still sent as Content-Length: 0.
+func neverResend(out *http.Request) {
+	switch out.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return // safe by HTTP's own rules: resent with or without a key
+	}
+	if out.Body == nil || out.Body == http.NoBody {
+		out.Body = io.NopCloser(strings.NewReader(""))
+		out.GetBody = nil
+	}
 }
 
 func apiTokens(cfg *config.Config) []apiauth.Token {
