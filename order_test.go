@@ -302,6 +302,7 @@ sources:
     key: ["json:id"]
     order: {entity: "json:entity", version: "json:v"}
     destinations: [app]
+  - {name: plain, preset: generic, unsigned: true, key: ["json:id"], destinations: [app]}
 destinations:
   - {name: app, url: %s}
 `, token, sink.URL))
@@ -350,6 +351,9 @@ destinations:
 	}
 	if _, err := c.ResetOrder(ctx, "nope", "c", ""); !strings.Contains(fmt.Sprint(err), "no such source") {
 		t.Fatalf("reset of an unknown source: %v", err)
+	}
+	if _, err := c.ResetOrder(ctx, "plain", "c", ""); !strings.Contains(fmt.Sprint(err), "does not order its events") {
+		t.Fatalf("reset on a source without order: %v", err)
 	}
 	if _, err := c.ResetOrder(ctx, "counter", "", ""); err == nil {
 		t.Fatal("a reset without an entity was accepted")

@@ -121,6 +121,8 @@ type Source struct {
 	Window       time.Duration
 	Destinations []string
 	OnMissingKey string
+	// Ordered: the source asks for order per entity (order:).
+	Ordered bool
 }
 
 // Destination is a configured destination.
@@ -528,6 +530,9 @@ func (s *Service) ResetOrder(ctx context.Context, source, entity, destination st
 	}
 	if err := s.knownNames(source, destination); err != nil {
 		return Count{}, err
+	}
+	if i := slices.IndexFunc(s.sources(), func(x Source) bool { return x.Name == source }); i >= 0 && !s.sources()[i].Ordered {
+		return Count{}, invalid("source", "%s does not order its events (it has no order:): there is no version to reset", source)
 	}
 	target := "source " + source + " entity " + entity
 	if destination != "" {
@@ -1149,7 +1154,8 @@ func sortedKeys[V any](m map[string]V) []string {
 func FromConfig(cfg *config.Config) ([]Source, []Destination) {
 	sources := make([]Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
-		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey}
+		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
+			Ordered: s.Order != nil}
 	}
 	dests := make([]Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
