@@ -2,6 +2,7 @@ package oncehook_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -558,5 +559,31 @@ func TestAnEventSaysHowManyCopiesArrived(t *testing.T) {
 	}
 	if n := sink.ByKey()["stripe:evt_six"]; n > 1 {
 		t.Fatalf("evt_six delivered %d times", n)
+	}
+}
+
+// Found from outside, second round: a batch's split was counted against
+// the budget only up to the room left, so one signed 4.5 MB request whose
+// two messages share a 4.4 MiB contact held about 13 MB against an 8 MiB
+// max_inflight_bytes, answered 200. A split that cannot fit beside its
+// body in the source's share is refused (413) and stores nothing; one that
+// fits is taken, whatever the contact's size below that.
+func TestAWhatsAppSplitIsHeldWithinTheBudget(t *testing.T) {
+	const secret = "meta_app_secret_test"
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, sourceConfig("wa", "whatsapp", secret, sink.URL, "max_inflight_bytes: 8MiB"))
+	for i, contact := range []int{512 << 10, 1 << 20, 2 << 20, 3 << 20, 4400 << 10} {
+		body := bytes.Replace(waBatch(2, contact, false), []byte("wamid.M"), []byte(fmt.Sprintf("wamid.C%d.", i)), -1)
+		a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/wa", "whatsapp", secret, body, ""))
+		fits := 3*contact < 8<<20 // the body, and each of the two items with the contact
+		switch {
+		case fits && a.Status != http.StatusOK:
+			t.Errorf("contact of %d KiB (%d KB request): %d %+v, want 200", contact>>10, len(body)>>10, a.Status, a.Error)
+		case !fits && (a.Status != http.StatusRequestEntityTooLarge || a.Error.Reason != "too_large"):
+			t.Errorf("contact of %d KiB (%d KB request): %d %+v, want 413 too_large", contact>>10, len(body)>>10, a.Status, a.Error)
+		}
+	}
+	if st := stats(t, gw); st.Events != 6 {
+		t.Fatalf("stored %d events, want the 6 of the three batches that fit", st.Events)
 	}
 }

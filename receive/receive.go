@@ -429,7 +429,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)")
 			return
 		}
-		if err := held.acquire(r.Context(), min(split, held.room())); err != nil {
+		if room := held.room(); split > room {
+			// Beside its body the batch could never fit in the source's
+			// share of max_inflight_bytes, however long it waited: the
+			// budget is a bound, not a wish.
+			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
+					" bytes beside the request's "+strconv.Itoa(len(body))+": over this source's share of max_inflight_bytes")
+			return
+		}
+		if err := held.acquire(r.Context(), split); err != nil {
 			h.overloaded(w, r, name)
 			return
 		}
