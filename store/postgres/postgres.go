@@ -723,16 +723,22 @@ func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int,
 // many it changed, which lockThen returns.
 func (s *Store) lockThen(ctx context.Context, what, lock string, lockArgs []any, apply string, extra ...any) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, lock, lockArgs...)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		return tx.QueryRow(ctx, apply, append([]any{ids}, extra...)...).Scan(&n)
+	// A sweep's cascade and a replay (or a commit) can each hold a row the
+	// other waits for; PostgreSQL then rolls one back. Rolled back, the
+	// sweep has changed nothing and simply runs again, as a commit does.
+	err := withRetry(ctx, func() error {
+		n = 0
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, lock, lockArgs...)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			return tx.QueryRow(ctx, apply, append([]any{ids}, extra...)...).Scan(&n)
+		})
 	})
 	if err != nil {
 		return 0, unavailable(what, err)
