@@ -167,3 +167,6 @@ func (*evolution) Sign(r *Request, secret string, now time.Time, _ string) error
 	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }
+
+// decodesWholeBody: Items decodes the body whole (see wholeBodyDecoder).
+func (*evolution) decodesWholeBody() {}

@@ -279,9 +279,17 @@ func (k keyed) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
 	return nil, false, nil
 }
 
+// wholeBodyDecoder is a preset whose Items decodes the whole body as one
+// JSON value (decodeJSON, json.Unmarshal), which already refuses bytes after
+// it: oneJSONValue would scan every body of the busiest presets a second
+// time, on intake's hot path, to say the same.
+type wholeBodyDecoder interface{ decodesWholeBody() }
+
 func (k keyed) Items(r *Request) ([]Item, error) {
-	if err := oneJSONValue(r.Body); err != nil {
-		return nil, err
+	if _, ok := k.Preset.(wholeBodyDecoder); !ok {
+		if err := oneJSONValue(r.Body); err != nil {
+			return nil, err
+		}
 	}
 	items, err := k.Preset.Items(r)
 	if err != nil {

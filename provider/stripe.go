@@ -91,3 +91,6 @@ func (*stripe) Sign(r *Request, secret string, now time.Time, _ string) error {
 	setDefault(h, "Content-Type", "application/json; charset=utf-8")
 	return nil
 }
+
+// decodesWholeBody: Items decodes the body whole (see wholeBodyDecoder).
+func (*stripe) decodesWholeBody() {}

@@ -265,3 +265,6 @@ func (*whatsapp) Sign(r *Request, secret string, _ time.Time, _ string) error {
 	setDefault(r.Header, "Content-Type", "application/json")
 	return nil
 }
+
+// decodesWholeBody: Items decodes the body whole (see wholeBodyDecoder).
+func (*whatsapp) decodesWholeBody() {}
