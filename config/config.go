@@ -255,7 +255,17 @@ type Source struct {
 	// Order, when set, delivers each entity's events in order to each
 	// destination (see Order).
 	Order *Order `yaml:"order"`
+	// Consume, when set, takes the source's events from a queue (NATS
+	// JetStream, RabbitMQ or Kafka) instead of POST /in/{name}, which then
+	// answers 404. Without a preset, the source's key and type rules read
+	// each message (the generic preset, unsigned: the broker's credentials
+	// say who may publish).
+	Consume *Consume `yaml:"consume"`
 }
+
+// HTTP reports whether the source takes requests at POST /in/{name}: a
+// queue's consumer does not (its preset may be unsigned).
+func (s *Source) HTTP() bool { return s.Consume == nil }
 
 // Order asks for order per entity: the source's events about one entity
 // (an order, a payment) reach each destination one at a time, and an event
@@ -320,6 +330,18 @@ type Destination struct {
 	// Breaker holds the destination's deliveries while it is failing (on
 	// by default; see Breaker).
 	Breaker Breaker `yaml:"breaker"`
+	// Publish, when set, makes the destination a queue (NATS JetStream,
+	// RabbitMQ or Kafka) instead of an HTTP URL: each attempt is a publish
+	// the broker acknowledges.
+	Publish *Publish `yaml:"publish"`
+}
+
+// Kind is the destination's transport: http, or the broker it publishes to.
+func (d *Destination) Kind() string {
+	if k := d.Publish.Kind(); k != "" {
+		return k
+	}
+	return "http"
 }
 
 // Rate is a send rate: N per second, minute or hour.
@@ -889,6 +911,11 @@ func (c *Config) setDefaults() error {
 		if s.OnBadSignature == "" {
 			s.OnBadSignature = "reject"
 		}
+		if s.Preset == "" && s.Consume != nil {
+			// A queue's messages need no provider: the key and type rules
+			// read them, and the broker authenticated the publisher.
+			s.Preset, s.Unsigned = "generic", true
+		}
 		if s.Window == 0 && s.Preset != "" {
 			if p, err := provider.New(s.Preset, s.ProviderOptions()); err == nil {
 				s.Window = Duration(p.DefaultWindow())
@@ -1124,8 +1151,15 @@ func (c *Config) validate(lines fieldLines) []error {
 			fail(f+".name", "%q is used twice", d.Name)
 		}
 		dests[d.Name] = true
-		if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			fail(f+".url", "%q: want an http:// or https:// URL", Redact(d.URL))
+		switch {
+		case d.Publish != nil && d.URL != "":
+			fail(f+".url", "a destination either has a url or publishes to a queue (publish:), not both")
+		case d.Publish != nil:
+			validatePublish(d.Publish, f, fail)
+		default:
+			if u, err := url.Parse(d.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				fail(f+".url", "%q: want an http:// or https:// URL", Redact(d.URL))
+			}
 		}
 		if d.Concurrency < 0 {
 			fail(fmt.Sprintf("destinations[%d].concurrency", i), "must be at least 1 (unset: no bound of its own)")
@@ -1165,6 +1199,9 @@ func (c *Config) validate(lines fieldLines) []error {
 			fail(f+".name", "%q is used twice", s.Name)
 		}
 		sources[s.Name] = true
+		if s.Consume != nil {
+			validateConsume(s.Consume, f, fail)
+		}
 		presetOK := false
 		switch {
 		case s.Preset == "":

@@ -89,12 +89,20 @@ const (
 // LeasedDelivery is a delivery a worker owns until LeaseExpiresAt. If the
 // worker dies, the lease expires and another worker takes the delivery over.
 type LeasedDelivery struct {
-	ID             int64
-	EventID        int64
-	Source         string
-	Key            string
-	Destination    string
-	Attempt        int // the number of this attempt, from 1
+	ID          int64
+	EventID     int64
+	Source      string
+	Key         string
+	Destination string
+	Attempt     int // the number of this attempt, from 1
+	// Type is NewEvent.Type, as stored: a queue destination's subject may
+	// name it, and it travels as X-Oncehook-Type.
+	Type string
+	// Entity is the event's order entity as the provider wrote it
+	// (NewEvent.Order.Entity), "" when its source does not order events:
+	// a Kafka destination's record key, so that an entity's events stay
+	// in one partition, in order.
+	Entity         string
 	ContentType    string
 	Header         http.Header // as stored with the event
 	Body           []byte

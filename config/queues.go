@@ -1,0 +1,208 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Consume makes a source a queue's consumer: its events are the messages
+// of one broker's stream, queue or topic, claimed as intake claims a
+// request's and acknowledged to the broker only once the claim has
+// committed (invariant 19). Exactly one broker is set.
+type Consume struct {
+	NATS  *NATSConsume  `yaml:"nats"`
+	AMQP  *AMQPConsume  `yaml:"amqp"`
+	Kafka *KafkaConsume `yaml:"kafka"`
+	// Verify checks each message's signature with the source's preset, as
+	// intake checks a request's (a queue that carries a provider's signed
+	// events). Off by default: the broker's own credentials authenticate
+	// who may publish.
+	Verify bool `yaml:"verify"`
+}
+
+// Kind names the broker: nats, amqp or kafka ("" when none is set).
+func (c *Consume) Kind() string {
+	switch {
+	case c == nil:
+		return ""
+	case c.NATS != nil:
+		return "nats"
+	case c.AMQP != nil:
+		return "amqp"
+	case c.Kafka != nil:
+		return "kafka"
+	}
+	return ""
+}
+
+// NATSConsume is a JetStream durable pull consumer.
+type NATSConsume struct {
+	URL     string `yaml:"url"`
+	Stream  string `yaml:"stream"`
+	Subject string `yaml:"subject"` // the consumer's filter subject; empty: the whole stream
+	Durable string `yaml:"durable"` // the durable consumer's name (default: oncehook-<source>)
+	// MaxAckPending bounds the messages handed out and not yet acked
+	// (default 256): a backlog of millions never grows memory.
+	MaxAckPending int `yaml:"max_ack_pending"`
+}
+
+// AMQPConsume is a RabbitMQ (AMQP 0-9-1) queue's consumer.
+type AMQPConsume struct {
+	URL   string `yaml:"url"`
+	Queue string `yaml:"queue"`
+	// Prefetch bounds the messages delivered and not yet acked (basic.qos,
+	// default 256).
+	Prefetch int `yaml:"prefetch"`
+}
+
+// KafkaConsume is a Kafka consumer group's member.
+type KafkaConsume struct {
+	Brokers []string `yaml:"brokers"`
+	Topic   string   `yaml:"topic"`
+	Group   string   `yaml:"group"` // default: oncehook-<source>
+	// MaxInFlight bounds the records fetched and not yet committed
+	// (default 1024).
+	MaxInFlight int `yaml:"max_in_flight"`
+}
+
+// Publish makes a destination a queue: each delivery is a publish,
+// acknowledged by the broker, with <source>:<key> as its message id, an
+// attempt like a POST (retries, dead letters, holds). Exactly one broker
+// is set.
+type Publish struct {
+	NATS  *NATSPublish  `yaml:"nats"`
+	AMQP  *AMQPPublish  `yaml:"amqp"`
+	Kafka *KafkaPublish `yaml:"kafka"`
+}
+
+// Kind names the broker: nats, amqp or kafka ("" when none is set).
+func (p *Publish) Kind() string {
+	switch {
+	case p == nil:
+		return ""
+	case p.NATS != nil:
+		return "nats"
+	case p.AMQP != nil:
+		return "amqp"
+	case p.Kafka != nil:
+		return "kafka"
+	}
+	return ""
+}
+
+// NATSPublish publishes to JetStream, waiting for the stream's ack.
+type NATSPublish struct {
+	URL string `yaml:"url"`
+	// Subject may name the event's {source} and {type}.
+	Subject string `yaml:"subject"`
+}
+
+// AMQPPublish publishes persistent messages with publisher confirms.
+type AMQPPublish struct {
+	URL        string `yaml:"url"`
+	Exchange   string `yaml:"exchange"`    // "": the default exchange (routing_key is then the queue)
+	RoutingKey string `yaml:"routing_key"` // may name {source} and {type}
+}
+
+// KafkaPublish produces to a topic with an idempotent producer, acks=all.
+type KafkaPublish struct {
+	Brokers []string `yaml:"brokers"`
+	Topic   string   `yaml:"topic"`
+}
+
+// validateConsume checks a source's consume block; f is the source's path.
+func validateConsume(c *Consume, f string, fail func(field, format string, args ...any)) {
+	n := 0
+	for _, set := range []bool{c.NATS != nil, c.AMQP != nil, c.Kafka != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		fail(f+".consume", "name exactly one broker: nats, amqp or kafka")
+		return
+	}
+	switch {
+	case c.NATS != nil:
+		checkBrokerURL(c.NATS.URL, f+".consume.nats.url", []string{"nats", "tls"}, fail)
+		if c.NATS.Stream == "" {
+			fail(f+".consume.nats.stream", "required: the JetStream stream to consume")
+		}
+		if c.NATS.MaxAckPending < 0 {
+			fail(f+".consume.nats.max_ack_pending", "cannot be negative")
+		}
+	case c.AMQP != nil:
+		checkBrokerURL(c.AMQP.URL, f+".consume.amqp.url", []string{"amqp", "amqps"}, fail)
+		if c.AMQP.Queue == "" {
+			fail(f+".consume.amqp.queue", "required: the queue to consume")
+		}
+		if c.AMQP.Prefetch < 0 {
+			fail(f+".consume.amqp.prefetch", "cannot be negative")
+		}
+	case c.Kafka != nil:
+		checkBrokers(c.Kafka.Brokers, f+".consume.kafka.brokers", fail)
+		if c.Kafka.Topic == "" {
+			fail(f+".consume.kafka.topic", "required: the topic to consume")
+		}
+		if c.Kafka.MaxInFlight < 0 {
+			fail(f+".consume.kafka.max_in_flight", "cannot be negative")
+		}
+	}
+}
+
+// validatePublish checks a destination's publish block; f is its path.
+func validatePublish(p *Publish, f string, fail func(field, format string, args ...any)) {
+	n := 0
+	for _, set := range []bool{p.NATS != nil, p.AMQP != nil, p.Kafka != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		fail(f+".publish", "name exactly one broker: nats, amqp or kafka")
+		return
+	}
+	switch {
+	case p.NATS != nil:
+		checkBrokerURL(p.NATS.URL, f+".publish.nats.url", []string{"nats", "tls"}, fail)
+		if p.NATS.Subject == "" {
+			fail(f+".publish.nats.subject", "required: the subject to publish to (it may name {source} and {type})")
+		}
+	case p.AMQP != nil:
+		checkBrokerURL(p.AMQP.URL, f+".publish.amqp.url", []string{"amqp", "amqps"}, fail)
+		if p.AMQP.Exchange == "" && p.AMQP.RoutingKey == "" {
+			fail(f+".publish.amqp.routing_key", "required with the default exchange: the queue to publish to")
+		}
+	case p.Kafka != nil:
+		checkBrokers(p.Kafka.Brokers, f+".publish.kafka.brokers", fail)
+		if p.Kafka.Topic == "" {
+			fail(f+".publish.kafka.topic", "required: the topic to produce to")
+		}
+	}
+}
+
+func checkBrokerURL(raw, field string, schemes []string, fail func(field, format string, args ...any)) {
+	u, err := url.Parse(raw)
+	ok := err == nil && u.Host != ""
+	if ok {
+		ok = false
+		for _, s := range schemes {
+			ok = ok || u.Scheme == s
+		}
+	}
+	if !ok {
+		fail(field, "%q: want a %s:// URL", Redact(raw), strings.Join(schemes, ":// or "))
+	}
+}
+
+func checkBrokers(brokers []string, field string, fail func(field, format string, args ...any)) {
+	if len(brokers) == 0 {
+		fail(field, "required: at least one host:port")
+	}
+	for i, b := range brokers {
+		if h, p, ok := strings.Cut(b, ":"); !ok || h == "" || p == "" {
+			fail(fmt.Sprintf("%s[%d]", field, i), "%q: want host:port", b)
+		}
+	}
+}
