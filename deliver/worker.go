@@ -15,13 +15,11 @@
 package deliver
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -41,9 +39,7 @@ import (
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
-	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/tracing"
-	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -61,6 +57,9 @@ type Destination struct {
 	// (by default each attempt's span travels, for the destination to
 	// continue the trace).
 	NoTraceparent bool
+	// Sender is the destination's kind: a queue's publisher. Nil: an HTTP
+	// POST to URL (signed with SigningKey), over the worker's client.
+	Sender Sender
 }
 
 // Writer is where a worker's outcomes go and where it gets deliveries: the
@@ -260,6 +259,14 @@ func (w *Worker) SetDestinations(dests []Destination) {
 	m := make(map[string]*Destination, len(dests))
 	for i := range dests {
 		d := dests[i]
+		if d.Sender == nil {
+			s, err := NewHTTPSender(d.URL, d.SigningKey, w.client, w.opts.Now)
+			if err != nil {
+				w.log.Error("destination not usable", "destination", d.Name, "err", err)
+				continue
+			}
+			d.Sender = s
+		}
 		m[d.Name] = &d
 	}
 	w.dests.Store(&m)
@@ -519,38 +526,37 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 			timeout = min(dest.Timeout, d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease)).Sub(w.opts.Now()))
 		}
 	}
-	status, after, location, response, err := w.post(ctx, dest, d, timeout)
+	msg := w.message(ctx, dest, d)
+	sendCtx, cancel := context.WithTimeout(ctx, timeout)
+	res := dest.Sender.Send(sendCtx, msg)
+	timedOut := res.Kind == Retry && errors.Is(sendCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	if res.Kind != Delivered && ctx.Err() != nil {
+		// Shutdown cut the attempt: give the lease back, uncounted, due now.
+		res.Kind = Released
+	}
+	if timedOut {
+		res.Error = fmt.Sprintf("timed out after %s", timeout)
+	}
+	// One place makes what any destination sent back fit to store and show.
+	res.Response, res.Error = storable(res.Response, responseSnippet), storable(res.Error, 1024)
 	if w.opts.Gate != nil {
-		defer func() { w.opts.Gate.Report(ctx, dest.Name, gateOutcome(out, status, after, err, ctx)) }()
+		defer func() { w.opts.Gate.Report(ctx, dest.Name, gateOutcome(res)) }()
 	}
 	out.Duration = w.opts.Now().Sub(start)
-	out.StatusCode, out.Response = status, response
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// Shutdown cut the attempt: give the lease back, uncounted, due now.
+	out.StatusCode, out.Response = res.Status, res.Response
+	switch res.Kind {
+	case Released:
 		out.Kind = store.OutcomeReleased
 		out.NextAttemptAt = w.opts.Now()
 		return out
-	case err == nil && status >= 200 && status < 300:
+	case Delivered:
 		out.Kind = store.OutcomeDelivered
 		w.opts.Metrics.Latency(dest.Name, w.opts.Now().Sub(d.ReceivedAt))
-	case err == nil && IsPermanent(status):
-		out.Kind = store.OutcomeDead
-		out.Error = fmt.Sprintf("permanent failure: HTTP %d", status)
-	case err == nil && status >= 300 && status < 400:
-		// A redirect is the destination's misconfiguration (a wrong URL, a
-		// missing slash, http to https): no retry fixes it, and following
-		// it would POST the event somewhere nobody configured.
-		out.Kind = store.OutcomeDead
-		out.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(redact.URL(location), 256))
+	case Permanent:
+		out.Kind, out.Error = store.OutcomeDead, res.Error
 	default:
-		if err != nil {
-			// net/http quotes the whole URL, and a destination's query
-			// may hold its API key: this text is stored and shown.
-			out.Error = storable(redact.Error(err).Error(), 1024)
-		} else {
-			out.Error = fmt.Sprintf("HTTP %d", status)
-		}
+		out.Error = res.Error
 		if d.Attempt >= dest.Retry.MaxAttempts {
 			out.Kind = store.OutcomeDead
 			out.Error = fmt.Sprintf("gave up after %d attempts: %s", d.Attempt, out.Error)
@@ -558,41 +564,39 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		}
 		out.Kind = store.OutcomeRetry
 		delay := dest.Retry.Backoff(d.Attempt, w.opts.Jitter)
-		if after >= 0 {
+		if res.After >= 0 {
 			// Retry-After is honoured, within the destination's own bounds:
 			// a day-long Retry-After does not park a delivery past max_delay.
-			delay = min(max(after, dest.Retry.BaseDelay), dest.Retry.MaxDelay)
+			delay = min(max(res.After, dest.Retry.BaseDelay), dest.Retry.MaxDelay)
 		}
 		out.NextAttemptAt = w.opts.Now().Add(delay)
-		w.logAttempt(slog.LevelInfo, d, "delivery failed; will retry", "status", status, "err", out.Error, "retry_in", delay.Round(time.Millisecond))
+		w.logAttempt(slog.LevelInfo, d, "delivery failed; will retry", "status", res.Status, "err", out.Error, "retry_in", delay.Round(time.Millisecond))
 	}
 	switch out.Kind {
 	case store.OutcomeDelivered:
 		w.opts.Metrics.Attempt(dest.Name, metrics.Delivered)
-		w.logAttempt(slog.LevelDebug, d, "delivered", "status", status, "duration", out.Duration)
+		w.logAttempt(slog.LevelDebug, d, "delivered", "status", res.Status, "duration", out.Duration)
 	case store.OutcomeDead:
 		w.opts.Metrics.Attempt(dest.Name, metrics.Dead)
-		w.logAttempt(slog.LevelWarn, d, "dead letter", "status", status, "reason", out.Error)
+		w.logAttempt(slog.LevelWarn, d, "dead letter", "status", res.Status, "reason", out.Error)
 	case store.OutcomeRetry:
 		w.opts.Metrics.Attempt(dest.Name, metrics.Retry)
 	}
 	return out
 }
 
-// gateOutcome is how flow control counts an attempt: 2xx a success; what
-// is retried (5xx, 429, a timeout, a connection error) a failure; a
-// permanent answer or a shutdown neither.
-func gateOutcome(out store.Outcome, status int, after time.Duration, err error, ctx context.Context) hold.Outcome {
+// gateOutcome is how flow control counts an attempt: delivered a success;
+// what is retried (5xx, 429, a timeout, a connection error, a broker that
+// nacked or is gone) a failure; a permanent answer or a shutdown neither.
+func gateOutcome(res Result) hold.Outcome {
 	var o hold.Outcome
-	switch {
-	case err != nil && ctx.Err() != nil:
-	case out.Kind == store.OutcomeDelivered:
+	switch res.Kind {
+	case Delivered:
 		o.Success = true
-	case err == nil && (IsPermanent(status) || (status >= 300 && status < 400)):
-	default:
-		o.Failure, o.Reason = true, out.Error
-		if status == http.StatusTooManyRequests && after > 0 {
-			o.RetryAfter = after
+	case Retry:
+		o.Failure, o.Reason = true, res.Error
+		if res.Status == http.StatusTooManyRequests && res.After > 0 {
+			o.RetryAfter = res.After
 		}
 	}
 	return o
@@ -637,29 +641,27 @@ func storable(s string, limit int) string {
 // attempt, for the operator.
 const responseSnippet = 256
 
-// post makes one HTTP attempt, bounded by timeout. It returns the status (0
-// without an answer), the Retry-After delay to honour (-1 when none), the
-// Location of a redirect, the start of the answer, and a transport error.
-func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDelivery, timeout time.Duration) (int, time.Duration, string, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest.URL, bytes.NewReader(d.Body))
-	if err != nil {
-		return 0, -1, "", "", err
+// message is what an attempt of d sends to dest: the event and what
+// travels with it, whatever the destination's kind.
+func (w *Worker) message(ctx context.Context, dest *Destination, d store.LeasedDelivery) *Message {
+	m := &Message{
+		Source: d.Source, Key: d.Key, Type: d.Type, Destination: d.Destination, Attempt: d.Attempt,
+		IdempotencyKey: IdempotencyKey(d.Source, d.Key), ContentType: d.ContentType, Body: d.Body,
+		ReceivedAt: d.ReceivedAt, Entity: d.Entity,
+		Header: make(http.Header, len(d.Header)+len(dest.Headers)+6),
 	}
-	h := req.Header
+	h := m.Header
 	for k, v := range d.Header { // the provider's routing headers, as received
 		h[k] = v
 	}
 	for k, v := range dest.Headers {
 		h.Set(k, v)
 	}
-	if d.ContentType != "" {
-		h.Set("Content-Type", d.ContentType)
-	}
-	h.Set("User-Agent", "oncehook")
-	h.Set("Idempotency-Key", IdempotencyKey(d.Source, d.Key))
+	h.Set("Idempotency-Key", m.IdempotencyKey)
 	h.Set("X-Oncehook-Source", d.Source)
+	if d.Type != "" {
+		h.Set("X-Oncehook-Type", headerSafe(d.Type))
+	}
 	h.Set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
 	if w.opts.Tracer != nil && !dest.NoTraceparent {
 		// The attempt's span: the destination continues the trace.
@@ -672,29 +674,5 @@ func (w *Worker) post(ctx context.Context, dest *Destination, d store.LeasedDeli
 		h.Set(StaleHeader, "true")
 		h.Set(CurrentVersionHeader, headerSafe(d.CurrentVersion))
 	}
-	if dest.SigningKey != nil {
-		id := MessageID(d.Source, d.Key)
-		now := w.opts.Now()
-		h.Set("webhook-id", id)
-		h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-		h.Set("webhook-signature", provider.SignStandard(dest.SigningKey, id, now, d.Body))
-	}
-	resp, err := w.client.Do(req)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("timed out after %s", timeout)
-		}
-		return 0, -1, "", "", err
-	}
-	defer resp.Body.Close()
-	// Keep the start of the answer for the operator; drain a little more so
-	// the connection can be reused. The rest is not ours.
-	head := make([]byte, responseSnippet)
-	n, _ := io.ReadFull(resp.Body, head)
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	after := time.Duration(-1)
-	if ra, ok := retryAfter(resp, w.opts.Now()); ok {
-		after = ra
-	}
-	return resp.StatusCode, after, resp.Header.Get("Location"), storable(string(head[:n]), responseSnippet), nil
+	return m
 }

@@ -67,6 +67,11 @@ type Source struct {
 	// store.Order); an event it finds no place for is delivered outside
 	// the order, and counted.
 	Order *Order
+	// Elsewhere, when set, says where the source's events come from
+	// instead of HTTP ("the NATS stream ORDERS", "the outbox"): POST
+	// /in/{name} answers 404 saying so, and only Accept takes its events.
+	// Its preset may be unsigned: the transport authenticates.
+	Elsewhere string
 
 	all    []string    // every destination: the deliveries of an event when nothing is routed
 	routed bool        // some destination wants only some events
@@ -297,10 +302,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // count counts a request's outcome, and says it on the request's span.
-func (h *Handler) count(r *http.Request, source, outcome string) {
+func (h *Handler) count(ctx context.Context, source, outcome string) {
 	h.metrics.Request(source, outcome)
 	if h.tracer != nil {
-		trace.SpanFromContext(r.Context()).SetAttributes(tracing.Verdict.String(outcome))
+		trace.SpanFromContext(ctx).SetAttributes(tracing.Verdict.String(outcome))
 	}
 }
 
@@ -313,12 +318,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		// to grow the metric's cardinality. The name is kept among the
 		// recent unknown ones (the dashboard shows them) and logged at a
 		// bounded rate.
-		h.count(r, "", ReasonUnknownSource)
+		h.count(r.Context(), "", ReasonUnknownSource)
 		if log, suppressed := h.unknown.seen(name, h.now()); log {
 			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
 				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
 		}
 		httpapi.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
+		return
+	}
+	if src.Elsewhere != "" {
+		h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" takes no HTTP requests: its events come from "+src.Elsewhere)
 		return
 	}
 	token := r.PathValue("token")
@@ -361,19 +370,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	preq := &provider.Request{Method: r.Method, URL: absoluteURL(r), Header: r.Header, Body: body, PathToken: token}
-	now := h.now()
+	env := Envelope{Header: r.Header, Body: body, ReceivedAt: h.now(), Method: r.Method, URL: absoluteURL(r),
+		PathToken: token, Client: h.client(r)}
+	preq := &provider.Request{Method: r.Method, URL: env.URL, Header: r.Header, Body: body, PathToken: token}
 
 	// A provider's endpoint check (WhatsApp's GET, Slack's url_verification)
 	// is answered here and creates no event.
 	if hs, ok := src.Preset.(provider.Handshaker); ok {
-		reply, isHandshake, err := hs.Handshake(preq, now)
+		reply, isHandshake, err := hs.Handshake(preq, env.ReceivedAt)
 		if isHandshake {
 			if err != nil {
 				h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
 				return
 			}
-			h.count(r, name, metrics.Handshake)
+			h.count(r.Context(), name, metrics.Handshake)
 			// The reply echoes what the caller sent (hub.challenge): never
 			// let a browser sniff it into something else.
 			w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -391,155 +401,33 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// 2. Authenticity, before anything in the body is trusted or parsed.
-	if err := src.Preset.Verify(preq, now); err != nil {
-		if src.DiscardUnauthorized {
-			h.count(r, name, ReasonDiscarded)
-			h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", h.client(r))
-			httpapi.WriteJSON(w, http.StatusOK, Response{Status: StatusDiscarded, Events: []EventResult{}})
-			return
-		}
-		h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
-		return
-	}
-
-	// 3. Split into events and take each one's key.
-	// A preset that builds its items counts them against this before
-	// building each (413 below), rather than being checked once they all
-	// are in memory: a 640 KB WhatsApp batch grew the process by 270 MB.
-	preq.MaxItemBytes = maxExpansion*int64(len(body)) + expansionSlack
-	items, err := src.Preset.Items(preq)
-	if err != nil {
-		if errors.Is(err, provider.ErrTooLarge) {
-			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge,
-				"the batch's events would hold over 4 times the request's "+strconv.Itoa(len(body))+" bytes (+64 KiB)")
-		} else if errors.Is(err, provider.ErrMalformed) {
-			h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, err.Error())
-		} else {
-			h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, "could not read the events")
-		}
-		return
-	}
-	// What the split produced is held in memory too, until the answer, and
-	// stored: it is bounded, and counted against the budget.
-	if split := splitBytes(body, items); split > 0 {
-		if split > maxExpansion*int64(len(body))+expansionSlack {
-			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge,
-				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
-					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)")
-			return
-		}
+	// 2–4. Verify, split, key and claim: the core every transport shares
+	// (Accept). What a batch's split holds beyond the body is taken from
+	// the request's share of the in-flight budget.
+	env.Reserve = func(ctx context.Context, split int64) error {
 		if room := held.room(); split > room {
 			// Beside its body the batch could never fit in the source's
 			// share of max_inflight_bytes, however long it waited: the
 			// budget is a bound, not a wish.
-			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge,
-				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
+			return rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's events would hold "+strconv.FormatInt(split, 10)+
 					" bytes beside the request's "+strconv.Itoa(len(body))+": over this source's share of max_inflight_bytes")
-			return
 		}
-		if err := held.acquire(r.Context(), split); err != nil {
-			h.overloaded(w, r, name)
-			return
+		if err := held.acquire(ctx, split); err != nil {
+			return rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
 		}
+		return nil
 	}
-	contentType := r.Header.Get("Content-Type")
-	if ct, ok := src.Preset.(provider.ContentTyper); ok {
-		contentType = ct.ContentType(preq)
-	}
-	if len(contentType) > maxContentType || !utf8.ValidString(contentType) {
-		// It is stored and sent back out with every delivery: a value no
-		// store or destination would take must fail here, alone.
-		h.reject(w, r, name, http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8")
-		return
-	}
-	events, ok := newEvents(src, items, r, preq, contentType, now)
-	if !ok {
-		h.reject(w, r, name, http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request")
-		return
-	}
-
-	// 4. Claim and persist; answer only once durable. Events the hot set
-	// knows are committed are duplicates for certain and skip the queue.
-	claims := make([]store.Claim, len(events))
-	pending := make([]store.NewEvent, 0, len(events))
-	for i, e := range events {
-		if !e.Keyless && h.seen.Has(name, e.Key, now) {
-			claims[i].Duplicate = true
-			continue
-		}
-		pending = append(pending, e)
-	}
-	if len(pending) > 0 {
-		ctx := r.Context()
-		var claim trace.Span
-		if h.tracer != nil {
-			// The claim is the wait for the durable commit.
-			ctx, claim = h.tracer.Start(ctx, "claim", trace.WithAttributes(tracing.Events.Int(len(pending))))
-		}
-		got, err := h.claimer.Claim(ctx, pending)
-		if claim != nil {
-			claim.End()
-		}
-		if errors.Is(err, store.ErrRejected) {
-			h.log.Error("the store refused this request's events; answering 500", "source", name, "err", bounded(err.Error()))
-			h.reject(w, r, name, http.StatusInternalServerError, ReasonStoreRejected, "the events could not be stored")
-			return
-		}
-		if err != nil {
-			h.log.Error("claim failed; answering 503", "source", name, "err", bounded(err.Error()))
+	resp, rej := h.accept(r.Context(), src, env)
+	if rej != nil {
+		switch rej.Reason {
+		case ReasonUnavailable:
 			w.Header().Set("Retry-After", "5")
-			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later")
-			return
+		case ReasonOverloaded:
+			w.Header().Set("Retry-After", "1")
 		}
-		j := 0
-		for i := range claims {
-			if claims[i].Duplicate {
-				continue // answered by the hot set
-			}
-			claims[i] = got[j]
-			if c := got[j]; !pending[j].Keyless && !c.ExpiresAt.IsZero() {
-				// Committed, new or not: the key is in the store until the
-				// stored expiry, and the set must not outlive it.
-				h.seen.Add(name, pending[j].Key, c.ExpiresAt)
-			}
-			j++
-		}
-	}
-
-	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
-	if len(events) == 0 {
-		resp.Status = StatusAccepted // a batch with no updates: nothing to store, nothing to retry
-	}
-	for i, c := range claims {
-		res := EventResult{Key: events[i].Key, Status: StatusAccepted, Keyless: events[i].Keyless}
-		verdict := StatusAccepted
-		switch {
-		case c.Duplicate:
-			res.Status, verdict = StatusDuplicate, StatusDuplicate
-			h.metrics.Copy(name, events[i].Key, now)
-			if h.onDup != nil {
-				h.onDup(name, events[i].Key, events[i].Body)
-			}
-		case events[i].Keyless:
-			verdict = metrics.Keyless
-		}
-		if !c.Duplicate {
-			resp.Status = StatusAccepted
-			h.metrics.Stored(name, events[i].Type)
-			if src.Order != nil && events[i].Order.Entity == "" {
-				h.metrics.Unordered(name)
-			}
-			if len(events[i].Destinations) == 0 && len(events[i].Filtered) > 0 {
-				h.metrics.Filtered(name)
-			}
-		}
-		h.metrics.Event(name, verdict)
-		resp.Events[i] = res
-	}
-	h.count(r, name, resp.Status)
-	if h.tracer != nil {
-		trace.SpanFromContext(r.Context()).SetAttributes(tracing.Events.Int(len(events)))
+		httpapi.WriteJSON(w, rej.Status, rej.ErrorResponse())
+		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, resp)
 }
@@ -577,7 +465,7 @@ func (h *Handler) overloaded(w http.ResponseWriter, r *http.Request, source stri
 
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {
 	msg = bounded(msg)
-	h.count(r, source, reason)
+	h.count(r.Context(), source, reason)
 	if h.tracer != nil && status >= 500 {
 		trace.SpanFromContext(r.Context()).SetStatus(codes.Error, reason)
 	}
@@ -675,9 +563,8 @@ func absoluteURL(r *http.Request) *url.URL {
 // (or a keyless one), its type, and the deliveries its source's routes
 // pick (package route decides). It is false when an item has no key and
 // the source rejects such events.
-func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provider.Request, contentType string, now time.Time) ([]store.NewEvent, bool) {
-	forward := forwardHeaders(src.Preset, r.Header)
-	traceparent := tracing.Inject(r.Context()) // once per request; "" when not traced
+func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) ([]store.NewEvent, bool) {
+	forward := forwardHeaders(src.Preset, header)
 	events := make([]store.NewEvent, len(items))
 	var query url.Values // read once, when a route asks for it
 	for i, it := range items {
@@ -698,12 +585,12 @@ func newEvents(src *Source, items []provider.Item, r *http.Request, preq *provid
 		}
 		if src.routed {
 			if query == nil {
-				query = preq.URL.Query()
+				query = u.Query()
 			}
-			e.Destinations, e.Filtered = src.plan.Pick(it.Type, &route.Input{Body: it.Body, Header: r.Header, Query: query, Path: r.URL.Path})
+			e.Destinations, e.Filtered = src.plan.Pick(it.Type, &route.Input{Body: it.Body, Header: header, Query: query, Path: u.Path})
 		}
 		if src.Order != nil {
-			e.Order = src.Order.place(r.Header, it.Body, now)
+			e.Order = src.Order.place(header, it.Body, now)
 		}
 		if it.Key == "" {
 			if src.RejectMissingKey {

@@ -1,0 +1,109 @@
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/provider"
+)
+
+// HTTPSender POSTs each delivery to a URL: the destination kind every
+// destination with a url: is.
+type HTTPSender struct {
+	URL *url.URL
+	// SigningKey, when set, signs each delivery the Standard Webhooks way
+	// (webhook-id, webhook-timestamp, webhook-signature).
+	SigningKey []byte
+	Client     *http.Client
+	Now        func() time.Time
+}
+
+// NewHTTPSender is the sender of a destination at rawURL (validated by the
+// config), over client.
+func NewHTTPSender(rawURL string, signingKey []byte, client *http.Client, now func() time.Time) (*HTTPSender, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("destination url: %w", redact.Error(err))
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &HTTPSender{URL: u, SigningKey: signingKey, Client: client, Now: now}, nil
+}
+
+// Close does nothing: the worker's client is shared.
+func (s *HTTPSender) Close() error { return nil }
+
+// Send POSTs m and classifies the answer: 2xx delivered; 400, 401, 403,
+// 404, 410 and 422 permanent (IsPermanent); a redirect permanent too (a
+// misconfigured URL no retry fixes, and following it would POST the event
+// somewhere nobody configured); anything else, and no answer, a retry,
+// with Retry-After honoured on 429 and 503.
+func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
+	u := s.URL
+	if m.Path != "" || m.Query != nil {
+		c := *s.URL
+		if m.Path != "" {
+			c.Path, c.RawPath = m.Path, ""
+		}
+		if m.Query != nil {
+			c.RawQuery = m.Query.Encode()
+		}
+		u = &c
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(m.Body))
+	if err != nil {
+		return Result{Kind: Permanent, After: -1, Error: redact.Error(err).Error()}
+	}
+	h := req.Header
+	for k, v := range m.Header {
+		h[k] = v
+	}
+	if m.ContentType != "" {
+		h.Set("Content-Type", m.ContentType)
+	}
+	h.Set("User-Agent", "oncehook")
+	if s.SigningKey != nil {
+		id := MessageID(m.Source, m.Key)
+		now := s.Now()
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		h.Set("webhook-signature", provider.SignStandard(s.SigningKey, id, now, m.Body))
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		// (A timeout is said by the worker, which knows the deadline.)
+		// net/http quotes the whole URL, and a destination's query may
+		// hold its API key: this text is stored and shown.
+		return Result{Kind: Retry, After: -1, Error: redact.Error(err).Error()}
+	}
+	defer resp.Body.Close()
+	// Keep the start of the answer for the operator; drain a little more so
+	// the connection can be reused. The rest is not ours.
+	head := make([]byte, responseSnippet)
+	n, _ := io.ReadFull(resp.Body, head)
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	res := Result{Status: resp.StatusCode, After: -1, Response: string(head[:n])}
+	switch status := resp.StatusCode; {
+	case status >= 200 && status < 300:
+		res.Kind = Delivered
+	case IsPermanent(status):
+		res.Kind, res.Error = Permanent, fmt.Sprintf("permanent failure: HTTP %d", status)
+	case status >= 300 && status < 400:
+		res.Kind = Permanent
+		res.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(redact.URL(resp.Header.Get("Location")), 256))
+	default:
+		res.Kind, res.Error = Retry, fmt.Sprintf("HTTP %d", status)
+		if ra, ok := retryAfter(resp, s.Now()); ok {
+			res.After = ra
+		}
+	}
+	return res
+}

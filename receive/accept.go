@@ -1,0 +1,294 @@
+package receive
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/tracing"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/store"
+)
+
+// Envelope is what a transport brought for one source: one HTTP request's
+// body and headers, one message from a queue, one publish from the
+// outbox. Accept makes events of it the same way whatever carried it.
+type Envelope struct {
+	// Header is the request's headers, or the message's headers or
+	// attributes, under canonical keys.
+	Header http.Header
+	// Body is the raw bytes, exactly as received: a signature covers them.
+	Body []byte
+	// ReceivedAt is when the transport took it (zero: now).
+	ReceivedAt time.Time
+	// Trace is the W3C traceparent the events' deliveries continue; empty:
+	// the span in Accept's context, if any.
+	Trace string
+	// Method, URL and PathToken are HTTP's, for the presets that read them
+	// (Twilio signs the URL, some providers send a secret in the path). A
+	// queue leaves them unset: Method is then POST.
+	Method    string
+	URL       *url.URL
+	PathToken string
+	// SkipVerify says the transport authenticated the envelope itself: a
+	// queue source without verify: true (the broker's credentials say who
+	// may publish), the outbox (the caller's own transaction or API token).
+	SkipVerify bool
+	// Key, when set, is the event's key as the caller gives it (the
+	// outbox's Idempotency-Key): the source's key rules are not read. Only
+	// for an envelope that is one event.
+	Key string
+	// Client names where the envelope came from, for the log: a request's
+	// address, a queue's name.
+	Client string
+	// Reserve, when set, is asked for n more bytes before a batch's split
+	// (which holds memory beyond the body until the answer) is taken on:
+	// HTTP's in-flight budget. An error it returns rejects the envelope; a
+	// *Rejection says how.
+	Reserve func(ctx context.Context, n int64) error
+}
+
+// Rejection is why Accept did not take an envelope: a named reason (the
+// Reason constants), the status HTTP answers for it, and a detail that
+// quotes no secret. Accept counts and logs it; a transport decides what
+// it means for its client (an HTTP answer, a message acked as poison, or
+// left for the broker to redeliver when the store was unavailable).
+type Rejection struct {
+	Status int
+	Reason string
+	Detail string
+}
+
+func (r *Rejection) Error() string { return r.Reason + ": " + r.Detail }
+
+// Temporary reports whether the same envelope may be taken later: the
+// store could not commit, or memory was short. Anything else (a bad
+// signature, a malformed body, no key) would be rejected again.
+func (r *Rejection) Temporary() bool {
+	return r.Reason == ReasonUnavailable || r.Reason == ReasonOverloaded
+}
+
+// ErrorResponse is what HTTP answers for it.
+func (r *Rejection) ErrorResponse() ErrorResponse {
+	return ErrorResponse{Error: r.Detail, Reason: r.Reason}
+}
+
+func rejection(status int, reason, detail string) *Rejection {
+	return &Rejection{Status: status, Reason: reason, Detail: bounded(detail)}
+}
+
+// Accept takes one envelope for the named source, whatever transport
+// brought it: it verifies it (unless SkipVerify), splits it into events,
+// takes each one's key, type, routes and place in its entity's order,
+// claims them through the group committer, and returns each event's
+// verdict only once the transaction holding them is durable (invariants 1
+// and 19: a 200, an ack, a publish's answer all mean committed). A
+// duplicate is a verdict, not an error. Every outcome is counted as
+// intake's are, so a queue's duplicates land in the same rollups as a
+// webhook's. The error is a *Rejection.
+func (h *Handler) Accept(ctx context.Context, source string, env Envelope) (Response, error) {
+	src, ok := h.table.Load().sources[source]
+	if !ok {
+		h.metrics.Request("", ReasonUnknownSource)
+		return Response{}, rejection(http.StatusNotFound, ReasonUnknownSource, "no source named "+source)
+	}
+	resp, rej := h.accept(ctx, src, env)
+	if rej != nil {
+		return resp, rej
+	}
+	return resp, nil
+}
+
+// accept is Accept for a source in hand. Its steps follow intake's: the
+// transport has read the body (step 1).
+func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Response, *Rejection) {
+	name := src.Name
+	now := env.ReceivedAt
+	if now.IsZero() {
+		now = h.now()
+	}
+	method := env.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	u := env.URL
+	if u == nil {
+		u = &url.URL{}
+	}
+	preq := &provider.Request{Method: method, URL: u, Header: env.Header, Body: env.Body, PathToken: env.PathToken}
+
+	// 2. Authenticity, before anything in the body is trusted or parsed.
+	if !env.SkipVerify {
+		if err := src.Preset.Verify(preq, now); err != nil {
+			if src.DiscardUnauthorized {
+				h.count(ctx, name, ReasonDiscarded)
+				h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
+				return Response{Status: StatusDiscarded, Events: []EventResult{}}, nil
+			}
+			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
+		}
+	}
+
+	// 3. Split into events and take each one's key.
+	// A preset that builds its items counts them against this before
+	// building each (413 below), rather than being checked once they all
+	// are in memory: a 640 KB WhatsApp batch grew the process by 270 MB.
+	body := env.Body
+	preq.MaxItemBytes = maxExpansion*int64(len(body)) + expansionSlack
+	items, err := src.Preset.Items(preq)
+	if err != nil {
+		var rej *Rejection
+		switch {
+		case errors.Is(err, provider.ErrTooLarge):
+			rej = rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's events would hold over 4 times the request's "+strconv.Itoa(len(body))+" bytes (+64 KiB)")
+		case errors.Is(err, provider.ErrMalformed):
+			rej = rejection(http.StatusBadRequest, ReasonMalformed, err.Error())
+		default:
+			rej = rejection(http.StatusBadRequest, ReasonMalformed, "could not read the events")
+		}
+		return Response{}, h.rejected(ctx, name, env.Client, rej)
+	}
+	if env.Key != "" {
+		if len(items) != 1 {
+			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
+				"a key given with the body names one event; this body is "+strconv.Itoa(len(items))))
+		}
+		items[0].Key = env.Key
+	}
+	// What the split produced is held in memory too, until the answer, and
+	// stored: it is bounded, and counted against the transport's budget.
+	if split := splitBytes(body, items); split > 0 {
+		if split > maxExpansion*int64(len(body))+expansionSlack {
+			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
+					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)"))
+		}
+		if env.Reserve != nil {
+			if err := env.Reserve(ctx, split); err != nil {
+				var rej *Rejection
+				if !errors.As(err, &rej) {
+					rej = rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+				}
+				return Response{}, h.rejected(ctx, name, env.Client, rej)
+			}
+		}
+	}
+	contentType := env.Header.Get("Content-Type")
+	if ct, ok := src.Preset.(provider.ContentTyper); ok {
+		contentType = ct.ContentType(preq)
+	}
+	if len(contentType) > maxContentType || !utf8.ValidString(contentType) {
+		// It is stored and sent back out with every delivery: a value no
+		// store or destination would take must fail here, alone.
+		return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8"))
+	}
+	traceparent := env.Trace
+	if traceparent == "" {
+		traceparent = tracing.Inject(ctx) // "" when not traced
+	}
+	events, ok := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
+	if !ok {
+		return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request"))
+	}
+
+	// 4. Claim and persist; answer only once durable. Events the hot set
+	// knows are committed are duplicates for certain and skip the queue.
+	claims := make([]store.Claim, len(events))
+	pending := make([]store.NewEvent, 0, len(events))
+	for i, e := range events {
+		if !e.Keyless && h.seen.Has(name, e.Key, now) {
+			claims[i].Duplicate = true
+			continue
+		}
+		pending = append(pending, e)
+	}
+	if len(pending) > 0 {
+		cctx := ctx
+		var claim trace.Span
+		if h.tracer != nil {
+			// The claim is the wait for the durable commit.
+			cctx, claim = h.tracer.Start(ctx, "claim", trace.WithAttributes(tracing.Events.Int(len(pending))))
+		}
+		got, err := h.claimer.Claim(cctx, pending)
+		if claim != nil {
+			claim.End()
+		}
+		if errors.Is(err, store.ErrRejected) {
+			h.log.Error("the store refused these events", "source", name, "err", bounded(err.Error()))
+			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusInternalServerError, ReasonStoreRejected, "the events could not be stored"))
+		}
+		if err != nil {
+			h.log.Error("claim failed", "source", name, "err", bounded(err.Error()))
+			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later"))
+		}
+		j := 0
+		for i := range claims {
+			if claims[i].Duplicate {
+				continue // answered by the hot set
+			}
+			claims[i] = got[j]
+			if c := got[j]; !pending[j].Keyless && !c.ExpiresAt.IsZero() {
+				// Committed, new or not: the key is in the store until the
+				// stored expiry, and the set must not outlive it.
+				h.seen.Add(name, pending[j].Key, c.ExpiresAt)
+			}
+			j++
+		}
+	}
+
+	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
+	if len(events) == 0 {
+		resp.Status = StatusAccepted // a batch with no updates: nothing to store, nothing to retry
+	}
+	for i, c := range claims {
+		res := EventResult{Key: events[i].Key, Status: StatusAccepted, Keyless: events[i].Keyless}
+		verdict := StatusAccepted
+		switch {
+		case c.Duplicate:
+			res.Status, verdict = StatusDuplicate, StatusDuplicate
+			h.metrics.Copy(name, events[i].Key, now)
+			if h.onDup != nil {
+				h.onDup(name, events[i].Key, events[i].Body)
+			}
+		case events[i].Keyless:
+			verdict = metrics.Keyless
+		}
+		if !c.Duplicate {
+			resp.Status = StatusAccepted
+			h.metrics.Stored(name, events[i].Type)
+			if src.Order != nil && events[i].Order.Entity == "" {
+				h.metrics.Unordered(name)
+			}
+			if len(events[i].Destinations) == 0 && len(events[i].Filtered) > 0 {
+				h.metrics.Filtered(name)
+			}
+		}
+		h.metrics.Event(name, verdict)
+		resp.Events[i] = res
+	}
+	h.count(ctx, name, resp.Status)
+	if h.tracer != nil {
+		trace.SpanFromContext(ctx).SetAttributes(tracing.Events.Int(len(events)))
+	}
+	return resp, nil
+}
+
+// rejected counts and logs a rejection, says it on the span, and returns it.
+func (h *Handler) rejected(ctx context.Context, source, client string, rej *Rejection) *Rejection {
+	h.count(ctx, source, rej.Reason)
+	if h.tracer != nil && rej.Status >= 500 {
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, rej.Reason)
+	}
+	h.log.Info("request rejected", "source", source, "status", rej.Status, "reason", rej.Reason,
+		"detail", rej.Detail, "client", client)
+	return rej
+}
