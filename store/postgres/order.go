@@ -189,7 +189,7 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 				SELECT destination, order_entity, id, $3 FROM l ORDER BY destination COLLATE "C", order_entity COLLATE "C"
 				ON CONFLICT (destination, entity) DO UPDATE SET inflight_id = EXCLUDED.inflight_id, inflight_until = EXCLUDED.inflight_until
 			)
-			SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, `+bodyOf+`, e.received_at, e.trace
+			SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, `+bodyOf+`, e.received_at, e.trace, e.type
 			FROM l JOIN events e ON e.id = l.event_id `+withBody+` ORDER BY l.id`, ids, token, expires, now)
 	}
 	for _, k := range plan.Wake {
@@ -213,10 +213,11 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 				var d store.LeasedDelivery
 				var header string
 				var received time.Time
-				err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace)
+				err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace, &d.Type)
 				d.Header, d.ReceivedAt = store.DecodeHeader(header), s.fromDB(received)
 				p := info[d.ID]
 				d.LeaseToken, d.LeaseExpiresAt, d.Ordered, d.Stale, d.CurrentVersion = token, s.fromDB(expires), true, p.Stale, p.Current
+				_, d.Entity = store.SplitOrderKey(p.Entity) // the plan has it as stored: source/entity
 				return d, err
 			})
 			if err != nil {

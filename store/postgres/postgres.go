@@ -340,18 +340,18 @@ const commitSQL = `WITH input AS (
 		FROM due WHERE d.id = due.id
 		RETURNING d.id, d.event_id, d.destination, d.attempts
 	)
-	SELECT 1, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz, NULL::text FROM inserted
+	SELECT 1, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz, NULL::text, NULL::text FROM inserted
 	UNION ALL
-	SELECT 2, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL, NULL FROM existing
+	SELECT 2, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL, NULL, NULL FROM existing
 	UNION ALL
-	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL, NULL
+	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL, NULL, NULL
 	FROM delivered dl JOIN inserted i ON i.id = dl.event_id WHERE dl.leased
 	UNION ALL
-	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, ` + bodyOf + `, e.received_at, e.trace
+	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, ` + bodyOf + `, e.received_at, e.trace, e.type
 	FROM leased l JOIN events e ON e.id = l.event_id ` + withBody + `
 	UNION ALL
 	-- 5: ordered deliveries are due, for the ordered lease step.
-	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL, NULL
+	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL, NULL, NULL
 	WHERE $14 AND EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND order_entity IS NOT NULL
 		AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
 		AND NOT (destination = ANY($16::text[])))`
@@ -453,7 +453,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 			for rs.Next() {
 				var r commitRow
 				if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
-					&r.contentType, &r.headers, &r.body, &r.received, &r.trace); err != nil {
+					&r.contentType, &r.headers, &r.body, &r.received, &r.trace, &r.eventType); err != nil {
 					rs.Close()
 					br.Close()
 					return err
@@ -513,6 +513,7 @@ type commitRow struct {
 	contentType, headers *string
 	body                 []byte
 	trace                *string
+	eventType            *string // kind 4; a hand-off's is the NewEvent's
 }
 
 // committed turns commitSQL's rows into claims (one per event, in order)
@@ -552,12 +553,15 @@ func (s *Store) committed(events []store.NewEvent, rows []commitRow, token strin
 			}
 			d := store.LeasedDelivery{ID: r.deliveryID, EventID: r.eventID, Source: r.source, Key: r.key, Destination: r.destination,
 				Attempt: r.attempt, LeaseToken: token, LeaseExpiresAt: s.fromDB(expires)}
+			// Entity stays "" on both kinds: neither hands off nor leases a
+			// delivery in an order (the ordered lease step does).
 			if kind == 3 {
 				e := events[first[ident{r.source, r.key}]]
 				d.ContentType, d.Header, d.Body, d.ReceivedAt, d.Trace = e.ContentType, e.Header, e.Body, e.ReceivedAt, e.Trace
+				d.Type = e.Type
 			} else {
 				d.ContentType, d.Header, d.Body, d.ReceivedAt = deref(r.contentType), store.DecodeHeader(deref(r.headers)), r.body, s.fromDB(*r.received)
-				d.Trace = deref(r.trace)
+				d.Trace, d.Type = deref(r.trace), deref(r.eventType)
 			}
 			out.Leased = append(out.Leased, d)
 		}

@@ -111,7 +111,7 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, e store.NewEvent, 
 		return nil, false, failed("hold entity", err)
 	}
 	return &store.LeasedDelivery{ID: did, EventID: id, Source: e.Source, Key: e.Key, Destination: dest, Attempt: 1,
-		ContentType: e.ContentType, Header: e.Header, ReceivedAt: fromMS(received),
+		Type: e.Type, Entity: e.Order.Entity, ContentType: e.ContentType, Header: e.Header, ReceivedAt: fromMS(received),
 		LeaseToken: token, LeaseExpiresAt: fromMS(expires), Ordered: true, Trace: e.Trace}, false, nil
 }
 
@@ -218,6 +218,7 @@ func (s *Store) orderStep(ctx context.Context, tx *sql.Tx, l store.Lease, limit 
 	for _, p := range plan.Lease {
 		d := store.LeasedDelivery{ID: p.ID, Destination: p.Destination, LeaseToken: token, LeaseExpiresAt: fromMS(ms(expires)),
 			Ordered: true, Stale: p.Stale, CurrentVersion: p.Current}
+		_, d.Entity = store.SplitOrderKey(p.Entity) // the plan has it as stored: source/entity
 		err := s.order(ctx, tx, leaseOrderedSQL).QueryRowContext(ctx, token, ms(expires), ms(expires), ms(now), p.ID).Scan(&d.EventID, &d.Attempt)
 		if err != nil {
 			return nil, false, failed("lease ordered delivery", err)
@@ -228,7 +229,7 @@ func (s *Store) orderStep(ctx context.Context, tx *sql.Tx, l store.Lease, limit 
 		}
 		var received int64
 		var header string
-		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace); err != nil {
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace, &d.Type); err != nil {
 			return nil, false, unavailable("load event", err)
 		}
 		d.Header = store.DecodeHeader(header)

@@ -89,7 +89,7 @@ func (s *Store) prepare(ctx context.Context) error {
 				AND destination NOT IN (SELECT value FROM json_each(?)) AND order_entity IS NULL
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING id, event_id, destination, attempts`,
-		&s.stmt.loadEvent: `SELECT e.source, e.key, e.content_type, e.headers, COALESCE(b.body, e.body), e.received_at, e.trace
+		&s.stmt.loadEvent: `SELECT e.source, e.key, e.content_type, e.headers, COALESCE(b.body, e.body), e.received_at, e.trace, e.type
 			FROM events e LEFT JOIN bodies b ON b.event_id = e.id WHERE e.id = ?`,
 		&s.stmt.insertBody: `INSERT INTO bodies (event_id, body) VALUES (?, ?)`,
 		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?,
@@ -419,7 +419,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 				return nil, nil, failed("create delivery", err)
 			}
 			handed = append(handed, store.LeasedDelivery{
-				ID: did, EventID: id, Source: e.Source, Key: e.Key, Destination: d, Attempt: 1,
+				ID: did, EventID: id, Source: e.Source, Key: e.Key, Destination: d, Attempt: 1, Type: e.Type,
 				ContentType: e.ContentType, Header: e.Header, Body: body, ReceivedAt: fromMS(ms(e.ReceivedAt)),
 				LeaseToken: token, LeaseExpiresAt: fromMS(ms(expires)), Trace: e.Trace,
 			})
@@ -454,7 +454,9 @@ func (s *Store) leaseDue(ctx context.Context, tx *sql.Tx, now time.Time, lease t
 		d := &leased[i]
 		var received int64
 		var header string
-		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace); err != nil {
+		// Entity stays "": this statement leases only deliveries outside
+		// an order (order_entity NULL); the ordered step leases the rest.
+		if err := load.QueryRowContext(ctx, d.EventID).Scan(&d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace, &d.Type); err != nil {
 			return nil, unavailable("load event", err)
 		}
 		d.Header = store.DecodeHeader(header)

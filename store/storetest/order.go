@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -447,4 +448,61 @@ func testEventTrace(t *testing.T, s store.Store) {
 			t.Fatalf("delivery to %s carries trace %q, want %q", d.Destination, d.Trace, tp)
 		}
 	}
+}
+
+// A leased delivery carries its event's type and order entity (as the
+// provider wrote it, not as the store keys it), however it was leased:
+// handed off at its commit, leased later as due, taken over after its
+// lease expired, ordered or not. A queue destination names the type in its
+// subject, a transformation reads it, and Kafka keys its records by the
+// entity, so that an entity's events stay in one partition.
+func testTypeAndEntityTravel(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	plain := event("plain", "d1", "d2")
+	plain.Type = "invoice.paid"
+	// The entity holds "/" itself: only the source's prefix is the store's.
+	ord1 := orderedEvent("ord1", "gid://shopify/Order/1", 1, store.OrderFIFO, "d1")
+	ord2 := orderedEvent("ord2", "gid://shopify/Order/1", 2, store.OrderFIFO, "d1")
+	for _, e := range []*store.NewEvent{&ord1, &ord2} {
+		e.Source, e.Type = "shop", "orders/updated"
+	}
+	events := map[string]store.NewEvent{"plain": plain, "ord1": ord1, "ord2": ord2}
+	check := func(how string, ds []store.LeasedDelivery, want ...string) {
+		t.Helper()
+		got := keys(ds)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: leased %q, want %q", how, got, want)
+		}
+		for _, d := range ds {
+			e := events[d.Key]
+			if d.Type != e.Type || d.Entity != e.Order.Entity {
+				t.Fatalf("%s: %s to %s carries type %q and entity %q, want %q and %q",
+					how, d.Key, d.Destination, d.Type, d.Entity, e.Type, e.Order.Entity)
+			}
+		}
+	}
+	c, err := s.Commit(ctx, store.Batch{Events: []store.NewEvent{plain}, Lease: store.Lease{Max: 1, Now: base, For: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("handed off", c.Leased, "plain")
+	check("beyond the hand-off's Max, leased as due", lease(t, s, base, time.Minute, 10), "plain")
+	check("after the leases expired", lease(t, s, base.Add(2*time.Minute), time.Minute, 10), "plain", "plain")
+
+	// Ordered: handed off at its commit where the backend does, else
+	// leased by the ordered step just after; its entity's next is leased
+	// as due once its outcome frees the entity, and again once its lease
+	// expired.
+	now := base.Add(2 * time.Minute)
+	c, err = s.Commit(ctx, store.Batch{Events: []store.NewEvent{ord1}, Lease: store.Lease{Max: 10, Due: true, Now: now, For: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := append(c.Leased, lease(t, s, now, time.Minute, 10)...)
+	check("ordered, at its commit", first, "ord1")
+	mustClaim(t, s, ord2)
+	complete(t, s, outcome(first[0], store.OutcomeDelivered, time.Time{}))
+	check("ordered, leased as due", lease(t, s, now, time.Minute, 10), "ord2")
+	check("ordered and not, after the leases expired", lease(t, s, now.Add(2*time.Minute), time.Minute, 10), "ord2", "plain", "plain")
 }

@@ -96,6 +96,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderOperatorResetsAnEntity", testOrderReset},
 		{"OrderHandOffOnlyAFreeEntity", testOrderHandOff},
 		{"EventTraceTravelsToItsDeliveries", testEventTrace},
+		{"EventTypeAndEntityTravelToEveryLease", testTypeAndEntityTravel},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 	}
 	for _, tc := range tests {
