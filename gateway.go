@@ -24,6 +24,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
@@ -108,7 +109,9 @@ type Gateway struct {
 	reloading   sync.Mutex              // one Reload at a time
 	upstreams   []upstream              // the user's APIs on listeners of their own
 	maintain    *maintain.Maintainer
-	tls         *tls.Config // every listener's, when the config names a certificate
+	consumers   []broker.Consumer // the queue sources' (consume:)
+	publishers  *publishers       // the queue destinations' (publish:), kept across reloads
+	tls         *tls.Config       // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
 	closeErr  error
@@ -229,9 +232,15 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	// the worker in memory at the commit that stores them.
 	lease := time.Duration(cfg.Delivery.Lease)
 	g.committer = groupcommit.New(g.store.Commit, g.writerOptions(writers, linger, lease))
+	g.publishers = newPublishers(log)
+	senders, keep, err := g.publishers.prepare(cfg)
+	if err != nil {
+		return err
+	}
+	keep(true)
 	g.worker = deliver.New(g.store, deliver.Options{
 		Writer:        g.committer,
-		Destinations:  deliverDestinations(cfg),
+		Destinations:  deliverDestinations(cfg, senders),
 		Concurrency:   cfg.Delivery.Concurrency,
 		Lease:         lease,
 		ShutdownGrace: min(g.opts.ShutdownTimeout, lease),
@@ -281,6 +290,13 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		Seen: seen.New(g.opts.HotKeys), OnDuplicate: samples.Add,
 		Logger: log.With("component", "receive"), Metrics: g.metrics, Tracer: g.tracer,
 	})
+	if g.consumers, err = buildConsumers(cfg, g.intake, log); err != nil {
+		g.publishers.Close()
+		return err
+	}
+	if len(g.consumers) > 0 {
+		g.metrics.Registry.MustRegister(newConsumerCollector(g.ConsumerStatus))
+	}
 	if err := g.buildAPI(proxies); err != nil {
 		return err
 	}
@@ -535,7 +551,13 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	if len(g.consumers) == 0 {
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return
+	}
+	// A queue source's broker is part of the detail, not of readiness:
+	// HTTP intake is unaffected by it, and the consumer reconnects.
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "consumers": g.ConsumerStatus()})
 }
 
 func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
@@ -553,6 +575,7 @@ func (g *Gateway) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { g.worker.Run(ctx) })
 	wg.Go(func() { g.maintain.Run(ctx) })
+	g.runConsumers(ctx, &wg)
 	if l, ok := g.store.(listener); ok {
 		wg.Go(func() { l.Listen(ctx, g.worker.Notify) })
 	}
@@ -645,7 +668,7 @@ func (g *Gateway) Close() error {
 		g.committer.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		g.closeErr = errors.Join(g.store.Close(), g.stopTracing(ctx)) // the last spans flushed
+		g.closeErr = errors.Join(g.publishers.Close(), g.store.Close(), g.stopTracing(ctx)) // the last spans flushed
 	})
 	return g.closeErr
 }

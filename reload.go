@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/receive"
 )
 
@@ -48,6 +49,11 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 	if err == nil {
 		sources, err = receiveSources(r.Config)
 	}
+	var senders map[string]deliver.Sender
+	keep := func(bool) {}
+	if err == nil {
+		senders, keep, err = g.publishers.prepare(r.Config)
+	}
 	if err != nil {
 		g.reloading.Unlock()
 		return v, nil, g.refused(err)
@@ -60,11 +66,12 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 	finish := func(apply bool) {
 		once.Do(func() {
 			defer g.reloading.Unlock()
+			defer keep(apply) // after the worker has the new senders
 			if !apply {
 				g.log.Warn("config reload not applied: its audit entry could not be written", "config", v.Config)
 				return
 			}
-			g.apply(ctx, r.Config, sources)
+			g.apply(ctx, r.Config, sources, senders)
 			g.metrics.ReloadOK.Set(1)
 			g.metrics.ReloadAt.SetToCurrentTime()
 			g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
@@ -83,13 +90,13 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 // intake's sources that prepare built from it (so that nothing fails
 // here). The destinations go in before the sources that route to them, so
 // that an event of a new route always finds its destination.
-func (g *Gateway) apply(ctx context.Context, cfg *config.Config, sources []receive.Source) {
+func (g *Gateway) apply(ctx context.Context, cfg *config.Config, sources []receive.Source, senders map[string]deliver.Sender) {
 	if err := g.holds.Configure(ctx, holdPolicies(cfg)); err != nil {
 		// The policies are in; only the breakers' fresh read failed, and
 		// the next refresh makes it.
 		g.log.Warn("config reload: read the breakers", "err", err)
 	}
-	g.worker.SetDestinations(deliverDestinations(cfg))
+	g.worker.SetDestinations(deliverDestinations(cfg, senders))
 	g.intake.SetSources(sources)
 	g.auth.SetTokens(apiTokens(cfg))
 	g.admin.SetCatalog(admin.FromConfig(cfg))

@@ -34,13 +34,17 @@ import (
 // zero the config leaves (a limit not set) passes on, and the part fills
 // in its own default.
 
-func deliverDestinations(cfg *config.Config) []deliver.Destination {
+// deliverDestinations are the worker's destinations; senders are the
+// queue destinations' publishers (publishers.prepare), by name: the
+// others POST to their url.
+func deliverDestinations(cfg *config.Config, senders map[string]deliver.Sender) []deliver.Destination {
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		dests[i] = deliver.Destination{
 			Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
 			Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
 			NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
+			Sender:        senders[d.Name],
 		}
 		if d.Secret != "" {
 			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated
@@ -120,6 +124,7 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 		sources[i] = receive.Source{
 			Name: s.Name, Preset: p, Window: time.Duration(s.Window), BodyRetention: time.Duration(s.BodyRetention), Routes: routes,
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
+			Elsewhere: s.Consume.Where(),
 		}
 		if o := s.Order; o != nil {
 			rule, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead))

@@ -36,6 +36,22 @@ func (c *Consume) Kind() string {
 	return ""
 }
 
+// Where names what the source consumes, for people ("the NATS stream
+// ORDERS"); "" when it consumes nothing.
+func (c *Consume) Where() string {
+	switch {
+	case c == nil:
+		return ""
+	case c.NATS != nil:
+		return "the NATS stream " + c.NATS.Stream
+	case c.AMQP != nil:
+		return "the RabbitMQ queue " + c.AMQP.Queue
+	case c.Kafka != nil:
+		return "the Kafka topic " + c.Kafka.Topic
+	}
+	return ""
+}
+
 // NATSConsume is a JetStream durable pull consumer.
 type NATSConsume struct {
 	URL     string `yaml:"url"`

@@ -66,6 +66,26 @@ func Reload(old, next *Config) (*Reloaded, error) {
 	if err := e.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	// A queue source's consumer is bound at start: a consume: block that
+	// appears, changes or goes would leave the source half one transport
+	// and half another (a consumer's source is unsigned over HTTP), so
+	// such a reload is refused whole, never half applied.
+	consumed := map[string]*Consume{}
+	for _, s := range old.Sources {
+		consumed[s.Name] = s.Consume
+	}
+	for i, s := range e.Sources {
+		was, known := consumed[s.Name]
+		if (known && !reflect.DeepEqual(was, s.Consume)) || (!known && s.Consume != nil) {
+			return nil, fmt.Errorf("config: sources[%d].consume: a queue source's consumer is bound at start; restart to add, change or remove one", i)
+		}
+		delete(consumed, s.Name)
+	}
+	for name, c := range consumed {
+		if c != nil {
+			return nil, fmt.Errorf("config: source %s consumes a queue, which is bound at start; restart to remove it", name)
+		}
+	}
 	var changed []string
 	changed = append(changed, diff("source", old.Sources, next.Sources, func(s Source) string { return s.Name })...)
 	changed = append(changed, diff("destination", old.Destinations, next.Destinations, func(d Destination) string { return d.Name })...)
