@@ -270,6 +270,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	g.admin, err = admin.New(admin.Options{
 		Store: g.store, Sources: sources, Destinations: dests, Effects: g.effects,
 		Samples: samples, Alerts: g.alerts, Changed: g.changed, Reload: reload,
+		Consumers: g.ConsumerStatus,
 	})
 	if err != nil {
 		return err

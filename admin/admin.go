@@ -25,6 +25,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/actor"
@@ -123,12 +124,21 @@ type Source struct {
 	OnMissingKey string
 	// Ordered: the source asks for order per entity (order:).
 	Ordered bool
+	// Transport is where its events come from: http (POST /in/{name}), or
+	// the broker it consumes (nats, amqp, kafka); Where names the stream,
+	// queue or topic.
+	Transport string
+	Where     string
 }
 
 // Destination is a configured destination.
 type Destination struct {
 	Name string
 	URL  string
+	// Kind is http, or the broker it publishes to (nats, amqp, kafka);
+	// Target names the subject, exchange or topic.
+	Kind   string
+	Target string
 	// Rate sends per RatePer at most (0: no limit), as configured.
 	Rate    int
 	RatePer time.Duration
@@ -145,6 +155,9 @@ type Options struct {
 	// once (a pause, a resume, a replay, a retry): the gateway refreshes
 	// its paused set and wakes its worker.
 	Changed func()
+	// Consumers, when set, says how each queue source's consumer stands
+	// with its broker now (the gateway's ConsumerStatus).
+	Consumers func() []broker.Status
 	// Samples are recent duplicates' bodies, for the key doctor's second
 	// check; without them it runs only the first.
 	Samples *Samples
@@ -760,8 +773,12 @@ func (s *Service) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 
 // DestinationView is a destination with its queue.
 type DestinationView struct {
-	Name        string     `json:"name"`
-	URL         string     `json:"url"` // without credentials or query
+	Name string `json:"name"`
+	URL  string `json:"url"` // without credentials or query; "" for a queue
+	// Kind is http, or the broker a queue destination publishes to (nats,
+	// amqp, kafka), and Target what it publishes to there.
+	Kind        string     `json:"kind"`
+	Target      string     `json:"target,omitempty"`
 	Paused      bool       `json:"paused"`
 	PausedSince *time.Time `json:"paused_since,omitempty"`
 	Pending     int64      `json:"pending"`
@@ -899,11 +916,14 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			return &out[i]
 		}
 		pos[name] = len(out)
-		out = append(out, DestinationView{Name: name, URL: url})
+		out = append(out, DestinationView{Name: name, URL: url, Kind: "http"})
 		return &out[len(out)-1]
 	}
 	for _, d := range s.destinations() {
-		add(d.Name, displayURL(d.URL))
+		v := add(d.Name, displayURL(d.URL))
+		if d.Kind != "" && d.Kind != "http" {
+			v.URL, v.Kind, v.Target = "", d.Kind, d.Target
+		}
 	}
 	var breakers map[string]store.Breaker
 	if flow, ok := store.FlowOf(s.opts.Store); ok {
@@ -1155,11 +1175,14 @@ func FromConfig(cfg *config.Config) ([]Source, []Destination) {
 	sources := make([]Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
-			Ordered: s.Order != nil}
+			Ordered: s.Order != nil, Transport: "http"}
+		if s.Consume != nil {
+			sources[i].Transport, sources[i].Where = s.Consume.Kind(), s.Consume.Where()
+		}
 	}
 	dests := make([]Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
-		dests[i] = Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per}
+		dests[i] = Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target()}
 	}
 	return sources, dests
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/store"
 )
@@ -233,12 +234,18 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 
 // SourceView is a configured source with its last 24 hours.
 type SourceView struct {
-	Name         string       `json:"name"`
-	Preset       string       `json:"preset"`
-	Window       string       `json:"window"`
-	Destinations []string     `json:"destinations"`
-	OnMissingKey string       `json:"on_missing_key"`
-	Last24h      SourceCounts `json:"last_24h"`
+	Name         string   `json:"name"`
+	Preset       string   `json:"preset"`
+	Window       string   `json:"window"`
+	Destinations []string `json:"destinations"`
+	OnMissingKey string   `json:"on_missing_key"`
+	// Transport is http, or the broker the source consumes (nats, amqp,
+	// kafka); Where names its stream, queue or topic, and Broker says
+	// whether its consumer is connected now.
+	Transport string         `json:"transport"`
+	Where     string         `json:"where,omitempty"`
+	Broker    *broker.Status `json:"broker,omitempty"`
+	Last24h   SourceCounts   `json:"last_24h"`
 	// LastHour is the current hour so far; Baseline, the duplicate rate of
 	// the same hour on the 7 days before (absent without enough traffic
 	// then); AboveBaseline marks a duplicate rate that is.
@@ -257,9 +264,22 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 		return nil, err
 	}
 	base := metrics.DuplicateBaselines(rows, hour)
+	consumers := map[string]broker.Status{}
+	if s.opts.Consumers != nil {
+		for _, st := range s.opts.Consumers() {
+			consumers[st.Source] = st
+		}
+	}
 	out := make([]SourceView, 0, len(s.sources()))
 	for _, src := range s.sources() {
-		v := SourceView{Name: src.Name, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey}
+		v := SourceView{Name: src.Name, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey,
+			Transport: src.Transport, Where: src.Where}
+		if v.Transport == "" {
+			v.Transport = "http"
+		}
+		if st, ok := consumers[src.Name]; ok {
+			v.Broker = &st
+		}
 		if v.Destinations == nil {
 			v.Destinations = []string{}
 		}

@@ -55,7 +55,7 @@ type Status struct {
 	Connected bool      `json:"connected"`
 	Error     string    `json:"error,omitempty"` // the last connection error, when not connected
 	Since     time.Time `json:"since"`           // when Connected last changed
-	InFlight  int       `json:"in_flight"`       // messages handed out and not yet answered
+	InFlight  int64     `json:"in_flight"`       // messages handed out and not yet answered
 }
 
 // Health keeps a consumer's Status, safe for concurrent use: a consumer
@@ -95,7 +95,7 @@ func (h *Health) Lost(err error, now time.Time) {
 // InFlight adds n (negative to take away) to the messages in flight.
 func (h *Health) InFlight(n int) {
 	h.mu.Lock()
-	h.st.InFlight += n
+	h.st.InFlight += int64(n)
 	h.mu.Unlock()
 }
 

@@ -107,6 +107,26 @@ func (p *Publish) Kind() string {
 	return ""
 }
 
+// Target names what the destination publishes to, for people, without
+// credentials ("subject events.{source}.{type}"); "" for none.
+func (p *Publish) Target() string {
+	switch {
+	case p == nil:
+		return ""
+	case p.NATS != nil:
+		return "subject " + p.NATS.Subject
+	case p.AMQP != nil:
+		ex := p.AMQP.Exchange
+		if ex == "" {
+			ex = "(default)"
+		}
+		return "exchange " + ex + ", routing key " + p.AMQP.RoutingKey
+	case p.Kafka != nil:
+		return "topic " + p.Kafka.Topic
+	}
+	return ""
+}
+
 // NATSPublish publishes to JetStream, waiting for the stream's ack.
 type NATSPublish struct {
 	URL string `yaml:"url"`
