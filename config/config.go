@@ -733,6 +733,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 		}
 		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path, faulty)
 	}
+	if t == reflect.TypeFor[[]string]() && n.Kind == yaml.ScalarNode && (strings.HasSuffix(path, ".key") || strings.HasSuffix(path, ".type")) {
+		// A source's one key or type rule may be written alone
+		// (type: "json:event"): it is a list of one.
+		one := *n
+		*n = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line, Column: n.Column, Content: []*yaml.Node{&one}}
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		if n.Kind != yaml.ScalarNode {
 			return fail("want a single value")

@@ -1,0 +1,117 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/config"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+// The issue's own examples parse as written: a source that consumes a
+// queue needs no preset (its key and type rules read the messages, and
+// its HTTP endpoint is off), and a destination that publishes needs no url.
+func TestQueueSourcesAndDestinationsParse(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+sources:
+  - name: orders
+    consume: {nats: {url: nats://127.0.0.1:4222, stream: ORDERS, subject: "orders.>", durable: oncehook}}
+    key: ["header:Nats-Msg-Id", "json:order_id"]
+    type: "json:event"
+    destinations: [billing]
+  - name: payments
+    consume: {amqp: {url: "amqp://guest:guest@127.0.0.1:5672/", queue: payments, prefetch: 256}}
+    preset: stripe
+    secrets: [whsec_x]
+    destinations: [bus]
+  - name: clicks
+    consume: {kafka: {brokers: [127.0.0.1:9092], topic: clicks, group: oncehook}}
+    key: ["json:click_id"]
+    destinations: [log, rabbit]
+destinations:
+  - {name: billing, url: "http://127.0.0.1:9000/billing"}
+  - name: bus
+    publish: {nats: {url: nats://127.0.0.1:4222, subject: "events.{source}.{type}"}}
+  - name: rabbit
+    publish: {amqp: {url: "amqp://guest:guest@127.0.0.1:5672/", exchange: "", routing_key: orders}}
+  - name: log
+    publish: {kafka: {brokers: [127.0.0.1:9092], topic: events}}
+`), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := cfg.Sources[0]
+	if orders.Preset != "generic" || !orders.Unsigned || orders.HTTP() || orders.Consume.Kind() != "nats" || orders.Window <= 0 {
+		t.Fatalf("orders: preset %q unsigned %v http %v kind %q window %v", orders.Preset, orders.Unsigned, orders.HTTP(), orders.Consume.Kind(), orders.Window)
+	}
+	if p := cfg.Sources[1]; p.Preset != "stripe" || p.Unsigned || p.Consume.Kind() != "amqp" {
+		t.Fatalf("payments: %+v", p)
+	}
+	for i, want := range []string{"http", "nats", "amqp", "kafka"} {
+		if got := cfg.Destinations[i].Kind(); got != want {
+			t.Errorf("destinations[%d] is %s, want %s", i, got, want)
+		}
+	}
+}
+
+// What a queue block lacks or gets wrong is named with its path.
+func TestQueueBlocksNameTheFieldAtFault(t *testing.T) {
+	for _, c := range []struct{ yaml, field string }{
+		{`consume: {nats: {url: "http://x:4222", stream: S}}`, "sources[0].consume.nats.url"},
+		{`consume: {nats: {url: "nats://x:4222"}}`, "sources[0].consume.nats.stream"},
+		{`consume: {amqp: {url: "amqp://x:5672/"}}`, "sources[0].consume.amqp.queue"},
+		{`consume: {kafka: {brokers: [nohost], topic: t}}`, "sources[0].consume.kafka.brokers[0]"},
+		{`consume: {kafka: {topic: t}}`, "sources[0].consume.kafka.brokers"},
+		{`consume: {}`, "sources[0].consume"},
+		{`consume: {nats: {url: "nats://x:4222", stream: S}, kafka: {brokers: ["b:1"], topic: t}}`, "sources[0].consume"},
+	} {
+		_, err := config.Parse([]byte("sources:\n  - name: q\n    key: [\"json:id\"]\n    "+c.yaml+"\n"), noEnv)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %v, want %s named", c.yaml, err, c.field)
+		}
+	}
+	for _, c := range []struct{ yaml, field string }{
+		{`publish: {nats: {url: "nats://x:4222"}}`, "destinations[0].publish.nats.subject"},
+		{`publish: {amqp: {url: "amqp://x:5672/"}}`, "destinations[0].publish.amqp.routing_key"},
+		{`publish: {kafka: {brokers: ["b:1"]}}`, "destinations[0].publish.kafka.topic"},
+		{`publish: {nats: {url: "nats://x:4222", subject: s}}` + "\n    url: http://x/", "destinations[0].url"},
+		{`url: "nats://x:4222"`, "destinations[0].url"},
+	} {
+		_, err := config.Parse([]byte("sources: [{name: s, preset: stripe, secrets: [x], destinations: [d]}]\ndestinations:\n  - name: d\n    "+c.yaml+"\n"), noEnv)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %v, want %s named", c.yaml, err, c.field)
+		}
+	}
+}
+
+// A consumer is bound at start: a reload that adds, changes or removes a
+// consume: block is refused whole, so a source is never half a queue's
+// (unsigned) and half HTTP's.
+func TestReloadRefusesAChangedConsumer(t *testing.T) {
+	parse := func(text string) *config.Config {
+		t.Helper()
+		c, err := config.Parse([]byte(text), noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	queue := "sources:\n  - {name: q, key: [\"json:id\"], consume: {nats: {url: \"nats://x:4222\", stream: %s}}}\n"
+	http := "sources:\n  - {name: q, preset: stripe, secrets: [x]}\n"
+	old := parse(strings.Replace(queue, "%s", "A", 1))
+	for name, next := range map[string]string{
+		"changed": strings.Replace(queue, "%s", "B", 1),
+		"removed": http,
+	} {
+		if _, err := config.Reload(old, parse(next)); err == nil || !strings.Contains(err.Error(), "restart") {
+			t.Errorf("%s: %v, want refused until a restart", name, err)
+		}
+	}
+	if _, err := config.Reload(parse(http), old); err == nil || !strings.Contains(err.Error(), "sources[0].consume") {
+		t.Errorf("added: %v, want refused until a restart", err)
+	}
+	if _, err := config.Reload(old, parse(strings.Replace(queue, "%s", "A", 1)+"    # unchanged\n")); err != nil {
+		t.Errorf("unchanged: %v", err)
+	}
+}
