@@ -45,7 +45,9 @@ type gateLog struct {
 	out []hold.Outcome
 }
 
-func (g *gateLog) Admit(context.Context, string, time.Time) (bool, time.Time) { return true, time.Time{} }
+func (g *gateLog) Admit(context.Context, string, time.Time) (bool, time.Time) {
+	return true, time.Time{}
+}
 func (g *gateLog) Report(_ context.Context, _ string, o hold.Outcome) {
 	g.mu.Lock()
 	g.out = append(g.out, o)
