@@ -606,7 +606,9 @@ destinations:
 	row := `tr[data-destination="audit"]`
 	if err := chromedp.Do(step, chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
-		chromedp.WaitVisible(chromedp.CSS("h1")),
+		// The overview's card, not an h1: the login page has one too, and
+		// navigating away before the sign-in's answer aborts it.
+		chromedp.WaitVisible(chromedp.CSS(`section[data-source="stripe"]`)),
 		chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
 		t.Fatal(err)
 	}
