@@ -3,7 +3,9 @@ package admin
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/internal/doctor"
 )
 
@@ -20,6 +22,9 @@ type (
 const (
 	FindingPerDelivery = doctor.FindingPerDelivery
 	FindingTooCoarse   = doctor.FindingTooCoarse
+	// FindingBrokerUnreachable: a queue source's consumer cannot reach its
+	// broker now (it reconnects with backoff; HTTP intake is unaffected).
+	FindingBrokerUnreachable = "broker_unreachable"
 )
 
 // NewSamples keeps up to per duplicates per source, of bodies up to
@@ -38,10 +43,24 @@ func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, erro
 		return DoctorReport{}, fmt.Errorf("source %q: %w", source, ErrNotFound)
 	}
 	report := DoctorReport{Sources: []SourceDiagnosis{}}
+	consumers := map[string]broker.Status{}
+	if s.opts.Consumers != nil {
+		for _, st := range s.opts.Consumers() {
+			consumers[st.Source] = st
+		}
+	}
 	for _, name := range names {
 		d, err := doctor.Diagnose(ctx, s.admin, s.opts.Samples, name)
 		if err != nil {
 			return DoctorReport{}, err
+		}
+		if st, ok := consumers[name]; ok && !st.Connected {
+			msg := fmt.Sprintf("the consumer of %s cannot reach its %s broker (since %s", st.Where, st.Kind, st.Since.UTC().Format(time.RFC3339))
+			if st.Error != "" {
+				msg += ": " + st.Error
+			}
+			d.Findings = append(d.Findings, Finding{Kind: FindingBrokerUnreachable, Fields: []string{}, Keys: []string{},
+				Message: msg + "); it reconnects with backoff, its messages wait in the broker, and HTTP intake is unaffected"})
 		}
 		report.Sources = append(report.Sources, d)
 	}
