@@ -124,6 +124,11 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 		u = &url.URL{}
 	}
 	preq := &provider.Request{Method: method, URL: u, Header: env.Header, Body: env.Body, PathToken: env.PathToken}
+	if int64(len(env.Body)) > h.maxBody {
+		// HTTP reads no more than this; a queue's message may be larger
+		// than the broker's own limit is here.
+		return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
+	}
 
 	// 2. Authenticity, before anything in the body is trusted or parsed.
 	if !env.SkipVerify {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func acceptHandler(t *testing.T) (*receive.Handler, store.Store) {
 			{Name: "stripe", Preset: stripe, Window: time.Hour},
 			{Name: "orders", Preset: orders, Window: time.Hour, Elsewhere: "the NATS stream ORDERS"},
 		},
-		Claimer: &countingClaimer{Store: st},
+		Claimer: &countingClaimer{Store: st}, MaxBodySize: 1 << 10,
 	})
 	return h, st
 }
@@ -94,6 +95,7 @@ func TestAcceptIsIntakeWithoutHTTP(t *testing.T) {
 		{"no key", "orders", env(`{"event":"order.paid"}`), ""}, // accepted keyless (on_missing_key: accept)
 		{"not JSON", "orders", env(`order_id=o-3`), receive.ReasonMalformed},
 		{"trailing bytes", "orders", env(`{"order_id":"o-4"} {"order_id":"o-5"}`), receive.ReasonMalformed},
+		{"over max_body_size", "orders", env(`{"order_id":"o-9","pad":"` + strings.Repeat("x", 1<<10) + `"}`), receive.ReasonTooLarge},
 		{"unknown source", "nope", env(`{"order_id":"o-6"}`), receive.ReasonUnknownSource},
 		{"a signed source's body without its signature", "stripe", receive.Envelope{Body: []byte(`{"id":"evt_1","type":"x"}`)}, receive.ReasonSignature},
 		{"a key given with the body", "orders", receive.Envelope{Body: []byte(`{"order_id":"o-7"}`), SkipVerify: true, Key: "k"}, ""},
