@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncehook/oncehook/broker"
+	"github.com/oncehook/oncehook/broker/kafka"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 )
@@ -32,11 +33,15 @@ type consumerKind func(src config.Source, accept broker.Accepter, log *slog.Logg
 type publisherKind func(d config.Destination, log *slog.Logger) (deliver.Sender, error)
 
 func consumerKinds() map[string]consumerKind {
-	return map[string]consumerKind{}
+	return map[string]consumerKind{
+		"kafka": kafka.NewConsumer,
+	}
 }
 
 func publisherKinds() map[string]publisherKind {
-	return map[string]publisherKind{}
+	return map[string]publisherKind{
+		"kafka": kafka.NewPublisher,
+	}
 }
 
 // buildConsumers makes a consumer for each source that consumes a queue.
