@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -272,5 +273,214 @@ func TestConsumerStoppedBeforeAClaimLeavesTheRecordToTheGroup(t *testing.T) {
 	}
 	if got := committed(t, addrs, "g", topic); got[0] != 10 {
 		t.Fatalf("committed %d at the end; want 10", got[0])
+	}
+}
+
+// Issue 27: a rebalance between two members of one group mid-stream loses
+// nothing, and no committed offset ever passes an unclaimed record: a
+// second member joins, then the first leaves, while a record of one
+// partition is held unclaimed across both rebalances.
+func TestRebalanceMidStreamLosesNothingAndNeverCommitsPastAnUnclaimedRecord(t *testing.T) {
+	const (
+		topic = "events"
+		parts = 8
+		per   = 250
+	)
+	kc := cluster(t, topic, parts)
+	addrs := kc.ListenAddrs()
+	for p := range int32(parts) {
+		produce(t, addrs, topic, p, fmt.Sprintf("p%d", p), per)
+	}
+	var mu sync.Mutex
+	held := true
+	rule := func(id string, _ int) error {
+		if id == "p3-100" {
+			mu.Lock()
+			defer mu.Unlock()
+			if held {
+				return unavailable
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	}
+	a1, a2 := newAccepter(rule), newAccepter(rule)
+	claimed := func(id string) bool { return a1.claimed(id) || a2.claimed(id) }
+	total := func() int {
+		n1, _ := a1.count()
+		n2, _ := a2.count()
+		return n1 + n2
+	}
+
+	// The check: read the committed offsets first, then the claims (which
+	// only grow): every record below a committed offset must be claimed.
+	stopCheck := make(chan struct{})
+	checked := make(chan int)
+	go func() {
+		rounds := 0
+		defer func() { checked <- rounds }()
+		for {
+			select {
+			case <-stopCheck:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			got := committed(t, addrs, "g", topic)
+			for p, c := range got {
+				for o := range c {
+					if id := fmt.Sprintf("p%d-%d", p, o); !claimed(id) {
+						t.Errorf("partition %d committed at %d while offset %d (%s) is not claimed", p, c, o, id)
+						return
+					}
+				}
+			}
+			rounds++
+		}
+	}()
+
+	_, stop1 := startConsumer(t, addrs, topic, "g", a1, 8)
+	if !testenv.WaitFor(20*time.Second, func() bool { return total() >= 400 }) {
+		t.Fatalf("claimed %d before the second member; want 400", total())
+	}
+	_, stop2 := startConsumer(t, addrs, topic, "g", a2, 8)
+	if !testenv.WaitFor(20*time.Second, func() bool { n, _ := a2.count(); return n >= 100 }) {
+		t.Fatalf("the second member claimed %d; want it to take partitions", total())
+	}
+	stop1() // leaves the group: its partitions move to the second member
+	before := total()
+	if !testenv.WaitFor(20*time.Second, func() bool { return total() >= before+200 }) {
+		t.Fatalf("claimed %d after the first member left; want progress", total())
+	}
+	mu.Lock()
+	held = false
+	mu.Unlock()
+	want := parts * per
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		for p := range parts {
+			for o := range per {
+				if !claimed(fmt.Sprintf("p%d-%d", p, o)) {
+					return false
+				}
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("claimed %d distinct records of %d: a rebalance lost some", total(), want)
+	}
+	var got map[int32]int64
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		got = committed(t, addrs, "g", topic)
+		for p := range int32(parts) {
+			if got[p] != per {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("committed %v at the end; want %d on every partition", got, per)
+	}
+	stop2()
+	close(stopCheck)
+	if rounds := <-checked; rounds < 10 {
+		t.Fatalf("the committed offsets were checked %d times; want many", rounds)
+	}
+	a1.mu.Lock()
+	a2.mu.Lock()
+	again := 0
+	for id := range a2.ok {
+		if a1.ok[id] > 0 {
+			again++
+		}
+	}
+	a2.mu.Unlock()
+	a1.mu.Unlock()
+	t.Logf("%d records claimed by both members (read again after a rebalance: duplicates, never losses)", again)
+}
+
+func TestPublisherProducesOneRecordPerSendKeyedByEntityOrIdempotencyKey(t *testing.T) {
+	const topic = "out"
+	kc := cluster(t, topic, 3)
+	addrs := kc.ListenAddrs()
+	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: addrs, Topic: topic}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	msg := func(key, entity string) *deliver.Message {
+		h := http.Header{}
+		h.Set("Idempotency-Key", "orders:"+key)
+		h.Set("X-Oncehook-Source", "orders")
+		h.Set("X-Oncehook-Attempt", "1")
+		return &deliver.Message{Source: "orders", Key: key, IdempotencyKey: "orders:" + key, Entity: entity,
+			ContentType: "application/json", Header: h, Body: fmt.Appendf(nil, `{"id":%q}`, key)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, m := range []*deliver.Message{msg("evt_1", ""), msg("evt_2", "order-7"), msg("evt_3", "order-7")} {
+		if res := pub.Send(ctx, m); res.Kind != deliver.Delivered {
+			t.Fatalf("Send %s: %v %s", m.Key, res.Kind, res.Error)
+		} else if res.Response == "" {
+			t.Errorf("Send %s: no partition and offset in the response", m.Key)
+		}
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for len(recs) < 3 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	}
+	if len(recs) != 3 {
+		t.Fatalf("read %d records; want 3", len(recs))
+	}
+	byBody := map[string]*kgo.Record{}
+	for _, r := range recs {
+		byBody[string(r.Value)] = r
+	}
+	r1, r2, r3 := byBody[`{"id":"evt_1"}`], byBody[`{"id":"evt_2"}`], byBody[`{"id":"evt_3"}`]
+	if r1 == nil || r2 == nil || r3 == nil {
+		t.Fatalf("records %v; want the three bodies", recs)
+	}
+	if string(r1.Key) != "orders:evt_1" || string(r2.Key) != "order-7" {
+		t.Errorf("keys %q, %q; want the idempotency key without an entity, the entity with one", r1.Key, r2.Key)
+	}
+	if r2.Partition != r3.Partition || r2.Offset > r3.Offset {
+		t.Errorf("one entity's records at partition %d offset %d and partition %d offset %d: want one partition, in order",
+			r2.Partition, r2.Offset, r3.Partition, r3.Offset)
+	}
+	headers := map[string]string{}
+	for _, h := range r1.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	for k, v := range map[string]string{"Idempotency-Key": "orders:evt_1", "X-Oncehook-Source": "orders", "X-Oncehook-Attempt": "1", "Content-Type": "application/json"} {
+		if headers[k] != v {
+			t.Errorf("header %s = %q; want %q (headers %v)", k, headers[k], v, headers)
+		}
+	}
+}
+
+// A broker that is down is a failed attempt to retry (the worker holds the
+// delivery behind its breaker), answered by the attempt's deadline.
+func TestPublisherBrokerDownIsARetryByTheDeadline(t *testing.T) {
+	kc := cluster(t, "out", 1)
+	addrs := kc.ListenAddrs()
+	kc.Close()
+	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: addrs, Topic: "out"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res := pub.Send(ctx, &deliver.Message{Source: "s", Key: "k", IdempotencyKey: "s:k", Body: []byte(`{}`)})
+	if res.Kind != deliver.Retry {
+		t.Fatalf("Send to a broker that is down: %v %q; want retry", res.Kind, res.Error)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Send took %v past a 700 ms deadline", d)
 	}
 }
