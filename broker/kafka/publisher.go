@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,6 +27,8 @@ type Publisher struct {
 	mu     sync.Mutex
 	cl     *kgo.Client
 	closed bool
+	flying map[string]*flight // by Idempotency-Key: produced, the answer not yet heard
+	swept  time.Time
 }
 
 // NewPublisher is the sender of d, whose publish.kafka names the brokers
@@ -45,7 +48,7 @@ func newPublisher(d config.Destination, log *slog.Logger) (*Publisher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Publisher{topic: k.Topic, seeds: k.Brokers, log: log}, nil
+	return &Publisher{topic: k.Topic, seeds: k.Brokers, log: log, flying: map[string]*flight{}}, nil
 }
 
 // client is the producer, made on first use. kgo connects lazily and
@@ -102,21 +105,23 @@ func (p *Publisher) Send(ctx context.Context, m *deliver.Message) deliver.Result
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "Content-Type", Value: []byte(m.ContentType)})
 	}
 	// Produce with a promise rather than ProduceSync: an idempotent
-	// producer does not fail a record whose request is already on the wire
-	// (it cannot know whether the broker wrote it), so ProduceSync could
-	// outlast ctx; Send must answer by ctx's deadline.
-	acked := make(chan error, 1)
-	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err })
+	// producer does not fail a record whose request may already be on the
+	// wire (it cannot know whether the broker wrote it), so ProduceSync
+	// could outlast ctx, and Send must answer by ctx's deadline. Such a
+	// record stays in the client and lands once the brokers are back; an
+	// attempt of the same event meanwhile waits for it rather than
+	// producing a second record.
+	f := p.produce(cl, m, rec)
 	select {
-	case err := <-acked:
-		if err != nil {
-			return classify(err)
+	case <-f.done:
+		p.answered(m.IdempotencyKey, f)
+		if f.err != nil {
+			return classify(f.err)
 		}
 	case <-ctx.Done():
-		// It may still land: a retry is then a second record with the same
-		// Idempotency-Key, which the consumer dedupes on.
 		return deliver.Result{Kind: deliver.Retry, After: -1, Error: "kafka produce: no ack before the deadline: " + ctx.Err().Error()}
 	}
+	rec = f.rec
 	return deliver.Result{Kind: deliver.Delivered, After: -1,
 		Response: fmt.Sprintf("topic %s partition %d offset %d", rec.Topic, rec.Partition, rec.Offset)}
 }
@@ -135,6 +140,75 @@ func classify(err error) deliver.Result {
 		res.Kind = deliver.Permanent
 	}
 	return res
+}
+
+// flight is one record produced for an attempt, kept until an attempt of
+// the same delivery has heard its answer.
+type flight struct {
+	rec     *kgo.Record
+	attempt int
+	done    chan struct{}
+	err     error
+	at      time.Time // when answered
+}
+
+// keepLanded is how long a record that landed after its attempt gave up is
+// remembered for the delivery's next attempt (which the worker makes
+// within its backoff, well inside this).
+const keepLanded = time.Hour
+
+// produce hands rec to the client, unless a record of the same delivery
+// is still waiting for its answer or has landed since its attempt gave up
+// (the brokers were away past the attempt's deadline): then the later
+// attempt takes that record's answer. One delivery, one record, however
+// many attempts wait for it. A delivery whose attempt number is not
+// later (an operator's replay starts again) produces afresh.
+func (p *Publisher) produce(cl *kgo.Client, m *deliver.Message, rec *kgo.Record) *flight {
+	now := time.Now()
+	p.mu.Lock()
+	if f, ok := p.flying[m.IdempotencyKey]; ok && m.Attempt > f.attempt {
+		select {
+		case <-f.done:
+			if f.err == nil {
+				p.mu.Unlock()
+				return f
+			}
+		default:
+			p.mu.Unlock()
+			return f
+		}
+	}
+	if now.Sub(p.swept) > time.Minute {
+		p.swept = now
+		for k, f := range p.flying {
+			if !f.at.IsZero() && now.Sub(f.at) > keepLanded {
+				delete(p.flying, k)
+			}
+		}
+	}
+	f := &flight{rec: rec, attempt: m.Attempt, done: make(chan struct{})}
+	p.flying[m.IdempotencyKey] = f
+	p.mu.Unlock()
+	// Not the attempt's context: the record is failed only by the client,
+	// when that is safe (never written), and the next attempt then
+	// produces afresh. TryProduce: a full buffer (brokers away for long)
+	// fails it now, as a retry, rather than blocking past the deadline.
+	cl.TryProduce(context.Background(), rec, func(_ *kgo.Record, err error) {
+		p.mu.Lock()
+		f.err, f.at = err, time.Now()
+		p.mu.Unlock()
+		close(f.done)
+	})
+	return f
+}
+
+// answered forgets f once an attempt has its answer.
+func (p *Publisher) answered(id string, f *flight) {
+	p.mu.Lock()
+	if p.flying[id] == f {
+		delete(p.flying, id)
+	}
+	p.mu.Unlock()
 }
 
 // Close flushes nothing (every Send waited for its ack) and closes the
