@@ -77,9 +77,14 @@ type KafkaConsume struct {
 	Brokers []string `yaml:"brokers"`
 	Topic   string   `yaml:"topic"`
 	Group   string   `yaml:"group"` // default: oncehook-<source>
-	// MaxInFlight bounds the records fetched and not yet committed
+	// MaxInFlight bounds the records fetched and not yet claimed
 	// (default 1024).
 	MaxInFlight int `yaml:"max_in_flight"`
+	// SessionTimeout is how long the group waits for a member that stopped
+	// heartbeating (killed, cut off) before its partitions move to another
+	// (default 45s, franz-go's; the brokers bound it by their
+	// group.min/max.session.timeout.ms).
+	SessionTimeout Duration `yaml:"session_timeout"`
 }
 
 // Publish makes a destination a queue: each delivery is a publish,
@@ -183,6 +188,9 @@ func validateConsume(c *Consume, f string, fail func(field, format string, args 
 		}
 		if c.Kafka.MaxInFlight < 0 {
 			fail(f+".consume.kafka.max_in_flight", "cannot be negative")
+		}
+		if c.Kafka.SessionTimeout < 0 {
+			fail(f+".consume.kafka.session_timeout", "cannot be negative")
 		}
 	}
 }

@@ -51,6 +51,7 @@ type Consumer struct {
 
 	maxInFlight int
 	window      int
+	session     time.Duration // 0: kgo's default
 	commitEvery time.Duration
 	// extra is added to the client's options (tests: a short session).
 	extra []kgo.Opt
@@ -135,7 +136,7 @@ func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*
 		source: src.Name, topic: k.Topic, group: group, seeds: k.Brokers, verify: src.Consume.Verify,
 		accept: accept, log: log,
 		health:      broker.NewHealth(src.Name, "kafka", "topic "+k.Topic+" group "+group, time.Now()),
-		maxInFlight: max, window: windowFactor * max, commitEvery: commitEvery,
+		maxInFlight: max, window: windowFactor * max, commitEvery: commitEvery, session: time.Duration(k.SessionTimeout),
 		parts: map[tp]*partition{}, room: make(chan struct{}, 1),
 	}, nil
 }
@@ -169,6 +170,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(c.lost),
 		kgo.WithHooks(c),
 		kgo.ClientID("oncehook"),
+	}
+	if c.session > 0 {
+		opts = append(opts, kgo.SessionTimeout(c.session))
 	}
 	cl, err := kgo.NewClient(append(opts, c.extra...)...)
 	if err != nil {
