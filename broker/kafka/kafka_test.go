@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oncehook/oncehook/config"
@@ -20,57 +19,15 @@ import (
 	"github.com/oncehook/oncehook/receive"
 )
 
-// cluster starts an in-process Kafka (franz-go's kfake) with one topic of
-// parts partitions; it is closed when the test ends.
-func cluster(t testing.TB, topic string, parts int32) *kfake.Cluster {
+// produce writes n records to partition part of k's topic, each a JSON
+// body {"id": "<prefix>-<i>"}, at offsets from where the partition ends.
+func produce(t testing.TB, k *testenv.Kafka, topic string, part int32, prefix string, n int) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// produce writes n records to topic's partition part, each a JSON body
-// {"id": "<prefix>-<i>"}, and waits for their acks.
-func produce(t testing.TB, addrs []string, topic string, part int32, prefix string, n int) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: topic, Partition: part, Value: fmt.Appendf(nil, `{"id":%q}`, fmt.Sprintf("%s-%d", prefix, i))}
 	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// committed is the group's committed offset per partition of topic.
-func committed(t testing.TB, addrs []string, group, topic string) map[int32]int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	os, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatalf("fetch offsets: %v", err)
-	}
-	out := map[int32]int64{}
-	os.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic && o.Err == nil {
-			out[o.Partition] = o.At
-		}
-	})
-	return out
+	k.Produce(t, recs...)
 }
 
 // accepter is intake as the consumer sees it: each record's answer is
@@ -170,10 +127,10 @@ func startConsumer(t testing.TB, addrs []string, topic, group string, a *accepte
 // the other partitions go on; a poison record is rejected once and passed.
 func TestConsumerCommitsOnlyTheClaimedPrefix(t *testing.T) {
 	const topic = "clicks"
-	kc := cluster(t, topic, 2)
-	addrs := kc.ListenAddrs()
-	produce(t, addrs, topic, 0, "p0", 20)
-	produce(t, addrs, topic, 1, "p1", 20)
+	kc := testenv.NewKafka(t, 2, topic)
+	addrs := kc.Addrs
+	produce(t, kc, topic, 0, "p0", 20)
+	produce(t, kc, topic, 1, "p1", 20)
 
 	var mu sync.Mutex
 	storeUp := false
@@ -198,13 +155,13 @@ func TestConsumerCommitsOnlyTheClaimedPrefix(t *testing.T) {
 	}
 	var got map[int32]int64
 	if !testenv.WaitFor(5*time.Second, func() bool {
-		got = committed(t, addrs, "g1", topic)
+		got = kc.Committed(t, "g1", topic)
 		return got[1] == 20
 	}) {
 		t.Fatalf("partition 1 committed %v; want 20: a record held in partition 0 must not stall it", got)
 	}
 	time.Sleep(300 * time.Millisecond) // several commit rounds
-	if got = committed(t, addrs, "g1", topic); got[0] != 5 {
+	if got = kc.Committed(t, "g1", topic); got[0] != 5 {
 		t.Fatalf("partition 0 committed at %d while offset 5 is not claimed; want exactly 5", got[0])
 	}
 	a.mu.Lock()
@@ -217,7 +174,7 @@ func TestConsumerCommitsOnlyTheClaimedPrefix(t *testing.T) {
 	mu.Lock()
 	storeUp = true
 	mu.Unlock()
-	if !testenv.WaitFor(20*time.Second, func() bool { got = committed(t, addrs, "g1", topic); return got[0] == 20 }) {
+	if !testenv.WaitFor(20*time.Second, func() bool { got = kc.Committed(t, "g1", topic); return got[0] == 20 }) {
 		t.Fatalf("partition 0 committed %v once offset 5 was claimed; want 20", got)
 	}
 	stop()
@@ -238,9 +195,9 @@ func TestConsumerCommitsOnlyTheClaimedPrefix(t *testing.T) {
 // comes again as duplicates.
 func TestConsumerStoppedBeforeAClaimLeavesTheRecordToTheGroup(t *testing.T) {
 	const topic = "orders"
-	kc := cluster(t, topic, 1)
-	addrs := kc.ListenAddrs()
-	produce(t, addrs, topic, 0, "o", 10)
+	kc := testenv.NewKafka(t, 1, topic)
+	addrs := kc.Addrs
+	produce(t, kc, topic, 0, "o", 10)
 
 	first := newAccepter(func(id string, _ int) error {
 		if id == "o-3" {
@@ -254,7 +211,7 @@ func TestConsumerStoppedBeforeAClaimLeavesTheRecordToTheGroup(t *testing.T) {
 		t.Fatalf("first member claimed %d; want 9", n)
 	}
 	stop()
-	if got := committed(t, addrs, "g", topic); got[0] != 3 {
+	if got := kc.Committed(t, "g", topic); got[0] != 3 {
 		t.Fatalf("committed %d after a graceful stop with offset 3 unclaimed; want 3", got[0])
 	}
 
@@ -271,30 +228,32 @@ func TestConsumerStoppedBeforeAClaimLeavesTheRecordToTheGroup(t *testing.T) {
 	if second.claimed("o-2") {
 		t.Fatal("a record behind the committed offset was read again")
 	}
-	if got := committed(t, addrs, "g", topic); got[0] != 10 {
+	if got := kc.Committed(t, "g", topic); got[0] != 10 {
 		t.Fatalf("committed %d at the end; want 10", got[0])
 	}
 }
 
 // Issue 27: a rebalance between two members of one group mid-stream loses
 // nothing, and no committed offset ever passes an unclaimed record: a
-// second member joins, then the first leaves, while a record of one
-// partition is held unclaimed across both rebalances.
+// second member joins, then the first leaves, while offset 20 of every
+// partition is held unclaimed across both rebalances (so every partition
+// that moves has claimed records past an unclaimed one, and a full window
+// behind it pauses).
 func TestRebalanceMidStreamLosesNothingAndNeverCommitsPastAnUnclaimedRecord(t *testing.T) {
 	const (
 		topic = "events"
 		parts = 8
 		per   = 250
 	)
-	kc := cluster(t, topic, parts)
-	addrs := kc.ListenAddrs()
+	kc := testenv.NewKafka(t, parts, topic)
+	addrs := kc.Addrs
 	for p := range int32(parts) {
-		produce(t, addrs, topic, p, fmt.Sprintf("p%d", p), per)
+		produce(t, kc, topic, p, fmt.Sprintf("p%d", p), per)
 	}
 	var mu sync.Mutex
 	held := true
 	rule := func(id string, _ int) error {
-		if id == "p3-100" {
+		if strings.HasSuffix(id, "-20") {
 			mu.Lock()
 			defer mu.Unlock()
 			if held {
@@ -325,7 +284,7 @@ func TestRebalanceMidStreamLosesNothingAndNeverCommitsPastAnUnclaimedRecord(t *t
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			got := committed(t, addrs, "g", topic)
+			got := kc.Committed(t, "g", topic)
 			for p, c := range got {
 				for o := range c {
 					if id := fmt.Sprintf("p%d-%d", p, o); !claimed(id) {
@@ -338,11 +297,11 @@ func TestRebalanceMidStreamLosesNothingAndNeverCommitsPastAnUnclaimedRecord(t *t
 		}
 	}()
 
-	_, stop1 := startConsumer(t, addrs, topic, "g", a1, 8)
+	_, stop1 := startConsumer(t, addrs, topic, "g", a1, 16)
 	if !testenv.WaitFor(20*time.Second, func() bool { return total() >= 400 }) {
 		t.Fatalf("claimed %d before the second member; want 400", total())
 	}
-	_, stop2 := startConsumer(t, addrs, topic, "g", a2, 8)
+	_, stop2 := startConsumer(t, addrs, topic, "g", a2, 16)
 	if !testenv.WaitFor(20*time.Second, func() bool { n, _ := a2.count(); return n >= 100 }) {
 		t.Fatalf("the second member claimed %d; want it to take partitions", total())
 	}
@@ -369,7 +328,7 @@ func TestRebalanceMidStreamLosesNothingAndNeverCommitsPastAnUnclaimedRecord(t *t
 	}
 	var got map[int32]int64
 	if !testenv.WaitFor(10*time.Second, func() bool {
-		got = committed(t, addrs, "g", topic)
+		got = kc.Committed(t, "g", topic)
 		for p := range int32(parts) {
 			if got[p] != per {
 				return false
@@ -395,12 +354,15 @@ func TestRebalanceMidStreamLosesNothingAndNeverCommitsPastAnUnclaimedRecord(t *t
 	a2.mu.Unlock()
 	a1.mu.Unlock()
 	t.Logf("%d records claimed by both members (read again after a rebalance: duplicates, never losses)", again)
+	if again == 0 {
+		t.Error("no record was read again: no partition moved with a record held in it, and the test proved nothing")
+	}
 }
 
 func TestPublisherProducesOneRecordPerSendKeyedByEntityOrIdempotencyKey(t *testing.T) {
 	const topic = "out"
-	kc := cluster(t, topic, 3)
-	addrs := kc.ListenAddrs()
+	kc := testenv.NewKafka(t, 3, topic)
+	addrs := kc.Addrs
 	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: addrs, Topic: topic}}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -465,8 +427,8 @@ func TestPublisherProducesOneRecordPerSendKeyedByEntityOrIdempotencyKey(t *testi
 // A broker that is down is a failed attempt to retry (the worker holds the
 // delivery behind its breaker), answered by the attempt's deadline.
 func TestPublisherBrokerDownIsARetryByTheDeadline(t *testing.T) {
-	kc := cluster(t, "out", 1)
-	addrs := kc.ListenAddrs()
+	kc := testenv.NewKafka(t, 1, "out")
+	addrs := kc.Addrs
 	kc.Close()
 	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: addrs, Topic: "out"}}}, nil)
 	if err != nil {
@@ -482,5 +444,35 @@ func TestPublisherBrokerDownIsARetryByTheDeadline(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Send took %v past a 700 ms deadline", d)
+	}
+}
+
+// A cluster that goes away is said in the source's status (for /readyz,
+// /metrics, the dashboard and doctor); the consumer carries on once it is
+// back, committing every record once claimed.
+func TestConsumerSaysWhenItsClusterIsGoneAndCarriesOnWhenBack(t *testing.T) {
+	kc := testenv.NewKafka(t, 1, "t")
+	produce(t, kc, "t", 0, "a", 10)
+	a := newAccepter(nil)
+	c, _ := startConsumer(t, kc.Addrs, "t", "g", a, 4)
+	if !testenv.WaitFor(20*time.Second, func() bool { n, _ := a.count(); return n == 10 && c.Status().Connected }) {
+		n, _ := a.count()
+		t.Fatalf("claimed %d of 10, status %+v", n, c.Status())
+	}
+	kc.Cut()
+	if !testenv.WaitFor(20*time.Second, func() bool { st := c.Status(); return !st.Connected && st.Error != "" }) {
+		t.Fatalf("status while the cluster is cut off: %+v; want not connected, with the error", c.Status())
+	}
+	if st := c.Status(); st.Kind != "kafka" || st.Source != "clicks" || st.Where == "" {
+		t.Errorf("status %+v; want the source, kind and what it consumes", st)
+	}
+	kc.Restore()
+	produce(t, kc, "t", 0, "b", 10)
+	if !testenv.WaitFor(30*time.Second, func() bool { n, _ := a.count(); return n == 20 && c.Status().Connected }) {
+		n, _ := a.count()
+		t.Fatalf("after the cluster came back: claimed %d of 20, status %+v", n, c.Status())
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return kc.Committed(t, "g", "t")[0] == 20 }) {
+		t.Fatalf("committed %v; want 20", kc.Committed(t, "g", "t"))
 	}
 }
