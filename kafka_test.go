@@ -19,7 +19,7 @@ import (
 )
 
 // metricsOf reads every sample of the gateway's /metrics.
-func metricsOf(t *testing.T, gw *oncehooktest.Gateway) map[string]float64 {
+func metricsOf(t testing.TB, gw *oncehooktest.Gateway) map[string]float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	gw.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

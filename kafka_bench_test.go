@@ -1,0 +1,111 @@
+package oncehook_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// cpuTime is this process's user+system CPU so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkKafkaConsume measures a Kafka source (consumed, claimed on
+// SQLite, committed) against a bare group consumer that only commits, on
+// the same topic in the same run: run both, and read the ratio.
+//
+//	go test -run XXX -bench KafkaConsume -benchtime 1x .
+//
+// The clock starts at the first record (once the group is joined). The
+// cluster (kfake) runs in the same process, so CPU per message counts the
+// broker's share too, in both.
+func BenchmarkKafkaConsume(b *testing.B) {
+	const records = 20000
+	kc := testenv.NewKafka(b, 4, "bench")
+	recs := make([]*kgo.Record, records)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "bench", Partition: int32(i % 4),
+			Value: fmt.Appendf(nil, `{"click_id":"c%06d","url":"/products/%d","at":"2026-12-02T03:00:00Z"}`, i, i)}
+	}
+	for i := 0; i < records; i += 1000 {
+		kc.Produce(b, recs[i:i+1000]...)
+	}
+	group := 0
+	report := func(b *testing.B, elapsed, cpu time.Duration) {
+		n := float64(records * b.N)
+		b.ReportMetric(n/elapsed.Seconds(), "msgs/s")
+		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/msg")
+		b.ReportMetric(0, "ns/op")
+	}
+
+	b.Run("bare", func(b *testing.B) {
+		var elapsed, cpu time.Duration
+		for range b.N {
+			group++
+			start, c0 := time.Now(), cpuTime()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Addrs...), kgo.ConsumerGroup(fmt.Sprintf("bare-%d", group)),
+				kgo.ConsumeTopics("bench"), kgo.DisableAutoCommit())
+			if err != nil {
+				b.Fatal(err)
+			}
+			seen := 0
+			for seen < records {
+				fs := cl.PollRecords(context.Background(), 1024)
+				if seen == 0 && fs.NumRecords() > 0 {
+					start, c0 = time.Now(), cpuTime() // the group is joined
+				}
+				seen += fs.NumRecords()
+				if err := cl.CommitUncommittedOffsets(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			elapsed += time.Since(start)
+			cpu += cpuTime() - c0
+			cl.Close()
+		}
+		report(b, elapsed, cpu)
+	})
+
+	b.Run("gateway", func(b *testing.B) {
+		var elapsed, cpu time.Duration
+		for range b.N {
+			group++
+			start, c0 := time.Now(), cpuTime()
+			gw := oncehooktest.Start(b, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: clicks
+    consume: {kafka: {brokers: [%s], topic: bench, group: gw-%d}}
+    key: ["json:click_id"]
+    destinations: []
+`, strings.Join(kc.Addrs, ", "), group))
+			testenv.WaitFor(30*time.Second, func() bool { return gatewayTaken(b, gw) > 0 })
+			start, c0 = time.Now(), cpuTime() // joined, and claiming
+			if !testenv.WaitFor(120*time.Second, func() bool {
+				return gatewayTaken(b, gw) >= records
+			}) {
+				b.Fatalf("the gateway claimed %v of %d", gatewayTaken(b, gw), records)
+			}
+			elapsed += time.Since(start)
+			cpu += cpuTime() - c0
+			gw.Stop()
+		}
+		report(b, elapsed, cpu)
+	})
+}
+
+func gatewayTaken(b *testing.B, gw *oncehooktest.Gateway) float64 {
+	m := metricsOf(b, gw)
+	return m[`oncehook_events_total{source="clicks",verdict="accepted"}`] + m[`oncehook_events_total{source="clicks",verdict="duplicate"}`]
+}
