@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Consume makes a source a queue's consumer: its events are the messages
@@ -189,8 +190,8 @@ func validateConsume(c *Consume, f string, fail func(field, format string, args 
 		if c.Kafka.MaxInFlight < 0 {
 			fail(f+".consume.kafka.max_in_flight", "cannot be negative")
 		}
-		if c.Kafka.SessionTimeout < 0 {
-			fail(f+".consume.kafka.session_timeout", "cannot be negative")
+		if st := c.Kafka.SessionTimeout; st != 0 && time.Duration(st) <= 3*time.Second {
+			fail(f+".consume.kafka.session_timeout", "%s: want more than the member's 3s heartbeat (Kafka's brokers allow 6s and up by default)", time.Duration(st))
 		}
 	}
 }

@@ -63,6 +63,7 @@ func TestQueueBlocksNameTheFieldAtFault(t *testing.T) {
 		{`consume: {amqp: {url: "amqp://x:5672/"}}`, "sources[0].consume.amqp.queue"},
 		{`consume: {kafka: {brokers: [nohost], topic: t}}`, "sources[0].consume.kafka.brokers[0]"},
 		{`consume: {kafka: {topic: t}}`, "sources[0].consume.kafka.brokers"},
+		{`consume: {kafka: {brokers: ["b:1"], topic: t, session_timeout: 2s}}`, "sources[0].consume.kafka.session_timeout"},
 		{`consume: {}`, "sources[0].consume"},
 		{`consume: {nats: {url: "nats://x:4222", stream: S}, kafka: {brokers: ["b:1"], topic: t}}`, "sources[0].consume"},
 	} {
