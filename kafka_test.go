@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,5 +253,71 @@ func readTopic(t *testing.T, addrs []string, topic string) func() []*kgo.Record 
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]*kgo.Record(nil), recs...)
+	}
+}
+
+// Invariant 19 with the store away: while PostgreSQL is unreachable, a
+// Kafka source claims nothing and commits nothing past what it had
+// claimed (its records are tried again, not acked and lost); once the
+// store is back, every record is claimed, delivered once and committed.
+func TestKafkaSourceCommitsNothingWhileTheStoreIsDownAndLosesNothing(t *testing.T) {
+	pg := testenv.Postgres(t)
+	base, _ := url.Parse(pg)
+	proxy := testenv.NewProxy(t, base.Host)
+	viaProxy := strings.Replace(pg, base.Host, proxy.Addr, 1)
+	kc := testenv.NewKafka(t, 2, "orders")
+	sink := testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: "`+viaProxy+`"
+sources:
+  - name: orders
+    consume: {kafka: {brokers: [`+strings.Join(kc.Addrs, ", ")+`], topic: orders, max_in_flight: 64}}
+    key: ["json:order_id"]
+    destinations: [app]
+destinations:
+  - name: app
+    url: `+sink.URL+`
+    retry: {max_attempts: 50, base_delay: 20ms, max_delay: 200ms}
+`)
+	orders := func(from, n int) []*kgo.Record {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: fmt.Appendf(nil, `{"order_id":"o%04d"}`, from+i)}
+		}
+		return recs
+	}
+	sum := func(m map[int32]int64) (s int64) {
+		for _, o := range m {
+			s += o
+		}
+		return s
+	}
+	kc.Produce(t, orders(0, 100)...)
+	if !testenv.WaitFor(20*time.Second, func() bool { return sum(kc.Committed(t, "oncehook-orders", "orders")) == 100 }) {
+		t.Fatalf("committed %v before the outage; want 100", kc.Committed(t, "oncehook-orders", "orders"))
+	}
+
+	proxy.Stop()
+	kc.Produce(t, orders(100, 200)...)
+	time.Sleep(3 * time.Second)
+	if got := kc.Committed(t, "oncehook-orders", "orders"); sum(got) != 100 {
+		t.Fatalf("committed %v while the store was down; want the 100 claimed before it", got)
+	}
+	if st := gw.ConsumerStatus()[0]; !st.Connected || st.InFlight == 0 {
+		t.Errorf("consumer status while the store is down: %+v; want connected, with records held", st)
+	}
+
+	proxy.Start(t)
+	if !testenv.WaitFor(30*time.Second, func() bool { return sum(kc.Committed(t, "oncehook-orders", "orders")) == 300 }) {
+		t.Fatalf("committed %v after the store came back; want 300", kc.Committed(t, "oncehook-orders", "orders"))
+	}
+	if !testenv.WaitFor(30*time.Second, func() bool { return len(sink.ByKey()) == 300 }) {
+		t.Fatalf("%d of 300 orders delivered", len(sink.ByKey()))
+	}
+	time.Sleep(300 * time.Millisecond)
+	for k, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times; want once", k, n)
+		}
 	}
 }
