@@ -48,6 +48,8 @@
 // waiting for a retry) at once for the whole source, and a partition keeps
 // at most a window of offsets behind its commit point (a few words each)
 // before its fetching pauses until the record holding the point is done.
+// Beside them, franz-go buffers what it fetched and was not yet polled: up
+// to one fetch per broker, 50 MiB each by default (kgo.FetchMaxBytes).
 //
 // # The publisher
 //
