@@ -84,7 +84,7 @@ destinations:
 	time.Sleep(200 * time.Millisecond)
 	kc.Produce(t, recs[len(recs)/2:]...)
 
-	if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == distinct }) {
+	if !testenv.WaitFor(120*time.Second, func() bool { return len(sink.ByKey()) == distinct }) {
 		t.Fatalf("%d of %d distinct keys delivered", len(sink.ByKey()), distinct)
 	}
 	var m map[string]float64
