@@ -476,3 +476,63 @@ func TestConsumerSaysWhenItsClusterIsGoneAndCarriesOnWhenBack(t *testing.T) {
 		t.Fatalf("committed %v; want 20", kc.Committed(t, "g", "t"))
 	}
 }
+
+// An attempt that timed out while the cluster was cut off leaves its
+// record in the producer, which writes it once the cluster is back; the
+// delivery's next attempt takes that record's ack instead of producing a
+// second one. An operator's replay (the attempts start again) produces
+// afresh.
+func TestPublisherNextAttemptTakesTheRecordThatLandedLate(t *testing.T) {
+	kc := testenv.NewKafka(t, 1, "out")
+	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: kc.Addrs, Topic: "out"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	send := func(key string, attempt int, wait time.Duration) deliver.Result {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		return pub.Send(ctx, &deliver.Message{Source: "s", Key: key, IdempotencyKey: "s:" + key, Attempt: attempt, Body: []byte(`{}`)})
+	}
+	if res := send("warm", 1, 5*time.Second); res.Kind != deliver.Delivered {
+		t.Fatalf("warm-up: %v %s", res.Kind, res.Error)
+	}
+	kc.Cut()
+	if res := send("k", 1, 300*time.Millisecond); res.Kind != deliver.Retry {
+		t.Fatalf("attempt 1 with the cluster cut off: %v; want retry", res.Kind)
+	}
+	kc.Restore()
+	read := func() (n int) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Addrs...), kgo.ConsumeTopics("out"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		defer cancel()
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				if string(r.Key) == "s:k" {
+					n++
+				}
+			})
+		}
+		return n
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool { return read() == 1 }) {
+		t.Fatal("the record of the timed-out attempt never landed")
+	}
+	if res := send("k", 2, 5*time.Second); res.Kind != deliver.Delivered {
+		t.Fatalf("attempt 2: %v %s; want delivered by the record that landed", res.Kind, res.Error)
+	}
+	if n := read(); n != 1 {
+		t.Fatalf("%d records for one delivery; want 1", n)
+	}
+	if res := send("k", 1, 5*time.Second); res.Kind != deliver.Delivered {
+		t.Fatalf("replay: %v %s", res.Kind, res.Error)
+	}
+	if n := read(); n != 2 {
+		t.Fatalf("%d records after a replay; want a second one", n)
+	}
+}
