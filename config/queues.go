@@ -37,18 +37,32 @@ func (c *Consume) Kind() string {
 	return ""
 }
 
-// Where names what the source consumes, for people ("the NATS stream
-// ORDERS"); "" when it consumes nothing.
+// Where names what the source consumes, for people ("stream ORDERS",
+// "queue payments", "topic clicks"); "" when it consumes nothing.
 func (c *Consume) Where() string {
 	switch {
 	case c == nil:
 		return ""
 	case c.NATS != nil:
-		return "the NATS stream " + c.NATS.Stream
+		return "stream " + c.NATS.Stream
 	case c.AMQP != nil:
-		return "the RabbitMQ queue " + c.AMQP.Queue
+		return "queue " + c.AMQP.Queue
 	case c.Kafka != nil:
-		return "the Kafka topic " + c.Kafka.Topic
+		return "topic " + c.Kafka.Topic
+	}
+	return ""
+}
+
+// Broker is the broker's name, for people: NATS JetStream, RabbitMQ or
+// Kafka ("" when none).
+func (c *Consume) Broker() string {
+	switch c.Kind() {
+	case "nats":
+		return "NATS JetStream"
+	case "amqp":
+		return "RabbitMQ"
+	case "kafka":
+		return "Kafka"
 	}
 	return ""
 }
