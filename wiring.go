@@ -124,7 +124,7 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 		sources[i] = receive.Source{
 			Name: s.Name, Preset: p, Window: time.Duration(s.Window), BodyRetention: time.Duration(s.BodyRetention), Routes: routes,
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
-			Elsewhere: s.Consume.Where(),
+			Elsewhere: s.Elsewhere(),
 		}
 		if o := s.Order; o != nil {
 			rule, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead))
