@@ -382,6 +382,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})
 	adminAPI := auth.Wrap(adminMux)
+	g.api.Handle(PublishRoute, auth.WrapPublish(g.traced("publish", http.HandlerFunc(g.publish))))
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 
