@@ -165,7 +165,7 @@ func TestPublishTokenMayOnlyPublishToItsSources(t *testing.T) {
 func TestPublishTxOnTheGatewaysDatabase(t *testing.T) {
 	sink := testenv.NewSink(t)
 	gw, path := outboxGateway(t, sink.URL)
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}

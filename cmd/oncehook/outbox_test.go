@@ -37,11 +37,12 @@ type shop[TTx any] struct {
 }
 
 func sqliteShop(t *testing.T, path string) shop[*sql.Tx] {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1) // one writer: SQLite's busy handler serves waiters in no order
 	return shop[*sql.Tx]{
 		driver: sqlite.TxDriver{},
 		begin: func(ctx context.Context) (*sql.Tx, func() error, func() error, error) {

@@ -180,7 +180,7 @@ func TestTxConformance(t *testing.T) {
 		paths[s] = path
 		return s
 	}, sqlite.TxDriver{}, func(t *testing.T, s store.Store) storetest.Tx[*sql.Tx] {
-		db, err := sql.Open("sqlite", "file:"+paths[s]+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+		db, err := sql.Open("sqlite", "file:"+paths[s]+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
 		if err != nil {
 			t.Fatal(err)
 		}
