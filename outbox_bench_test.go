@@ -94,7 +94,12 @@ func BenchmarkOutboxTx(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		pool, err := pgxpool.New(ctx, url)
+		pcfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pcfg.MaxConns = 16 // a connection for each of the 16 at once
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			b.Fatal(err)
 		}
