@@ -219,3 +219,60 @@ func TestPublishTxOnTheGatewaysDatabase(t *testing.T) {
 		t.Fatalf("stats %+v %v: want 1 accepted, 1 duplicate", view, err)
 	}
 }
+
+// An outbox event's destinations are decided as intake decides a
+// webhook's, at the commit that stores it (invariant 15): by its type and
+// the destinations' filters, through PublishTx and over HTTP alike.
+func TestPublishedEventsAreRoutedAsIntakeRoutesThem(t *testing.T) {
+	purchases, refunds := testenv.NewSink(t), testenv.NewSink(t)
+	path := filepath.Join(t.TempDir(), "oncehook.db")
+	gw := startGateway(t, `store: sqlite://`+path+`
+api: {tokens: [{name: shop, token: `+shopToken+`, publish: [orders]}]}
+sources:
+  - name: orders
+    outbox: true
+    type: ["json:event_name"]
+    destinations:
+      - {name: capi, types: [Purchase], filter: {body: {value: {$gte: 10}}}}
+      - {name: ledger, types: [Refund]}
+destinations:
+  - {name: capi, url: `+purchases.URL+`}
+  - {name: ledger, url: `+refunds.URL+`}
+`)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
+	ctx := context.Background()
+	for _, e := range []struct{ key, body string }{
+		{"p1", `{"event_name":"Purchase","value":99}`},
+		{"p2", `{"event_name":"Purchase","value":5}`}, // under capi's filter: stored, delivered nowhere
+		{"r1", `{"event_name":"Refund","value":99}`},
+	} {
+		tx, _ := db.BeginTx(ctx, nil)
+		if _, err := outbox.PublishTx(ctx, tx, "orders", e.key, []byte(e.body), nil); err != nil {
+			t.Fatal(err)
+		}
+		tx.Commit()
+	}
+	if status, got := publish(t, gw, shopToken, "orders", "p3", `{"event_name":"Purchase","value":20}`); status != http.StatusAccepted {
+		t.Fatalf("publish p3: %d %s", status, got)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(purchases.Deliveries()) == 2 && len(refunds.Deliveries()) == 1 }) {
+		t.Fatalf("capi got %v, ledger %v", purchases.ByKey(), refunds.ByKey())
+	}
+	time.Sleep(400 * time.Millisecond)
+	if got := purchases.ByKey(); len(got) != 2 || got["orders:p1"] != 1 || got["orders:p3"] != 1 {
+		t.Fatalf("capi got %v: want p1 and p3 (p2 is under its filter)", got)
+	}
+	if got := refunds.ByKey(); len(got) != 1 || got["orders:r1"] != 1 {
+		t.Fatalf("ledger got %v: want r1", got)
+	}
+	for _, d := range purchases.Deliveries() {
+		if d.Header.Get("X-Oncehook-Type") != "Purchase" {
+			t.Fatalf("delivery %s typed %q, want Purchase", d.Key, d.Header.Get("X-Oncehook-Type"))
+		}
+	}
+}
