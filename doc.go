@@ -32,4 +32,14 @@
 //	ln, err := net.Listen("tcp", cfg.Listen)
 //	if err != nil { ... }
 //	err = gw.Serve(ctx, ln) // until ctx ends, then a graceful shutdown
+//
+// Events can also come from your own code, in your own transaction (the
+// outbox, as River's InsertTx writes a job): an Outbox's PublishTx claims
+// the event with your domain write, on the gateway's database, and the
+// gateway delivers it once your transaction has committed, never if it
+// rolled back:
+//
+//	outbox, err := oncehook.NewOutbox(cfg, postgres.TxDriver{})
+//	...
+//	pub, err := outbox.PublishTx(ctx, tx, "orders", order.ID, purchaseJSON, nil) // in your pgx.Tx
 package oncehook

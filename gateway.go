@@ -250,6 +250,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		Gate:          g.holds,
 		Unconfigured:  g.holds.Unconfigured, // removed from the config: held
 		Tracer:        g.tracer,
+		IdlePoll:      idlePoll(cfg, g.store),
 	})
 	g.committer.Attach(g.worker)
 	g.holds.OnRelease(g.worker.Notify) // a resumed destination's deliveries are due
@@ -317,6 +318,30 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	return nil
 }
 
+// outboxPoll is how often an idle worker looks for due deliveries when
+// the store cannot wake it for commits made by other processes (SQLite has
+// no LISTEN/NOTIFY) and an outbox source's events are committed by them:
+// a publish is delivered within it, not within the default 5 s. Each look
+// is one indexed MIN (NextDue) on a reader: four a second cost nothing
+// the writer notices.
+const outboxPoll = 250 * time.Millisecond
+
+// idlePoll is the worker's IdlePoll for cfg on st: outboxPoll when an
+// outbox source's publishes cannot wake it, else the worker's default.
+// (A reload that adds the first outbox source keeps the poll it started
+// with: restart to shorten it.)
+func idlePoll(cfg *config.Config, st store.Store) time.Duration {
+	if _, wakes := st.(listener); wakes {
+		return 0
+	}
+	for _, s := range cfg.Sources {
+		if s.Outbox {
+			return outboxPoll
+		}
+	}
+	return 0
+}
+
 // writerOptions are the group committer's: the hourly rollups and the
 // duplicate counts ride its commits, under this process's own rows.
 func (g *Gateway) writerOptions(writers int, linger, lease time.Duration) groupcommit.Options {
@@ -357,6 +382,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})
 	adminAPI := auth.Wrap(adminMux)
+	g.api.Handle(PublishRoute, auth.WrapPublish(g.traced("publish", http.HandlerFunc(g.publish))))
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 

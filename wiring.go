@@ -124,9 +124,7 @@ func receiveSources(cfg *config.Config) ([]receive.Source, error) {
 		sources[i] = receive.Source{
 			Name: s.Name, Preset: p, Window: time.Duration(s.Window), BodyRetention: time.Duration(s.BodyRetention), Routes: routes,
 			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
-		}
-		if s.Consume != nil {
-			sources[i].Elsewhere = "the " + s.Consume.Broker() + " " + s.Consume.Where()
+			Elsewhere: s.Elsewhere(),
 		}
 		if o := s.Order; o != nil {
 			rule, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead))
@@ -184,23 +182,31 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.H
 		MaxStored: maxStored, Logger: log,
 		ReadBody: func(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, func(), error) {
 			body, done, err := intake.ReadBody(w, r, limit)
-			var tooLarge *http.MaxBytesError
-			switch {
-			case err == nil:
-				return body, done, nil
-			case errors.As(err, &tooLarge):
-				return nil, nil, &idempotency.BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes", tooLarge.Limit)}
-			case errors.Is(err, receive.ErrOverloaded), errors.Is(err, receive.ErrEvicted):
-				w.Header().Set("Retry-After", "1")
-				return nil, nil, &idempotency.BodyError{Status: http.StatusServiceUnavailable, Reason: "overloaded", Message: "too many request bytes in flight: retry later"}
-			case errors.Is(err, receive.ErrSlowBody):
-				w.Header().Set("Connection", "close")
-				return nil, nil, &idempotency.BodyError{Status: http.StatusRequestTimeout, Reason: "slow_body", Message: "the body arrived too slowly; it was cut"}
+			if err != nil {
+				return nil, nil, bodyRefused(w, err)
 			}
-			return nil, nil, &idempotency.BodyError{Status: http.StatusBadRequest, Reason: "unreadable", Message: "could not read the body"}
+			return body, done, nil
 		},
 		OnAnswer: func(replayed bool) { m.Answered(a.Name, replayed) },
 	})(rp)
+}
+
+// bodyRefused is how an API on the API listener answers a body intake's
+// ReadBody refused (the proxy's, the publish endpoint's), setting the
+// headers that go with it.
+func bodyRefused(w http.ResponseWriter, err error) *idempotency.BodyError {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return &idempotency.BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes", tooLarge.Limit)}
+	case errors.Is(err, receive.ErrOverloaded), errors.Is(err, receive.ErrEvicted):
+		w.Header().Set("Retry-After", "1")
+		return &idempotency.BodyError{Status: http.StatusServiceUnavailable, Reason: "overloaded", Message: "too many request bytes in flight: retry later"}
+	case errors.Is(err, receive.ErrSlowBody):
+		w.Header().Set("Connection", "close")
+		return &idempotency.BodyError{Status: http.StatusRequestTimeout, Reason: "slow_body", Message: "the body arrived too slowly; it was cut"}
+	}
+	return &idempotency.BodyError{Status: http.StatusBadRequest, Reason: "unreadable", Message: "could not read the body"}
 }
 
 // neverResend keeps the transport from sending out again on a new
@@ -224,7 +230,7 @@ func neverResend(out *http.Request) {
 func apiTokens(cfg *config.Config) []apiauth.Token {
 	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
 	for i, t := range cfg.API.Tokens {
-		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly}
+		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish}
 	}
 	return tokens
 }

@@ -57,6 +57,7 @@ func TestSpecNamesEveryRouteAndNoOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := append(api.Routes(), effect.Routes()...)
+	served = append(served, oncehook.PublishRoute)
 	sort.Strings(served)
 	inSpec := operations(t, spec)
 	for _, r := range served {
@@ -102,6 +103,7 @@ sources:
   - {name: hooks, preset: generic, unsigned: true, key: ["json:id"], type: ["json:type"],
      destinations: [app, {name: gone, types: ["order.*"]}]}
   - {name: shop, preset: generic, unsigned: true, key: ["json:id"], order: {entity: "json:order", version: "json:v", mode: fifo}, destinations: [gone]}
+  - {name: orders, outbox: true}
 destinations:
   - {name: app, url: ` + app.URL + `}
   - {name: gone, url: ` + failing.URL + `, retry: {max_attempts: 1}}
@@ -210,6 +212,44 @@ destinations:
 	call("GET /v1/effects/{key}", "/v1/effects/invoice:1", "", 200)
 	call("GET /v1/effects", "/v1/effects?limit=10", "", 200)
 	call("GET /v1/effects", "/v1/effects?bogus=1", "", 400)
+
+	// The outbox over HTTP (the operator's token may publish): new,
+	// duplicate, no key, not an outbox source.
+	publish := func(path, key string, want int) {
+		t.Helper()
+		op := "POST /v1/publish/{source}"
+		called[op] = true
+		body := `{"event_name":"Purchase","event_id":"ord_1"}`
+		req, _ := http.NewRequest(http.MethodPost, gw.APIURL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("POST %s: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+		vreq, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8081"+path, strings.NewReader(body))
+		vreq.Header = req.Header.Clone()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		if ok, errs := v.ValidateHttpRequestResponse(vreq, resp); !ok {
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Message+": "+e.Reason)
+			}
+			t.Errorf("%s answered %d %s:\n  %s", op, resp.StatusCode, b, strings.Join(msgs, "\n  "))
+		}
+	}
+	publish("/v1/publish/orders", "ord_1", 202)
+	publish("/v1/publish/orders", "ord_1", 200)
+	publish("/v1/publish/orders", "", 422)
+	publish("/v1/publish/hooks", "ord_1", 404)
 
 	spec2 := operations(t, spec)
 	for _, op := range spec2 {

@@ -117,11 +117,16 @@ type API struct {
 }
 
 // APIToken is a bearer token of the API. Its name goes into logs and the
-// audit log; a read-only token may only GET.
+// audit log; a read-only token may only GET; a publishing token may only
+// publish.
 type APIToken struct {
 	Name     string `yaml:"name"`
 	Token    string `yaml:"token"`
 	ReadOnly bool   `yaml:"read_only"`
+	// Publish, when set, makes the token a publisher's: it may POST
+	// /v1/publish/{source} for these sources (each an outbox source), and
+	// nothing else (every other endpoint, and the dashboard, refuse it).
+	Publish []string `yaml:"publish"`
 }
 
 // TLS names a certificate and its key, PEM files (a chain: the leaf
@@ -261,11 +266,33 @@ type Source struct {
 	// each message (the generic preset, unsigned: the broker's credentials
 	// say who may publish).
 	Consume *Consume `yaml:"consume"`
+	// Outbox, when set, takes the source's events only from the user's
+	// own code: Outbox.PublishTx in the user's transaction, or POST
+	// /v1/publish/{name} on the API listener with a token that may publish
+	// to it. POST /in/{name} then answers 404. Without a preset it is the
+	// generic one, unsigned: the caller's database access or API token says
+	// who may publish. The key is the caller's (Idempotency-Key), else the
+	// source's key rules read the body.
+	Outbox bool `yaml:"outbox"`
 }
 
 // HTTP reports whether the source takes requests at POST /in/{name}: a
-// queue's consumer does not (its preset may be unsigned).
-func (s *Source) HTTP() bool { return s.Consume == nil }
+// queue's consumer does not, nor an outbox source (their presets may be
+// unsigned).
+func (s *Source) HTTP() bool { return s.Consume == nil && !s.Outbox }
+
+// Elsewhere names where the source's events come from when it is not
+// POST /in/{name}, for people ("the NATS stream ORDERS", "the outbox");
+// "" for an HTTP source.
+func (s *Source) Elsewhere() string {
+	if s.Outbox {
+		return "the outbox (PublishTx, or POST /v1/publish/" + s.Name + " on the API listener)"
+	}
+	if s.Consume != nil {
+		return "the " + s.Consume.Broker() + " " + s.Consume.Where()
+	}
+	return ""
+}
 
 // Order asks for order per entity: the source's events about one entity
 // (an order, a payment) reach each destination one at a time, and an event
@@ -911,15 +938,28 @@ func (c *Config) setDefaults() error {
 	}
 	for i := range c.Sources {
 		s := &c.Sources[i]
+		if s.Outbox {
+			// A publish without a key could not be told from its retry:
+			// an outbox source refuses one (422), and reads the caller's
+			// Idempotency-Key unless its key rules say otherwise.
+			if s.OnMissingKey == "" {
+				s.OnMissingKey = "reject"
+			}
+			if len(s.Key) == 0 {
+				s.Key = []string{"header:Idempotency-Key"}
+			}
+		}
 		if s.OnMissingKey == "" {
 			s.OnMissingKey = "accept"
 		}
 		if s.OnBadSignature == "" {
 			s.OnBadSignature = "reject"
 		}
-		if s.Preset == "" && s.Consume != nil {
+		if s.Preset == "" && (s.Consume != nil || s.Outbox) {
 			// A queue's messages need no provider: the key and type rules
-			// read them, and the broker authenticated the publisher.
+			// read them, and the broker authenticated the publisher. An
+			// outbox's publishes neither: the caller's transaction or API
+			// token did.
 			s.Preset, s.Unsigned = "generic", true
 		}
 		if s.Window == 0 && s.Preset != "" {
@@ -1086,6 +1126,19 @@ func (c *Config) validate(lines fieldLines) []error {
 		if len(t.Token) < 16 {
 			fail(f+".token", "shorter than 16 characters: too easy to guess")
 		}
+		if t.ReadOnly && len(t.Publish) > 0 {
+			fail(f+".publish", "a token either reads (read_only) or publishes (publish), not both")
+		}
+		for j, name := range t.Publish {
+			at := fmt.Sprintf("%s.publish[%d]", f, j)
+			i := slices.IndexFunc(c.Sources, func(s Source) bool { return s.Name == name })
+			switch {
+			case i < 0:
+				fail(at, "no source named %q", name)
+			case !c.Sources[i].Outbox:
+				fail(at, "source %q is not an outbox source (outbox: true): only an outbox's events may be published", name)
+			}
+		}
 	}
 	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
 		fail("effects", "limits and retention cannot be negative")
@@ -1207,6 +1260,18 @@ func (c *Config) validate(lines fieldLines) []error {
 		sources[s.Name] = true
 		if s.Consume != nil {
 			validateConsume(s.Consume, f, fail)
+		}
+		if s.Outbox {
+			switch {
+			case s.Consume != nil:
+				fail(f+".outbox", "a source takes its events from a queue (consume:) or from the outbox, not both")
+			case len(s.Secrets) > 0:
+				fail(f+".secrets", "an outbox source takes no secrets: what is published to it is not signed (the caller's transaction, or its API token, says who may publish)")
+			case s.Preset != "generic":
+				fail(f+".preset", "%q: an outbox source's events are the caller's own, not a provider's: leave preset unset (generic)", s.Preset)
+			case s.OnMissingKey != "reject":
+				fail(f+".on_missing_key", "%q: an outbox source needs every publish's key (a publish without one could not be told from its retry): leave it unset (reject)", s.OnMissingKey)
+			}
 		}
 		presetOK := false
 		switch {

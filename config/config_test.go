@@ -59,6 +59,16 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "store"},
 		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_headers: ["X Key"]}}]`, "apis[0].idempotency.client_headers"},
 		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_cookies: ["a;b"]}}]`, "apis[0].idempotency.client_cookies"},
 		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {single_tenant: true, client_headers: [X-Api-Key]}}]`, "single_tenant"},
+		{`sources: [{name: o, outbox: true, secrets: [x]}]`, "sources[0].secrets"},
+		{`sources: [{name: o, outbox: true, preset: stripe}]`, "sources[0].preset"},
+		{`sources: [{name: o, outbox: true, on_missing_key: accept}]`, "sources[0].on_missing_key"},
+		{`sources: [{name: o, outbox: true, consume: {nats: {url: "nats://x", stream: S}}, key: ["json:id"]}]`, "sources[0].outbox"},
+		{`sources: [{name: o, outbox: true}, {name: s, preset: stripe, secrets: [x]}]
+api: {tokens: [{name: shop, token: 0123456789abcdef, publish: [s]}]}`, "api.tokens[0].publish[0]"},
+		{`sources: [{name: o, outbox: true}]
+api: {tokens: [{name: shop, token: 0123456789abcdef, publish: [ghost]}]}`, "api.tokens[0].publish[0]"},
+		{`sources: [{name: o, outbox: true}]
+api: {tokens: [{name: shop, token: 0123456789abcdef, read_only: true, publish: [o]}]}`, "api.tokens[0].publish"},
 	}
 	for _, c := range cases {
 		_, err := config.Parse([]byte(c.yaml), env(nil))
@@ -483,5 +493,33 @@ delivery: {lease: `+lease+`}
 		if (err == nil) != ok {
 			t.Errorf("lease %s for a 30s timeout: %v", lease, err)
 		}
+	}
+}
+
+// An outbox source needs no preset, secret nor key rule: generic,
+// unsigned, keyed by the caller's Idempotency-Key, and a publish without
+// a key is refused (it could not be told from its retry).
+func TestOutboxSourceNeedsNoPresetNorSecret(t *testing.T) {
+	cfg, err := config.Parse([]byte(`sources:
+  - name: orders
+    outbox: true
+    destinations: [capi]
+destinations: [{name: capi, url: "http://x"}]
+api:
+  tokens:
+    - {name: shop, token: "0123456789abcdef", publish: [orders]}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Sources[0]
+	if s.Preset != "generic" || !s.Unsigned || s.OnMissingKey != "reject" || len(s.Key) != 1 || s.Key[0] != "header:Idempotency-Key" {
+		t.Fatalf("outbox source %+v: want generic, unsigned, reject, keyed by Idempotency-Key", s)
+	}
+	if s.HTTP() || !strings.Contains(s.Elsewhere(), "outbox") {
+		t.Fatalf("outbox source: HTTP %v, elsewhere %q", s.HTTP(), s.Elsewhere())
+	}
+	if got := cfg.API.Tokens[0].Publish; len(got) != 1 || got[0] != "orders" {
+		t.Fatalf("token publish %v", got)
 	}
 }

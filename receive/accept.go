@@ -107,103 +107,16 @@ func (h *Handler) Accept(ctx context.Context, source string, env Envelope) (Resp
 	return resp, nil
 }
 
-// accept is Accept for a source in hand. Its steps follow intake's: the
-// transport has read the body (step 1).
+// accept is Accept for a source in hand.
 func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Response, *Rejection) {
+	events, now, discarded, rej := h.events(ctx, src, env)
+	if rej != nil {
+		return Response{}, rej
+	}
+	if discarded {
+		return Response{Status: StatusDiscarded, Events: []EventResult{}}, nil
+	}
 	name := src.Name
-	now := env.ReceivedAt
-	if now.IsZero() {
-		now = h.now()
-	}
-	method := env.Method
-	if method == "" {
-		method = http.MethodPost
-	}
-	u := env.URL
-	if u == nil {
-		u = &url.URL{}
-	}
-	preq := &provider.Request{Method: method, URL: u, Header: env.Header, Body: env.Body, PathToken: env.PathToken}
-	if int64(len(env.Body)) > h.maxBody {
-		// HTTP reads no more than this; a queue's message may be larger
-		// than the broker's own limit is here.
-		return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
-	}
-
-	// 2. Authenticity, before anything in the body is trusted or parsed.
-	if !env.SkipVerify {
-		if err := src.Preset.Verify(preq, now); err != nil {
-			if src.DiscardUnauthorized {
-				h.count(ctx, name, ReasonDiscarded)
-				h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
-				return Response{Status: StatusDiscarded, Events: []EventResult{}}, nil
-			}
-			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
-		}
-	}
-
-	// 3. Split into events and take each one's key.
-	// A preset that builds its items counts them against this before
-	// building each (413 below), rather than being checked once they all
-	// are in memory: a 640 KB WhatsApp batch grew the process by 270 MB.
-	body := env.Body
-	preq.MaxItemBytes = maxExpansion*int64(len(body)) + expansionSlack
-	items, err := src.Preset.Items(preq)
-	if err != nil {
-		var rej *Rejection
-		switch {
-		case errors.Is(err, provider.ErrTooLarge):
-			rej = rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
-				"the batch's events would hold over 4 times the request's "+strconv.Itoa(len(body))+" bytes (+64 KiB)")
-		case errors.Is(err, provider.ErrMalformed):
-			rej = rejection(http.StatusBadRequest, ReasonMalformed, err.Error())
-		default:
-			rej = rejection(http.StatusBadRequest, ReasonMalformed, "could not read the events")
-		}
-		return Response{}, h.rejected(ctx, name, env.Client, rej)
-	}
-	if env.Key != "" {
-		if len(items) != 1 {
-			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
-				"a key given with the body names one event; this body is "+strconv.Itoa(len(items))))
-		}
-		items[0].Key = env.Key
-	}
-	// What the split produced is held in memory too, until the answer, and
-	// stored: it is bounded, and counted against the transport's budget.
-	if split := splitBytes(body, items); split > 0 {
-		if split > maxExpansion*int64(len(body))+expansionSlack {
-			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
-				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
-					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)"))
-		}
-		if env.Reserve != nil {
-			if err := env.Reserve(ctx, split); err != nil {
-				var rej *Rejection
-				if !errors.As(err, &rej) {
-					rej = rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
-				}
-				return Response{}, h.rejected(ctx, name, env.Client, rej)
-			}
-		}
-	}
-	contentType := env.Header.Get("Content-Type")
-	if ct, ok := src.Preset.(provider.ContentTyper); ok {
-		contentType = ct.ContentType(preq)
-	}
-	if len(contentType) > maxContentType || !utf8.ValidString(contentType) {
-		// It is stored and sent back out with every delivery: a value no
-		// store or destination would take must fail here, alone.
-		return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8"))
-	}
-	traceparent := env.Trace
-	if traceparent == "" {
-		traceparent = tracing.Inject(ctx) // "" when not traced
-	}
-	events, ok := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
-	if !ok {
-		return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request"))
-	}
 
 	// 4. Claim and persist; answer only once durable. Events the hot set
 	// knows are committed are duplicates for certain and skip the queue.
@@ -250,6 +163,159 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 		}
 	}
 
+	resp := h.verdicts(src, events, claims, now, h.metrics, h.onDup)
+	if h.tracer != nil {
+		trace.SpanFromContext(ctx).SetAttributes(tracing.Verdict.String(resp.Status), tracing.Events.Int(len(events)))
+	}
+	return resp, nil
+}
+
+// Events makes env into the events Accept would claim for the named
+// source, without claiming them: verified (unless SkipVerify), split,
+// each with its key, type, deliveries (routes and filters) and place in
+// its entity's order, decided exactly as for intake. The outbox claims
+// them in the caller's own transaction (a store's TxDriver), then asks
+// Verdicts what to answer and count. A rejection is a *Rejection, counted
+// and logged as Accept's are; an envelope its source discards (a bad
+// signature on a source that answers 200 anyway) is no events.
+func (h *Handler) Events(ctx context.Context, source string, env Envelope) ([]store.NewEvent, error) {
+	src, ok := h.table.Load().sources[source]
+	if !ok {
+		h.metrics.Request("", ReasonUnknownSource)
+		return nil, rejection(http.StatusNotFound, ReasonUnknownSource, "no source named "+source)
+	}
+	events, _, _, rej := h.events(ctx, src, env)
+	if rej != nil {
+		return nil, rej
+	}
+	return events, nil
+}
+
+// Verdicts is what Accept answers for events claimed elsewhere (Events,
+// then a TxDriver's ClaimEvents in the caller's transaction): the
+// response, and what Accept would have counted, as hourly counters and
+// duplicate copies for the caller to write in that same transaction (a
+// TxDriver's AddCounts), so that they are counted exactly when the claims
+// commit. now is the events' ReceivedAt.
+func (h *Handler) Verdicts(source string, events []store.NewEvent, claims []store.Claim, now time.Time) (Response, []store.StatDelta, []store.Copy) {
+	src, ok := h.table.Load().sources[source]
+	if !ok {
+		src = &Source{Name: source}
+	}
+	tally := metrics.Rollups(func() time.Time { return now })
+	resp := h.verdicts(src, events, claims, now, tally, nil)
+	return resp, tally.Hourly.Take(), tally.Copies.Take()
+}
+
+// events is steps 2 and 3 of Accept, for a source in hand: the
+// transport has read the body (step 1). discarded is an envelope that
+// failed verification on a source that discards those.
+func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []store.NewEvent, now time.Time, discarded bool, _ *Rejection) {
+	name := src.Name
+	now = env.ReceivedAt
+	if now.IsZero() {
+		now = h.now()
+	}
+	method := env.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	u := env.URL
+	if u == nil {
+		u = &url.URL{}
+	}
+	preq := &provider.Request{Method: method, URL: u, Header: env.Header, Body: env.Body, PathToken: env.PathToken}
+	if int64(len(env.Body)) > h.maxBody {
+		// HTTP reads no more than this; a queue's message may be larger
+		// than the broker's own limit is here, and a publish too.
+		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
+	}
+
+	// 2. Authenticity, before anything in the body is trusted or parsed.
+	if !env.SkipVerify {
+		if err := src.Preset.Verify(preq, now); err != nil {
+			if src.DiscardUnauthorized {
+				h.count(ctx, name, ReasonDiscarded)
+				h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
+				return nil, now, true, nil
+			}
+			return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
+		}
+	}
+
+	// 3. Split into events and take each one's key.
+	// A preset that builds its items counts them against this before
+	// building each (413 below), rather than being checked once they all
+	// are in memory: a 640 KB WhatsApp batch grew the process by 270 MB.
+	body := env.Body
+	preq.MaxItemBytes = maxExpansion*int64(len(body)) + expansionSlack
+	items, err := src.Preset.Items(preq)
+	if err != nil {
+		var rej *Rejection
+		switch {
+		case errors.Is(err, provider.ErrTooLarge):
+			rej = rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's events would hold over 4 times the request's "+strconv.Itoa(len(body))+" bytes (+64 KiB)")
+		case errors.Is(err, provider.ErrMalformed):
+			rej = rejection(http.StatusBadRequest, ReasonMalformed, err.Error())
+		default:
+			rej = rejection(http.StatusBadRequest, ReasonMalformed, "could not read the events")
+		}
+		return nil, now, false, h.rejected(ctx, name, env.Client, rej)
+	}
+	if env.Key != "" {
+		if len(items) != 1 {
+			return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
+				"a key given with the body names one event; this body is "+strconv.Itoa(len(items))))
+		}
+		items[0].Key = env.Key
+	}
+	// What the split produced is held in memory too, until the answer, and
+	// stored: it is bounded, and counted against the transport's budget.
+	if split := splitBytes(body, items); split > 0 {
+		if split > maxExpansion*int64(len(body))+expansionSlack {
+			return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
+					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)"))
+		}
+		if env.Reserve != nil {
+			if err := env.Reserve(ctx, split); err != nil {
+				var rej *Rejection
+				if !errors.As(err, &rej) {
+					rej = rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+				}
+				return nil, now, false, h.rejected(ctx, name, env.Client, rej)
+			}
+		}
+	}
+	contentType := env.Header.Get("Content-Type")
+	if ct, ok := src.Preset.(provider.ContentTyper); ok {
+		contentType = ct.ContentType(preq)
+	}
+	if len(contentType) > maxContentType || !utf8.ValidString(contentType) {
+		// It is stored and sent back out with every delivery: a value no
+		// store or destination would take must fail here, alone.
+		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8"))
+	}
+	traceparent := env.Trace
+	if traceparent == "" {
+		traceparent = tracing.Inject(ctx) // "" when not traced
+	}
+	events, ok := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
+	if !ok {
+		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request"))
+	}
+	return events, now, false, nil
+}
+
+// verdicts turns claims into the answer, and counts each event's verdict
+// and the request's outcome in m: the gateway's metrics (Prometheus, and
+// the rollups its writer commits), or the outbox's tally (the rollups
+// only, committed in the caller's transaction). One place, so that a
+// duplicate is counted the same wherever it arrived. onDup, when set,
+// hears each duplicate.
+func (h *Handler) verdicts(src *Source, events []store.NewEvent, claims []store.Claim, now time.Time, m *metrics.Metrics, onDup func(source, key string, body []byte)) Response {
+	name := src.Name
 	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
 	if len(events) == 0 {
 		resp.Status = StatusAccepted // a batch with no updates: nothing to store, nothing to retry
@@ -260,31 +326,28 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 		switch {
 		case c.Duplicate:
 			res.Status, verdict = StatusDuplicate, StatusDuplicate
-			h.metrics.Copy(name, events[i].Key, now)
-			if h.onDup != nil {
-				h.onDup(name, events[i].Key, events[i].Body)
+			m.Copy(name, events[i].Key, now)
+			if onDup != nil {
+				onDup(name, events[i].Key, events[i].Body)
 			}
 		case events[i].Keyless:
 			verdict = metrics.Keyless
 		}
 		if !c.Duplicate {
 			resp.Status = StatusAccepted
-			h.metrics.Stored(name, events[i].Type)
+			m.Stored(name, events[i].Type)
 			if src.Order != nil && events[i].Order.Entity == "" {
-				h.metrics.Unordered(name)
+				m.Unordered(name)
 			}
 			if len(events[i].Destinations) == 0 && len(events[i].Filtered) > 0 {
-				h.metrics.Filtered(name)
+				m.Filtered(name)
 			}
 		}
-		h.metrics.Event(name, verdict)
+		m.Event(name, verdict)
 		resp.Events[i] = res
 	}
-	h.count(ctx, name, resp.Status)
-	if h.tracer != nil {
-		trace.SpanFromContext(ctx).SetAttributes(tracing.Events.Int(len(events)))
-	}
-	return resp, nil
+	m.Request(name, resp.Status)
+	return resp
 }
 
 // rejected counts and logs a rejection, says it on the span, and returns it.

@@ -365,6 +365,10 @@ var (
 	ErrEvicted = errEvicted
 )
 
+// MaxBodySize is the largest body intake takes (max_body_size, or its
+// default): the outbox's publish endpoint takes no more.
+func (h *Handler) MaxBodySize() int64 { return h.maxBody }
+
 // ReadBody reads the body of a request to one of the user's APIs behind
 // the Idempotency-Key proxy, which must hold it whole (its fingerprint,
 // the upstream's retry), on intake's terms: up to limit bytes, reserved as

@@ -1,9 +1,6 @@
 package store
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // The effects ledger: before an external side effect (a WhatsApp message, a
 // charge, an LLM call, a conversion sent to an ad platform), the caller
@@ -237,13 +234,4 @@ type EffectQuery struct {
 	Now   time.Time // what "expired" is measured against
 	After string    // the cursor: keys after this one, in key order
 	Limit int
-}
-
-// TxDriver applies effects ledger operations inside a transaction the
-// caller opened on the backend's database (the outbox): each backend
-// provides one for its transaction type, as River's drivers do, so that
-// the ledger (effect.NewTx) depends on no backend. The operation commits
-// or rolls back with the caller's transaction.
-type TxDriver[TTx any] interface {
-	ApplyEffect(ctx context.Context, tx TTx, op EffectOp) (EffectResult, error)
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,12 +38,16 @@ type Token struct {
 	Name     string
 	Value    string
 	ReadOnly bool
+	// Publish, when set, are the outbox sources the token may publish to
+	// (POST /v1/publish/{source}, WrapPublish): it may do nothing else.
+	Publish []string
 }
 
 type entry struct {
 	name     string
 	hash     [32]byte
 	readOnly bool
+	publish  []string
 }
 
 // Auth checks requests against a set of tokens.
@@ -92,7 +97,7 @@ func peer(r *http.Request) string {
 func (a *Auth) SetTokens(tokens []Token) {
 	entries := make([]entry, len(tokens))
 	for i, t := range tokens {
-		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly}
+		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish}
 	}
 	a.tokens.Store(&entries)
 }
@@ -101,7 +106,24 @@ func (a *Auth) SetTokens(tokens []Token) {
 type Caller struct {
 	Name     string
 	ReadOnly bool
+	// Publish are the sources a publishing token may publish to; a
+	// caller with them may do nothing else.
+	Publish []string
 }
+
+// Publisher reports whether the caller's token only publishes.
+func (c Caller) Publisher() bool { return len(c.Publish) > 0 }
+
+// MayPublish reports whether the caller may publish to source: a
+// publishing token that names it, or a token that may change anything.
+func (c Caller) MayPublish(source string) bool {
+	if c.Publisher() {
+		return slices.Contains(c.Publish, source)
+	}
+	return !c.ReadOnly
+}
+
+func (t entry) caller() Caller { return Caller{Name: t.name, ReadOnly: t.readOnly, Publish: t.publish} }
 
 type callerKey struct{}
 
@@ -139,7 +161,10 @@ func (a *Auth) Session(token string) (Caller, bool) {
 	}
 	for _, t := range *a.tokens.Load() {
 		if t.name == name && hmac.Equal([]byte(digest), []byte(hex.EncodeToString(t.hash[:8]))) {
-			return Caller{Name: t.name, ReadOnly: t.readOnly}, true
+			if len(t.publish) > 0 {
+				return Caller{}, false // a publisher never signs in (see Login)
+			}
+			return t.caller(), true
 		}
 	}
 	return Caller{}, false
@@ -156,7 +181,7 @@ func (a *Auth) Check(value string) (Caller, bool) {
 	ok := false
 	for _, t := range *a.tokens.Load() {
 		if hmac.Equal(h[:], t.hash[:]) && !ok {
-			found, ok = Caller{Name: t.name, ReadOnly: t.readOnly}, true
+			found, ok = t.caller(), true
 		}
 	}
 	return found, ok
@@ -184,9 +209,41 @@ func Bearer(r *http.Request) string {
 	return strings.TrimSpace(v)
 }
 
-// Wrap serves h to requests with a known bearer token, and only safe
-// methods (GET, HEAD) to read-only tokens.
+// Wrap serves h to requests with a known bearer token, only safe methods
+// (GET, HEAD) to read-only tokens, and nothing to publishing tokens (403):
+// they may only publish (WrapPublish).
 func (a *Auth) Wrap(h http.Handler) http.Handler {
+	return a.check(func(w http.ResponseWriter, r *http.Request, c Caller) {
+		if c.Publisher() {
+			httpapi.WriteError(w, http.StatusForbidden, "publish_only", "token "+c.Name+" may only publish (POST /v1/publish/{source})")
+			return
+		}
+		if c.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			httpapi.WriteError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+	})
+}
+
+// WrapPublish serves h (POST /v1/publish/{source}) to a token that may
+// publish to the request's {source}: a publishing token that names it,
+// or a token that may change anything. A read-only token, or a publishing
+// one that does not name the source, gets 403.
+func (a *Auth) WrapPublish(h http.Handler) http.Handler {
+	return a.check(func(w http.ResponseWriter, r *http.Request, c Caller) {
+		source := r.PathValue("source")
+		if !c.MayPublish(source) {
+			httpapi.WriteError(w, http.StatusForbidden, "not_publisher", "token "+c.Name+" may not publish to "+source)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+	})
+}
+
+// check answers a request without a known token (401, or 429 past the
+// limit on wrong ones) and hands the others to next with their caller.
+func (a *Auth) check(next func(http.ResponseWriter, *http.Request, Caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok, limited := a.CheckFrom(a.client(r), Bearer(r))
 		if !ok && limited > 0 {
@@ -199,11 +256,7 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			httpapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
 			return
 		}
-		if c.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			httpapi.WriteError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
-			return
-		}
-		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+		next(w, r, c)
 	})
 }
 

@@ -418,6 +418,12 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true, "Demo": d.opts.Demo})
 		return
 	}
+	if caller.Publisher() {
+		// A publishing token may publish and do nothing else: no session.
+		d.opts.Logger.Warn("dashboard: login with a publishing token", "token", caller.Name, "client", client)
+		d.render(w, r, http.StatusForbidden, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "PublishOnly": true, "Demo": d.opts.Demo})
+		return
+	}
 	if err := d.setSession(w, r, caller); err != nil {
 		d.failErr(w, r, err)
 		return
@@ -451,7 +457,7 @@ func (d *Dashboard) loginByLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller, ok := d.opts.Auth.Check(l.token)
-	if !ok {
+	if !ok || caller.Publisher() {
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true, "Demo": d.opts.Demo})
 		return
 	}

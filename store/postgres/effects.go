@@ -236,3 +236,57 @@ func (s *Store) sweepEffects(ctx context.Context, now time.Time, limit int) (int
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// ClaimEvents claims events in the caller's own transaction on this
+// store's database (the outbox), with the statement Commit runs for a
+// batch's events (commitSQL), asking for no lease: a duplicate is the same
+// duplicate, and each new event's deliveries are due at once, leased to
+// nobody. Their insert's trigger (deliveries_notify) queues a NOTIFY that
+// PostgreSQL sends when tx commits, and not if it rolls back: every
+// replica's worker wakes for a committed publish at once. Times are taken
+// as they are (the caller's transaction has no store to measure its
+// clock against the database's).
+func (TxDriver) ClaimEvents(ctx context.Context, tx pgx.Tx, events []store.NewEvent) ([]store.Claim, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	s := &Store{} // no skew, no lease: only commitSQL's arguments and rows
+	now := time.Now()
+	rs, err := tx.Query(ctx, commitSQL, s.commitArgs(events, store.Lease{}, "", now, now)...)
+	if err != nil {
+		return nil, failed("claim events", err)
+	}
+	var rows []commitRow
+	for rs.Next() {
+		var r commitRow
+		if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
+			&r.contentType, &r.headers, &r.body, &r.received, &r.trace, &r.eventType); err != nil {
+			rs.Close()
+			return nil, failed("claim events", err)
+		}
+		rows = append(rows, r)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, failed("claim events", err)
+	}
+	return s.committed(events, rows, "", now).Claims, nil
+}
+
+// AddCounts adds counters and copies in the caller's transaction, as a
+// Commit's Stats and Copies, in one round trip; the counters under the
+// session's own shard (outboxStatsSQL).
+func (TxDriver) AddCounts(ctx context.Context, tx pgx.Tx, stats []store.StatDelta, copies []store.Copy) error {
+	batch := &pgx.Batch{}
+	if len(stats) > 0 {
+		batch.Queue(outboxStatsSQL, statsArgs(stats)...)
+	}
+	(&Store{}).queueCopies(batch, copies)
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return failed("add counts", err)
+	}
+	return nil
+}

@@ -381,48 +381,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	outcomes := batch.Len()
 	claiming := len(b.Events) > 0 || (l.Max > 0 && l.Due)
 	if claiming {
-		n := len(b.Events)
-		sources, keys, types, headers, dests, etypes, filtered := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		keyless, bodies := make([]bool, n), make([][]byte, n)
-		received, expiry := make([]time.Time, n), make([]time.Time, n)
-		ord := make([]int32, n)
-		oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
-		oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
-		traces := make([]string, n)
-		drops := make([]time.Time, n) // when the body may go: its partition's day
-		var latest time.Time
-		for i, e := range b.Events {
-			traces[i] = e.Trace
-			drop := e.ExpiresAt
-			if !e.BodyExpiresAt.IsZero() {
-				drop = e.BodyExpiresAt
-			}
-			drops[i] = s.toDB(drop)
-			latest = later(latest, drops[i])
-			if o := e.Order; o.Entity != "" {
-				oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
-				oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
-			}
-			sources[i], keys[i], types[i], keyless[i], etypes[i] = e.Source, e.Key, e.ContentType, e.Keyless, e.Type
-			headers[i] = store.EncodeHeader(e.Header)
-			// Destination names cannot hold a comma (config validates them).
-			dests[i] = strings.Join(e.Destinations, ",")
-			filtered[i] = strings.Join(e.Filtered, ",")
-			bodies[i] = e.Body
-			if bodies[i] == nil {
-				bodies[i] = []byte{}
-			}
-			received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
-		}
-		if !latest.IsZero() {
-			s.noteDrop(latest)
-		}
-		held := l.Held
-		if held == nil {
-			held = []string{}
-		}
-		batch.Queue(commitSQL, sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-			l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces, drops)
+		batch.Queue(commitSQL, s.commitArgs(b.Events, l, token, expires, now)...)
 	}
 	if batch.Len() == 0 && len(b.Effects) == 0 {
 		return store.Committed{}, nil
@@ -501,6 +460,53 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		out.Leased = append(out.Leased, ordered...)
 	}
 	return out, nil
+}
+
+// commitArgs are commitSQL's arguments for events, with the lease l asks
+// for (now and expires on the database's clock).
+func (s *Store) commitArgs(events []store.NewEvent, l store.Lease, token string, expires, now time.Time) []any {
+	n := len(events)
+	sources, keys, types, headers, dests, etypes, filtered := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	keyless, bodies := make([]bool, n), make([][]byte, n)
+	received, expiry := make([]time.Time, n), make([]time.Time, n)
+	ord := make([]int32, n)
+	oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
+	oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
+	traces := make([]string, n)
+	drops := make([]time.Time, n) // when the body may go: its partition's day
+	var latest time.Time
+	for i, e := range events {
+		traces[i] = e.Trace
+		drop := e.ExpiresAt
+		if !e.BodyExpiresAt.IsZero() {
+			drop = e.BodyExpiresAt
+		}
+		drops[i] = s.toDB(drop)
+		latest = later(latest, drops[i])
+		if o := e.Order; o.Entity != "" {
+			oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
+			oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
+		}
+		sources[i], keys[i], types[i], keyless[i], etypes[i] = e.Source, e.Key, e.ContentType, e.Keyless, e.Type
+		headers[i] = store.EncodeHeader(e.Header)
+		// Destination names cannot hold a comma (config validates them).
+		dests[i] = strings.Join(e.Destinations, ",")
+		filtered[i] = strings.Join(e.Filtered, ",")
+		bodies[i] = e.Body
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+		received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
+	}
+	if !latest.IsZero() {
+		s.noteDrop(latest)
+	}
+	held := l.Held
+	if held == nil {
+		held = []string{}
+	}
+	return []any{sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
+		l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces, drops}
 }
 
 type commitRow struct {

@@ -214,3 +214,80 @@ func TestAReplicaWithAFastClockUsesTheDatabasesClock(t *testing.T) {
 		t.Fatalf("stored expiry on the fast clock %v, want about %v", c[0].ExpiresAt, now.Add(15*time.Minute))
 	}
 }
+
+// The outbox's claims in the user's own transaction, on a connection of
+// the user's own (pgx), to the store's schema.
+func TestTxConformance(t *testing.T) {
+	storetest.RunTx(t, openFresh, postgres.TxDriver{}, func(t *testing.T, s store.Store) storetest.Tx[pgx.Tx] {
+		url, _ := urls.Load(s)
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url.(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(ctx) })
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Tx[pgx.Tx]{Tx: tx, Commit: func() error { return tx.Commit(ctx) }, Rollback: func() error { return tx.Rollback(ctx) }}
+	})
+}
+
+// A publish committed in the user's own transaction wakes the workers
+// (LISTEN/NOTIFY) at its commit, and one rolled back wakes nobody: the
+// trigger's NOTIFY is sent only when the transaction that queued it
+// commits.
+func TestTxPublishWakesListenersAtCommit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := openFresh(t).(*postgres.Store)
+	defer s.Close()
+	woke := make(chan struct{}, 16)
+	go s.Listen(ctx, func() { woke <- struct{}{} })
+	select {
+	case <-woke: // the wake after connecting
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener never connected")
+	}
+	url, _ := urls.Load(store.Store(s))
+	conn, err := pgx.Connect(ctx, url.(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	publish := func(key string, commit bool) {
+		t.Helper()
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if _, err := (postgres.TxDriver{}).ClaimEvents(ctx, tx, []store.NewEvent{{Source: "orders", Key: key, Body: []byte(`{}`),
+			ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"d"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("rolled-back", false)
+	select {
+	case <-woke:
+		t.Fatal("a rolled-back publish woke the workers")
+	case <-time.After(300 * time.Millisecond):
+	}
+	start := time.Now()
+	publish("committed", true)
+	select {
+	case <-woke:
+		t.Logf("woken %v after the commit began", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("a committed publish did not wake the workers")
+	}
+}

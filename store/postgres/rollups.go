@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,17 +36,28 @@ func (s *Store) queueCopies(batch *pgx.Batch, copies []store.Copy) {
 	batch.Queue(copiesSQL, sources, keys, ns, ats)
 }
 
+// outboxStatsSQL is statsSQL in a caller's own transaction (the outbox):
+// its shard is its session's, which no other open transaction has, so
+// that publishers never wait on each other's counter rows (nor deadlock
+// on two of them taken in opposite orders).
+var outboxStatsSQL = strings.Replace(statsSQL, "$6", "'outbox/' || pg_backend_pid()", 1)
+
 func queueStats(batch *pgx.Batch, shard string, deltas []store.StatDelta) {
 	if len(deltas) == 0 {
 		return
 	}
+	batch.Queue(statsSQL, append(statsArgs(deltas), shard)...)
+}
+
+// statsArgs are statsSQL's arrays, $1 to $5.
+func statsArgs(deltas []store.StatDelta) []any {
 	n := len(deltas)
 	hours, values := make([]time.Time, n), make([]int64, n)
 	scopes, names, metrics := make([]string, n), make([]string, n), make([]string, n)
 	for i, d := range deltas {
 		hours[i], scopes[i], names[i], metrics[i], values[i] = d.Hour, d.Scope, d.Name, d.Metric, d.Value
 	}
-	batch.Queue(statsSQL, hours, scopes, names, metrics, values, shard)
+	return []any{hours, scopes, names, metrics, values}
 }
 
 // Rollups implements store.Store.

@@ -249,3 +249,51 @@ func (s *Store) sweepEffects(ctx context.Context, now time.Time, limit int) (int
 	n, _ := res.RowsAffected()
 	return int(n), nil
 }
+
+// ClaimEvents claims events in the caller's own transaction on this
+// store's database (the outbox), with the statements Commit runs for a
+// batch's events: a duplicate is the same duplicate, and each new event's
+// deliveries are due at once, leased to nobody. The gateway's worker
+// finds them when it next asks the store for due deliveries (within its
+// idle poll: another process's commit cannot wake it).
+func (TxDriver) ClaimEvents(ctx context.Context, tx *sql.Tx, events []store.NewEvent) ([]store.Claim, error) {
+	st := claimStatements{
+		insertEvent:    textStatement{tx, insertEventSQL},
+		storedExpiry:   textStatement{tx, storedExpirySQL},
+		insertDelivery: textStatement{tx, insertDeliverySQL},
+		insertBody:     textStatement{tx, insertBodySQL},
+	}
+	var due bool
+	// No lease (Max 0): nothing is handed off, so the writer's own
+	// statements (s) are never reached.
+	claims, _, err := (*Store)(nil).claim(ctx, tx, st, events, store.Lease{}, "", &due)
+	return claims, err
+}
+
+// outboxShard is the rollup rows a caller's transaction adds to: SQLite
+// has one writer at a time, so one shard waits on nobody.
+const outboxShard = "outbox"
+
+// AddCounts adds counters and copies in the caller's transaction, as a
+// Commit's Stats and Copies.
+func (TxDriver) AddCounts(ctx context.Context, tx *sql.Tx, stats []store.StatDelta, copies []store.Copy) error {
+	if len(stats) > 0 {
+		st, err := tx.PrepareContext(ctx, addStatSQL)
+		if err != nil {
+			return failed("add rollups", err)
+		}
+		defer st.Close()
+		if err := addStats(ctx, st, outboxShard, stats); err != nil {
+			return err
+		}
+	}
+	if len(copies) > 0 {
+		st, err := tx.PrepareContext(ctx, addCopiesSQL)
+		if err != nil {
+			return failed("count copies", err)
+		}
+		defer st.Close()
+		return addCopies(ctx, st, copies)
+	}
+	return nil
+}

@@ -72,11 +72,9 @@ type statements struct {
 
 func (s *Store) prepare(ctx context.Context) error {
 	for dst, query := range map[**sql.Stmt]string{
-		&s.stmt.insertEvent: `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`,
-		&s.stmt.storedExpiry: `SELECT expires_at FROM events WHERE source = ? AND key = ?`,
-		&s.stmt.insertDelivery: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at,
-			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		&s.stmt.insertEvent:    insertEventSQL,
+		&s.stmt.storedExpiry:   storedExpirySQL,
+		&s.stmt.insertDelivery: insertDeliverySQL,
 		&s.stmt.handOff: `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at, lease_token, lease_expires_at, attempts)
 			VALUES (?, ?, ?, ?, ?, ?, 1)`,
 		// A lease counts the attempt it is for (see store.Store's
@@ -91,7 +89,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			RETURNING id, event_id, destination, attempts`,
 		&s.stmt.loadEvent: `SELECT e.source, e.key, e.content_type, e.headers, COALESCE(b.body, e.body), e.received_at, e.trace, e.type
 			FROM events e LEFT JOIN bodies b ON b.event_id = e.id WHERE e.id = ?`,
-		&s.stmt.insertBody: `INSERT INTO bodies (event_id, body) VALUES (?, ?)`,
+		&s.stmt.insertBody: insertBodySQL,
 		&s.stmt.release: `UPDATE deliveries SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?,
 				attempts = MAX(attempts - 1, 0)
 			WHERE id = ? AND lease_token = ?`,
@@ -130,6 +128,17 @@ func (s *Store) prepare(ctx context.Context) error {
 }
 
 var _ store.Store = (*Store)(nil)
+
+// The claim's statements, as text: the writer prepares them (statements),
+// and a caller's own transaction (TxDriver) runs the same text.
+const (
+	insertEventSQL = `INSERT INTO events (source, key, keyless, content_type, headers, body, received_at, expires_at, type, filtered, trace, body_expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (source, key) DO NOTHING`
+	storedExpirySQL   = `SELECT expires_at FROM events WHERE source = ? AND key = ?`
+	insertDeliverySQL = `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at,
+			order_entity, order_version, order_text, order_mode, order_deliver_stale) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertBodySQL = `INSERT INTO bodies (event_id, body) VALUES (?, ?)`
+)
 
 // Open opens (creating if needed) the database at path and applies the
 // embedded migrations.
@@ -280,7 +289,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	if out.OrderedDue, err = s.complete(ctx, tx, b.Outcomes); err != nil {
 		return store.Committed{}, err
 	}
-	if out.Claims, out.Leased, err = s.claim(ctx, tx, b.Events, l, token, &out.OrderedDue); err != nil {
+	if out.Claims, out.Leased, err = s.claim(ctx, tx, s.claimStatements(ctx, tx), b.Events, l, token, &out.OrderedDue); err != nil {
 		return store.Committed{}, err
 	}
 	if l.Due && len(out.Leased) < l.Max {
@@ -316,6 +325,63 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	return out, nil
 }
 
+// statement is what claim runs a statement through: the writer's prepared
+// one, bound to its transaction, or text on a caller's (textStatement).
+type statement interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+}
+
+// claimStatements are the statements claim runs for every event.
+type claimStatements struct {
+	insertEvent, storedExpiry, insertDelivery, insertBody statement
+}
+
+// claimStatements are the writer's prepared ones, in tx.
+func (s *Store) claimStatements(ctx context.Context, tx *sql.Tx) claimStatements {
+	return claimStatements{
+		insertEvent:    tx.StmtContext(ctx, s.stmt.insertEvent),
+		storedExpiry:   tx.StmtContext(ctx, s.stmt.storedExpiry),
+		insertDelivery: tx.StmtContext(ctx, s.stmt.insertDelivery),
+		insertBody:     &lazyStatement{tx: tx, stmt: s.stmt.insertBody}, // few events keep their body apart
+	}
+}
+
+// lazyStatement is a prepared statement bound to tx when first run.
+type lazyStatement struct {
+	tx          *sql.Tx
+	stmt, bound *sql.Stmt
+}
+
+func (l *lazyStatement) in(ctx context.Context) *sql.Stmt {
+	if l.bound == nil {
+		l.bound = l.tx.StmtContext(ctx, l.stmt)
+	}
+	return l.bound
+}
+
+func (l *lazyStatement) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return l.in(ctx).ExecContext(ctx, args...)
+}
+
+func (l *lazyStatement) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return l.in(ctx).QueryRowContext(ctx, args...)
+}
+
+// textStatement runs one statement as text on a caller's transaction.
+type textStatement struct {
+	tx    *sql.Tx
+	query string
+}
+
+func (t textStatement) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.query, args...)
+}
+
+func (t textStatement) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.query, args...)
+}
+
 // claim stores the events that are new. The claim is the INSERT ... ON
 // CONFLICT DO NOTHING: a row inserted (its rowid is the event's id) means
 // this call created the event; none means the key was already there (stored
@@ -328,14 +394,15 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 // row, not the statement overhead, is the cost).
 //
 // due is set when it leaves an ordered delivery due now, unleased.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, l store.Lease, token string, due *bool) ([]store.Claim, []store.LeasedDelivery, error) {
+//
+// With l.Max 0 (the outbox, in a caller's transaction: s is nil there) it
+// hands nothing off and runs only st's statements.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, st claimStatements, events []store.NewEvent, l store.Lease, token string, due *bool) ([]store.Claim, []store.LeasedDelivery, error) {
 	if len(events) == 0 {
 		return nil, nil, nil
 	}
-	insertEvent := tx.StmtContext(ctx, s.stmt.insertEvent)
-	storedExpiry := tx.StmtContext(ctx, s.stmt.storedExpiry)
-	insertDelivery := tx.StmtContext(ctx, s.stmt.insertDelivery)
-	var handOff, insertBody *sql.Stmt // bound to tx when first needed
+	insertEvent, storedExpiry, insertDelivery := st.insertEvent, st.storedExpiry, st.insertDelivery
+	var handOff *sql.Stmt // bound to tx when first needed
 	expires := l.Now.Add(l.For)
 	claims := make([]store.Claim, len(events))
 	var handed []store.LeasedDelivery
@@ -370,10 +437,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, events []store.NewEvent, 
 		}
 		claims[i] = store.Claim{EventID: id, ExpiresAt: fromMS(ms(e.ExpiresAt))}
 		if !e.BodyExpiresAt.IsZero() {
-			if insertBody == nil {
-				insertBody = tx.StmtContext(ctx, s.stmt.insertBody)
-			}
-			if _, err := insertBody.ExecContext(ctx, id, body); err != nil {
+			if _, err := st.insertBody.ExecContext(ctx, id, body); err != nil {
 				return nil, nil, failed("claim event's body", err)
 			}
 		}

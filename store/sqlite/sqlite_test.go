@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -163,4 +164,31 @@ func TestBulkChangesRunInBatches(t *testing.T) {
 	if err != nil || len(entries) != 2 || entries[0].Action != "replay" || entries[0].Count != 25 || entries[1].Count != 25 {
 		t.Fatalf("audit %+v %v", entries, err)
 	}
+}
+
+// The outbox's claims in the user's own transaction, on the user's own
+// connection to the store's file (opened with _txlock=immediate, as the
+// TxDriver asks).
+func TestTxConformance(t *testing.T) {
+	paths := map[store.Store]string{}
+	storetest.RunTx(t, func(t *testing.T) store.Store {
+		path := filepath.Join(t.TempDir(), "test.db")
+		s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[s] = path
+		return s
+	}, sqlite.TxDriver{}, func(t *testing.T, s store.Store) storetest.Tx[*sql.Tx] {
+		db, err := sql.Open("sqlite", "file:"+paths[s]+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		tx, err := db.BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Tx[*sql.Tx]{Tx: tx, Commit: tx.Commit, Rollback: tx.Rollback}
+	})
 }

@@ -1,0 +1,157 @@
+package oncehook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/receive"
+	"github.com/oncehook/oncehook/store"
+)
+
+// Outbox publishes events from the user's own code into oncehook's
+// database, inside the user's own transactions, the way River's InsertTx
+// inserts a job: the event exists exactly when the transaction that
+// published it commits (invariant 20). Write the domain row ("sale
+// recorded") and publish its event ("Purchase, to Meta") in one
+// transaction, and they commit or roll back together; the gateway's worker
+// then delivers the event like any other (retries, dead letters, replay,
+// order, rate limits), with Idempotency-Key: <source>:<key>.
+//
+// TTx is the backend's transaction type, and the driver the backend's:
+// postgres.TxDriver for a pgx.Tx, sqlite.TxDriver for a *sql.Tx on the
+// SQLite file (opened with _txlock=immediate). The transaction must be
+// on the gateway's database (and, on PostgreSQL, its schema).
+//
+// An Outbox is built from a config (NewOutbox: in any process of the
+// user's, the gateway running elsewhere) or from a running Gateway
+// (GatewayOutbox: the same process, following its reloads). It decides
+// each event's key, type, destinations (routes and filters) and order
+// exactly as intake does (receive.Handler.Events), and counts what intake
+// counts (the hourly rollups' accepted and duplicate events) in the same
+// transaction.
+//
+// Only outbox sources (outbox: true) take publishes.
+type Outbox[TTx any] struct {
+	intake *receive.Handler
+	driver store.TxDriver[TTx]
+	cfg    func() *config.Config
+}
+
+// NewOutbox returns the outbox of cfg's sources, for transactions of the
+// driver's kind. It opens nothing: the caller's transactions are on the
+// gateway's database. cfg is validated (and its defaults set, as Load
+// does); a reload of the gateway's config is not seen: build another.
+func NewOutbox[TTx any](cfg *config.Config, driver store.TxDriver[TTx]) (*Outbox[TTx], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	sources, err := receiveSources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var current atomic.Pointer[config.Config]
+	current.Store(cfg)
+	return &Outbox[TTx]{
+		intake: receive.New(receive.Options{Sources: sources, MaxBodySize: int64(cfg.MaxBodySize)}),
+		driver: driver,
+		cfg:    current.Load,
+	}, nil
+}
+
+// GatewayOutbox returns g's outbox, for transactions of the driver's kind
+// on g's database: its sources are g's, reloads included.
+func GatewayOutbox[TTx any](g *Gateway, driver store.TxDriver[TTx]) *Outbox[TTx] {
+	return &Outbox[TTx]{intake: g.intake, driver: driver, cfg: g.cfg.Load}
+}
+
+// PublishOptions are a publish's optional parts.
+type PublishOptions struct {
+	// ContentType is the body's, sent with every delivery (default
+	// application/json).
+	ContentType string
+	// Header is what the source's key, type and filter rules may read
+	// (header:Name), beside the body. It is not delivered.
+	Header http.Header
+}
+
+// Published is a publish's verdict.
+type Published struct {
+	// Key is the event's key as stored (the key given, made a valid header
+	// value as intake makes every key: see README's Keys). The delivery's
+	// Idempotency-Key is <source>:<Key>.
+	Key string
+	// Duplicate is true when the key was published before and committed
+	// (a retried transaction, a reconciliation pass): nothing was written,
+	// no second delivery will be made, and the copy is counted.
+	Duplicate bool
+}
+
+// ErrNotOutbox is a publish to a source that is not an outbox source.
+var ErrNotOutbox = errors.New("not an outbox source (outbox: true)")
+
+// PublishTx publishes body as an event of source under key, in tx. key
+// empty: the source's key rules read it from body (and opts.Header); a
+// publish without a key is refused. Nothing is visible, nor delivered,
+// before tx commits; rolled back, it never was. If key was published and
+// committed before, the result is a Duplicate, and nothing else changes.
+//
+// The claim is the store's unique constraint, inside tx: a publish of a
+// key another open transaction has published waits for it (a duplicate if
+// it commits). On PostgreSQL an error leaves tx aborted: roll it back.
+// Several publishes in one transaction should take their keys in one
+// order, as any transaction that inserts unique keys should. A rejection
+// (a malformed body, no key) is a *receive.Rejection.
+func (o *Outbox[TTx]) PublishTx(ctx context.Context, tx TTx, source, key string, body []byte, opts *PublishOptions) (Published, error) {
+	if opts == nil {
+		opts = &PublishOptions{}
+	}
+	if !isOutbox(o.cfg(), source) {
+		return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, ErrNotOutbox)
+	}
+	header := opts.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	ct := opts.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	header.Set("Content-Type", ct)
+	if key != "" {
+		header.Set("Idempotency-Key", key)
+	}
+	now := time.Now()
+	events, err := o.intake.Events(ctx, source, receive.Envelope{
+		Header: header, Body: body, ReceivedAt: now, SkipVerify: true, Key: key, Client: "outbox",
+	})
+	if err != nil {
+		return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, err)
+	}
+	if len(events) != 1 {
+		return Published{}, fmt.Errorf("oncehook: publish to %s: the body made %d events, want one", source, len(events))
+	}
+	claims, err := o.driver.ClaimEvents(ctx, tx, events)
+	if err != nil {
+		return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, err)
+	}
+	resp, stats, copies := o.intake.Verdicts(source, events, claims, now)
+	if err := o.driver.AddCounts(ctx, tx, stats, copies); err != nil {
+		return Published{}, fmt.Errorf("oncehook: publish to %s: count: %w", source, err)
+	}
+	return Published{Key: resp.Events[0].Key, Duplicate: resp.Events[0].Status == receive.StatusDuplicate}, nil
+}
+
+// isOutbox reports whether cfg names source as an outbox source.
+func isOutbox(cfg *config.Config, source string) bool {
+	for _, s := range cfg.Sources {
+		if s.Name == source {
+			return s.Outbox
+		}
+	}
+	return false
+}

@@ -1,0 +1,71 @@
+package oncehook
+
+import (
+	"net/http"
+
+	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/receive"
+)
+
+// PublishRoute is the outbox over HTTP, on the API listener: for the
+// user's services not written in Go, or not on the gateway's database.
+const PublishRoute = "POST /v1/publish/{source}"
+
+// publish serves PublishRoute behind apiauth's WrapPublish: the body is
+// one event of an outbox source, its key the Idempotency-Key header (else
+// the source's key rules over the body). It is claimed through Accept,
+// as intake claims a request's events, and answered only once durable:
+// 202 accepted, 200 duplicate (published before: nothing written, no
+// second delivery), or intake's rejections.
+//
+// It cannot join the caller's transaction: a caller that commits and
+// then dies before its publish is answered publishes again with the same
+// key (a duplicate if the first one made it), which its reconciliation
+// pass does for every row it wrote.
+func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
+	source := r.PathValue("source")
+	cfg := g.cfg.Load()
+	if !isOutbox(cfg, source) {
+		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonUnknownSource, "no outbox source named "+source+" (outbox: true)")
+		return
+	}
+	body, done, err := g.intake.ReadBody(w, r, g.intake.MaxBodySize())
+	if err != nil {
+		e := bodyRefused(w, err)
+		httpapi.WriteError(w, e.Status, e.Reason, e.Message)
+		return
+	}
+	defer done()
+	// The caller's credentials are not the event's: no rule reads them,
+	// and nothing stores them.
+	header := r.Header.Clone()
+	header.Del("Authorization")
+	header.Del("Cookie")
+	client := receive.ClientAddr(r, nil)
+	if c, ok := apiauth.CallerOf(r.Context()); ok {
+		client = "token:" + c.Name + " " + client
+	}
+	resp, err := g.intake.Accept(r.Context(), source, receive.Envelope{
+		Header: header, Body: body, SkipVerify: true, Key: r.Header.Get("Idempotency-Key"), Client: client,
+	})
+	if rej, ok := err.(*receive.Rejection); ok {
+		switch rej.Reason {
+		case receive.ReasonUnavailable:
+			w.Header().Set("Retry-After", "5")
+		case receive.ReasonOverloaded:
+			w.Header().Set("Retry-After", "1")
+		}
+		httpapi.WriteJSON(w, rej.Status, rej.ErrorResponse())
+		return
+	}
+	if err != nil {
+		httpapi.WriteError(w, http.StatusServiceUnavailable, receive.ReasonUnavailable, "the event could not be stored; retry later")
+		return
+	}
+	status := http.StatusOK
+	if resp.Status == receive.StatusAccepted {
+		status = http.StatusAccepted
+	}
+	httpapi.WriteJSON(w, status, resp)
+}
