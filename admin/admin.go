@@ -124,9 +124,10 @@ type Source struct {
 	OnMissingKey string
 	// Ordered: the source asks for order per entity (order:).
 	Ordered bool
-	// Transport is where its events come from: http (POST /in/{name}), or
-	// the broker it consumes (nats, amqp, kafka); Where names the stream,
-	// queue or topic.
+	// Transport is where its events come from: http (POST /in/{name}),
+	// outbox (the user's code: PublishTx, POST /v1/publish), or the broker
+	// it consumes (nats, amqp, kafka); Where names the stream, queue or
+	// topic.
 	Transport string
 	Where     string
 }
@@ -1176,8 +1177,11 @@ func FromConfig(cfg *config.Config) ([]Source, []Destination) {
 	for i, s := range cfg.Sources {
 		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
 			Ordered: s.Order != nil, Transport: "http"}
-		if s.Consume != nil {
+		switch {
+		case s.Consume != nil:
 			sources[i].Transport, sources[i].Where = s.Consume.Kind(), s.Consume.Where()
+		case s.Outbox:
+			sources[i].Transport = "outbox"
 		}
 	}
 	dests := make([]Destination, len(cfg.Destinations))

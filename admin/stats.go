@@ -239,8 +239,8 @@ type SourceView struct {
 	Window       string   `json:"window"`
 	Destinations []string `json:"destinations"`
 	OnMissingKey string   `json:"on_missing_key"`
-	// Transport is http, or the broker the source consumes (nats, amqp,
-	// kafka); Where names its stream, queue or topic, and Broker says
+	// Transport is http, outbox, or the broker the source consumes (nats,
+	// amqp, kafka); Where names its stream, queue or topic, and Broker says
 	// whether its consumer is connected now.
 	Transport string         `json:"transport"`
 	Where     string         `json:"where,omitempty"`
