@@ -2,7 +2,9 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +86,27 @@ destinations:
 	kc.Cut()
 	if !testenv.WaitFor(30*time.Second, func() bool { st := gw.ConsumerStatus(); return len(st) == 1 && !st[0].Connected }) {
 		t.Fatalf("the consumer still says %+v with its cluster cut", gw.ConsumerStatus())
+	}
+	// Readiness is the store's: the broker is its detail. The doctor finds it.
+	resp, err := http.Get(gw.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct {
+		Status    string `json:"status"`
+		Consumers []struct {
+			Source    string `json:"source"`
+			Connected bool   `json:"connected"`
+		} `json:"consumers"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(ready.Consumers) != 1 || ready.Consumers[0].Source != "clicks" || ready.Consumers[0].Connected {
+		t.Fatalf("/readyz %d %+v: want ready, with the clicks consumer not connected", resp.StatusCode, ready)
+	}
+	rep, err := gw.Admin().Doctor(ctx, "clicks")
+	if err != nil || len(rep.Sources) != 1 || len(rep.Sources[0].Findings) != 1 || rep.Sources[0].Findings[0].Kind != admin.FindingBrokerUnreachable {
+		t.Fatalf("doctor: %+v %v: want broker_unreachable", rep, err)
 	}
 	post(t, gw.URL+"/in/stripe", `{"id":"evt_while_cut","object":"event","type":"invoice.paid"}`)
 	// Its attempt is the fourth on record (the three clicks' first).
