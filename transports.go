@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/broker/kafka"
+	natsbroker "github.com/oncehook/oncehook/broker/nats"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 )
@@ -35,12 +36,14 @@ type publisherKind func(d config.Destination, log *slog.Logger) (deliver.Sender,
 func consumerKinds() map[string]consumerKind {
 	return map[string]consumerKind{
 		"kafka": kafka.NewConsumer,
+		"nats":  natsbroker.NewConsumer,
 	}
 }
 
 func publisherKinds() map[string]publisherKind {
 	return map[string]publisherKind{
 		"kafka": kafka.NewPublisher,
+		"nats":  natsbroker.NewPublisher,
 	}
 }
 

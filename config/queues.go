@@ -188,6 +188,15 @@ func validateConsume(c *Consume, f string, fail func(field, format string, args 
 		if c.NATS.MaxAckPending < 0 {
 			fail(f+".consume.nats.max_ack_pending", "cannot be negative")
 		}
+		if strings.ContainsAny(c.NATS.Stream, " \t\r\n.*>/\\") {
+			fail(f+".consume.nats.stream", "%q: a JetStream stream's name has no whitespace, '.', '*', '>', '/' or '\\'", c.NATS.Stream)
+		}
+		if strings.ContainsAny(c.NATS.Durable, " \t\r\n.*>/\\") {
+			fail(f+".consume.nats.durable", "%q: a JetStream consumer's name has no whitespace, '.', '*', '>', '/' or '\\'", c.NATS.Durable)
+		}
+		if c.NATS.Subject != "" && !natsSubject(c.NATS.Subject, true) {
+			fail(f+".consume.nats.subject", "%q: want a NATS subject (dot-separated tokens, no whitespace; '*' and '>' as whole tokens, '>' last)", c.NATS.Subject)
+		}
 	case c.AMQP != nil:
 		checkBrokerURL(c.AMQP.URL, f+".consume.amqp.url", []string{"amqp", "amqps"}, fail)
 		if c.AMQP.Queue == "" {
@@ -225,8 +234,13 @@ func validatePublish(p *Publish, f string, fail func(field, format string, args 
 	switch {
 	case p.NATS != nil:
 		checkBrokerURL(p.NATS.URL, f+".publish.nats.url", []string{"nats", "tls"}, fail)
-		if p.NATS.Subject == "" {
+		switch rest := strings.NewReplacer("{source}", "x", "{type}", "x").Replace(p.NATS.Subject); {
+		case p.NATS.Subject == "":
 			fail(f+".publish.nats.subject", "required: the subject to publish to (it may name {source} and {type})")
+		case strings.ContainsAny(rest, "{}"):
+			fail(f+".publish.nats.subject", "%q: the only placeholders are {source} and {type}", p.NATS.Subject)
+		case !natsSubject(rest, false):
+			fail(f+".publish.nats.subject", "%q: want a NATS subject to publish to (dot-separated tokens, no whitespace, no wildcard '*' or '>')", p.NATS.Subject)
 		}
 	case p.AMQP != nil:
 		checkBrokerURL(p.AMQP.URL, f+".publish.amqp.url", []string{"amqp", "amqps"}, fail)
@@ -264,4 +278,26 @@ func checkBrokers(brokers []string, field string, fail func(field, format string
 			fail(fmt.Sprintf("%s[%d]", field, i), "%q: want host:port", b)
 		}
 	}
+}
+
+// natsSubject reports whether s is a NATS subject: non-empty tokens
+// separated by dots, no whitespace; with wildcards, '*' may stand for a
+// token and '>' for the last ones (a filter), and without, neither may
+// (a publish).
+func natsSubject(s string, wildcards bool) bool {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return false
+	}
+	tokens := strings.Split(s, ".")
+	for i, t := range tokens {
+		switch {
+		case t == "":
+			return false
+		case t == "*" || t == ">":
+			if !wildcards || (t == ">" && i != len(tokens)-1) {
+				return false
+			}
+		}
+	}
+	return true
 }
