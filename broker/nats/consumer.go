@@ -269,7 +269,11 @@ func (c *Consumer) take(ctx context.Context, msg jetstream.Msg) {
 	}
 	var rej *receive.Rejection
 	if errors.As(err, &rej) && !rej.Temporary() {
-		if err := msg.TermWithReason(rej.Reason); err != nil {
+		// Term, not TermWithReason: a server before 2.10 takes "+TERM
+		// <reason>" for no answer at all, and the message would come back
+		// after the ack wait, holding its slot meanwhile. The reason is
+		// in intake's count and in this log line.
+		if err := msg.Term(); err != nil {
 			c.log.Debug("term", "err", err)
 		}
 		attrs := []any{"reason", rej.Reason, "detail", rej.Detail, "stream", c.stream}

@@ -18,7 +18,8 @@
 //   - Term: the message is poison (no key, not JSON where the key needs
 //     it, too large, a bad signature with verify on): no retry would make
 //     it acceptable. NATS has no dead-letter stream of its own; Term tells
-//     the server never to redeliver it, with the rejection's reason, and
+//     the server never to redeliver it (the reason is logged with the
+//     stream sequence, and counted by intake), and
 //     the server raises a $JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED
 //     advisory that names the stream sequence, so an operator can find the
 //     message (it stays in the stream under the stream's own retention).
