@@ -1,0 +1,216 @@
+package oncehook_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// natsStream makes a stream of the test's own on the server at url
+// (subjects <prefix>.>), deleted when the test ends.
+func natsStream(t *testing.T, url string, storage jetstream.StorageType) (js jetstream.JetStream, name, prefix string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	var b [5]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	name, prefix = "GW"+strings.ToUpper(id), "gw"+id
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Storage: storage}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		js.DeleteStream(ctx, name)
+	})
+	return js, name, prefix
+}
+
+// metric reads one sample of /metrics (0 when absent).
+func metric(t *testing.T, gw *oncehooktest.Gateway, series string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(get(t, gw.URL+"/metrics"))
+	if m == nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(m[1], 64)
+	return int(f)
+}
+
+// Invariants 3 and 19 over NATS: 2,100 orders published to a stream with
+// 900 re-published copies (30%) and 10 poison messages mixed in. Every
+// distinct key reaches the HTTP destination exactly once, the copies are
+// counted as duplicates in the same metrics as a webhook's, the poison is
+// rejected once by reason, and every message is acked.
+func TestNATSSourceDeliversEachKeyOnceAndCountsCopiesAsDuplicates(t *testing.T) {
+	url := testenv.NATS(t)
+	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	sink := testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: orders
+    consume: {nats: {url: `+url+`, stream: `+stream+`, subject: "`+prefix+`.>"}}
+    key: ["json:order_id"]
+    type: ["json:event"]
+    destinations: [app]
+destinations:
+  - {name: app, url: `+sink.URL+`}
+`)
+	const distinct, copies, poison = 2100, 900, 10
+	total := 0
+	pub := func(body string) {
+		if _, err := js.PublishAsync(prefix+".orders", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		total++
+	}
+	order := func(i int) string { return fmt.Sprintf(`{"order_id":"o-%05d","event":"order.created"}`, i) }
+	for i := range distinct {
+		pub(order(i))
+		if i%7 < 3 && i/7*3+i%7 < copies { // 3 in every 7 published twice: 900 copies
+			pub(order(i))
+		}
+		if i%210 == 0 {
+			pub(`not json {`)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(20 * time.Second):
+		t.Fatal("publishes not acked")
+	}
+	if total != distinct+copies+poison {
+		t.Fatalf("published %d, want %d", total, distinct+copies+poison)
+	}
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, stream, "oncehook-orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(60*time.Second, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.AckFloor.Stream == uint64(total) && info.NumAckPending == 0 && len(sink.ByKey()) == distinct
+	}) {
+		info, _ := cons.Info(ctx)
+		t.Fatalf("after 60 s: %d keys delivered of %d; consumer %+v", len(sink.ByKey()), distinct, info)
+	}
+	time.Sleep(500 * time.Millisecond) // a second delivery would arrive now
+	for key, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
+		}
+	}
+	if n := len(sink.Deliveries()); n != distinct {
+		t.Errorf("%d deliveries for %d keys", n, distinct)
+	}
+	if got := metric(t, gw, `oncehook_events_total{source="orders",verdict="duplicate"}`); got != copies {
+		t.Errorf("duplicates counted: %d, want %d", got, copies)
+	}
+	if got := metric(t, gw, `oncehook_events_total{source="orders",verdict="accepted"}`); got != distinct {
+		t.Errorf("accepted counted: %d, want %d", got, distinct)
+	}
+	if got := metric(t, gw, `oncehook_requests_total{outcome="malformed",source="orders"}`); got != poison {
+		t.Errorf("poison counted as malformed: %d, want %d", got, poison)
+	}
+	if d := sink.Deliveries(); len(d) > 0 && (d[0].Header.Get("X-Oncehook-Type") != "order.created" || d[0].Header.Get("Content-Type") != "application/json") {
+		t.Errorf("a delivery's headers: %v", d[0].Header)
+	}
+	if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="nats",source="orders"} 1`) {
+		t.Errorf("metrics lack the consumer's connection:\n%s", grep(m, "broker"))
+	}
+}
+
+// Invariant 14 over NATS: a webhook source publishes to a NATS destination
+// whose broker is down. The deliveries are held (failed attempts, then the
+// breaker), none goes to the dead letters, and once the broker is back
+// each event is in the stream once, under its <source>:<key> message id.
+func TestWebhookToNATSDestinationIsHeldWhileTheBrokerIsDown(t *testing.T) {
+	srv := testenv.StartNATSServer(t)
+	js, stream, prefix := natsStream(t, srv.URL, jetstream.FileStorage)
+	srv.Stop()
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_test], destinations: [bus]}
+destinations:
+  - name: bus
+    publish: {nats: {url: `+srv.URL+`, subject: "`+prefix+`.{source}.{type}"}}
+    timeout: 2s
+    retry: {base_delay: 50ms, max_delay: 200ms}
+    breaker: {failures: 3, cooldown: 500ms}
+`)
+	const events = 20
+	for i := range events {
+		body := fmt.Sprintf(`{"id":"evt_%03d","object":"event","type":"invoice.paid"}`, i)
+		resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("intake while the broker is down: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	time.Sleep(3 * time.Second) // a few breaker cool-downs
+	st, _ := gw.Store().Stats(context.Background())
+	if st.Dead != 0 || st.Pending != events {
+		t.Fatalf("while the broker is down: %+v; want all %d pending, none dead", st, events)
+	}
+	srv.Start()
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		st, _ := gw.Store().Stats(context.Background())
+		return st.Pending == 0
+	}) {
+		st, _ := gw.Store().Stats(context.Background())
+		t.Fatalf("after the broker came back: %+v", st)
+	}
+	if st, _ := gw.Store().Stats(context.Background()); st.Dead != 0 || st.Delivered != events {
+		t.Fatalf("after: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.State.Msgs != events {
+		t.Fatalf("the stream holds %+v (%v), want %d messages", info.State, err, events)
+	}
+	ids := map[string]bool{}
+	for seq := uint64(1); seq <= events; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != prefix+".stripe.invoice.paid" {
+			t.Errorf("subject %q", m.Subject)
+		}
+		ids[m.Header.Get("Nats-Msg-Id")] = true
+	}
+	for i := range events {
+		if id := fmt.Sprintf("stripe:evt_%03d", i); !ids[id] {
+			t.Errorf("no message with Nats-Msg-Id %s", id)
+		}
+	}
+}
