@@ -76,6 +76,10 @@ type NATSConsume struct {
 	// MaxAckPending bounds the messages handed out and not yet acked
 	// (default 256): a backlog of millions never grows memory.
 	MaxAckPending int `yaml:"max_ack_pending"`
+	// AckWait is how long JetStream waits for a message's answer before
+	// it delivers it again (default 30s): what a gateway that died holding
+	// messages costs in delay. A message's claim is given a little less.
+	AckWait Duration `yaml:"ack_wait"`
 }
 
 // AMQPConsume is a RabbitMQ (AMQP 0-9-1) queue's consumer.
@@ -187,6 +191,9 @@ func validateConsume(c *Consume, f string, fail func(field, format string, args 
 		}
 		if c.NATS.MaxAckPending < 0 {
 			fail(f+".consume.nats.max_ack_pending", "cannot be negative")
+		}
+		if w := time.Duration(c.NATS.AckWait); w != 0 && w < time.Second {
+			fail(f+".consume.nats.ack_wait", "%s: at least 1s (a claim waits for its commit within it)", w)
 		}
 		if strings.ContainsAny(c.NATS.Stream, " \t\r\n.*>/\\") {
 			fail(f+".consume.nats.stream", "%q: a JetStream stream's name has no whitespace, '.', '*', '>', '/' or '\\'", c.NATS.Stream)

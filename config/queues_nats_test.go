@@ -26,6 +26,7 @@ destinations:
 	for _, c := range []struct{ from, to, want string }{
 		{"stream: ORDERS", "stream: ORD.ERS", "consume.nats.stream"},
 		{"durable: oncehook", "durable: once.hook", "consume.nats.durable"},
+		{"durable: oncehook", "durable: oncehook, ack_wait: 100ms", "consume.nats.ack_wait"},
 		{`subject: "orders.>"`, `subject: "orders.>.x"`, "consume.nats.subject"},
 		{`subject: "orders.>"`, `subject: "orders..x"`, "consume.nats.subject"},
 		{`"events.{source}.{type}"`, `"events.*.{type}"`, "publish.nats.subject"},

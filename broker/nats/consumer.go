@@ -27,16 +27,16 @@ import (
 // config names no max_ack_pending.
 const DefaultMaxAckPending = 256
 
-// The consumer's timings. AckWait is how long JetStream waits for an
-// answer before it delivers a message again; acceptTimeout is under it, so
-// that a message is acked or nakked while it is still ours (a slower
-// answer is not lost, only seen twice: the second is a duplicate).
+// The consumer's timings. The ack wait is how long JetStream waits for an
+// answer before it delivers a message again (DefaultAckWait unless the
+// config says); Accept is given five sixths of it, so that a message is
+// acked or nakked while it is still ours (a slower answer is not lost,
+// only seen twice: the second is a duplicate).
 const (
-	ackWait       = 30 * time.Second
-	acceptTimeout = 25 * time.Second
-	dialTimeout   = 5 * time.Second
-	maxBackoff    = 30 * time.Second
-	maxNakDelay   = 30 * time.Second
+	DefaultAckWait = 30 * time.Second
+	dialTimeout    = 5 * time.Second
+	maxBackoff     = 30 * time.Second
+	maxNakDelay    = 30 * time.Second
 )
 
 // Consumer consumes one source's JetStream stream through a durable pull
@@ -49,6 +49,7 @@ type Consumer struct {
 	filter  string
 	durable string
 	pending int
+	ackWait time.Duration
 	verify  bool
 	accept  broker.Accepter
 	log     *slog.Logger
@@ -74,6 +75,7 @@ func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*
 		filter:  n.Subject,
 		durable: n.Durable,
 		pending: n.MaxAckPending,
+		ackWait: time.Duration(n.AckWait),
 		verify:  src.Consume.Verify,
 		accept:  accept,
 		log:     log,
@@ -84,6 +86,9 @@ func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*
 	}
 	if c.pending == 0 {
 		c.pending = DefaultMaxAckPending
+	}
+	if c.ackWait == 0 {
+		c.ackWait = DefaultAckWait
 	}
 	where := "stream " + c.stream
 	if c.filter != "" {
@@ -176,7 +181,7 @@ func (c *Consumer) session(ctx context.Context) error {
 		Description:   "oncehook source " + c.source,
 		FilterSubject: c.filter,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
+		AckWait:       c.ackWait,
 		MaxAckPending: c.pending,
 		// Never give a message up: one the store cannot take now is
 		// nakked as often as the outage lasts; poison is terminated.
@@ -256,7 +261,7 @@ func (c *Consumer) session(ctx context.Context) error {
 // take hands one message to Accept and answers the broker by the verdict.
 func (c *Consumer) take(ctx context.Context, msg jetstream.Msg) {
 	meta, _ := msg.Metadata()
-	ctx, cancel := context.WithTimeout(ctx, acceptTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.ackWait*5/6)
 	defer cancel()
 	_, err := c.accept.Accept(ctx, c.source, c.envelope(msg))
 	if err == nil {
