@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -119,6 +120,11 @@ func (p *publishers) prepare(cfg *config.Config) (map[string]deliver.Sender, fun
 		s, err := build(d, p.log.With("component", "publish", "destination", d.Name, "broker", kind))
 		if err != nil {
 			return fail(fmt.Errorf("destinations[%d].publish.%s: %w", i, kind, err))
+		}
+		if l, ok := s.(interface{ SetLease(time.Duration) }); ok {
+			// A publisher whose broker dedupes by message id checks its
+			// window against the lease (a takeover re-publishes after it).
+			l.SetLease(time.Duration(cfg.Delivery.Lease))
 		}
 		fresh = append(fresh, s)
 		next[d.Name] = publisher{cfg: *d.Publish, sender: s}

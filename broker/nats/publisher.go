@@ -22,14 +22,15 @@ import (
 type Publisher struct {
 	url     string
 	subject subject
-	// Lease is the delivery lease the stream's duplicate window should
+	log     *slog.Logger
+
+	mu sync.Mutex
+	// lease is the delivery lease the stream's duplicate window should
 	// cover: a re-publish after a crash that lost the outcome comes at
 	// least a lease after the first. NewPublisher sets the default lease
-	// for the destination's timeout, the least any config gives it.
-	Lease time.Duration
-	log   *slog.Logger
-
-	mu      sync.Mutex
+	// for the destination's timeout, the least any config gives it, and
+	// the wiring the configured one (SetLease).
+	lease   time.Duration
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	closed  bool
@@ -50,7 +51,7 @@ func newPublisher(d config.Destination, log *slog.Logger) (*Publisher, error) {
 	return &Publisher{
 		url:     d.Publish.NATS.URL,
 		subject: newSubject(d.Publish.NATS.Subject),
-		Lease:   lease.Default(time.Duration(d.Timeout)),
+		lease:   lease.Default(time.Duration(d.Timeout)),
 		log:     log,
 		checked: map[string]bool{},
 	}, nil
@@ -66,6 +67,14 @@ func (p *Publisher) Close() error {
 		p.nc.Close()
 	}
 	return nil
+}
+
+// SetLease says the delivery lease (delivery.lease) the stream's
+// duplicate window is checked against.
+func (p *Publisher) SetLease(l time.Duration) {
+	p.mu.Lock()
+	p.lease = l
+	p.mu.Unlock()
 }
 
 var errClosed = errors.New("the publisher is closed")
@@ -186,6 +195,7 @@ func (p *Publisher) checkWindow(js jetstream.JetStream, stream string) {
 	p.mu.Lock()
 	seen := p.checked[stream]
 	p.checked[stream] = true
+	held := p.lease
 	p.mu.Unlock()
 	if seen {
 		return
@@ -198,9 +208,9 @@ func (p *Publisher) checkWindow(js jetstream.JetStream, stream string) {
 			p.log.Debug("read the stream's config", "stream", stream, "err", err)
 			return
 		}
-		if w := s.CachedInfo().Config.Duplicates; w < p.Lease {
+		if w := s.CachedInfo().Config.Duplicates; w < held {
 			p.log.Warn("the stream's duplicate window is shorter than the delivery lease: a delivery another worker takes over after a crash may be stored in the stream twice; raise the stream's duplicate_window",
-				"stream", stream, "duplicate_window", w, "lease", p.Lease)
+				"stream", stream, "duplicate_window", w, "lease", held)
 		}
 	}()
 }
