@@ -67,6 +67,9 @@ func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*
 	if src.Consume == nil || src.Consume.NATS == nil {
 		return nil, errors.New("the source consumes no NATS stream")
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	n := src.Consume.NATS
 	c := &Consumer{
 		source:  src.Name,

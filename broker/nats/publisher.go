@@ -48,6 +48,9 @@ func newPublisher(d config.Destination, log *slog.Logger) (*Publisher, error) {
 	if d.Publish == nil || d.Publish.NATS == nil {
 		return nil, errors.New("the destination publishes to no NATS subject")
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Publisher{
 		url:     d.Publish.NATS.URL,
 		subject: newSubject(d.Publish.NATS.Subject),

@@ -38,8 +38,8 @@ func (s subject) render(source, typ string) string {
 	if len(typ) > maxTypeBytes {
 		typ = typ[:maxTypeBytes]
 	}
-	r := strings.NewReplacer("{source}", token(source), "{type}", token(typ))
-	return r.Replace(s.template)
+	out := strings.ReplaceAll(s.template, "{source}", token(source))
+	return strings.ReplaceAll(out, "{type}", token(typ))
 }
 
 // token makes v safe inside a subject, keeping its dots as separators.
