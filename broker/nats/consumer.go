@@ -206,6 +206,12 @@ func (c *Consumer) session(ctx context.Context) error {
 	actx := context.WithoutCancel(ctx)
 	slots := make(chan struct{}, c.pending)
 	var inflight sync.WaitGroup
+	// stopped is set, under mu, before the in-flight Accepts are waited
+	// for: a message handed out after it is nakked at once (for the next
+	// consumer, without the ack wait), and no Accept starts while Wait
+	// runs.
+	var mu sync.Mutex
+	stopped := false
 	gone := make(chan error, 1)
 	end := func(err error) {
 		select {
@@ -215,11 +221,20 @@ func (c *Consumer) session(ctx context.Context) error {
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		slots <- struct{}{}
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			<-slots
+			msg.Nak()
+			return
+		}
 		c.health.InFlight(1)
-		inflight.Go(func() {
-			defer func() { <-slots; c.health.InFlight(-1) }()
+		inflight.Add(1)
+		mu.Unlock()
+		go func() {
+			defer func() { <-slots; c.health.InFlight(-1); inflight.Done() }()
 			c.take(actx, msg)
-		})
+		}()
 	},
 		jetstream.PullMaxMessages(c.pending),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -251,11 +266,18 @@ func (c *Consumer) session(ctx context.Context) error {
 		err = nil
 	case err = <-gone:
 	}
-	// Stop pulling; what is buffered is not handed out and comes back
-	// after the ack wait. Then let every Accept in flight answer, and
-	// flush the acks before the connection closes.
-	cc.Stop()
-	<-cc.Closed()
+	// Stop pulling; what is buffered is handed back (nakked). Then let
+	// every Accept in flight answer, and flush the acks before the
+	// connection closes.
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(dialTimeout):
+		cc.Stop()
+	}
 	inflight.Wait()
 	nc.FlushTimeout(dialTimeout)
 	return err

@@ -574,3 +574,41 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Shutdown waits for the Accepts in flight: their claims commit and are
+// acked (nothing cut halfway comes back as work redone), and Run returns
+// once they have.
+func TestShutdownLetsTheAcceptsInFlightAnswer(t *testing.T) {
+	url := testenv.NATS(t)
+	js, stream, subj := testStream(t, url)
+	release := make(chan struct{})
+	a := &accepter{fn: func(int, receive.Envelope) (receive.Response, error) {
+		<-release
+		return receive.Response{Status: receive.StatusAccepted}, nil
+	}}
+	c, err := NewConsumer(natsSource(url, stream, "", 2), a, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, c)
+	for range 5 {
+		publish(t, js, subj+".a", `{}`)
+	}
+	eventually(t, "two in flight", 10*time.Second, func() bool { return len(a.bodies()) == 2 })
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned with Accepts still in flight")
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return once the Accepts answered")
+	}
+	if info := consumerInfo(t, js, stream, DefaultDurable("orders")); info.AckFloor.Stream != 2 || info.NumAckPending != 0 {
+		t.Errorf("after shutdown: ack floor %d, pending %d; want the two in flight acked, the rest handed back", info.AckFloor.Stream, info.NumAckPending)
+	}
+}
