@@ -3,9 +3,11 @@ package oncehook_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
+
+	_ "modernc.org/sqlite" // to hold the database's write lock from outside
 )
 
 // natsStream makes a stream of the test's own on the server at url
@@ -211,6 +215,82 @@ destinations:
 	for i := range events {
 		if id := fmt.Sprintf("stripe:evt_%03d", i); !ids[id] {
 			t.Errorf("no message with Nats-Msg-Id %s", id)
+		}
+	}
+}
+
+// Invariant 19 with the store down: while another process holds SQLite's
+// write lock, no claim commits, so no message is acked (each is nakked and
+// comes back); once the lock goes, every message is taken, acked, and
+// delivered once.
+func TestNATSMessagesAreNotAckedWhileTheStoreCannotCommit(t *testing.T) {
+	url := testenv.NATS(t)
+	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	sink := testenv.NewSink(t)
+	dir := t.TempDir()
+	gw := oncehooktest.Start(t, `
+store: sqlite://`+filepath.Join(dir, "oncehook.db")+`
+sources:
+  - name: orders
+    consume: {nats: {url: `+url+`, stream: `+stream+`, ack_wait: 2s}}
+    key: ["json:order_id"]
+    destinations: [app]
+destinations:
+  - {name: app, url: `+sink.URL+`}
+`)
+	cons := func() *jetstream.ConsumerInfo {
+		c, err := js.Consumer(context.Background(), stream, "oncehook-orders")
+		if err != nil {
+			return &jetstream.ConsumerInfo{}
+		}
+		info, _ := c.Info(context.Background())
+		if info == nil {
+			return &jetstream.ConsumerInfo{}
+		}
+		return info
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return gw.ConsumerStatus()[0].Connected }) {
+		t.Fatalf("not consuming: %+v", gw.ConsumerStatus())
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "oncehook.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	const orders = 100
+	for i := range orders {
+		if _, err := js.Publish(context.Background(), prefix+".orders", fmt.Appendf(nil, `{"order_id":"o-%03d"}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(4 * time.Second) // two ack waits: each message handed out, refused, handed out again
+	if info := cons(); info.AckFloor.Stream != 0 || info.NumRedelivered == 0 {
+		t.Fatalf("while the store cannot commit: ack floor %d, redelivered %d; want nothing acked, messages handed out again", info.AckFloor.Stream, info.NumRedelivered)
+	}
+	if n := len(sink.Deliveries()); n != 0 {
+		t.Fatalf("%d deliveries while the store could not commit", n)
+	}
+	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(60*time.Second, func() bool {
+		info := cons()
+		return info.AckFloor.Stream == orders && info.NumAckPending == 0 && len(sink.ByKey()) == orders
+	}) {
+		t.Fatalf("after the store came back: %d of %d delivered, consumer %+v", len(sink.ByKey()), orders, cons())
+	}
+	time.Sleep(300 * time.Millisecond)
+	for key, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
 		}
 	}
 }
