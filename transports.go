@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncehook/oncehook/broker"
+	"github.com/oncehook/oncehook/broker/amqp"
 	"github.com/oncehook/oncehook/broker/kafka"
 	natsbroker "github.com/oncehook/oncehook/broker/nats"
 	"github.com/oncehook/oncehook/config"
@@ -36,6 +37,7 @@ type publisherKind func(d config.Destination, log *slog.Logger) (deliver.Sender,
 
 func consumerKinds() map[string]consumerKind {
 	return map[string]consumerKind{
+		"amqp":  amqp.NewConsumer,
 		"kafka": kafka.NewConsumer,
 		"nats":  natsbroker.NewConsumer,
 	}
@@ -43,6 +45,7 @@ func consumerKinds() map[string]consumerKind {
 
 func publisherKinds() map[string]publisherKind {
 	return map[string]publisherKind{
+		"amqp":  amqp.NewPublisher,
 		"kafka": kafka.NewPublisher,
 		"nats":  natsbroker.NewPublisher,
 	}

@@ -1,0 +1,268 @@
+package amqp
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/oncehook/oncehook/broker"
+	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/internal/tracing"
+	"github.com/oncehook/oncehook/receive"
+)
+
+// DefaultPrefetch is basic.qos's prefetch count when the config sets none.
+const DefaultPrefetch = 256
+
+// Consumer consumes one source's RabbitMQ queue (see the package doc for
+// what it acks, nacks and dead-letters).
+type Consumer struct {
+	source   string
+	url      string
+	queue    string
+	verify   bool
+	prefetch int
+	accept   broker.Accepter
+	log      *slog.Logger
+	health   *broker.Health
+	now      func() time.Time
+
+	// reconnect paces the attempts to reach the broker; hold paces the
+	// redelivery of messages the store could not take.
+	reconnectMin, reconnectMax time.Duration
+	holdMin, holdMax           time.Duration
+	// acceptTimeout bounds one Accept once Run's context has ended (the
+	// in-flight messages finish; they are not cut).
+	acceptTimeout time.Duration
+
+	mu          sync.Mutex
+	failingFrom time.Time // when the store began failing (zero: it is not)
+}
+
+// NewConsumer is the consumer of src's consume.amqp queue. It does not
+// dial: Run connects, and reconnects with backoff.
+func NewConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (broker.Consumer, error) {
+	if src.Consume == nil || src.Consume.AMQP == nil {
+		return nil, errors.New("no consume.amqp block")
+	}
+	c := src.Consume.AMQP
+	if c.Queue == "" {
+		return nil, errors.New("queue: required")
+	}
+	if _, err := amqp.ParseURI(c.URL); err != nil {
+		return nil, fmt.Errorf("url %s: %w", redact.URL(c.URL), err)
+	}
+	prefetch := c.Prefetch
+	if prefetch == 0 {
+		prefetch = DefaultPrefetch
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Consumer{
+		source: src.Name, url: c.URL, queue: c.Queue, verify: src.Consume.Verify, prefetch: prefetch,
+		accept: accept, log: log, now: time.Now,
+		health:       broker.NewHealth(src.Name, "amqp", "queue "+c.Queue, time.Now()),
+		reconnectMin: 100 * time.Millisecond, reconnectMax: 30 * time.Second,
+		holdMin: 200 * time.Millisecond, holdMax: 5 * time.Second,
+		acceptTimeout: 30 * time.Second,
+	}, nil
+}
+
+// Status is the consumer's connection, as /readyz and /metrics say it.
+func (c *Consumer) Status() broker.Status { return c.health.Status() }
+
+// Run consumes until ctx ends, reconnecting with exponential backoff and
+// jitter (up to 30 s) whenever the broker goes away or the queue is
+// missing. At ctx's end it stops taking messages, lets the ones in flight
+// get their answer (ack, or nack for redelivery), and returns nil.
+func (c *Consumer) Run(ctx context.Context) error {
+	b := newBackoff(c.reconnectMin, c.reconnectMax)
+	for {
+		consumed, err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if consumed {
+			b.reset() // it was up: the first try again is quick
+		}
+		c.health.Lost(err, c.now())
+		d := b.wait()
+		c.log.Warn("not consuming the queue; retrying", "queue", c.queue, "err", err, "retry_in", d.Round(time.Millisecond))
+		if !sleep(ctx, d) {
+			return nil
+		}
+	}
+}
+
+// session is one connection's worth of consuming: it returns when the
+// connection or channel is gone (consumed says whether it got as far as
+// consuming) or when ctx ends, once every message it took has its answer.
+func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
+	conn, err := dial(ctx, c.url, "oncehook source "+c.source)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("open a channel: %w", err)
+	}
+	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// Passive: the queue is the user's, with the arguments they chose (its
+	// dead-letter exchange among them); oncehook only checks it is there.
+	if _, err := ch.QueueDeclarePassive(c.queue, false, false, false, false, nil); err != nil {
+		if notFound(err) {
+			return false, fmt.Errorf("queue %q does not exist: oncehook does not declare it; declare it (durable, with x-dead-letter-exchange to keep poison messages)", c.queue)
+		}
+		return false, fmt.Errorf("check queue %q: %w", c.queue, err)
+	}
+	if err := ch.Qos(c.prefetch, 0, false); err != nil {
+		return false, fmt.Errorf("set prefetch %d: %w", c.prefetch, err)
+	}
+	tag := consumerTag(c.source)
+	deliveries, err := ch.Consume(c.queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return false, fmt.Errorf("consume queue %q: %w", c.queue, err)
+	}
+	cancelled := ch.NotifyCancel(make(chan string, 1))
+	c.health.Connected(c.now())
+	c.log.Info("consuming", "queue", c.queue, "prefetch", c.prefetch)
+
+	// Every message taken is answered on this channel before it closes
+	// (the deferred conn.Close runs after this Wait).
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return true, closeReason(c.queue, connClosed, chClosed, cancelled)
+			}
+			c.health.InFlight(1)
+			inflight.Go(func() {
+				defer c.health.InFlight(-1)
+				c.handle(ctx, d)
+			})
+		case <-ctx.Done():
+			// No more deliveries; those the client buffered and never
+			// handed out are redelivered when the channel closes.
+			ch.Cancel(tag, false)
+			return true, nil
+		}
+	}
+}
+
+// closeReason says why the deliveries ended: the connection, the channel,
+// or the broker cancelling the consumer (the queue was deleted).
+func closeReason(queue string, conn, ch <-chan *amqp.Error, cancelled <-chan string) error {
+	select {
+	case err := <-conn:
+		if err != nil {
+			return fmt.Errorf("connection closed: %w", err)
+		}
+	default:
+	}
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("channel closed: %w", err)
+		}
+	default:
+	}
+	select {
+	case <-cancelled:
+		return fmt.Errorf("the broker cancelled the consumer of queue %q (was it deleted?)", queue)
+	default:
+	}
+	return errors.New("connection lost")
+}
+
+// handle takes one message to Accept and answers the broker by what it
+// said: ack once committed, nack with requeue after a hold when the store
+// could not take it now, nack without requeue (the dead-letter exchange,
+// or dropped) when it is poison.
+func (c *Consumer) handle(ctx context.Context, d amqp.Delivery) {
+	env := c.envelope(&d)
+	// An Accept already started finishes though Run's context ends: its
+	// claim may be committing, and its answer is the ack.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.acceptTimeout)
+	_, err := c.accept.Accept(actx, c.source, env)
+	cancel()
+	var rej *receive.Rejection
+	switch {
+	case err == nil:
+		c.storeWorks()
+		if err := d.Ack(false); err != nil {
+			// Committed: it comes back as a duplicate.
+			c.log.Debug("an ack was lost; the message will come back as a duplicate", "message_id", d.MessageId, "err", err)
+		}
+	case errors.As(err, &rej) && !rej.Temporary() && rej.Reason != receive.ReasonUnknownSource:
+		// Poison: no retry makes it acceptable. Intake counted it by reason.
+		c.log.Warn("message rejected: dead-lettered if the queue has a dead-letter exchange, else dropped by the broker",
+			"queue", c.queue, "reason", rej.Reason, "detail", rej.Detail, "message_id", d.MessageId, "redelivered", d.Redelivered)
+		if err := d.Nack(false, false); err != nil {
+			c.log.Debug("a reject was lost; the message will come back", "message_id", d.MessageId, "err", err)
+		}
+	default:
+		// Not taken now (the store, memory, or a source the config no
+		// longer has): held, then given back for redelivery.
+		hold := c.holdFor()
+		c.log.Debug("message not taken now; holding it, then requeueing", "message_id", d.MessageId, "err", err, "hold", hold)
+		sleep(ctx, hold)
+		if err := d.Nack(false, true); err != nil {
+			c.log.Debug("a requeue was lost; the broker redelivers the message anyway", "message_id", d.MessageId, "err", err)
+		}
+	}
+}
+
+// envelope is what Accept takes for d.
+func (c *Consumer) envelope(d *amqp.Delivery) receive.Envelope {
+	h := headerOf(d)
+	env := receive.Envelope{
+		Header: h, Body: d.Body, SkipVerify: !c.verify, Client: "amqp queue " + c.queue,
+	}
+	if tp := h.Get("Traceparent"); tp != "" {
+		// Only a well-formed one is kept (as written back, normalized).
+		env.Trace = tracing.Inject(tracing.Extract(context.Background(), tp))
+	}
+	return env
+}
+
+// holdFor is how long to hold a message the store could not take: as long
+// as the store has been failing, between holdMin and holdMax, jittered, so
+// a short blip costs little and an outage does not spin the queue.
+func (c *Consumer) holdFor() time.Duration {
+	c.mu.Lock()
+	now := c.now()
+	if c.failingFrom.IsZero() {
+		c.failingFrom = now
+	}
+	d := min(max(now.Sub(c.failingFrom), c.holdMin), c.holdMax)
+	c.mu.Unlock()
+	return d/2 + rand.N(d/2+1)
+}
+
+func (c *Consumer) storeWorks() {
+	c.mu.Lock()
+	c.failingFrom = time.Time{}
+	c.mu.Unlock()
+}
+
+// consumerTag names this process's consumer on the broker, unique per
+// connection.
+func consumerTag(source string) string {
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	return "oncehook-" + source + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,104 @@
+package amqp
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// headerOf is a delivery's header fields and properties as HTTP headers,
+// under canonical keys: what the source's key and type rules, its preset
+// and the forwarded routing headers read. A property wins over a header
+// field of the same name.
+func headerOf(d *amqp.Delivery) http.Header {
+	h := make(http.Header, len(d.Headers)+4)
+	for k, v := range d.Headers {
+		for _, s := range fieldValues(v) {
+			h.Add(http.CanonicalHeaderKey(k), s)
+		}
+	}
+	for _, p := range [...]struct{ name, value string }{
+		{"Content-Type", d.ContentType},
+		{"Content-Encoding", d.ContentEncoding},
+		{"Message-Id", d.MessageId},
+		{"Correlation-Id", d.CorrelationId},
+		{"Amqp-Type", d.Type},
+		{"Amqp-App-Id", d.AppId},
+		{"Amqp-Exchange", d.Exchange},
+		{"Amqp-Routing-Key", d.RoutingKey},
+	} {
+		if p.value != "" {
+			h.Set(p.name, p.value)
+		}
+	}
+	if h.Get("Content-Type") == "" && looksJSON(d.Body) {
+		// HTTP destinations get the content type a POST of it would have.
+		h.Set("Content-Type", "application/json")
+	}
+	return h
+}
+
+// fieldValues is an AMQP field value as header values: text as it is,
+// numbers and booleans as Go prints them, a timestamp in RFC 3339, an
+// array as one value per element. A nested table has no header form and
+// is left out.
+func fieldValues(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []byte:
+		return []string{string(v)}
+	case bool:
+		return []string{strconv.FormatBool(v)}
+	case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, float32, float64:
+		return []string{fmt.Sprint(v)}
+	case time.Time:
+		return []string{v.UTC().Format(time.RFC3339)}
+	case amqp.Decimal:
+		s := strconv.FormatInt(int64(v.Value), 10)
+		if v.Scale > 0 {
+			neg := strings.HasPrefix(s, "-")
+			s = strings.TrimPrefix(s, "-")
+			for len(s) <= int(v.Scale) {
+				s = "0" + s
+			}
+			s = s[:len(s)-int(v.Scale)] + "." + s[len(s)-int(v.Scale):]
+			if neg {
+				s = "-" + s
+			}
+		}
+		return []string{s}
+	case []any:
+		var out []string
+		for _, e := range v {
+			out = append(out, fieldValues(e)...)
+		}
+		return out
+	}
+	return nil
+}
+
+// looksJSON reports whether body starts, past white space, like a JSON
+// object or array.
+func looksJSON(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// tableOf is a delivery's headers as a publish's header fields: one text
+// field per header, its values joined as HTTP joins them.
+func tableOf(h http.Header) amqp.Table {
+	t := make(amqp.Table, len(h))
+	for k, vs := range h {
+		if len(vs) == 0 {
+			continue
+		}
+		t[k] = strings.Join(vs, ", ")
+	}
+	return t
+}
