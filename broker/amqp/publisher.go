@@ -138,6 +138,10 @@ func (p *Publisher) Send(ctx context.Context, m *deliver.Message) deliver.Result
 	case r, ok := <-pc.returns:
 		if ok {
 			p.release(pc)
+			if p.exchange == "" {
+				return retry("unroutable: there is no queue %q on %s for the default exchange to route to (returned %d %s); declare it, and the held deliveries go out",
+					key, p.where, r.ReplyCode, r.ReplyText)
+			}
 			return retry("unroutable: no queue is bound to %s (returned %d %s); bind one, and the held deliveries go out",
 				p.target(key), r.ReplyCode, r.ReplyText)
 		}
