@@ -1,0 +1,271 @@
+package oncehook_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+// rabbitQueue declares a fresh queue on the test broker, with a dead-letter
+// exchange and queue, both deleted when the test ends; it returns the
+// broker's URL, an open confirm-mode channel, and the two queues' names.
+func rabbitQueue(t *testing.T) (base string, ch *amqp.Channel, queue, dead string) {
+	t.Helper()
+	base = testenv.RabbitMQ(t)
+	conn, err := amqp.Dial(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if ch, err = conn.Channel(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	queue = fmt.Sprintf("oncehook-gw-%08x", rand.Uint32())
+	dead = queue + ".dead"
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ch.ExchangeDeclare(dead, "fanout", false, false, false, false, nil))
+	_, err = ch.QueueDeclare(dead, false, false, false, false, nil)
+	must(err)
+	must(ch.QueueBind(dead, "", dead, false, nil))
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-dead-letter-exchange": dead})
+	must(err)
+	t.Cleanup(func() {
+		c, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		c.QueueDelete(queue, false, false, false)
+		c.QueueDelete(dead, false, false, false)
+		c.ExchangeDelete(dead, false, false)
+		c.Close()
+	})
+	return base, ch, queue, dead
+}
+
+// publishAll publishes bodies to queue in order, pipelined, and waits for
+// every confirm.
+func publishAll(t *testing.T, ch *amqp.Channel, queue string, bodies []string) {
+	t.Helper()
+	confirms := make([]*amqp.DeferredConfirmation, len(bodies))
+	for i, b := range bodies {
+		dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		confirms[i] = dc
+	}
+	for i, dc := range confirms {
+		if !dc.Wait() {
+			t.Fatalf("publish %d nacked", i)
+		}
+	}
+}
+
+func queueLen(t *testing.T, ch *amqp.Channel, queue string) int {
+	t.Helper()
+	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// Invariants 3 and 19 over RabbitMQ: 3,000 messages of which 30% are
+// re-published copies, poison mixed in. Every distinct key is delivered
+// once, the copies are counted as duplicates exactly (in /v1/stats, the
+// same rollups as a webhook's), each poison message is rejected once, by
+// reason, to the queue's dead-letter exchange, and nothing is left.
+func TestRabbitMQSourceTakesEachKeyOnce(t *testing.T) {
+	base, ch, queue, dead := rabbitQueue(t)
+	sink := testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: orders
+    consume: {amqp: {url: "`+base+`", queue: `+queue+`, prefetch: 128}}
+    key: ["json:id"]
+    on_missing_key: reject
+    destinations: [app]
+destinations:
+  - {name: app, url: `+sink.URL+`}
+`)
+	const distinct, copies, noKey, notJSON = 2100, 900, 15, 15
+	var bodies []string
+	for i := range distinct {
+		bodies = append(bodies, fmt.Sprintf(`{"id":"o%04d","amount":%d}`, i, i))
+	}
+	// Each copy is an earlier message's bytes again (a producer's retry),
+	// at a random place in the stream: some long after their original,
+	// some right after, some before it (then the copy is the first to
+	// arrive and the original is the duplicate).
+	mixed := append([]string(nil), bodies...)
+	insert := func(b string) {
+		at := rand.IntN(len(mixed) + 1)
+		mixed = append(mixed[:at], append([]string{b}, mixed[at:]...)...)
+	}
+	for range copies {
+		insert(bodies[rand.IntN(distinct)])
+	}
+	for i := range noKey + notJSON {
+		poison := fmt.Sprintf(`{"order":"p%d"}`, i)
+		if i >= noKey {
+			poison = fmt.Sprintf("not json %d", i)
+		}
+		insert(poison)
+	}
+	start := time.Now()
+	publishAll(t, ch, queue, mixed)
+
+	if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == distinct }) {
+		t.Fatalf("delivered %d distinct keys of %d; consumer %+v", len(sink.ByKey()), distinct, gw.ConsumerStatus())
+	}
+	t.Logf("%d messages consumed, claimed and delivered in %v", len(mixed), time.Since(start).Round(time.Millisecond))
+	time.Sleep(300 * time.Millisecond) // a second delivery, if any, would land now
+	for key, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
+		}
+	}
+	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
+	var got admin.SourceCounts
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		v, err := c.Stats(context.Background(), admin.StatsQuery{Source: "orders"})
+		if err != nil || len(v.Sources) != 1 {
+			return false
+		}
+		got = v.Sources[0].Total
+		return got.Requests == int64(len(mixed))
+	}) {
+		t.Fatalf("/v1/stats never counted every message: %+v, want %d requests", got, len(mixed))
+	}
+	rejected := int64(0)
+	for _, n := range got.Rejected {
+		rejected += n
+	}
+	if got.Accepted != distinct || got.Duplicate != copies || got.Received != distinct+copies || rejected != noKey+notJSON {
+		t.Fatalf("/v1/stats %+v: want %d accepted, %d duplicates, %d rejected", got, distinct, copies, noKey+notJSON)
+	}
+	t.Logf("rejected by reason: %v", got.Rejected)
+	if !testenv.WaitFor(5*time.Second, func() bool { return queueLen(t, ch, queue) == 0 && queueLen(t, ch, dead) == noKey+notJSON }) {
+		t.Fatalf("queue holds %d (want 0), its dead letters %d (want %d)", queueLen(t, ch, queue), queueLen(t, ch, dead), noKey+notJSON)
+	}
+	// /readyz says the source's broker is connected.
+	resp, err := http.Get(gw.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ready struct {
+		Consumers []struct {
+			Source, Kind, Where string
+			Connected           bool
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil || len(ready.Consumers) != 1 ||
+		!ready.Consumers[0].Connected || ready.Consumers[0].Kind != "amqp" || ready.Consumers[0].Where != "queue "+queue {
+		t.Fatalf("/readyz %+v %v", ready, err)
+	}
+}
+
+// Invariants 14 and 19: a webhook source into a RabbitMQ destination. While
+// the broker is unreachable every delivery is held behind the breaker (no
+// dead letters); once it is back each event is published once, as a
+// persistent message whose id is <source>:<key>.
+func TestRabbitMQDestinationHoldsWhileTheBrokerIsDown(t *testing.T) {
+	base, ch, queue, _ := rabbitQueue(t)
+	u, _ := url.Parse(base)
+	proxy := testenv.NewProxy(t, u.Host)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [whsec_test], destinations: [rabbit]}
+destinations:
+  - name: rabbit
+    publish: {amqp: {url: "`+testenv.Via(t, base, proxy.Addr)+`", exchange: "", routing_key: `+queue+`}}
+    timeout: 2s
+    retry: {max_attempts: 4, base_delay: 50ms, max_delay: 100ms}
+    breaker: {failures: 3, cooldown: 1s}
+`)
+	proxy.Stop()
+	const events = 30
+	for i := range events {
+		body := fmt.Sprintf(`{"id":"evt_%03d","object":"event","type":"invoice.paid"}`, i)
+		resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("intake: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	time.Sleep(3 * time.Second) // an outage of a few cool-downs
+	st, err := gw.Store().Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dead != 0 || st.Delivered != 0 {
+		t.Fatalf("while the broker was down: %+v; want nothing dead, nothing delivered", st)
+	}
+	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
+	ds, err := c.Destinations(context.Background())
+	if err != nil || len(ds) != 1 || ds[0].Breaker == nil {
+		t.Fatalf("destinations %+v %v: want the breaker open", ds, err)
+	}
+	t.Logf("held behind the breaker: %s", ds[0].Breaker.Reason)
+	proxy.Start(t)
+	if !testenv.WaitFor(20*time.Second, func() bool { return queueLen(t, ch, queue) >= events }) {
+		t.Fatalf("after the broker came back the queue holds %d of %d", queueLen(t, ch, queue), events)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		st, _ := gw.Store().Stats(context.Background())
+		return st.Delivered == events
+	}) {
+		st, _ := gw.Store().Stats(context.Background())
+		t.Fatalf("stats %+v, want %d delivered", st, events)
+	}
+	time.Sleep(300 * time.Millisecond)
+	byID := map[string]int{}
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		byID[d.MessageId]++
+		if d.DeliveryMode != amqp.Persistent || d.Headers["Idempotency-Key"] != d.MessageId {
+			t.Errorf("%s: delivery mode %d, Idempotency-Key %v", d.MessageId, d.DeliveryMode, d.Headers["Idempotency-Key"])
+		}
+	}
+	if len(byID) != events {
+		t.Fatalf("%d distinct messages, want %d", len(byID), events)
+	}
+	for id, n := range byID {
+		if n != 1 || !strings.HasPrefix(id, "stripe:evt_") {
+			t.Errorf("%s published %d times", id, n)
+		}
+	}
+	if st, _ := gw.Store().Stats(context.Background()); st.Dead != 0 || st.Pending != 0 {
+		t.Fatalf("stats after recovery %+v", st)
+	}
+}
