@@ -269,3 +269,78 @@ destinations:
 		t.Fatalf("stats after recovery %+v", st)
 	}
 }
+
+// Invariant 19 with the store down: PostgreSQL unreachable while the
+// gateway consumes. Nothing is acked (every message stays in the queue,
+// ready or held unacked within the prefetch), nothing is dead-lettered
+// (a store outage is not poison), and once PostgreSQL is back every
+// message is taken and delivered once.
+func TestRabbitMQSourceAcksNothingWhileTheStoreIsDown(t *testing.T) {
+	base, ch, queue, dead := rabbitQueue(t)
+	pg := testenv.Postgres(t)
+	pgURL, _ := url.Parse(pg)
+	proxy := testenv.NewProxy(t, pgURL.Host)
+	sink := testenv.NewSink(t)
+	const prefetch = 16
+	gw := oncehooktest.Start(t, `
+store: "`+strings.Replace(pg, pgURL.Host, proxy.Addr, 1)+`"
+sources:
+  - name: orders
+    consume: {amqp: {url: "`+base+`", queue: `+queue+`, prefetch: `+fmt.Sprint(prefetch)+`}}
+    key: ["json:id"]
+    destinations: [app]
+destinations:
+  - {name: app, url: `+sink.URL+`}
+`)
+	if !testenv.WaitFor(10*time.Second, func() bool { st := gw.ConsumerStatus(); return len(st) == 1 && st[0].Connected }) {
+		t.Fatalf("consumer %+v", gw.ConsumerStatus())
+	}
+	proxy.Stop()
+	const msgs = 200
+	var bodies []string
+	for i := range msgs {
+		bodies = append(bodies, fmt.Sprintf(`{"id":"down%03d"}`, i))
+	}
+	publishAll(t, ch, queue, bodies)
+	time.Sleep(2 * time.Second) // the consumer tries, holds and requeues
+	if n := queueLen(t, ch, queue); n < msgs-prefetch {
+		t.Fatalf("%d of %d ready with the store down: more than the prefetch (%d) were acked or dropped", n, msgs, prefetch)
+	}
+	if n := len(sink.Deliveries()); n != 0 {
+		t.Fatalf("%d delivered with the store down", n)
+	}
+	if n := queueLen(t, ch, dead); n != 0 {
+		t.Fatalf("%d dead-lettered: a store outage is not poison", n)
+	}
+	if st := gw.ConsumerStatus()[0]; !st.Connected {
+		t.Fatalf("consumer %+v: the broker is up, only the store is down", st)
+	}
+	proxy.Start(t)
+	if !testenv.WaitFor(30*time.Second, func() bool { return len(sink.ByKey()) == msgs }) {
+		t.Fatalf("after the store came back %d of %d delivered; queue %d", len(sink.ByKey()), msgs, queueLen(t, ch, queue))
+	}
+	time.Sleep(300 * time.Millisecond)
+	for key, n := range sink.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
+		}
+	}
+	if n, d := queueLen(t, ch, queue), queueLen(t, ch, dead); n != 0 || d != 0 {
+		t.Fatalf("queue %d, dead letters %d: want both empty", n, d)
+	}
+	// The outage shows where a webhook's would: refusals counted as
+	// unavailable, every message accepted once in the end.
+	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
+	var got admin.SourceCounts
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		v, err := c.Stats(context.Background(), admin.StatsQuery{Source: "orders"})
+		if err != nil || len(v.Sources) != 1 {
+			return false
+		}
+		got = v.Sources[0].Total
+		return got.Accepted == msgs && got.Rejected["unavailable"] > 0
+	}) {
+		t.Fatalf("/v1/stats %+v: want %d accepted and the outage's refusals as unavailable", got, msgs)
+	}
+	t.Logf("/v1/stats: %d accepted, %d refused while the store was down", got.Accepted, got.Rejected["unavailable"])
+}
