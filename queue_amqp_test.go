@@ -91,8 +91,9 @@ func queueLen(t *testing.T, ch *amqp.Channel, queue string) int {
 	return q.Messages
 }
 
-// Invariants 3 and 19 over RabbitMQ: 3,000 messages of which 30% are
-// re-published copies, poison mixed in. Every distinct key is delivered
+// Invariants 3, 13 and 19 over RabbitMQ: 3,000 messages of which 30% are
+// re-published copies, poison mixed in (no key, not JSON, over
+// max_body_size). Every distinct key is delivered
 // once, the copies are counted as duplicates exactly (in /v1/stats, the
 // same rollups as a webhook's), each poison message is rejected once, by
 // reason, to the queue's dead-letter exchange, and nothing is left.
@@ -101,6 +102,7 @@ func TestRabbitMQSourceTakesEachKeyOnce(t *testing.T) {
 	sink := testenv.NewSink(t)
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
+max_body_size: 4KiB
 sources:
   - name: orders
     consume: {amqp: {url: "`+base+`", queue: `+queue+`, prefetch: 128}}
@@ -110,7 +112,7 @@ sources:
 destinations:
   - {name: app, url: `+sink.URL+`}
 `)
-	const distinct, copies, noKey, notJSON = 2100, 900, 15, 15
+	const distinct, copies, noKey, notJSON, tooLarge = 2100, 900, 15, 15, 5
 	var bodies []string
 	for i := range distinct {
 		bodies = append(bodies, fmt.Sprintf(`{"id":"o%04d","amount":%d}`, i, i))
@@ -127,9 +129,12 @@ destinations:
 	for range copies {
 		insert(bodies[rand.IntN(distinct)])
 	}
-	for i := range noKey + notJSON {
+	for i := range noKey + notJSON + tooLarge {
 		poison := fmt.Sprintf(`{"order":"p%d"}`, i)
-		if i >= noKey {
+		switch {
+		case i >= noKey+notJSON:
+			poison = fmt.Sprintf(`{"id":"big%d","pad":"%s"}`, i, strings.Repeat("x", 8<<10))
+		case i >= noKey:
 			poison = fmt.Sprintf("not json %d", i)
 		}
 		insert(poison)
@@ -163,12 +168,13 @@ destinations:
 	for _, n := range got.Rejected {
 		rejected += n
 	}
-	if got.Accepted != distinct || got.Duplicate != copies || got.Received != distinct+copies || rejected != noKey+notJSON {
-		t.Fatalf("/v1/stats %+v: want %d accepted, %d duplicates, %d rejected", got, distinct, copies, noKey+notJSON)
+	if got.Accepted != distinct || got.Duplicate != copies || got.Received != distinct+copies || rejected != noKey+notJSON+tooLarge ||
+		got.Rejected["too_large"] != tooLarge {
+		t.Fatalf("/v1/stats %+v: want %d accepted, %d duplicates, %d rejected (%d too large)", got, distinct, copies, noKey+notJSON+tooLarge, tooLarge)
 	}
 	t.Logf("rejected by reason: %v", got.Rejected)
-	if !testenv.WaitFor(5*time.Second, func() bool { return queueLen(t, ch, queue) == 0 && queueLen(t, ch, dead) == noKey+notJSON }) {
-		t.Fatalf("queue holds %d (want 0), its dead letters %d (want %d)", queueLen(t, ch, queue), queueLen(t, ch, dead), noKey+notJSON)
+	if !testenv.WaitFor(5*time.Second, func() bool { return queueLen(t, ch, queue) == 0 && queueLen(t, ch, dead) == noKey+notJSON+tooLarge }) {
+		t.Fatalf("queue holds %d (want 0), its dead letters %d (want %d)", queueLen(t, ch, queue), queueLen(t, ch, dead), noKey+notJSON+tooLarge)
 	}
 	// /readyz says the source's broker is connected.
 	resp, err := http.Get(gw.URL + "/readyz")
