@@ -41,9 +41,20 @@ func TestConsumerAcksOnlyAfterAcceptAnswered(t *testing.T) {
 		t.Fatal("the message did not go back to the queue when the connection was cut: it was acked before Accept answered")
 	}
 	close(gate) // its ack is lost now; it is a duplicate when it comes back
+	// The broker is gone: the status says so (what /readyz and /metrics
+	// show), and the consumer retries with backoff.
+	if !testenv.WaitFor(5*time.Second, func() bool { st := c.Status(); return !st.Connected && st.Error != "" }) {
+		t.Fatalf("status %+v with the broker cut, want not connected and why", c.Status())
+	}
+	if st := c.Status(); strings.Contains(st.Error, "guest:guest") {
+		t.Fatalf("the status quotes the password: %s", st.Error)
+	}
 	proxy.Start(t)
 	if !testenv.WaitFor(10*time.Second, func() bool { return a.count(`{"id":"a"}`) == 2 }) {
 		t.Fatalf("not redelivered after the reconnect; status %+v", c.Status())
+	}
+	if st := c.Status(); !st.Connected || st.Error != "" {
+		t.Fatalf("status %+v after the reconnect", st)
 	}
 	stop()
 	if n := r.ready(q); n != 0 {
