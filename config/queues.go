@@ -209,8 +209,12 @@ func validateConsume(c *Consume, f string, fail func(field, format string, args 
 		if c.AMQP.Queue == "" {
 			fail(f+".consume.amqp.queue", "required: the queue to consume")
 		}
-		if c.AMQP.Prefetch < 0 {
-			fail(f+".consume.amqp.prefetch", "cannot be negative")
+		if c.AMQP.Prefetch < 0 || c.AMQP.Prefetch > 65535 {
+			// basic.qos carries it in 16 bits: a larger one would wrap.
+			fail(f+".consume.amqp.prefetch", "%d: want 1 to 65535 (unset: 256)", c.AMQP.Prefetch)
+		}
+		if len(c.AMQP.Queue) > 255 {
+			fail(f+".consume.amqp.queue", "%d bytes: AMQP names are at most 255", len(c.AMQP.Queue))
 		}
 	case c.Kafka != nil:
 		checkBrokers(c.Kafka.Brokers, f+".consume.kafka.brokers", fail)
@@ -253,6 +257,14 @@ func validatePublish(p *Publish, f string, fail func(field, format string, args 
 		checkBrokerURL(p.AMQP.URL, f+".publish.amqp.url", []string{"amqp", "amqps"}, fail)
 		if p.AMQP.Exchange == "" && p.AMQP.RoutingKey == "" {
 			fail(f+".publish.amqp.routing_key", "required with the default exchange: the queue to publish to")
+		}
+		if len(p.AMQP.Exchange) > 255 {
+			fail(f+".publish.amqp.exchange", "%d bytes: AMQP names are at most 255", len(p.AMQP.Exchange))
+		}
+		// With {source} or {type} in it, the key's length is known per
+		// event (an overlong one is a permanent failure of that event).
+		if k := p.AMQP.RoutingKey; len(k) > 255 && !strings.Contains(k, "{source}") && !strings.Contains(k, "{type}") {
+			fail(f+".publish.amqp.routing_key", "%d bytes: a routing key is at most 255", len(k))
 		}
 	case p.Kafka != nil:
 		checkBrokers(p.Kafka.Brokers, f+".publish.kafka.brokers", fail)
