@@ -52,8 +52,9 @@
 // <source>:<key> (stable across attempts and replays, so a consumer can
 // dedupe on it), the delivery's headers (Idempotency-Key,
 // X-Oncehook-Source, X-Oncehook-Type, X-Oncehook-Attempt, traceparent and
-// the provider's routing headers) as header fields, and the content type
-// as the property. It is delivered only when the broker confirms it
+// the provider's routing headers) as header fields, and as properties the
+// content type, the event's type, its arrival as the timestamp (the same
+// on every attempt) and app-id oncehook. It is delivered only when the broker confirms it
 // (basic.ack). A nack, a basic.return (no queue is bound for the routing
 // key), no confirm before the destination's timeout, a broker that blocks
 // publishers (a memory or disk alarm) or one that cannot be reached is a

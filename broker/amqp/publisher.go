@@ -96,12 +96,16 @@ func (p *Publisher) Send(ctx context.Context, m *deliver.Message) deliver.Result
 	if err != nil {
 		return retry("%v", err)
 	}
+	at := m.ReceivedAt // the event's time, the same on every attempt
+	if at.IsZero() {
+		at = time.Now()
+	}
 	msg := amqp.Publishing{
 		Headers:      tableOf(m.Header),
 		ContentType:  m.ContentType,
 		DeliveryMode: amqp.Persistent,
 		MessageId:    m.IdempotencyKey,
-		Timestamp:    time.Now(),
+		Timestamp:    at,
 		Type:         m.Type,
 		AppId:        "oncehook",
 		Body:         m.Body,

@@ -34,7 +34,7 @@ func message(key string) *deliver.Message {
 	return &deliver.Message{
 		Source: "orders", Key: key, Type: "order.created", Destination: "rabbit", Attempt: 1,
 		IdempotencyKey: "orders:" + key, ContentType: "application/json", Header: h,
-		Body: []byte(`{"id":"` + key + `"}`),
+		Body: []byte(`{"id":"` + key + `"}`), ReceivedAt: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC),
 	}
 }
 
@@ -61,6 +61,9 @@ func TestPublishIsDeliveredOnConfirm(t *testing.T) {
 	d := got[0]
 	if d.MessageId != "orders:e1" || d.DeliveryMode != 2 || d.ContentType != "application/json" || d.Type != "order.created" {
 		t.Errorf("message-id %q delivery mode %d content type %q type %q", d.MessageId, d.DeliveryMode, d.ContentType, d.Type)
+	}
+	if !d.Timestamp.Equal(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)) || d.AppId != "oncehook" {
+		t.Errorf("timestamp %v app id %q, want the event's arrival and oncehook", d.Timestamp, d.AppId)
 	}
 	if string(d.Body) != `{"id":"e1"}` {
 		t.Errorf("body %q", d.Body)
