@@ -350,3 +350,58 @@ destinations:
 	}
 	t.Logf("/v1/stats: %d accepted, %d refused while the store was down", got.Accepted, got.Rejected["unavailable"])
 }
+
+// A queue can carry a provider's signed events: with verify on, the
+// preset checks each message's signature over its exact bytes, from the
+// message's header fields, and a forged one is poison (unauthorized),
+// dead-lettered once.
+func TestRabbitMQSourceVerifiesAPresetsSignature(t *testing.T) {
+	base, ch, queue, dead := rabbitQueue(t)
+	sink := testenv.NewSink(t)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - name: payments
+    preset: stripe
+    secrets: [whsec_queue]
+    consume: {amqp: {url: "`+base+`", queue: `+queue+`}, verify: true}
+    destinations: [app]
+destinations:
+  - {name: app, url: `+sink.URL+`}
+`)
+	signed := func(id, secret string) amqp.Publishing {
+		body := []byte(`{"id":"` + id + `","object":"event","type":"charge.succeeded"}`)
+		req := testenv.SignedRequest(t, "http://x/in/payments", "stripe", secret, body, "")
+		h := amqp.Table{}
+		for k := range req.Header {
+			h[k] = req.Header.Get(k)
+		}
+		return amqp.Publishing{Headers: h, Body: body, DeliveryMode: amqp.Persistent}
+	}
+	for _, p := range []amqp.Publishing{signed("evt_good", "whsec_queue"), signed("evt_forged", "whsec_wrong"), signed("evt_good", "whsec_queue")} {
+		dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, p)
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return queueLen(t, ch, dead) == 1 && len(sink.Deliveries()) == 1 }) {
+		t.Fatalf("dead letters %d, deliveries %d: want the forged one dead-lettered, the good one delivered", queueLen(t, ch, dead), len(sink.Deliveries()))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := sink.ByKey(); len(got) != 1 || got["payments:evt_good"] != 1 {
+		t.Fatalf("delivered %v, want payments:evt_good once", got)
+	}
+	d, _, err := ch.Get(dead, true)
+	if err != nil || !strings.Contains(string(d.Body), "evt_forged") {
+		t.Fatalf("dead-lettered %q %v", d.Body, err)
+	}
+	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
+	if !testenv.WaitFor(20*time.Second, func() bool {
+		v, err := c.Stats(context.Background(), admin.StatsQuery{Source: "payments"})
+		return err == nil && len(v.Sources) == 1 && v.Sources[0].Total.Requests == 3 &&
+			v.Sources[0].Total.Accepted == 1 && v.Sources[0].Total.Duplicate == 1 && v.Sources[0].Total.Rejected["unauthorized"] == 1
+	}) {
+		v, _ := c.Stats(context.Background(), admin.StatsQuery{Source: "payments"})
+		t.Fatalf("/v1/stats %+v: want 1 accepted, 1 duplicate, 1 unauthorized", v)
+	}
+}

@@ -251,3 +251,28 @@ func TestShutdownLetsInFlightAcceptsAnswer(t *testing.T) {
 		t.Fatalf("%d back in the queue after a clean shutdown, want 0 (acked)", n)
 	}
 }
+
+// A queue deleted under the consumer (the broker cancels it) is said in
+// the status, and consuming resumes once it is declared again.
+func TestConsumerSaysWhenItsQueueIsDeleted(t *testing.T) {
+	r := newRabbit(t)
+	q, _ := r.queue(false)
+	a := newAccepter(nil)
+	c, _ := consume(t, r.url, q, 0, a)
+	if !testenv.WaitFor(5*time.Second, connected(c)) {
+		t.Fatalf("status %+v", c.Status())
+	}
+	if _, err := r.ch.QueueDelete(q, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { st := c.Status(); return !st.Connected && strings.Contains(st.Error, "does not exist") }) {
+		t.Fatalf("status %+v after the queue was deleted", c.Status())
+	}
+	if _, err := r.ch.QueueDeclare(q, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.publish(q, `{"id":"again"}`, amqp.Publishing{})
+	if !testenv.WaitFor(10*time.Second, func() bool { return a.count(`{"id":"again"}`) == 1 }) {
+		t.Fatalf("not consumed after the queue came back; status %+v", c.Status())
+	}
+}
