@@ -130,19 +130,23 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("set prefetch %d: %w", c.prefetch, err)
 	}
+	cancelled := ch.NotifyCancel(make(chan string, 1))
 	tag := consumerTag(c.source)
 	deliveries, err := ch.Consume(c.queue, tag, false, false, false, false, nil)
 	if err != nil {
 		return false, fmt.Errorf("consume queue %q: %w", c.queue, err)
 	}
-	cancelled := ch.NotifyCancel(make(chan string, 1))
 	c.health.Connected(c.now())
 	c.log.Info("consuming", "queue", c.queue, "prefetch", c.prefetch)
 
 	// Every message taken is answered on this channel before it closes
-	// (the deferred conn.Close runs after this Wait).
+	// (the deferred conn.Close runs after this Wait). The session's end
+	// cuts the holds short (a held message's nack is for this channel),
+	// never an Accept.
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	sctx, endSession := context.WithCancel(ctx)
+	defer endSession()
 	for {
 		select {
 		case d, ok := <-deliveries:
@@ -152,7 +156,7 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 			c.health.InFlight(1)
 			inflight.Go(func() {
 				defer c.health.InFlight(-1)
-				c.handle(ctx, d)
+				c.handle(sctx, d)
 			})
 		case <-ctx.Done():
 			// No more deliveries; those the client buffered and never
