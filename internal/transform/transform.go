@@ -1,0 +1,670 @@
+// Package transform runs a destination's transformation: a user's JavaScript that reshapes what the
+// destination receives (body, headers, path, query), or skips it, once per delivery attempt.
+//
+// A script is a pure function of the event (invariant 21). The same event and script give the same bytes on
+// every attempt and every replica: the clock inside is the event's received time, Math.random is seeded from
+// its key, there is no I/O, and a run sees nothing a previous run left (see sandbox.js). It is bounded: a
+// time limit per run, a memory limit per runtime (QuickJS counts every allocation and throws past it, so a
+// script that allocates without end is stopped, not the process), a call-depth limit and an output size
+// limit; past any of them the run fails with an *Error that names the script's file and line, and only that
+// run fails (invariant 13).
+//
+// Scripts are written as users already write them elsewhere: Hookdeck's
+// addHandler("transform", (request, context) => request) and Svix's function handler(webhook).
+//
+// The engine is modernc.org/quickjs (pure Go, no cgo), chosen by measurement against goja: see BENCHMARKS.md.
+// A script is compiled once to bytecode; runtimes are pooled and each is used by one goroutine at a time.
+package transform
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/quickjs"
+)
+
+//go:embed sandbox.js
+var sandboxJS string
+
+// Defaults for Options left zero.
+const (
+	DefaultTimeout   = 50 * time.Millisecond
+	DefaultMaxMemory = 64 << 20
+	DefaultMaxOutput = 4 << 20
+)
+
+// Options bound a script's runs.
+type Options struct {
+	// Timeout bounds one run (default 50 ms).
+	Timeout time.Duration
+	// MaxMemory bounds what one runtime may allocate, the sandbox and the script's own data included
+	// (default 64 MiB). A runtime runs one event at a time, and a run starts with none of the previous one's
+	// data, so it is in effect a bound per run.
+	MaxMemory int64
+	// MaxOutput bounds what a run may ask to send: the body and the headers (default 4 MiB).
+	MaxOutput int64
+	// Idle is how many idle runtimes are kept for reuse (default 2 × GOMAXPROCS); more run at once when
+	// more are asked for, and are closed when they come back to a full pool.
+	Idle int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = DefaultMaxMemory
+	}
+	if o.MaxOutput <= 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	if o.Idle <= 0 {
+		o.Idle = 2 * runtime.GOMAXPROCS(0)
+	}
+	return o
+}
+
+// Script is one compiled transformation. It is safe for concurrent use: each run takes a runtime of its own.
+type Script struct {
+	name     string
+	digest   string
+	opts     Options
+	bytecode []byte
+	// prefixCols is how many columns the wrapper adds to the script's first line.
+	prefixCols int
+
+	mu     sync.Mutex
+	idle   []*quickjs.VM
+	closed bool
+}
+
+// wrapperHead and wrapperTail make the script's top level a function, run afresh for every event: state a
+// script keeps in a top-level variable never carries from one event to the next. The head is on the script's
+// first line, so the script's lines keep their numbers.
+const (
+	wrapperHead = "function __oncehook_factory(addHandler) {"
+	wrapperTail = "\n;return typeof handler === \"function\" ? handler : undefined;\n}"
+)
+
+// Compile compiles a script once; name is what errors call it (the file, or the destination's inline
+// script). A syntax error is an *Error with its line and column.
+func Compile(name, source string, opts Options) (*Script, error) {
+	opts = opts.withDefaults()
+	sum := sha256.Sum256([]byte(source))
+	s := &Script{
+		name:       name,
+		digest:     "sha256:" + hex.EncodeToString(sum[:]),
+		opts:       opts,
+		prefixCols: len(wrapperHead),
+	}
+	vm, err := newSandbox()
+	if err != nil {
+		return nil, fmt.Errorf("transform %s: %w", name, err)
+	}
+	defer vm.Close()
+	bc, err := vm.Compile(wrapperHead+source+wrapperTail, quickjs.EvalGlobal)
+	if err != nil {
+		return nil, s.scriptError(KindSyntax, err, 0)
+	}
+	s.bytecode = bc
+	// Load it once, as every runtime will, so that an error in loading shows now and not at the first event.
+	vm2, err := s.newRuntime()
+	if err != nil {
+		return nil, err
+	}
+	s.put(vm2)
+	return s, nil
+}
+
+// Name is the script's file (or inline name), as errors call it.
+func (s *Script) Name() string { return s.name }
+
+// Digest identifies the script's version: sha256 of its source. An attempt records it beside what was sent.
+func (s *Script) Digest() string { return s.digest }
+
+// Close closes the idle runtimes; runs in flight close theirs when they end. A closed script still runs
+// (each run on a runtime of its own), so a reload may close the scripts it replaced at once.
+func (s *Script) Close() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.closed = true
+	s.mu.Unlock()
+	for _, vm := range idle {
+		vm.Close()
+	}
+}
+
+func newSandbox() (*quickjs.VM, error) {
+	vm, err := quickjs.NewVM()
+	if err != nil {
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	if _, err := vm.Eval(sandboxJS, quickjs.EvalGlobal); err != nil {
+		vm.Close()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return vm, nil
+}
+
+func (s *Script) newRuntime() (*quickjs.VM, error) {
+	vm, err := newSandbox()
+	if err != nil {
+		return nil, fmt.Errorf("transform %s: %w", s.name, err)
+	}
+	vm.SetEvalTimeout(s.opts.Timeout)
+	vm.SetMemoryLimit(uintptr(s.opts.MaxMemory))
+	if _, err := vm.EvalBytecode(s.bytecode); err != nil {
+		vm.Close()
+		return nil, s.scriptError(KindRuntime, err, 0)
+	}
+	return vm, nil
+}
+
+func (s *Script) get() (*quickjs.VM, error) {
+	s.mu.Lock()
+	if n := len(s.idle); n > 0 {
+		vm := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		s.mu.Unlock()
+		return vm, nil
+	}
+	s.mu.Unlock()
+	return s.newRuntime()
+}
+
+func (s *Script) put(vm *quickjs.VM) {
+	s.mu.Lock()
+	if !s.closed && len(s.idle) < s.opts.Idle {
+		s.idle = append(s.idle, vm)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	vm.Close()
+}
+
+// Request is what the destination would receive without the transformation.
+type Request struct {
+	// URL is the destination's URL: the script sees its path and query (Svix: the whole URL).
+	URL         *url.URL
+	Header      http.Header
+	ContentType string
+	Body        []byte
+}
+
+// Event is what the script's context says about the event being delivered.
+type Event struct {
+	Source, Key, Type, Destination string
+	Attempt                        int
+	ReceivedAt                     time.Time
+}
+
+// Output is what the destination receives instead.
+type Output struct {
+	// Skip: the script returned null (Hookdeck) or set cancel (Svix): this destination does not get this event.
+	Skip        bool
+	Header      http.Header
+	ContentType string
+	Body        []byte
+	// Path and Query replace the destination URL's ("" / nil: unchanged).
+	Path  string
+	Query url.Values
+	// Logs are what the script wrote with console.log (at most 50 lines).
+	Logs []string
+	// Took is how long the run took, in the script.
+	Took time.Duration
+}
+
+// Digest identifies what was sent: sha256 over the path, the query, the headers (sorted) and the body, so
+// that two attempts (or two replicas) that sent the same bytes record the same digest.
+func (o *Output) Digest() string {
+	h := sha256.New()
+	if o.Skip {
+		h.Write([]byte("skip"))
+		return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	}
+	fmt.Fprintf(h, "path %q\nquery %q\ncontent-type %q\n", o.Path, o.Query.Encode(), o.ContentType)
+	names := make([]string, 0, len(o.Header))
+	for k := range o.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%s: %q\n", k, o.Header[k])
+	}
+	fmt.Fprintf(h, "body %d\n", len(o.Body))
+	h.Write(o.Body)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// input is what the sandbox's __oncehook_run reads.
+type input struct {
+	Now          int64               `json:"now"`
+	Seed         [4]uint32           `json:"seed"`
+	Headers      map[string]string   `json:"headers"`
+	Body         json.RawMessage     `json:"body"`
+	JSON         bool                `json:"json"`
+	Query        string              `json:"query"`
+	ParsedQuery  map[string]any      `json:"parsed_query"`
+	Path         string              `json:"path"`
+	URL          string              `json:"url"`
+	Context      map[string]any      `json:"context"`
+}
+
+// output is the first line of what __oncehook_run answers.
+type output struct {
+	Skip    bool            `json:"skip"`
+	Shape   string          `json:"shape"`
+	Headers json.RawMessage `json:"headers"`
+	Query   json.RawMessage `json:"query"`
+	Path    *string         `json:"path"`
+	Method  string          `json:"method"`
+	URL     *string         `json:"url"`
+	Kind    string          `json:"kind"`
+	Same    bool            `json:"same"`
+	Logs    []string        `json:"logs"`
+}
+
+// Run runs the script on one event. The error, when the script failed or went past a bound, is an *Error:
+// the event's problem, never the gateway's (a delivery dead-letters it). ctx's end interrupts the run.
+func (s *Script) Run(ctx context.Context, r Request, ev Event) (*Output, error) {
+	in, isJSON, err := s.buildInput(r, ev)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := s.get()
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, vm.Interrupt)
+	start := time.Now()
+	res, runErr := vm.Call("__oncehook_run", in)
+	took := time.Since(start)
+	if !stop() || runErr != nil {
+		// An interrupt may still be on its way (a reused runtime must not get it), and a runtime whose run
+		// failed may be left in any state (out of memory, half-built objects): neither is reused.
+		vm.Close()
+	} else {
+		s.put(vm)
+	}
+	if runErr != nil {
+		kind := KindRuntime
+		msg := runErr.Error()
+		switch {
+		case ctx.Err() != nil && strings.Contains(msg, "interrupted"):
+			return nil, fmt.Errorf("transform %s: %w", s.name, ctx.Err())
+		case strings.Contains(msg, "interrupted"):
+			kind = KindTimeout
+		case strings.Contains(msg, "out of memory"), strings.Contains(msg, "string too long"),
+			strings.Contains(msg, "invalid array length"):
+			kind = KindMemory
+		case strings.Contains(msg, "stack overflow"):
+			kind = KindStack
+		}
+		return nil, s.scriptError(kind, runErr, took)
+	}
+	text, ok := res.(string)
+	if !ok {
+		return nil, &Error{Script: s.name, Kind: KindRuntime, Message: fmt.Sprintf("the sandbox answered %T", res)}
+	}
+	if int64(len(text)) > s.opts.MaxOutput+64<<10 {
+		return nil, &Error{Script: s.name, Kind: KindOutput, Took: took,
+			Message: fmt.Sprintf("the output is %d bytes, over the limit of %d", len(text), s.opts.MaxOutput)}
+	}
+	out, err := s.readOutput(text, r, isJSON)
+	if err != nil {
+		return nil, err
+	}
+	out.Took = took
+	return out, nil
+}
+
+func (s *Script) buildInput(r Request, ev Event) (string, bool, error) {
+	u := r.URL
+	if u == nil {
+		u = &url.URL{Path: "/"}
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	headers := make(map[string]string, len(r.Header))
+	for k, v := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	if r.ContentType != "" {
+		if _, ok := headers["content-type"]; !ok {
+			headers["content-type"] = r.ContentType
+		}
+	}
+	pq := map[string]any{}
+	for k, v := range u.Query() {
+		if len(v) == 1 {
+			pq[k] = v[0]
+		} else {
+			pq[k] = v
+		}
+	}
+	seed := sha256.Sum256([]byte(ev.Source + "\x00" + ev.Key))
+	in := input{
+		Now:         ev.ReceivedAt.UnixMilli(),
+		Headers:     headers,
+		Query:       u.RawQuery,
+		ParsedQuery: pq,
+		Path:        path,
+		URL:         u.String(),
+		Context: map[string]any{
+			"source":      ev.Source,
+			"key":         ev.Key,
+			"type":        ev.Type,
+			"destination": ev.Destination,
+			"attempt":     ev.Attempt,
+			"received_at": ev.ReceivedAt.UTC().Format(time.RFC3339Nano),
+		},
+	}
+	for i := range in.Seed {
+		in.Seed[i] = binary.LittleEndian.Uint32(seed[4*i:])
+	}
+	isJSON := looksJSON(r.Body, r.ContentType)
+	if isJSON {
+		in.Body = r.Body
+		in.JSON = true
+	} else {
+		b, err := json.Marshal(string(r.Body))
+		if err != nil {
+			return "", false, fmt.Errorf("transform %s: body: %w", s.name, err)
+		}
+		in.Body = b
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", false, fmt.Errorf("transform %s: input: %w", s.name, err)
+	}
+	return string(b), isJSON, nil
+}
+
+// looksJSON: the body is given to the script parsed when it is one JSON value that opens an object or an
+// array, or any JSON value under a JSON content type.
+func looksJSON(b []byte, contentType string) bool {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) == 0 {
+		return false
+	}
+	if t[0] != '{' && t[0] != '[' && !strings.Contains(strings.ToLower(contentType), "json") {
+		return false
+	}
+	return json.Valid(b)
+}
+
+func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, error) {
+	head, body, _ := strings.Cut(text, "\n")
+	var o output
+	if err := json.Unmarshal([]byte(head), &o); err != nil {
+		return nil, &Error{Script: s.name, Kind: KindRuntime, Message: "the sandbox's answer: " + err.Error()}
+	}
+	out := &Output{Logs: o.Logs}
+	if o.Skip {
+		out.Skip = true
+		return out, nil
+	}
+	bad := func(format string, a ...any) error {
+		return &Error{Script: s.name, Kind: KindInvalid, Message: fmt.Sprintf(format, a...)}
+	}
+
+	// Headers: Hookdeck's request.headers is the whole set (a header left out is not sent); Svix's
+	// webhook.headers are set over the endpoint's.
+	out.Header = r.Header.Clone()
+	if out.Header == nil {
+		out.Header = http.Header{}
+	}
+	setCT := ""
+	if len(o.Headers) > 0 && string(o.Headers) != "null" {
+		var hs map[string]json.RawMessage
+		if err := json.Unmarshal(o.Headers, &hs); err != nil {
+			return nil, bad("headers must be an object of names to values")
+		}
+		next := http.Header{}
+		if o.Shape == "svix" {
+			next = out.Header
+		}
+		for name, raw := range hs {
+			vals, err := headerValues(raw)
+			if err != nil {
+				return nil, bad("header %q: %v", name, err)
+			}
+			if !validHeaderName(name) {
+				return nil, bad("header name %q is not a valid HTTP header name", name)
+			}
+			for _, v := range vals {
+				if !validHeaderValue(v) {
+					return nil, bad("header %q: its value has a control character (a CR, LF or NUL)", name)
+				}
+			}
+			canon := http.CanonicalHeaderKey(name)
+			if canon == "Content-Type" {
+				if len(vals) > 0 {
+					setCT = vals[0]
+				}
+				continue
+			}
+			if Protected(canon) {
+				if strings.Join(vals, ", ") != strings.Join(r.Header[canon], ", ") {
+					return nil, bad("header %s cannot be changed by a transformation (%s)", canon, protectedWhy(canon))
+				}
+				continue
+			}
+			next[canon] = vals
+		}
+		if o.Shape != "svix" {
+			// The protected headers travel whether or not the script kept them.
+			for k, v := range out.Header {
+				if Protected(k) {
+					next[k] = v
+				}
+			}
+		}
+		out.Header = next
+	}
+	out.Header.Del("Content-Type")
+
+	// Body.
+	switch {
+	case o.Same:
+		out.Body = r.Body
+	case o.Kind == "none":
+		out.Body = nil
+	default:
+		out.Body = []byte(body)
+	}
+	out.ContentType = r.ContentType
+	switch {
+	case setCT != "":
+		out.ContentType = setCT
+	case o.Kind == "json" && !(o.Same && wasJSON && r.ContentType != ""):
+		out.ContentType = "application/json"
+	}
+	if int64(len(out.Body)) > s.opts.MaxOutput {
+		return nil, &Error{Script: s.name, Kind: KindOutput,
+			Message: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(out.Body), s.opts.MaxOutput)}
+	}
+
+	// Path and query.
+	orig := r.URL
+	if orig == nil {
+		orig = &url.URL{Path: "/"}
+	}
+	if o.Shape == "svix" {
+		if o.Method != "" && o.Method != "POST" {
+			return nil, bad("webhook.method %q: oncehook delivers with POST only", o.Method)
+		}
+		if o.URL != nil && *o.URL != orig.String() {
+			u, err := url.Parse(*o.URL)
+			if err != nil || !u.IsAbs() {
+				return nil, bad("webhook.url %q is not an absolute URL", *o.URL)
+			}
+			if u.Scheme != orig.Scheme || u.Host != orig.Host {
+				return nil, bad("webhook.url %q: a transformation may change the destination's path and query, not its scheme or host (%s://%s): configure another destination", *o.URL, orig.Scheme, orig.Host)
+			}
+			if u.EscapedPath() != orig.EscapedPath() {
+				out.Path = u.EscapedPath()
+			}
+			if u.RawQuery != orig.RawQuery {
+				q, err := url.ParseQuery(u.RawQuery)
+				if err != nil {
+					return nil, bad("webhook.url's query: %v", err)
+				}
+				out.Query = q
+			}
+		}
+	} else {
+		if o.Path != nil && *o.Path != orig.EscapedPath() && !(*o.Path == "/" && orig.EscapedPath() == "") {
+			p := *o.Path
+			if !strings.HasPrefix(p, "/") {
+				return nil, bad("path %q must start with /", p)
+			}
+			if _, err := url.Parse(p); err != nil || strings.ContainsAny(p, "?#") {
+				return nil, bad("path %q is not a URL path (the query goes in request.query)", p)
+			}
+			out.Path = p
+		}
+		if len(o.Query) > 0 && string(o.Query) != "null" {
+			q, err := queryValues(o.Query)
+			if err != nil {
+				return nil, bad("query: %v", err)
+			}
+			if q.Encode() != orig.Query().Encode() {
+				if q == nil {
+					q = url.Values{}
+				}
+				out.Query = q
+			}
+		}
+	}
+	size := len(out.Body)
+	for k, v := range out.Header {
+		size += len(k)
+		for _, x := range v {
+			size += len(x)
+		}
+	}
+	if int64(size) > s.opts.MaxOutput {
+		return nil, &Error{Script: s.name, Kind: KindOutput,
+			Message: fmt.Sprintf("the output is %d bytes, over the limit of %d", size, s.opts.MaxOutput)}
+	}
+	return out, nil
+}
+
+func headerValues(raw json.RawMessage) ([]string, error) {
+	var one any
+	if err := json.Unmarshal(raw, &one); err != nil {
+		return nil, err
+	}
+	switch v := one.(type) {
+	case string:
+		return []string{v}, nil
+	case float64:
+		return []string{strconv.FormatFloat(v, 'f', -1, 64)}, nil
+	case bool:
+		return []string{strconv.FormatBool(v)}, nil
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, x := range v {
+			str, ok := x.(string)
+			if !ok {
+				return nil, errors.New("an array of values must hold strings")
+			}
+			out = append(out, str)
+		}
+		return out, nil
+	case nil:
+		return nil, nil
+	}
+	return nil, errors.New("a value must be a string, a number or an array of strings")
+}
+
+func queryValues(raw json.RawMessage) (url.Values, error) {
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return url.ParseQuery(strings.TrimPrefix(str, "?"))
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, errors.New("must be a query string or an object of names to values")
+	}
+	q := url.Values{}
+	for k, v := range obj {
+		switch x := v.(type) {
+		case string:
+			q.Add(k, x)
+		case float64:
+			q.Add(k, strconv.FormatFloat(x, 'f', -1, 64))
+		case bool:
+			q.Add(k, strconv.FormatBool(x))
+		case nil:
+		case []any:
+			for _, y := range x {
+				str, ok := y.(string)
+				if !ok {
+					return nil, fmt.Errorf("%q: an array of values must hold strings", k)
+				}
+				q.Add(k, str)
+			}
+		default:
+			return nil, fmt.Errorf("%q: a value must be a string, a number or an array of strings", k)
+		}
+	}
+	return q, nil
+}
+
+var headerName = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+
+func validHeaderName(s string) bool { return headerName.MatchString(s) }
+
+func validHeaderValue(s string) bool {
+	return !strings.ContainsAny(s, "\r\n\x00")
+}
+
+// Protected says whether a header is beyond a transformation's reach: the key the destination dedupes on
+// (invariant 8), the Standard Webhooks signature oncehook computes over what is sent, oncehook's own
+// X-Oncehook-* headers, and what belongs to the connection rather than the message (hop-by-hop headers,
+// Host, Content-Length).
+func Protected(canonical string) bool {
+	switch canonical {
+	case "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
+		"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
+		"Proxy-Authenticate", "Proxy-Authorization", "Host", "Content-Length":
+		return true
+	}
+	return strings.HasPrefix(canonical, "X-Oncehook-")
+}
+
+func protectedWhy(canonical string) string {
+	switch {
+	case canonical == "Idempotency-Key":
+		return "it is the key the destination dedupes on"
+	case strings.HasPrefix(canonical, "Webhook-"):
+		return "oncehook signs what is sent, after the transformation"
+	case strings.HasPrefix(canonical, "X-Oncehook-"):
+		return "oncehook's own"
+	case canonical == "Host" || canonical == "Content-Length":
+		return "HTTP sets it from the URL and the body"
+	}
+	return "a hop-by-hop header belongs to the connection, not the message"
+}
