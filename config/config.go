@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/route"
+	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -71,6 +73,13 @@ type Config struct {
 	// APIs are the user's own APIs oncehook fronts: a reverse proxy that
 	// makes each Idempotency-Key take effect once (package idempotency).
 	APIs []UpstreamAPI `yaml:"apis"`
+
+	// dir is the config file's folder, where transform files are read.
+	dir string
+	// scripts are the destinations' compiled transformations, by name:
+	// outside Destinations, so that comparing two configs' destinations
+	// compares their scripts' digests, not their runtimes.
+	scripts map[string]*transform.Script
 }
 
 // UpstreamAPI is one of the user's APIs behind the idempotency proxy.
@@ -361,6 +370,9 @@ type Destination struct {
 	// RabbitMQ or Kafka) instead of an HTTP URL: each attempt is a publish
 	// the broker acknowledges.
 	Publish *Publish `yaml:"publish"`
+	// Transform reshapes what the destination receives with a script
+	// (see Transform); unset: it receives the event as it came.
+	Transform *Transform `yaml:"transform"`
 }
 
 // Kind is the destination's transport: http, or the broker it publishes to.
@@ -369,6 +381,92 @@ func (d *Destination) Kind() string {
 		return k
 	}
 	return "http"
+}
+
+// Transform is a destination's transformation: a JavaScript file beside
+// the config (`transform: transforms/capi.js`) or inline
+// (`transform: {inline: "..."}`), with its bounds. The config compiles it
+// where it is read (Load, Parse, a reload): a script that does not compile
+// is the config's error, named by file and line, and refuses a reload.
+type Transform struct {
+	// File is the script's path, relative to the config file's folder.
+	File string `yaml:"file"`
+	// Inline is the script's text, instead of a file.
+	Inline string `yaml:"inline"`
+	// Timeout bounds one run (default 50ms).
+	Timeout Duration `yaml:"timeout"`
+	// MaxMemory bounds a run's allocations (default 64MiB).
+	MaxMemory ByteSize `yaml:"max_memory"`
+	// MaxOutput bounds what a run may send: body and headers (default 4MiB).
+	MaxOutput ByteSize `yaml:"max_output"`
+	// Digest is the script's version (sha256 of its text), set when it is
+	// compiled: a changed file is a changed destination on reload.
+	Digest string `yaml:"-"`
+}
+
+// transformFields is Transform's mapping form, for the field check and the
+// decoder.
+type transformFields Transform
+
+// UnmarshalYAML takes a file's path or a mapping.
+func (t *Transform) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*t = Transform{}
+		return n.Decode(&t.File)
+	}
+	return n.Decode((*transformFields)(t))
+}
+
+// Name is what the script's errors call it: its file, or the destination's
+// inline script.
+func (t *Transform) Name(destination string) string {
+	if t.File != "" {
+		return t.File
+	}
+	return "destinations." + destination + ".transform.inline"
+}
+
+// Script is the destination's compiled transformation, nil when it has
+// none. Load, Parse and Validate compile every script once.
+func (c *Config) Script(destination string) *transform.Script {
+	return c.scripts[destination]
+}
+
+// CloseScripts releases the compiled scripts' idle runtimes (a reload calls
+// it on the config it replaced; runs in flight finish on theirs).
+func (c *Config) CloseScripts() {
+	for _, s := range c.scripts {
+		s.Close()
+	}
+}
+
+// compileTransform reads and compiles a destination's script.
+func (c *Config) compileTransform(d Destination) (*transform.Script, error) {
+	t := d.Transform
+	if (t.File == "") == (t.Inline == "") {
+		return nil, errors.New("want a script's file (transform: path.js) or its text (transform: {inline: ...}), one of them")
+	}
+	src := t.Inline
+	if t.File != "" {
+		p := t.File
+		if !filepath.IsAbs(p) && c.dir != "" {
+			p = filepath.Join(c.dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read the script: %w", err)
+		}
+		src = string(b)
+	}
+	if t.Timeout < 0 || t.MaxMemory < 0 || t.MaxOutput < 0 {
+		return nil, errors.New("timeout, max_memory and max_output cannot be negative")
+	}
+	if t.MaxMemory > 0 && t.MaxMemory < 1<<20 {
+		return nil, fmt.Errorf("max_memory %d bytes: at least 1MiB (the sandbox itself needs some)", t.MaxMemory)
+	}
+	return transform.Compile(t.Name(d.Name), src, transform.Options{
+		Timeout: time.Duration(t.Timeout), MaxMemory: int64(t.MaxMemory), MaxOutput: int64(t.MaxOutput),
+	})
 }
 
 // Rate is a send rate: N per second, minute or hour.
@@ -600,7 +698,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	cfg, err := Parse(text, os.LookupEnv)
+	cfg, err := parse(text, os.LookupEnv, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -619,7 +717,14 @@ var ErrEmpty = errors.New("the config is empty: it needs at least sources (onceh
 // misspelled preset is also a missing one) reports only the misspelling.
 // Only a misspelled top-level section stops there: the whole rest would
 // be its echo.
+//
+// A destination's transform file is read relative to the working directory
+// here; Load reads it relative to the config file's folder.
 func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return parse(text, lookupEnv, "")
+}
+
+func parse(text []byte, lookupEnv func(string) (string, bool), dir string) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(text, &doc); err != nil {
 		return nil, err
@@ -643,7 +748,7 @@ func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	if slices.Contains(faulty, "") {
 		return nil, errors.Join(errs...) // a misspelled section
 	}
-	var cfg Config
+	cfg := Config{dir: dir}
 	if err := root.Decode(&cfg); err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}
@@ -753,6 +858,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil // an empty value: the default
+	}
+	if t == reflect.TypeFor[Transform]() || t == reflect.TypeFor[*Transform]() {
+		if n.Kind == yaml.ScalarNode {
+			return checkNode(n, reflect.TypeFor[string](), path, faulty)
+		}
+		return checkNode(n, reflect.TypeFor[transformFields](), path, faulty)
 	}
 	if t == reflect.TypeFor[SourceDestination]() {
 		if n.Kind == yaml.ScalarNode {
@@ -1233,6 +1344,17 @@ func (c *Config) validate(lines fieldLines) []error {
 		}
 		if d.Retry.MaxAttempts < 1 {
 			fail(f+".retry.max_attempts", "must be at least 1")
+		}
+		if d.Transform != nil && c.scripts[d.Name] == nil && nameRE.MatchString(d.Name) {
+			if s, err := c.compileTransform(d); err != nil {
+				fail(f+".transform", "%v", err)
+			} else {
+				if c.scripts == nil {
+					c.scripts = map[string]*transform.Script{}
+				}
+				c.scripts[d.Name] = s
+				d.Transform.Digest = s.Digest()
+			}
 		}
 		if d.Retry.BaseDelay > d.Retry.MaxDelay {
 			fail(f+".retry", "base_delay %s is above max_delay %s", time.Duration(d.Retry.BaseDelay), time.Duration(d.Retry.MaxDelay))
