@@ -256,16 +256,16 @@ func (o *Output) Digest() string {
 
 // input is what the sandbox's __oncehook_run reads.
 type input struct {
-	Now          int64               `json:"now"`
-	Seed         [4]uint32           `json:"seed"`
-	Headers      map[string]string   `json:"headers"`
-	Body         json.RawMessage     `json:"body"`
-	JSON         bool                `json:"json"`
-	Query        string              `json:"query"`
-	ParsedQuery  map[string]any      `json:"parsed_query"`
-	Path         string              `json:"path"`
-	URL          string              `json:"url"`
-	Context      map[string]any      `json:"context"`
+	Now         int64             `json:"now"`
+	Seed        [4]uint32         `json:"seed"`
+	Headers     map[string]string `json:"headers"`
+	Body        json.RawMessage   `json:"body"`
+	JSON        bool              `json:"json"`
+	Query       string            `json:"query"`
+	ParsedQuery map[string]any    `json:"parsed_query"`
+	Path        string            `json:"path"`
+	URL         string            `json:"url"`
+	Context     map[string]any    `json:"context"`
 }
 
 // output is the first line of what __oncehook_run answers.
