@@ -439,6 +439,12 @@ type AttemptDetail struct {
 	Error      string    `json:"error,omitempty"`
 	Outcome    string    `json:"outcome"`
 	Response   string    `json:"response,omitempty"`
+	// ScriptDigest and SentDigest, for a transforming destination: the
+	// script's version and what the attempt sent (sha256 of the path,
+	// query, headers and body): two attempts that sent the same bytes
+	// show the same digest.
+	ScriptDigest string `json:"script_digest,omitempty"`
+	SentDigest   string `json:"sent_digest,omitempty"`
 }
 
 func summaryOf(e store.EventSummary) EventSummary {
@@ -514,7 +520,8 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 		}
 		for _, a := range dl.History {
 			dd.History = append(dd.History, AttemptDetail{Attempt: a.Attempt, StartedAt: a.StartedAt.UTC(),
-				DurationMS: float64(a.Duration.Microseconds()) / 1000, Status: a.StatusCode, Error: a.Error, Outcome: a.Outcome, Response: a.Response})
+				DurationMS: float64(a.Duration.Microseconds()) / 1000, Status: a.StatusCode, Error: a.Error, Outcome: a.Outcome, Response: a.Response,
+				ScriptDigest: a.ScriptDigest, SentDigest: a.SentDigest})
 		}
 		d.Deliveries = append(d.Deliveries, dd)
 	}

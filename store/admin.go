@@ -249,6 +249,9 @@ type AttemptRecord struct {
 	Error      string
 	Outcome    string
 	Response   string // the start of the destination's answer
+	// ScriptDigest and SentDigest are Outcome's: the transformation's
+	// version and what it sent ("" without one).
+	ScriptDigest, SentDigest string
 }
 
 // DeadQuery selects dead letters.

@@ -84,6 +84,10 @@ const (
 	// Stale is an ordered delivery older than one already delivered for
 	// its entity: held back, not delivered (an operator can replay it).
 	Stale DeliveryState = "stale"
+	// Skipped is a delivery the destination's transformation skipped for
+	// this event (it returned null, or set cancel): done, not dead, and
+	// never attempted.
+	Skipped DeliveryState = "skipped"
 )
 
 // LeasedDelivery is a delivery a worker owns until LeaseExpiresAt. If the
@@ -129,6 +133,7 @@ const (
 	OutcomeRetry                        // retryable failure: try again at NextAttemptAt
 	OutcomeDead                         // permanent failure or attempts exhausted
 	OutcomeReleased                     // the worker gave the lease back without an attempt (shutdown): due again at NextAttemptAt (now if zero)
+	OutcomeSkipped                      // the destination's transformation skipped the event: done, recorded as skipped
 )
 
 // String names the outcome as attempts are recorded: delivered, retry,
@@ -143,6 +148,8 @@ func (k OutcomeKind) String() string {
 		return "dead"
 	case OutcomeReleased:
 		return "released"
+	case OutcomeSkipped:
+		return "skipped"
 	}
 	return "unknown"
 }
@@ -164,6 +171,11 @@ type Outcome struct {
 	// Ordered is LeasedDelivery.Ordered, carried back: the commit then
 	// frees the entity and wakes its next delivery.
 	Ordered bool
+	// ScriptDigest and SentDigest, when the destination transforms its
+	// events: the script's version and what the attempt sent (path, query,
+	// headers and body), recorded with the attempt so an operator can see
+	// that two attempts sent the same bytes.
+	ScriptDigest, SentDigest string
 }
 
 // Stats counts what the store holds. Tests and the admin API read it.

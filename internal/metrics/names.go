@@ -24,6 +24,9 @@ const (
 	Delivered = "delivered"
 	Retry     = "retry"
 	Dead      = "dead"
+	// Skipped: the destination's transformation skipped the event (it
+	// returned null, or set cancel): done, never attempted.
+	Skipped = "skipped"
 )
 
 // Rollup metric names are a kind and what it counts, "events.duplicate":

@@ -164,7 +164,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	}
 	for i := range e.Deliveries {
 		d := &e.Deliveries[i]
-		rows, err := s.pool.Query(ctx, `SELECT attempt, started_at, duration_ms, status_code, error, outcome, response
+		rows, err := s.pool.Query(ctx, `SELECT attempt, started_at, duration_ms, status_code, error, outcome, response, script_digest, sent_digest
 			FROM attempts WHERE delivery_id = $1 ORDER BY id`, d.ID)
 		if err != nil {
 			return e, unavailable("read attempts", err)
@@ -172,7 +172,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		d.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AttemptRecord, error) {
 			var a store.AttemptRecord
 			var dur int64
-			err := row.Scan(&a.Attempt, &a.StartedAt, &dur, &a.StatusCode, &a.Error, &a.Outcome, &a.Response)
+			err := row.Scan(&a.Attempt, &a.StartedAt, &dur, &a.StatusCode, &a.Error, &a.Outcome, &a.Response, &a.ScriptDigest, &a.SentDigest)
 			a.StartedAt, a.Duration = s.fromDB(a.StartedAt), time.Duration(dur)*time.Millisecond
 			return a, err
 		})

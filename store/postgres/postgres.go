@@ -589,8 +589,8 @@ func deref(s *string) string {
 // outcome. Rows are taken in delivery id order, the one lock order of every
 // multi-row write here.
 const outcomesSQL = `WITH o AS (
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $12::text[])
-			AS t(id, token, kind, state, attempt, next_at, status, error, started_at, duration_ms, response)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $12::text[], $13::text[], $14::text[])
+			AS t(id, token, kind, state, attempt, next_at, status, error, started_at, duration_ms, response, script_digest, sent_digest)
 		ORDER BY id
 	), u AS (
 		UPDATE deliveries d SET
@@ -603,8 +603,8 @@ const outcomesSQL = `WITH o AS (
 		FROM o WHERE d.id = o.id AND d.lease_token = o.token
 		RETURNING d.id, d.event_id
 	)
-	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response, drop_at)
-	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind, o.response, COALESCE(e.body_at, 'infinity')
+	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response, script_digest, sent_digest, drop_at)
+	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind, o.response, o.script_digest, o.sent_digest, COALESCE(e.body_at, 'infinity')
 	FROM u JOIN o ON o.id = u.id JOIN events e ON e.id = u.event_id WHERE o.kind <> 'released'`
 
 // queueOutcomes queues the statement that records outcomes, if any.
@@ -616,6 +616,7 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 	n := len(outcomes)
 	ids, durations := make([]int64, n), make([]int64, n)
 	tokens, kinds, states, errs, responses := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	scripts, sent := make([]string, n), make([]string, n)
 	attempts, statuses := make([]int32, n), make([]int32, n)
 	next, started := make([]time.Time, n), make([]time.Time, n)
 	for i, o := range outcomes {
@@ -625,6 +626,8 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 			state = string(store.Delivered)
 		case store.OutcomeDead:
 			state = string(store.Dead)
+		case store.OutcomeSkipped:
+			state = string(store.Skipped)
 		case store.OutcomeRetry, store.OutcomeReleased:
 		default:
 			return fmt.Errorf("postgres: complete delivery %d: unknown outcome %d: %w", o.DeliveryID, o.Kind, store.ErrRejected)
@@ -640,8 +643,9 @@ func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error 
 		ids[i], tokens[i], kinds[i], states[i] = o.DeliveryID, o.LeaseToken, o.Kind.String(), state
 		attempts[i], next[i], statuses[i], errs[i] = int32(o.Attempt), due, int32(o.StatusCode), o.Error
 		started[i], durations[i], responses[i] = startedAt, o.Duration.Milliseconds(), o.Response
+		scripts[i], sent[i] = o.ScriptDigest, o.SentDigest
 	}
-	batch.Queue(outcomesSQL, ids, tokens, kinds, states, attempts, next, statuses, errs, started, durations, now, responses)
+	batch.Queue(outcomesSQL, ids, tokens, kinds, states, attempts, next, statuses, errs, started, durations, now, responses, scripts, sent)
 	queueOrderedOutcomes(batch, outcomes)
 	return nil
 }

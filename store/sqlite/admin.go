@@ -156,7 +156,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	}
 	for i := range e.Deliveries {
 		d := &e.Deliveries[i]
-		arows, err := s.read.QueryContext(ctx, `SELECT attempt, started_at, duration_ms, status_code, error, outcome, response
+		arows, err := s.read.QueryContext(ctx, `SELECT attempt, started_at, duration_ms, status_code, error, outcome, response, script_digest, sent_digest
 			FROM attempts WHERE delivery_id = ? ORDER BY id`, d.ID)
 		if err != nil {
 			return e, unavailable("read attempts", err)
@@ -164,7 +164,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		for arows.Next() {
 			var a store.AttemptRecord
 			var started, dur int64
-			if err := arows.Scan(&a.Attempt, &started, &dur, &a.StatusCode, &a.Error, &a.Outcome, &a.Response); err != nil {
+			if err := arows.Scan(&a.Attempt, &started, &dur, &a.StatusCode, &a.Error, &a.Outcome, &a.Response, &a.ScriptDigest, &a.SentDigest); err != nil {
 				arows.Close()
 				return e, unavailable("read attempts", err)
 			}

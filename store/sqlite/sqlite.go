@@ -99,8 +99,8 @@ func (s *Store) prepare(ctx context.Context) error {
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
 		&s.stmt.addStat:   addStatSQL,
 		&s.stmt.addCopies: addCopiesSQL,
-		&s.stmt.insertAttempt: `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		&s.stmt.insertAttempt: `INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response, script_digest, sent_digest)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	} {
 		st, err := s.write.PrepareContext(ctx, query)
 		if err != nil {
@@ -548,10 +548,13 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 				due = ms(o.NextAttemptAt)
 			}
 			res, err = release.ExecContext(ctx, due, now, o.DeliveryID, o.LeaseToken)
-		case store.OutcomeDelivered, store.OutcomeDead:
+		case store.OutcomeDelivered, store.OutcomeDead, store.OutcomeSkipped:
 			state := store.Delivered
-			if o.Kind == store.OutcomeDead {
+			switch o.Kind {
+			case store.OutcomeDead:
 				state = store.Dead
+			case store.OutcomeSkipped:
+				state = store.Skipped
 			}
 			res, err = finish.ExecContext(ctx, state, o.Attempt, o.StatusCode, o.Error, now, o.DeliveryID, o.LeaseToken)
 		case store.OutcomeRetry:
@@ -568,7 +571,7 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 		if n, _ := res.RowsAffected(); n == 0 {
 			continue // the lease was lost to another worker: its attempt is the one on record
 		}
-		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String(), o.Response); err != nil {
+		if _, err := insertAttempt.ExecContext(ctx, o.DeliveryID, o.Attempt, ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Error, o.Kind.String(), o.Response, o.ScriptDigest, o.SentDigest); err != nil {
 			return false, failed("record attempt", err)
 		}
 	}

@@ -98,6 +98,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EventTraceTravelsToItsDeliveries", testEventTrace},
 		{"EventTypeAndEntityTravelToEveryLease", testTypeAndEntityTravel},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
+		{"SkippedByTransformationIsDoneWithItsDigests", testSkippedByTransformation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1815,5 +1816,57 @@ func testBreaker(t *testing.T, stores []store.Store) {
 	}
 	if audit, _ := admin(t, stores[0]).ListAudit(ctx, 0, 5); len(audit) != 2 || audit[0].Action != "breaker_close" || audit[1].Action != "breaker_open" {
 		t.Fatalf("audit %+v", audit)
+	}
+}
+
+// testSkippedByTransformation: a delivery its destination's transformation
+// skipped is done (never leased again, nothing pending, not a dead letter,
+// swept with its window), recorded as one attempt with the outcome skipped,
+// and an attempt's script and sent digests are kept as the worker gave them.
+func testSkippedByTransformation(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	claims := mustClaim(t, s, event("skip", "d"), event("sent", "d"))
+	ds := lease(t, s, base, time.Minute, 10)
+	if len(ds) != 2 {
+		t.Fatalf("leased %d", len(ds))
+	}
+	for _, d := range ds {
+		o := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StatusCode: 200,
+			StartedAt: base, ScriptDigest: "sha256:script", SentDigest: "sha256:sent-" + d.Key}
+		if d.Key == "skip" {
+			o.Kind, o.StatusCode, o.Error = store.OutcomeSkipped, 0, "skipped by the transformation"
+		}
+		complete(t, s, o)
+	}
+	if again := lease(t, s, base.Add(time.Hour), time.Minute, 10); len(again) != 0 {
+		t.Fatalf("leased again after the outcomes: %+v", again)
+	}
+	if st := stats(t, s); st.Pending != 0 || st.Dead != 0 || st.Delivered != 1 || st.Attempts != 2 {
+		t.Fatalf("stats %+v: want the skipped delivery neither pending, nor dead, nor delivered", st)
+	}
+	a := admin(t, s)
+	for _, c := range claims {
+		e, err := a.Event(ctx, c.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Deliveries) != 1 || len(e.Deliveries[0].History) != 1 {
+			t.Fatalf("%s: %+v", e.Key, e.Deliveries)
+		}
+		d, h := e.Deliveries[0], e.Deliveries[0].History[0]
+		wantState, wantOutcome := store.Delivered, "delivered"
+		if e.Key == "skip" {
+			wantState, wantOutcome = store.Skipped, "skipped"
+		}
+		if d.State != wantState || h.Outcome != wantOutcome || h.ScriptDigest != "sha256:script" || h.SentDigest != "sha256:sent-"+e.Key {
+			t.Errorf("%s: state %s, attempt %+v; want %s, outcome %s, the digests kept", e.Key, d.State, h, wantState, wantOutcome)
+		}
+	}
+	dead, err := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 10})
+	if err != nil || len(dead) != 0 {
+		t.Errorf("dead letters %+v %v: a skipped delivery is not one", dead, err)
+	}
+	if n, err := s.SweepExpired(ctx, base.Add(2*time.Hour), 100); err != nil || n != 2 {
+		t.Errorf("swept %d (%v) after the window, want both: a skipped delivery keeps nothing back", n, err)
 	}
 }
