@@ -91,6 +91,7 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 // here). The destinations go in before the sources that route to them, so
 // that an event of a new route always finds its destination.
 func (g *Gateway) apply(ctx context.Context, cfg *config.Config, sources []receive.Source, senders map[string]deliver.Sender) {
+	old := g.cfg.Load()
 	if err := g.holds.Configure(ctx, holdPolicies(cfg)); err != nil {
 		// The policies are in; only the breakers' fresh read failed, and
 		// the next refresh makes it.
@@ -104,6 +105,15 @@ func (g *Gateway) apply(ctx context.Context, cfg *config.Config, sources []recei
 		g.queues.SetDestinations(destinationNames(cfg))
 	}
 	g.cfg.Store(cfg)
+	if old != nil && old != cfg {
+		// The replaced scripts' idle runtimes go (attempts running on them
+		// finish there: a closed script still runs).
+		for _, d := range old.Destinations {
+			if s := old.Script(d.Name); s != nil && s != cfg.Script(d.Name) {
+				s.Close()
+			}
+		}
+	}
 	g.worker.Notify() // a destination added back, a rate raised: look now
 }
 

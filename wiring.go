@@ -45,6 +45,7 @@ func deliverDestinations(cfg *config.Config, senders map[string]deliver.Sender) 
 			Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
 			NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
 			Sender:        senders[d.Name],
+			Transform:     cfg.Script(d.Name),
 		}
 		if d.Secret != "" {
 			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated

@@ -40,6 +40,7 @@ import (
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/tracing"
+	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -60,6 +61,12 @@ type Destination struct {
 	// Sender is the destination's kind: a queue's publisher. Nil: an HTTP
 	// POST to URL (signed with SigningKey), over the worker's client.
 	Sender Sender
+	// Transform, when set, reshapes each attempt's message just before it
+	// is sent (or skips the event for this destination): see
+	// internal/transform. Its failure is the event's, never the
+	// destination's: a dead letter with the script's error and line, and
+	// nothing the breaker counts.
+	Transform *transform.Script
 }
 
 // Writer is where a worker's outcomes go and where it gets deliveries: the
@@ -527,6 +534,16 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		}
 	}
 	msg := w.message(ctx, dest, d)
+	if dest.Transform != nil {
+		if done := w.transform(ctx, dest, d, msg, &out); done {
+			if w.opts.Gate != nil {
+				// Admitted, and nothing sent: the destination's breaker counts neither.
+				w.opts.Gate.Report(ctx, dest.Name, hold.Outcome{})
+			}
+			out.Duration = w.opts.Now().Sub(start)
+			return out
+		}
+	}
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	res := dest.Sender.Send(sendCtx, msg)
 	timedOut := res.Kind == Retry && errors.Is(sendCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
@@ -583,6 +600,56 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		w.opts.Metrics.Attempt(dest.Name, metrics.Retry)
 	}
 	return out
+}
+
+// transform runs the destination's transformation on msg, in place. It
+// reports done when the attempt ends here: skipped by the script (the
+// delivery is done, recorded as skipped), failed in it (the event's
+// problem, whatever the attempt: a dead letter with the script's error and
+// line), or cut by shutdown (released). out gets the digests of the
+// script's version and of what is sent, recorded with the attempt.
+func (w *Worker) transform(ctx context.Context, dest *Destination, d store.LeasedDelivery, msg *Message, out *store.Outcome) (done bool) {
+	script := dest.Transform
+	out.ScriptDigest = script.Digest()
+	var u *url.URL
+	if dest.URL != "" {
+		u, _ = url.Parse(dest.URL) // validated with the config
+	}
+	res, err := script.Run(ctx, transform.Request{URL: u, Header: msg.Header, ContentType: msg.ContentType, Body: msg.Body},
+		transform.Event{Source: msg.Source, Key: msg.Key, Type: msg.Type, Destination: msg.Destination, Attempt: msg.Attempt, ReceivedAt: msg.ReceivedAt})
+	var se *transform.Error
+	switch {
+	case errors.As(err, &se):
+		out.Kind, out.Error = store.OutcomeDead, storable("transformation: "+se.Error(), 1024)
+		w.opts.Metrics.Attempt(dest.Name, metrics.Dead)
+		w.logAttempt(slog.LevelWarn, d, "dead letter: the transformation failed", "reason", out.Error)
+		return true
+	case err != nil && ctx.Err() != nil:
+		out.Kind, out.NextAttemptAt = store.OutcomeReleased, w.opts.Now()
+		return true
+	case err != nil:
+		// The sandbox itself could not run (no runtime could be made): the
+		// gateway's problem, not the event's; tried again later.
+		out.Error = storable("transformation: "+err.Error(), 1024)
+		out.Kind, out.NextAttemptAt = store.OutcomeRetry, w.opts.Now().Add(dest.Retry.Backoff(d.Attempt, w.opts.Jitter))
+		counted := metrics.Retry
+		if d.Attempt >= dest.Retry.MaxAttempts {
+			out.Kind, out.Error = store.OutcomeDead, fmt.Sprintf("gave up after %d attempts: %s", d.Attempt, out.Error)
+			counted = metrics.Dead
+		}
+		w.opts.Metrics.Attempt(dest.Name, counted)
+		w.logAttempt(slog.LevelError, d, "the transformation could not run", "err", err)
+		return true
+	}
+	out.SentDigest = res.Digest()
+	if res.Skip {
+		out.Kind, out.Error = store.OutcomeSkipped, "skipped by the transformation"
+		w.opts.Metrics.Attempt(dest.Name, metrics.Skipped)
+		w.logAttempt(slog.LevelDebug, d, "skipped by the transformation")
+		return true
+	}
+	msg.Header, msg.Body, msg.ContentType, msg.Path, msg.Query = res.Header, res.Body, res.ContentType, res.Path, res.Query
+	return false
 }
 
 // gateOutcome is how flow control counts an attempt: delivered a success;
