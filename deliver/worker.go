@@ -609,14 +609,8 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 // line), or cut by shutdown (released). out gets the digests of the
 // script's version and of what is sent, recorded with the attempt.
 func (w *Worker) transform(ctx context.Context, dest *Destination, d store.LeasedDelivery, msg *Message, out *store.Outcome) (done bool) {
-	script := dest.Transform
-	out.ScriptDigest = script.Digest()
-	var u *url.URL
-	if dest.URL != "" {
-		u, _ = url.Parse(dest.URL) // validated with the config
-	}
-	res, err := script.Run(ctx, transform.Request{URL: u, Header: msg.Header, ContentType: msg.ContentType, Body: msg.Body},
-		transform.Event{Source: msg.Source, Key: msg.Key, Type: msg.Type, Destination: msg.Destination, Attempt: msg.Attempt, ReceivedAt: msg.ReceivedAt})
+	out.ScriptDigest = dest.Transform.Digest()
+	res, err := Transform(ctx, dest, msg)
 	var se *transform.Error
 	switch {
 	case errors.As(err, &se):
@@ -648,8 +642,25 @@ func (w *Worker) transform(ctx context.Context, dest *Destination, d store.Lease
 		w.logAttempt(slog.LevelDebug, d, "skipped by the transformation")
 		return true
 	}
-	msg.Header, msg.Body, msg.ContentType, msg.Path, msg.Query = res.Header, res.Body, res.ContentType, res.Path, res.Query
 	return false
+}
+
+// Transform runs dest's transformation on m and, unless the script skipped
+// the event (Output.Skip), makes m what it asked to send: headers, body,
+// content type, path and query. The error is a *transform.Error when the
+// script failed or went past a bound (the event's problem).
+func Transform(ctx context.Context, dest *Destination, m *Message) (*transform.Output, error) {
+	var u *url.URL
+	if dest.URL != "" {
+		u, _ = url.Parse(dest.URL) // validated with the config
+	}
+	res, err := dest.Transform.Run(ctx, transform.Request{URL: u, Header: m.Header, ContentType: m.ContentType, Body: m.Body},
+		transform.Event{Source: m.Source, Key: m.Key, Type: m.Type, Destination: m.Destination, Attempt: m.Attempt, ReceivedAt: m.ReceivedAt})
+	if err != nil || res.Skip {
+		return res, err
+	}
+	m.Header, m.Body, m.ContentType, m.Path, m.Query = res.Header, res.Body, res.ContentType, res.Path, res.Query
+	return res, nil
 }
 
 // gateOutcome is how flow control counts an attempt: delivered a success;
@@ -711,6 +722,18 @@ const responseSnippet = 256
 // message is what an attempt of d sends to dest: the event and what
 // travels with it, whatever the destination's kind.
 func (w *Worker) message(ctx context.Context, dest *Destination, d store.LeasedDelivery) *Message {
+	m := NewMessage(dest, d)
+	if w.opts.Tracer != nil && !dest.NoTraceparent {
+		// The attempt's span: the destination continues the trace.
+		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(m.Header))
+	}
+	return m
+}
+
+// NewMessage is what an attempt of d sends to dest, as the worker builds it
+// (less the traceparent of a traced attempt, which the worker adds):
+// `oncehook transform test` shows what a transformation makes of it.
+func NewMessage(dest *Destination, d store.LeasedDelivery) *Message {
 	m := &Message{
 		Source: d.Source, Key: d.Key, Type: d.Type, Destination: d.Destination, Attempt: d.Attempt,
 		IdempotencyKey: IdempotencyKey(d.Source, d.Key), ContentType: d.ContentType, Body: d.Body,
@@ -730,10 +753,6 @@ func (w *Worker) message(ctx context.Context, dest *Destination, d store.LeasedD
 		h.Set("X-Oncehook-Type", headerSafe(d.Type))
 	}
 	h.Set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
-	if w.opts.Tracer != nil && !dest.NoTraceparent {
-		// The attempt's span: the destination continues the trace.
-		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
-	}
 	if d.Stale {
 		// Older than what this destination already has for the entity:
 		// sent because the source asks for stale events (on_stale:

@@ -213,7 +213,7 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		{"dead"}, {"dead", "ls"}, {"dead", "retry"}, {"dead", "purge"},
 		{"destinations"}, {"destinations", "ls"}, {"destinations", "pause"}, {"destinations", "resume"},
 		{"destinations", "open-breaker"}, {"destinations", "close-breaker"},
-		{"stats"}, {"reload"}, {"doctor"},
+		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"},
 	}
 	for _, c := range commands {
 		helps := []string{"--help"}

@@ -35,6 +35,7 @@ Usage:
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
   oncehook reload --api URL --token T       a running gateway reads its config anew (as SIGHUP)
   oncehook doctor [--source S]              check that sources' keys look right
+  oncehook transform test --destination D --event FILE|--id N   what a destination's transformation would send
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          print the version
 
@@ -108,6 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return reload(ctx, args[1:], stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args[1:], stdout, stderr)
+	case "transform":
+		return transformCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "oncehook", versionString())
 		return nil

@@ -271,6 +271,11 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s is valid: %s store, %s, %s\n", source, cfg.StoreKind(),
 		plural(len(cfg.Sources), "source", "sources"), plural(len(cfg.Destinations), "destination", "destinations"))
+	for _, d := range cfg.Destinations {
+		if s := cfg.Script(d.Name); s != nil {
+			fmt.Fprintf(stdout, "  destination %s: transform %s compiled (%s)\n", d.Name, s.Name(), s.Digest())
+		}
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "  warning:", w)
 	}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/store"
+)
+
+// transformCmd: test. Runs a destination's transformation on an event (a
+// file, or a stored one) as an attempt would, and prints what would be sent,
+// with the time and memory the run took. It sends nothing.
+func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("transform", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: oncehook transform test --config F --destination D (--event FILE | --id N) [--source S --key K --type T]")
+		fmt.Fprintln(stderr, "Runs the destination's transformation on an event, as a delivery attempt would, and prints what would be sent. Nothing is sent.")
+		fs.PrintDefaults()
+	}
+	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml)")
+	destination := fs.String("destination", "", "the destination whose transformation runs")
+	eventFile := fs.String("event", "", "a file holding the event's body, as the provider sends it")
+	id := fs.Int64("id", 0, "a stored event's id (oncehook events ls): its body, headers, key, type and received time")
+	source := fs.String("source", "", "with --event: the event's source (default: the first that routes to the destination)")
+	key := fs.String("key", "test", "with --event: the event's key (Math.random is seeded from it)")
+	typ := fs.String("type", "", "with --event: the event's type")
+	contentType := fs.String("content-type", "application/json", "with --event: the body's content type")
+	attempt := fs.Int("attempt", 1, "the attempt's number, as the script's context.attempt")
+	asJSON := fs.Bool("json", false, "print JSON")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 || rest[0] != "test" {
+		fs.Usage()
+		return errUsage
+	}
+	if *destination == "" || (*eventFile == "") == (*id == 0) {
+		return errors.New("transform test: --destination and one of --event FILE or --id N are required")
+	}
+	cfg, _, err := resolveConfig(*path, false)
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		return fmt.Errorf("transform test: no config: pass --config, set %s, or write %s", configEnv, defaultConfigPath)
+	}
+	i := slices.IndexFunc(cfg.Destinations, func(d config.Destination) bool { return d.Name == *destination })
+	if i < 0 {
+		return fmt.Errorf("transform test: no destination %q in the config", *destination)
+	}
+	cd := cfg.Destinations[i]
+	script := cfg.Script(cd.Name)
+	if script == nil {
+		return fmt.Errorf("transform test: destination %q has no transform", cd.Name)
+	}
+	lease := store.LeasedDelivery{Destination: cd.Name, Attempt: *attempt, ContentType: *contentType, ReceivedAt: time.Now().UTC()}
+	if *eventFile != "" {
+		body, err := os.ReadFile(*eventFile)
+		if err != nil {
+			return fmt.Errorf("transform test: %w", err)
+		}
+		lease.Body, lease.Key, lease.Type, lease.Source = body, *key, *typ, *source
+		if lease.Source == "" {
+			lease.Source = routedFrom(cfg, cd.Name)
+		}
+	} else {
+		e, err := storedEvent(ctx, cfg, *id)
+		if err != nil {
+			return err
+		}
+		lease.Source, lease.Key, lease.Type, lease.ContentType = e.Source, e.Key, e.Type, e.ContentType
+		lease.Header, lease.ReceivedAt = e.Headers, e.ReceivedAt
+		lease.Body = []byte(e.Body)
+		if e.BodyBase64 != nil {
+			lease.Body = e.BodyBase64
+		}
+	}
+	dest := &deliver.Destination{Name: cd.Name, URL: cd.URL, Headers: cd.Headers, Transform: script}
+	msg := deliver.NewMessage(dest, lease)
+
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peakBefore := peakRSS()
+	start := time.Now()
+	res, err := deliver.Transform(ctx, dest, msg)
+	took := time.Since(start)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := max(peakRSS()-peakBefore, 0)
+	if err != nil {
+		return fmt.Errorf("transform test: %w (after %s)", err, took.Round(time.Microsecond))
+	}
+
+	target := ""
+	if cd.URL != "" {
+		u, _ := url.Parse(cd.URL)
+		c := *u
+		if msg.Path != "" {
+			c.Path, c.RawPath = msg.Path, ""
+		}
+		if msg.Query != nil {
+			c.RawQuery = msg.Query.Encode()
+		}
+		target = redact.URL(c.String())
+	}
+	if *asJSON {
+		return printJSON(stdout, map[string]any{
+			"destination": cd.Name, "script": script.Name(), "script_digest": script.Digest(),
+			"skipped": res.Skip, "url": target, "content_type": msg.ContentType, "headers": shownHeaders(msg.Header),
+			"body": string(msg.Body), "sent_digest": res.Digest(), "took_ms": float64(took.Microseconds()) / 1000,
+			"go_allocated_bytes": after.TotalAlloc - before.TotalAlloc, "peak_rss_growth_bytes": grew, "logs": res.Logs,
+		})
+	}
+	fmt.Fprintf(stdout, "destination %s, script %s (%s)\n", cd.Name, script.Name(), script.Digest())
+	fmt.Fprintf(stdout, "took %s; memory: %s allocated on Go's heap, the process's peak grew by %s (the script's own, QuickJS's, is bounded by max_memory)\n",
+		took.Round(time.Microsecond), bytesText(int64(after.TotalAlloc-before.TotalAlloc)), bytesText(grew))
+	for _, l := range res.Logs {
+		fmt.Fprintln(stdout, "console:", l)
+	}
+	if res.Skip {
+		fmt.Fprintln(stdout, "skipped: the script returned null (or set cancel): this destination would not get the event")
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	if target != "" {
+		fmt.Fprintf(stdout, "POST %s\n", target)
+	}
+	if msg.ContentType != "" {
+		fmt.Fprintf(stdout, "Content-Type: %s\n", msg.ContentType)
+	}
+	h := shownHeaders(msg.Header)
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, v := range h[k] {
+			fmt.Fprintf(stdout, "%s: %s\n", k, v)
+		}
+	}
+	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", msg.Body, res.Digest())
+	return nil
+}
+
+// shownHeaders are the headers as printed: a credential's value is hidden
+// (a destination's headers may carry its API key).
+func shownHeaders(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		switch strings.ToLower(k) {
+		case "authorization", "proxy-authorization", "x-api-key", "api-key", "cookie":
+			out[k] = []string{"[hidden]"}
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// routedFrom is the first source that routes to the destination, the one an
+// event from a file is taken to come from.
+func routedFrom(cfg *config.Config, destination string) string {
+	for _, s := range cfg.Sources {
+		for _, d := range s.Destinations {
+			if d.Name == destination {
+				return s.Name
+			}
+		}
+	}
+	return "cli"
+}
+
+func storedEvent(ctx context.Context, cfg *config.Config, id int64) (admin.EventDetail, error) {
+	svc, ctx, done, err := configService(ctx, cfg)
+	if err != nil {
+		return admin.EventDetail{}, err
+	}
+	defer done()
+	e, err := svc.Event(ctx, id)
+	if err != nil {
+		return e, fmt.Errorf("transform test: event %d: %w", id, err)
+	}
+	return e, nil
+}
+
+// peakRSS is the process's peak resident memory (Linux's VmHWM), 0 where
+// it cannot be read.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,86 @@
+package main_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/oncehooktest"
+)
+
+const capiScript = `addHandler("transform", (request, context) => {
+  const p = request.body;
+  if (p.kind === "boom") throw new Error("no order in " + context.key);
+  console.log("order", p.order);
+  request.headers["x-event-id"] = context.key;
+  request.body = { data: [{ event_name: "Purchase", event_id: p.order, event_time: Math.floor(Date.now() / 1000) }] };
+  return request;
+});
+`
+
+// oncehook transform test prints what a destination's transformation would
+// send, for an event in a file or a stored one, with the time and memory
+// the run took; a script's error exits non-zero naming its file and line.
+func TestTransformTestPrintsWhatWouldBeSent(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "capi.js")
+	if err := os.WriteFile(script, []byte(capiScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf(`store: sqlite://%s/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [%s], destinations: [capi]}
+destinations:
+  - name: capi
+    url: "http://127.0.0.1:1/v19.0/1/events?access_token=secret-token-123"
+    headers: {Authorization: "Bearer secret-token-456"}
+    retry: {max_attempts: 1}
+    transform: %s
+`, dir, secret, script)
+	cfg := filepath.Join(dir, "oncehook.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	event := filepath.Join(dir, "event.json")
+	if err := os.WriteFile(event, []byte(`{"order":"o_42","kind":"ok"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := oncehook(t, dir, nil, "transform", "test", "--config", cfg, "--destination", "capi", "--event", event, "--key", "evt_file")
+	for _, want := range []string{"destination capi, script " + script, "took ", "memory: ", "console: order o_42",
+		"POST http://127.0.0.1:1/v19.0/1/events?access_token=", "X-Event-Id: evt_file", "Idempotency-Key: stripe:evt_file",
+		`{"data":[{"event_name":"Purchase","event_id":"o_42","event_time":`, "sent digest sha256:"} {
+		if !ok || !strings.Contains(out, want) {
+			t.Errorf("transform test --event: ok=%v, output lacks %q:\n%s", ok, want, out)
+		}
+	}
+	if strings.Contains(out, "secret-token") {
+		t.Errorf("a credential was printed:\n%s", out)
+	}
+
+	// A stored event, by id.
+	gw := oncehooktest.Start(t, yaml)
+	req := testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", secret, []byte(`{"id":"evt_stored","order":"o_7"}`), "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	gw.Stop()
+	out, ok = oncehook(t, dir, nil, "transform", "test", "--config", cfg, "--destination", "capi", "--id", "1")
+	if !ok || !strings.Contains(out, `"event_id":"o_7"`) || !strings.Contains(out, "X-Event-Id: evt_stored") {
+		t.Errorf("transform test --id 1: ok=%v\n%s", ok, out)
+	}
+
+	// The script's error: non-zero, with its file and line.
+	if err := os.WriteFile(event, []byte(`{"order":"o_1","kind":"boom"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, ok = oncehook(t, dir, nil, "transform", "test", "--config", cfg, "--destination", "capi", "--event", event)
+	if ok || !strings.Contains(out, script+":3:") || !strings.Contains(out, "Error: no order in test") {
+		t.Errorf("a throwing script: ok=%v\n%s", ok, out)
+	}
+}
