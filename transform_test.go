@@ -43,6 +43,8 @@ type recorder struct {
 	*httptest.Server
 	mu  sync.Mutex
 	got []received
+	// fail answers 503 to the first n requests whose Idempotency-Key it names.
+	fail map[string]int
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -51,7 +53,15 @@ func newRecorder(t *testing.T) *recorder {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.got = append(r.got, received{Path: req.URL.Path, Query: req.URL.RawQuery, Header: req.Header.Clone(), Body: body})
+		key := req.Header.Get("Idempotency-Key")
+		fail := r.fail[key] > 0
+		if fail {
+			r.fail[key]--
+		}
 		r.mu.Unlock()
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
 	}))
 	t.Cleanup(r.Close)
 	return r
@@ -81,13 +91,14 @@ const ordersScript = `addHandler("transform", (request, context) => {
 `
 
 // Invariant 21 through a real gateway: an event reaches its destination
-// reshaped by the destination's transformation; the same event replayed is
+// reshaped by the destination's transformation; its retries and its replay are
 // sent byte for byte the same (and its attempts record the same digests); an
 // event the script skips is recorded as skipped; one that runs the script
 // past its time limit is a dead letter naming the script's line, and
 // fails only itself (invariant 13).
-func TestATransformedDestinationGetsTheSameBytesOnReplay(t *testing.T) {
+func TestATransformedDestinationGetsTheSameBytesOnEveryAttemptAndReplay(t *testing.T) {
 	dest := newRecorder(t)
+	dest.fail = map[string]int{"stripe:evt_2": 2} // three attempts
 	cfg := stripeConfig(dest.URL+"/hooks", "")
 	cfg = strings.Replace(cfg, "    timeout: 2s\n", "    timeout: 2s\n    transform: {file: $DIR/orders.js, timeout: 100ms}\n", 1)
 	dir := t.TempDir()
@@ -113,17 +124,29 @@ func TestATransformedDestinationGetsTheSameBytesOnReplay(t *testing.T) {
 
 	if !testenv.WaitFor(10*time.Second, func() bool {
 		st := stats(t, gw)
-		return len(dest.all()) >= 2 && st.Dead == 1 && st.Pending == 0
+		return len(dest.all()) >= 4 && st.Dead == 1 && st.Pending == 0
 	}) {
 		t.Fatalf("got %d, stats %+v", len(dest.all()), stats(t, gw))
 	}
 	got := dest.all()
-	if len(got) != 2 {
-		t.Fatalf("the destination got %d requests, want 2 (the refund skipped, the poisoned one dead)", len(got))
+	if len(got) != 4 {
+		t.Fatalf("the destination got %d requests, want 4 (evt_1 once, evt_2 three times, the refund skipped, the poisoned one dead)", len(got))
 	}
-	first := got[0]
-	if first.Header.Get("Idempotency-Key") != "stripe:evt_1" {
-		first = got[1]
+	var first received
+	var second []received
+	for _, r := range got {
+		switch r.Header.Get("Idempotency-Key") {
+		case "stripe:evt_1":
+			first = r
+		case "stripe:evt_2":
+			second = append(second, r)
+		}
+	}
+	// Three attempts of one event: the same bytes each time (but the attempt's number).
+	for i, r := range second {
+		if r.digest() != second[0].digest() || r.Header.Get("X-Oncehook-Attempt") != fmt.Sprint(i+1) {
+			t.Errorf("evt_2's attempt %d: %s %s, want the first's bytes", i+1, r.Header.Get("X-Oncehook-Attempt"), r.Body)
+		}
 	}
 	if first.Path != "/hooks/orders" || first.Query != "tenant=7" || first.Header.Get("X-Event-Type") != "payment_intent.succeeded" ||
 		first.Header.Get("X-Amount") != "4990" || first.Header.Get("Content-Type") != "application/json" ||
@@ -149,6 +172,9 @@ func TestATransformedDestinationGetsTheSameBytesOnReplay(t *testing.T) {
 		!strings.Contains(evil.LastError, ":4:") || !strings.Contains(evil.LastError, "time limit") {
 		t.Errorf("the poisoned event: %s %q, want dead with the script's line 4 and its time limit", evil.State, evil.LastError)
 	}
+	if h := eventOf("evt_2").Deliveries[0].History; len(h) != 3 || h[0].SentDigest == "" || h[0].SentDigest != h[1].SentDigest || h[1].SentDigest != h[2].SentDigest {
+		t.Errorf("evt_2's attempts %+v, want three with one sent digest", h)
+	}
 	skipped := eventOf("evt_refund").Deliveries[0]
 	if skipped.State != string(store.Skipped) || len(skipped.History) != 1 || skipped.History[0].Outcome != "skipped" {
 		t.Errorf("the refund: %+v, want skipped", skipped)
@@ -169,7 +195,7 @@ func TestATransformedDestinationGetsTheSameBytesOnReplay(t *testing.T) {
 	}
 	var again received
 	if !testenv.WaitFor(10*time.Second, func() bool {
-		for _, r := range dest.all()[2:] {
+		for _, r := range dest.all()[4:] {
 			if r.Header.Get("Idempotency-Key") == "stripe:evt_1" {
 				again = r
 				return true

@@ -232,8 +232,10 @@ type Output struct {
 	Took time.Duration
 }
 
-// Digest identifies what was sent: sha256 over the path, the query, the headers (sorted) and the body, so
-// that two attempts (or two replicas) that sent the same bytes record the same digest.
+// Digest identifies what was sent: sha256 over the path, the query, the content type, the headers (sorted)
+// and the body, so that two attempts (or two replicas) that sent the same bytes record the same digest. The
+// headers that differ by attempt whatever the script does (X-Oncehook-Attempt, a trace's traceparent and
+// tracestate) are left out.
 func (o *Output) Digest() string {
 	h := sha256.New()
 	if o.Skip {
@@ -243,7 +245,9 @@ func (o *Output) Digest() string {
 	fmt.Fprintf(h, "path %q\nquery %q\ncontent-type %q\n", o.Path, o.Query.Encode(), o.ContentType)
 	names := make([]string, 0, len(o.Header))
 	for k := range o.Header {
-		names = append(names, k)
+		if !perAttempt(k) {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	for _, k := range names {
@@ -252,6 +256,15 @@ func (o *Output) Digest() string {
 	fmt.Fprintf(h, "body %d\n", len(o.Body))
 	h.Write(o.Body)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// perAttempt says whether a header differs from one attempt to the next by itself.
+func perAttempt(canonical string) bool {
+	switch canonical {
+	case "X-Oncehook-Attempt", "Traceparent", "Tracestate":
+		return true
+	}
+	return false
 }
 
 // input is what the sandbox's __oncehook_run reads.

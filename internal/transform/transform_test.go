@@ -298,6 +298,12 @@ addHandler("transform", (request, context) => {
 			t.Errorf("body %s lacks %s", body, w)
 		}
 	}
+	// A third attempt (another X-Oncehook-Attempt, as the worker sends it) sends the same bytes.
+	third := stripeRequest(`{"id":"evt_1","amount":4990}`)
+	third.Header.Set("X-Oncehook-Attempt", "3")
+	if out, err := a.Run(context.Background(), third, event("evt_1")); err != nil || out.Digest() != want {
+		t.Errorf("attempt 3: digest %s (%v), want %s", out.Digest(), err, want)
+	}
 	// Another key: another random sequence (seeded from the key), the same clock.
 	other, err := a.Run(context.Background(), req, event("evt_2"))
 	if err != nil {
