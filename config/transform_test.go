@@ -95,7 +95,7 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 		t.Fatal("a script that does not compile was taken")
 	}
 	msg := err.Error()
-	for _, want := range []string{"destinations[0].transform", "transforms/capi.js:2:", "syntax error", "(line 8)"} {
+	for _, want := range []string{"destinations[0].transform", "transforms/capi.js:2:", "SyntaxError", "(line 8)"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}

@@ -47,7 +47,9 @@ func (e *Error) Error() string {
 	b.WriteString(": ")
 	switch e.Kind {
 	case KindSyntax:
-		b.WriteString("syntax error: ")
+		if !strings.HasPrefix(e.Message, "SyntaxError") {
+			b.WriteString("syntax error: ")
+		}
 	case KindTimeout:
 		b.WriteString("time limit: ")
 	case KindMemory:
