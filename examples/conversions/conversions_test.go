@@ -39,9 +39,9 @@ const kiwifyApproved = `{"order_id":"b5e7c9d1-kw-42","order_ref":"Kx7Qw2","order
 "Commissions":{"charge_amount":"19700","currency":"BRL"}}`
 
 type capiEvent struct {
-	EventName  string `json:"event_name"`
-	EventTime  int64  `json:"event_time"`
-	EventID    string `json:"event_id"`
+	EventName  string                    `json:"event_name"`
+	EventTime  int64                     `json:"event_time"`
+	EventID    string                    `json:"event_id"`
 	UserData   struct{ Em, Ph []string } `json:"user_data"`
 	CustomData struct {
 		Currency string  `json:"currency"`
