@@ -389,7 +389,8 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	sessions, _ := store.SessionsOf(g.store) // every backend keeps them; dashboard.New says so if one does not
 	var err error
 	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: g.log.With("component", "dashboard"),
-		Demo: g.opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources})
+		Demo: g.opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources,
+		Transformed: g.transformed})
 	if err != nil {
 		return err
 	}

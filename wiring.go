@@ -10,15 +10,19 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/httpapi"
 	"github.com/oncehook/oncehook/internal/metrics"
@@ -234,4 +238,54 @@ func apiTokens(cfg *config.Config) []apiauth.Token {
 		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish}
 	}
 	return tokens
+}
+
+// transformed runs destination's transformation (the running config's) on
+// a stored event as its next attempt would, for the dashboard's event page;
+// nil when the destination has none. Nothing is sent.
+func (g *Gateway) transformed(ctx context.Context, e admin.EventDetail, destination string) (*dashboard.Transformed, error) {
+	cfg := g.cfg.Load()
+	script := cfg.Script(destination)
+	if script == nil {
+		return nil, nil
+	}
+	i := slices.IndexFunc(cfg.Destinations, func(d config.Destination) bool { return d.Name == destination })
+	if i < 0 {
+		return nil, nil
+	}
+	cd := cfg.Destinations[i]
+	body := []byte(e.Body)
+	if e.BodyBase64 != nil {
+		body = e.BodyBase64
+	}
+	attempt := 1
+	for _, d := range e.Deliveries {
+		if d.Destination == destination {
+			attempt = d.Attempts + 1
+		}
+	}
+	dest := &deliver.Destination{Name: cd.Name, URL: cd.URL, Headers: cd.Headers, Transform: script}
+	p, err := deliver.PreviewTransform(ctx, dest, store.LeasedDelivery{
+		Source: e.Source, Key: e.Key, Type: e.Type, Destination: destination, Attempt: attempt,
+		ContentType: e.ContentType, Header: e.Headers, Body: body, ReceivedAt: e.ReceivedAt,
+	})
+	if err != nil {
+		return nil, err
+	}
+	t := &dashboard.Transformed{Skipped: p.Output.Skip, URL: p.URL, ContentType: p.Message.ContentType,
+		Body: string(p.Message.Body), Digest: p.Output.Digest(), TookMS: float64(p.Output.Took.Microseconds()) / 1000}
+	if !utf8.Valid(p.Message.Body) {
+		t.Body = fmt.Sprintf("(%d bytes, not UTF-8)", len(p.Message.Body))
+	}
+	names := make([]string, 0, len(p.Header))
+	for k := range p.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, v := range p.Header[k] {
+			t.Headers = append(t.Headers, dashboard.HeaderLine{Name: k, Value: v})
+		}
+	}
+	return t, nil
 }

@@ -38,6 +38,22 @@ func NewHTTPSender(rawURL string, signingKey []byte, client *http.Client, now fu
 	return &HTTPSender{URL: u, SigningKey: signingKey, Client: client, Now: now}, nil
 }
 
+// TargetURL is where m goes over HTTP: base, with the path and query a
+// transformation set in their place.
+func TargetURL(base *url.URL, m *Message) *url.URL {
+	if m.Path == "" && m.Query == nil {
+		return base
+	}
+	c := *base
+	if m.Path != "" {
+		c.Path, c.RawPath = m.Path, ""
+	}
+	if m.Query != nil {
+		c.RawQuery = m.Query.Encode()
+	}
+	return &c
+}
+
 // Close does nothing: the worker's client is shared.
 func (s *HTTPSender) Close() error { return nil }
 
@@ -47,18 +63,7 @@ func (s *HTTPSender) Close() error { return nil }
 // somewhere nobody configured); anything else, and no answer, a retry,
 // with Retry-After honoured on 429 and 503.
 func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
-	u := s.URL
-	if m.Path != "" || m.Query != nil {
-		c := *s.URL
-		if m.Path != "" {
-			c.Path, c.RawPath = m.Path, ""
-		}
-		if m.Query != nil {
-			c.RawQuery = m.Query.Encode()
-		}
-		u = &c
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(m.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, TargetURL(s.URL, m).String(), bytes.NewReader(m.Body))
 	if err != nil {
 		return Result{Kind: Permanent, After: -1, Error: redact.Error(err).Error()}
 	}

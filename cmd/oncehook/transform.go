@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -17,7 +15,6 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
-	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -92,13 +89,12 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	dest := &deliver.Destination{Name: cd.Name, URL: cd.URL, Headers: cd.Headers, Transform: script}
-	msg := deliver.NewMessage(dest, lease)
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	peakBefore := peakRSS()
 	start := time.Now()
-	res, err := deliver.Transform(ctx, dest, msg)
+	p, err := deliver.PreviewTransform(ctx, dest, lease)
 	took := time.Since(start)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -106,23 +102,11 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("transform test: %w (after %s)", err, took.Round(time.Microsecond))
 	}
-
-	target := ""
-	if cd.URL != "" {
-		u, _ := url.Parse(cd.URL)
-		c := *u
-		if msg.Path != "" {
-			c.Path, c.RawPath = msg.Path, ""
-		}
-		if msg.Query != nil {
-			c.RawQuery = msg.Query.Encode()
-		}
-		target = redact.URL(c.String())
-	}
+	msg, res, target := p.Message, p.Output, p.URL
 	if *asJSON {
 		return printJSON(stdout, map[string]any{
 			"destination": cd.Name, "script": script.Name(), "script_digest": script.Digest(),
-			"skipped": res.Skip, "url": target, "content_type": msg.ContentType, "headers": shownHeaders(msg.Header),
+			"skipped": res.Skip, "url": target, "content_type": msg.ContentType, "headers": p.Header,
 			"body": string(msg.Body), "sent_digest": res.Digest(), "took_ms": float64(took.Microseconds()) / 1000,
 			"go_allocated_bytes": after.TotalAlloc - before.TotalAlloc, "peak_rss_growth_bytes": grew, "logs": res.Logs,
 		})
@@ -144,7 +128,7 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if msg.ContentType != "" {
 		fmt.Fprintf(stdout, "Content-Type: %s\n", msg.ContentType)
 	}
-	h := shownHeaders(msg.Header)
+	h := p.Header
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
@@ -157,21 +141,6 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", msg.Body, res.Digest())
 	return nil
-}
-
-// shownHeaders are the headers as printed: a credential's value is hidden
-// (a destination's headers may carry its API key).
-func shownHeaders(h http.Header) http.Header {
-	out := make(http.Header, len(h))
-	for k, v := range h {
-		switch strings.ToLower(k) {
-		case "authorization", "proxy-authorization", "x-api-key", "api-key", "cookie":
-			out[k] = []string{"[hidden]"}
-		default:
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // routedFrom is the first source that routes to the destination, the one an

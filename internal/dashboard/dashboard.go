@@ -93,7 +93,29 @@ type Options struct {
 	// Demo says the gateway runs the demo: its token is not in any config
 	// file but printed in the console, and the login page says so.
 	Demo bool
+	// Transformed, when set, runs a destination's transformation on a
+	// stored event as an attempt would now, for the event page to show
+	// the transformed request beside the original; nil and no error when
+	// the destination has none.
+	Transformed func(ctx context.Context, e admin.EventDetail, destination string) (*Transformed, error)
 }
+
+// Transformed is what a destination's transformation makes of an event, as
+// the event page shows it: the request that would be sent (credentials
+// hidden), or that it is skipped, or the script's error.
+type Transformed struct {
+	Skipped     bool
+	URL         string
+	ContentType string
+	Headers     []HeaderLine
+	Body        string
+	Digest      string
+	TookMS      float64
+	Error       string
+}
+
+// HeaderLine is one header of a transformed request.
+type HeaderLine struct{ Name, Value string }
 
 // Dashboard serves /ui.
 type Dashboard struct {

@@ -181,7 +181,22 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request, s session) {
 	} else if pretty := prettyJSON(body); pretty != "" {
 		body = pretty
 	}
-	d.render(w, r, http.StatusOK, "event", s, map[string]any{"Event": e, "Body": body, "Headers": sortedKeys(e.Headers)})
+	transformed := map[string]*Transformed{}
+	if d.opts.Transformed != nil {
+		for _, dl := range e.Deliveries {
+			t, err := d.opts.Transformed(r.Context(), e, dl.Destination)
+			if err != nil {
+				t = &Transformed{Error: err.Error()}
+			}
+			if t != nil {
+				if pretty := prettyJSON(t.Body); pretty != "" {
+					t.Body = pretty
+				}
+				transformed[dl.Destination] = t
+			}
+		}
+	}
+	d.render(w, r, http.StatusOK, "event", s, map[string]any{"Event": e, "Body": body, "Headers": sortedKeys(e.Headers), "Transformed": transformed})
 }
 
 // prettyJSON indents a JSON payload, keeping its fields in their order.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,10 @@ import (
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
-// An event page shows a delivery its transformation skipped as skipped, and
-// a transformed attempt with the digest of what it sent.
+// An event page shows a delivery its transformation skipped as skipped, a
+// transformed attempt with the digest of what it sent, and, per
+// destination, the transformed request next to the original (as the next
+// attempt would send it, the same digest).
 func TestEventPageShowsSkippedAndTransformedAttempts(t *testing.T) {
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(sink.Close)
@@ -61,5 +64,17 @@ destinations:
 	_, sent := get(t, c, fmt.Sprintf("%s/ui/events/%d", gw.APIURL, ids["evt_charge.succeeded"]))
 	if !strings.Contains(sent, "transformed, sent <code>sha256:") {
 		t.Errorf("the transformed event's page shows no sent digest:\n%s", sent)
+	}
+	if !strings.Contains(sent, "Transformed request") || !strings.Contains(sent, "POST "+sink.URL) ||
+		!strings.Contains(sent, "{\n  &#34;id&#34;: &#34;evt_charge.succeeded&#34;\n}") {
+		t.Errorf("the transformed event's page shows no transformed request:\n%s", sent)
+	}
+	// The preview's digest is the one its attempt recorded: the same bytes.
+	digests := regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindAllString(sent, -1)
+	if len(digests) < 2 || digests[0] != digests[len(digests)-1] {
+		t.Errorf("digests on the page %v: want the preview's and the attempt's the same", digests)
+	}
+	if !strings.Contains(skipped, "Skipped by the transformation: this destination would not get the event.") {
+		t.Errorf("the skipped event's page does not say the transformation skips it:\n%s", skipped)
 	}
 }

@@ -103,3 +103,38 @@ func (r *redacted) Error() string {
 }
 
 func (r *redacted) Unwrap() error { return r.err }
+
+// credentialHeaders are the header names whose values are credentials: a
+// destination's `headers` carry its API key in one of them.
+var credentialHeaders = map[string]bool{
+	"Authorization": true, "Proxy-Authorization": true, "X-Api-Key": true, "Api-Key": true, "Cookie": true,
+	"X-Auth-Token": true,
+}
+
+// Header returns h with the values of credential headers (Authorization,
+// X-Api-Key, Cookie, ...) replaced by Mask, for showing what a delivery
+// sends.
+func Header(h map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		if credentialHeaders[canonical(k)] {
+			out[k] = []string{Mask}
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// canonical is net/textproto's canonical form of an ASCII header name.
+func canonical(k string) string {
+	b := []byte(strings.ToLower(k))
+	upper := true
+	for i, c := range b {
+		if upper && 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+		upper = c == '-'
+	}
+	return string(b)
+}

@@ -472,7 +472,9 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			}
 			canon := http.CanonicalHeaderKey(name)
 			if canon == "Content-Type" {
-				if len(vals) > 0 {
+				// The request's own content type, handed back as it came (a script that returns
+				// request.headers), is not the script setting one.
+				if len(vals) > 0 && vals[0] != r.ContentType {
 					setCT = vals[0]
 				}
 				continue

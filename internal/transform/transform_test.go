@@ -516,6 +516,18 @@ func TestBodyShapes(t *testing.T) {
 		// URLSearchParams is not ECMAScript: QuickJS has none, and says so.
 		t.Log("URLSearchParams exists")
 	}
+	// A form turned into JSON is sent as JSON, though the script handed request.headers (with the form's
+	// content-type) back; a content-type the script sets is the one sent.
+	formToJSON := mustCompile(t, "f.js", `addHandler("transform", (r) => ({ ...r, body: { raw: r.body } }))`, Options{})
+	o, err = formToJSON.Run(context.Background(), form, event("k"))
+	if err != nil || o.ContentType != "application/json" || string(o.Body) != `{"raw":"a=1&b=%FF"}` {
+		t.Errorf("form to JSON: %q %s %v", o.ContentType, o.Body, err)
+	}
+	setCT := mustCompile(t, "c.js", `addHandler("transform", (r) => { r.headers["content-type"] = "application/cloudevents+json"; r.body = {a: 1}; return r; })`, Options{})
+	o, err = setCT.Run(context.Background(), form, event("k"))
+	if err != nil || o.ContentType != "application/cloudevents+json" {
+		t.Errorf("a content type the script sets: %q %v", o.ContentType, err)
+	}
 	q := mustCompile(t, "q.js", `addHandler("transform", (r) => { r.path = "/v2" + r.path; r.query = "tenant=8&x=a%20b"; return r; });`, Options{})
 	o, err = q.Run(context.Background(), stripeRequest(`{}`), event("k"))
 	if err != nil || o.Path != "/v2/v1/orders" || o.Query.Get("tenant") != "8" || o.Query.Get("x") != "a b" {
