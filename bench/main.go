@@ -121,7 +121,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing,transform (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
@@ -316,6 +316,20 @@ func (b *bench) run(want func(string) bool) error {
 			for _, traced := range []bool{false, true} {
 				name := fmt.Sprintf("oncehook: the headline, tracing %s (round %d)", map[bool]string{false: "off", true: "on, 100% sampled"}[traced], round+1)
 				r, err := b.withDestination(name, "sqlite://"+filepath.Join(dir, fmt.Sprintf("traced-%v-%d.db", traced, round)), gwOptions{traced: traced})
+				if err != nil {
+					return err
+				}
+				b.rows = append(b.rows, r)
+			}
+		}
+	}
+	if want("transform") {
+		// The headline with a transforming destination, against the same
+		// destination without one, in the same run, twice in turn.
+		for round := range 2 {
+			for _, script := range []string{"", benchTransform} {
+				name := fmt.Sprintf("oncehook: the headline, %s (round %d)", map[bool]string{true: "no transformation", false: "the destination transforms (QuickJS)"}[script == ""], round+1)
+				r, err := b.withDestination(name, "sqlite://"+filepath.Join(dir, fmt.Sprintf("transform-%v-%d.db", script != "", round)), gwOptions{transform: script})
 				if err != nil {
 					return err
 				}
@@ -1224,7 +1238,19 @@ type gwOptions struct {
 	// traced traces every request and attempt (100% sampling), into an
 	// exporter that drops the batches: the SDK's cost, not the network's.
 	traced bool
+	// transform, when set, is the destination's transformation (inline).
+	transform string
 }
+
+// benchTransform is the typical transformation: the bench's Stripe event
+// reshaped into Meta CAPI's Purchase, a header added.
+const benchTransform = `addHandler("transform", (request, context) => {
+  const o = request.body.data.object;
+  request.body = { data: [{ event_name: "Purchase", event_id: request.body.id, event_time: Math.floor(Date.now() / 1000),
+    custom_data: { value: o.amount / 100, currency: (o.currency ?? "usd").toUpperCase(), order_id: o.id } }] };
+  request.headers["x-event-type"] = context.type;
+  return request;
+});`
 
 type runningGateway struct {
 	url    string
@@ -1242,6 +1268,9 @@ func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGate
 	dests, destList := "", "[]"
 	if sinkURL != "" {
 		dests = fmt.Sprintf("destinations:\n  - name: sink\n    url: %s\n    timeout: 5s\n", sinkURL)
+		if o.transform != "" {
+			dests += fmt.Sprintf("    transform: {inline: %q}\n", o.transform)
+		}
 		destList = "[sink]"
 	}
 	if o.routed > 0 {

@@ -298,6 +298,10 @@ type output struct {
 // Run runs the script on one event. The error, when the script failed or went past a bound, is an *Error:
 // the event's problem, never the gateway's (a delivery dead-letters it). ctx's end interrupts the run.
 func (s *Script) Run(ctx context.Context, r Request, ev Event) (*Output, error) {
+	if err := ctx.Err(); err != nil {
+		// (An interrupt asked before the call would be cleared as it starts.)
+		return nil, fmt.Errorf("transform %s: %w", s.name, err)
+	}
 	in, isJSON, err := s.buildInput(r, ev)
 	if err != nil {
 		return nil, err
