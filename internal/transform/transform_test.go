@@ -281,7 +281,7 @@ addHandler("transform", (request, context) => {
   return request;
 });`
 	a := mustCompile(t, "det.js", src, Options{})
-	b := mustCompile(t, "det.js", src, Options{Idle: 1})
+	b := mustCompile(t, "det.js", src, Options{Concurrency: 1})
 	req := stripeRequest(`{"id":"evt_1","amount":4990}`)
 	var first *Output
 	var want string
