@@ -1,4 +1,4 @@
-package conversions
+package purchases
 
 import (
 	"crypto/sha256"
@@ -89,7 +89,7 @@ func TestHotmartAndKiwifyBecomeOneCAPIPurchaseEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	yaml := strings.NewReplacer(
-		"sqlite://./conversions.db", "sqlite://$DIR/oncehook.db",
+		"sqlite://./purchases.db", "sqlite://$DIR/oncehook.db",
 		"${HOTMART_HOTTOK}", hottok, "${KIWIFY_TOKEN}", kiwify,
 		"https://graph.facebook.com/v21.0/${META_PIXEL}/events?access_token=${META_TOKEN}", meta.URL+"/v21.0/123/events?access_token=t",
 		"transform: transforms/capi.js", "transform: "+script,
