@@ -20,7 +20,10 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -104,4 +107,30 @@ func (h *Health) Status() Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.st
+}
+
+// DefaultContentType gives a message without a Content-Type header the
+// one a POST of its body would have had, when the body looks like a JSON
+// object or array: HTTP destinations are sent the event's content type.
+func DefaultContentType(h http.Header, body []byte) {
+	if h.Get("Content-Type") != "" {
+		return
+	}
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) > 0 && (b[0] == '{' || b[0] == '[') {
+		h.Set("Content-Type", "application/json")
+	}
+}
+
+// Backoff is the wait before the n-th retry (from 1) of a connection or
+// a message: exponential from first, capped at most, drawn over its upper
+// half (jitter), so that consumers that failed together do not come back
+// at the same instant.
+func Backoff(n int, first, most time.Duration) time.Duration {
+	d := first
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	return d/2 + rand.N(d/2+1)
 }

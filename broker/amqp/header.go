@@ -1,7 +1,6 @@
 package amqp
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/oncehook/oncehook/broker"
 )
 
 // headerOf is a delivery's header fields and properties as HTTP headers,
@@ -36,10 +37,7 @@ func headerOf(d *amqp.Delivery) http.Header {
 			h.Set(p.name, p.value)
 		}
 	}
-	if h.Get("Content-Type") == "" && looksJSON(d.Body) {
-		// HTTP destinations get the content type a POST of it would have.
-		h.Set("Content-Type", "application/json")
-	}
+	broker.DefaultContentType(h, d.Body)
 	return h
 }
 
@@ -81,13 +79,6 @@ func fieldValues(v any) []string {
 		return out
 	}
 	return nil
-}
-
-// looksJSON reports whether body starts, past white space, like a JSON
-// object or array.
-func looksJSON(body []byte) bool {
-	b := bytes.TrimLeft(body, " \t\r\n")
-	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
 }
 
 // tableOf is a delivery's headers as a publish's header fields: one text

@@ -1,12 +1,10 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -313,7 +311,7 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, p *partition, e *
 		if attempt == 0 {
 			c.log.Warn("kafka record not claimed: trying again", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		}
-		t := time.NewTimer(backoff(attempt + 1))
+		t := time.NewTimer(broker.Backoff(attempt+1, retryFirst, retryCap))
 		select {
 		case <-t.C:
 			continue
@@ -352,18 +350,11 @@ func (c *Consumer) envelope(r *kgo.Record) receive.Envelope {
 		// The record's key, for a key rule that wants it (header:Kafka-Key).
 		h.Set("Kafka-Key", string(r.Key))
 	}
-	if h.Get("Content-Type") == "" && looksJSON(r.Value) {
-		h.Set("Content-Type", "application/json")
-	}
+	broker.DefaultContentType(h, r.Value)
 	return receive.Envelope{
 		Header: h, Body: r.Value, ReceivedAt: time.Now(), Trace: h.Get("Traceparent"),
 		SkipVerify: !c.verify, Client: "kafka:" + r.Topic,
 	}
-}
-
-func looksJSON(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
 }
 
 // revoked is kgo's OnPartitionsRevoked: the group takes these partitions
@@ -476,14 +467,4 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, ps []*partition) 
 			}
 		}
 	})
-}
-
-// backoff is exponential with full jitter from retryFirst up to retryCap.
-func backoff(attempt int) time.Duration {
-	d := retryFirst
-	for i := 1; i < attempt && d < retryCap; i++ {
-		d *= 2
-	}
-	d = min(d, retryCap)
-	return d/2 + rand.N(d/2+1)
 }

@@ -1,12 +1,10 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -32,6 +30,9 @@ const DefaultMaxAckPending = 256
 // config says); Accept is given five sixths of it, so that a message is
 // acked or nakked while it is still ours (a slower answer is not lost,
 // only seen twice: the second is a duplicate).
+// reconnectDelay is nats.go's wait before its n-th reconnect.
+func reconnectDelay(n int) time.Duration { return broker.Backoff(n, 500*time.Millisecond, maxBackoff) }
+
 const (
 	DefaultAckWait = 30 * time.Second
 	dialTimeout    = 5 * time.Second
@@ -129,7 +130,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		c.health.Lost(err, c.now())
 		failures++
-		wait := backoff(failures)
+		wait := reconnectDelay(failures)
 		c.log.Warn("NATS consumer not consuming; retrying", "err", err, "retry_in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -154,7 +155,7 @@ func (c *Consumer) session(ctx context.Context) error {
 		nats.Name("oncehook source "+c.source),
 		nats.Timeout(dialTimeout),
 		nats.MaxReconnects(-1),
-		nats.CustomReconnectDelay(backoff),
+		nats.CustomReconnectDelay(reconnectDelay),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if closing.Load() {
 				return
@@ -333,10 +334,7 @@ func (c *Consumer) envelope(msg jetstream.Msg) receive.Envelope {
 		h[k] = append(h[k], v...)
 	}
 	body := msg.Data()
-	if h.Get("Content-Type") == "" && looksJSON(body) {
-		// HTTP destinations are sent the event's content type.
-		h.Set("Content-Type", "application/json")
-	}
+	broker.DefaultContentType(h, body)
 	return receive.Envelope{
 		Header:     h,
 		Body:       body,
@@ -345,22 +343,6 @@ func (c *Consumer) envelope(msg jetstream.Msg) receive.Envelope {
 		SkipVerify: !c.verify,
 		Client:     "nats:" + c.stream,
 	}
-}
-
-func looksJSON(b []byte) bool {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
-}
-
-// backoff is the wait before the n-th retry (from 1) of a connection:
-// exponential from 500 ms, with full jitter over its upper half, capped
-// at 30 s.
-func backoff(n int) time.Duration {
-	d := maxBackoff
-	if n < 7 {
-		d = min(maxBackoff, 500*time.Millisecond<<max(n-1, 0))
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // nakDelay is how long JetStream waits before delivering again a message

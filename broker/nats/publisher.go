@@ -106,7 +106,7 @@ func (p *Publisher) conn(ctx context.Context) (jetstream.JetStream, error) {
 		nats.Name("oncehook publisher"),
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
-		nats.CustomReconnectDelay(backoff),
+		nats.CustomReconnectDelay(reconnectDelay),
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
