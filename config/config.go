@@ -859,7 +859,12 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil // an empty value: the default
 	}
-	if t == reflect.TypeFor[Transform]() || t == reflect.TypeFor[*Transform]() {
+	for t.Kind() == reflect.Pointer {
+		// An optional block (consume:, publish:, order:) is checked as
+		// the block it points to: its misspelled fields are named too.
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[Transform]() {
 		if n.Kind == yaml.ScalarNode {
 			return checkNode(n, reflect.TypeFor[string](), path, faulty)
 		}

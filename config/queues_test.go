@@ -116,3 +116,25 @@ func TestReloadRefusesAChangedConsumer(t *testing.T) {
 		t.Errorf("unchanged: %v", err)
 	}
 }
+
+// A misspelled field inside an optional block (consume:, publish:, order:,
+// all pointers in Config) is named as any other: it was accepted silently,
+// so `durabel: x` made a second durable consumer under the default name,
+// which reads the stream again from its start.
+func TestMisspelledFieldsInOptionalBlocksAreNamed(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{`sources: [{name: o, consume: {nats: {url: "nats://127.0.0.1:4222", stream: S, durabel: x}}, key: ["json:id"]}]`,
+			"sources[0].consume.nats.durabel: unknown field (line 1); did you mean durable?"},
+		{`sources: [{name: o, consume: {verfy: true, amqp: {url: "amqp://127.0.0.1", queue: q}}, key: ["json:id"]}]`,
+			"sources[0].consume.verfy: unknown field (line 1); did you mean verify?"},
+		{"sources: [{name: o, outbox: true, destinations: [bus]}]\ndestinations:\n  - name: bus\n    publish: {nats: {url: \"nats://127.0.0.1:4222\", subject: x, subjct: y}}",
+			"destinations[0].publish.nats.subjct: unknown field (line 4); did you mean subject?"},
+		{`sources: [{name: o, outbox: true, order: {entiti: "json:x"}}]`,
+			"sources[0].order.entiti: unknown field (line 1); did you mean entity?"},
+	} {
+		_, err := config.Parse([]byte(c.yaml), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n got %v\nwant %s", c.yaml, err, c.want)
+		}
+	}
+}
