@@ -55,7 +55,9 @@ func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, erro
 			return DoctorReport{}, err
 		}
 		if st, ok := consumers[name]; ok && !st.Connected {
-			msg := fmt.Sprintf("the consumer of %s cannot reach its %s broker (since %s", st.Where, st.Kind, st.Since.UTC().Format(time.RFC3339))
+			// Unreachable, or reached without what it consumes (a stream or
+			// queue not there yet): the error says which.
+			msg := fmt.Sprintf("the consumer of %s is not consuming from its %s broker (since %s", st.Where, st.Kind, st.Since.UTC().Format(time.RFC3339))
 			if st.Error != "" {
 				msg += ": " + st.Error
 			}
