@@ -324,9 +324,19 @@ func (s *Script) Run(ctx context.Context, r Request, ev Event) (*Output, error) 
 	start := time.Now()
 	res, runErr := vm.Call("__oncehook_run", in)
 	took := time.Since(start)
-	if !stop() || runErr != nil {
-		// An interrupt may still be on its way (a reused runtime must not get it), and a runtime whose run
-		// failed may be left in any state (out of memory, half-built objects): neither is reused.
+	// A run that left jobs queued (a promise's then, an async function's await) left them to hold memory in
+	// the runtime: never run, they would pile up over the events a reused runtime runs, until an event that
+	// is fine alone failed for the memory its predecessors kept. The engine only says there were some by
+	// running them, which it does within the same bounds, and after the run's answer is taken.
+	pending := false
+	if runErr == nil {
+		n, _ := vm.ExecutePendingJobs()
+		pending = n > 0
+	}
+	if !stop() || runErr != nil || pending {
+		// An interrupt may still be on its way (a reused runtime must not get it), a runtime whose run
+		// failed may be left in any state (out of memory, half-built objects), and one that ran a job ran
+		// the script's code past the run's end: none is reused.
 		vm.Close()
 	} else {
 		s.put(vm)
