@@ -15,6 +15,7 @@
   let rand = [0, 0, 0, 0];
   let logs = [];
   let logbytes = 0;
+  let deepFreeze;
 
   const RealDate = Date;
   // Date: new Date() and Date.now() are the event's received time; new Date(x) is x, as ever.
@@ -90,24 +91,31 @@
   defineProperty(Object.prototype, "__proto__", { set: function __oncehook_proto(p) { if (this === g) refuse("__proto__"); protoSetter.call(this, p); } });
   Object.prototype.__defineGetter__ = function __oncehook_defineGetter(k, f) { if (this === g) refuse("__defineGetter__"); return defineGetter.call(this, k, f); };
   Object.prototype.__defineSetter__ = function __oncehook_defineSetter(k, f) { if (this === g) refuse("__defineSetter__"); return defineSetter.call(this, k, f); };
+  // Freezing, sealing or making the global object non-extensible would outlive the run too (the next run
+  // could tell, and its sloppy assignments would fail), and would keep restore from deleting what it added.
+  const freeze = Object.freeze;
+  const seal = Object.seal;
+  const preventExtensions = Object.preventExtensions;
+  const reflectPreventExtensions = Reflect.preventExtensions;
+  Object.freeze = function __oncehook_freeze(o) { if (o === g) refuse("freeze"); return freeze(o); };
+  Object.seal = function __oncehook_seal(o) { if (o === g) refuse("seal"); return seal(o); };
+  Object.preventExtensions = function __oncehook_preventExtensions(o) { if (o === g) refuse("preventExtensions"); return preventExtensions(o); };
+  Reflect.preventExtensions = function __oncehook_reflectPreventExtensions(o) { if (o === g) refuse("preventExtensions"); return reflectPreventExtensions(o); };
 
   for (const n of Object.getOwnPropertyNames(g)) {
-    const v = g[n];
-    if ((typeof v === "function" || typeof v === "object") && v !== null && v !== g) {
-      Object.freeze(v);
-      if (typeof v === "function" && v.prototype) Object.freeze(v.prototype);
-    }
     const d = Object.getOwnPropertyDescriptor(g, n);
     if ("value" in d) defineProperty(g, n, { writable: false, configurable: false });
     else defineProperty(g, n, { configurable: false });
   }
-  Object.freeze(Object.getPrototypeOf(function* __oncehook_gen() {}));
-  Object.freeze(Object.getPrototypeOf(async function __oncehook_async() {}));
 
   // The enumerable globals before the first run (the script's __oncehook_factory among them).
   let base;
   const restore = function __oncehook_restore() {
     for (const n of Object.keys(g)) {
+      if (!base.has(n)) delete g[n];
+    }
+    // A symbol-keyed global (globalThis[Symbol.for("n")] = 1) is not in Object.keys.
+    for (const n of Object.getOwnPropertySymbols(g)) {
       if (!base.has(n)) delete g[n];
     }
   };
@@ -126,7 +134,8 @@
       // The script's top level, a global function once its bytecode is loaded, is the sandbox's to call:
       // no run may replace it.
       defineProperty(g, "__oncehook_factory", { writable: false, configurable: false });
-      base = new Set(Object.keys(g));
+      deepFreeze([__oncehook_factory]);
+      base = new Set(Object.keys(g).concat(Object.getOwnPropertySymbols(g)));
     }
     now = inp.now;
     rand = inp.seed;
@@ -185,4 +194,52 @@
     }
   };
   defineProperty(g, "__oncehook_run", { value: run, writable: false, configurable: false, enumerable: false });
+
+  // Every object a script can reach without making it is frozen, deeply: not only the built-ins but their
+  // methods (a function is an object: JSON.parse.n = 1 would outlive the run), their accessors, their
+  // prototypes, the sandbox's own functions, and the intrinsics only syntax reaches (the iterators'
+  // prototypes, the generators' and async functions' constructors and prototypes). The global object itself
+  // stays extensible (a sloppy script's x = 1 works, and restore deletes it).
+  deepFreeze = function __oncehook_deepFreeze(roots) {
+    const seen = new Set([g]);
+    const todo = roots.slice();
+    while (todo.length > 0) {
+      const o = todo.pop();
+      if ((typeof o !== "object" && typeof o !== "function") || o === null || seen.has(o)) continue;
+      seen.add(o);
+      freeze(o);
+      todo.push(Object.getPrototypeOf(o));
+      const fn = typeof o === "function";
+      for (const k of Reflect.ownKeys(o)) {
+        // A function's length and name are numbers and strings (most of what there is to walk: skipping
+        // their descriptors keeps a new runtime's walk to a few milliseconds).
+        if (fn && (k === "length" || k === "name")) continue;
+        const d = Object.getOwnPropertyDescriptor(o, k);
+        if (d.get !== undefined || d.set !== undefined) todo.push(d.get, d.set);
+        else todo.push(d.value);
+      }
+    }
+  };
+  const hidden = [
+    Object.getPrototypeOf([][Symbol.iterator]()),
+    Object.getPrototypeOf(""[Symbol.iterator]()),
+    Object.getPrototypeOf(new Map()[Symbol.iterator]()),
+    Object.getPrototypeOf(new Set()[Symbol.iterator]()),
+    Object.getPrototypeOf("".matchAll(/(?:)/g)),
+    function* __oncehook_gen() {},
+    async function __oncehook_async() {},
+    async function* __oncehook_asyncgen() {},
+  ];
+  if (typeof Iterator === "function" && typeof Iterator.from === "function") {
+    hidden.push(Object.getPrototypeOf([].values().map(function __oncehook_id(x) { return x; })));
+    hidden.push(Object.getPrototypeOf(Iterator.from({ next: function __oncehook_next() { return { done: true }; } })));
+  }
+  const roots = hidden.map(function __oncehook_protoOf(o) { return typeof o === "function" ? Object.getPrototypeOf(o) : o; });
+  for (const n of Reflect.ownKeys(g)) {
+    const d = Object.getOwnPropertyDescriptor(g, n);
+    if ("value" in d) roots.push(d.value);
+    else roots.push(d.get, d.set);
+  }
+  roots.push(Object.getPrototypeOf(g));
+  deepFreeze(roots);
 })(globalThis);

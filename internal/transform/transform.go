@@ -324,9 +324,19 @@ func (s *Script) Run(ctx context.Context, r Request, ev Event) (*Output, error) 
 	start := time.Now()
 	res, runErr := vm.Call("__oncehook_run", in)
 	took := time.Since(start)
-	if !stop() || runErr != nil {
-		// An interrupt may still be on its way (a reused runtime must not get it), and a runtime whose run
-		// failed may be left in any state (out of memory, half-built objects): neither is reused.
+	// A run that left jobs queued (a promise's then, an async function's await) left them to hold memory in
+	// the runtime: never run, they would pile up over the events a reused runtime runs, until an event that
+	// is fine alone failed for the memory its predecessors kept. The engine only says there were some by
+	// running them, which it does within the same bounds, and after the run's answer is taken.
+	pending := false
+	if runErr == nil {
+		n, _ := vm.ExecutePendingJobs()
+		pending = n > 0
+	}
+	if !stop() || runErr != nil || pending {
+		// An interrupt may still be on its way (a reused runtime must not get it), a runtime whose run
+		// failed may be left in any state (out of memory, half-built objects), and one that ran a job ran
+		// the script's code past the run's end: none is reused.
 		vm.Close()
 	} else {
 		s.put(vm)
@@ -478,7 +488,44 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 		if o.Shape == "svix" {
 			next = out.Header
 		}
-		for name, raw := range hs {
+		// Two names for one header (the lowercased x-env the script was given, and the X-Env it set): the
+		// one that changed the value wins, whatever a map's order (which changes by run); two changes
+		// that disagree are the script's error.
+		names := make([]string, 0, len(hs))
+		for name := range hs {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		byCanon := make(map[string]string, len(names))
+		for _, name := range names {
+			c := http.CanonicalHeaderKey(name)
+			prev, ok := byCanon[c]
+			if !ok {
+				byCanon[c] = name
+				continue
+			}
+			a, errA := headerValues(hs[prev])
+			b, errB := headerValues(hs[name])
+			was := strings.Join(r.Header[c], ", ")
+			if c == "Content-Type" && len(r.Header[c]) == 0 {
+				was = r.ContentType
+			}
+			switch {
+			case errA != nil || errB != nil || strings.Join(a, ", ") == strings.Join(b, ", "):
+				// Let the loop below report a bad value; equal ones are one header.
+			case strings.Join(b, ", ") == was:
+				// name is the header as given; prev changed it.
+			case strings.Join(a, ", ") == was:
+				byCanon[c] = name
+			default:
+				return nil, bad("headers %q and %q are one header with two values: set it under one name", prev, name)
+			}
+		}
+		for _, name := range names {
+			if byCanon[http.CanonicalHeaderKey(name)] != name {
+				continue
+			}
+			raw := hs[name]
 			vals, err := headerValues(raw)
 			if err != nil {
 				return nil, bad("header %q: %v", name, err)
@@ -488,7 +535,7 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			}
 			for _, v := range vals {
 				if !validHeaderValue(v) {
-					return nil, bad("header %q: its value has a control character (a CR, LF or NUL)", name)
+					return nil, bad("header %q: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
 				}
 			}
 			canon := http.CanonicalHeaderKey(name)
@@ -673,8 +720,16 @@ var headerName = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 
 func validHeaderName(s string) bool { return headerName.MatchString(s) }
 
+// validHeaderValue is what net/http's client accepts (RFC 9110 field-value): no control character but the
+// tab. A value it refused would fail at the send, as a network error that is retried, where it is the
+// script's error.
 func validHeaderValue(s string) bool {
-	return !strings.ContainsAny(s, "\r\n\x00")
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Protected says whether a header is beyond a transformation's reach: the key the destination dedupes on
