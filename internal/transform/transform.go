@@ -547,6 +547,11 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 				}
 				continue
 			}
+			if folded := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-")); folded != canon && Protected(folded) {
+				// Servers behind CGI, WSGI or some proxies read _ as -:
+				// Idempotency_Key would be their Idempotency-Key.
+				return nil, bad("header %s cannot be set by a transformation: a server that reads _ as - would take it for %s (%s)", name, folded, protectedWhy(folded))
+			}
 			if Protected(canon) {
 				if strings.Join(vals, ", ") != strings.Join(r.Header[canon], ", ") {
 					return nil, bad("header %s cannot be changed by a transformation (%s)", canon, protectedWhy(canon))

@@ -463,6 +463,13 @@ func TestProtectedHeadersCannotBeChanged(t *testing.T) {
 			t.Errorf("%s: err %v, want cannot be changed", h, err)
 		}
 	}
+	// Nor under the name a server that reads _ as - would take for one.
+	for _, h := range []string{"Idempotency_Key", "idempotency_key", "X_Oncehook_Source", "webhook_signature"} {
+		s := mustCompile(t, "h.js", `addHandler("transform", (r) => { r.headers["`+h+`"] = "forged"; return r; });`, Options{})
+		if _, err := s.Run(context.Background(), stripeRequest(`{}`), event("k")); err == nil || !strings.Contains(err.Error(), "reads _ as -") {
+			t.Errorf("%s: err %v, want refused", h, err)
+		}
+	}
 	// Replacing every header keeps the protected ones.
 	s := mustCompile(t, "h.js", `addHandler("transform", (r) => { r.headers = { "x-only": "1" }; return r; });`, Options{})
 	o, err := s.Run(context.Background(), stripeRequest(`{}`), event("k"))
