@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -148,9 +149,15 @@ func eventually(t *testing.T, what string, within time.Duration, ok func() bool)
 
 func consumerInfo(t *testing.T, js jetstream.JetStream, stream, durable string) *jetstream.ConsumerInfo {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The gateway's consumer creates its durable once it runs: a test that
+	// asks right after starting it waits for it, as an operator would.
 	c, err := js.Consumer(ctx, stream, durable)
+	for errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		c, err = js.Consumer(ctx, stream, durable)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
