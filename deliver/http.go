@@ -67,10 +67,12 @@ func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
 	if err != nil {
 		return Result{Kind: Permanent, After: -1, Error: redact.Error(err).Error()}
 	}
-	h := req.Header
-	for k, v := range m.Header {
-		h[k] = v
+	// The Message is this attempt's own (Sender's contract): its headers
+	// become the request's as they are, not copied into a second map.
+	if m.Header != nil {
+		req.Header = m.Header
 	}
+	h := req.Header
 	if m.ContentType != "" {
 		h.Set("Content-Type", m.ContentType)
 	}

@@ -92,7 +92,9 @@ type Result struct {
 // JetStream, RabbitMQ or Kafka. The worker leases, gates (pause, rate,
 // concurrency, breaker), bounds the time, backs off and records; a Sender
 // only sends and classifies what it heard back. Send returns by ctx's
-// deadline and is safe for concurrent use.
+// deadline and is safe for concurrent use. The Message is the attempt's
+// own: Send may keep its Header and add to it (HTTP's sender makes it the
+// request's), and the worker reads nothing of it afterwards.
 type Sender interface {
 	Send(ctx context.Context, m *Message) Result
 	Close() error

@@ -199,24 +199,7 @@ func consume(t *testing.T, url, queue string, prefetch int, a *accepter) (c *Con
 	c = bc.(*Consumer)
 	c.reconnectMin, c.reconnectMax = 20*time.Millisecond, 200*time.Millisecond
 	c.holdMin, c.holdMax = 10*time.Millisecond, 50*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Error("Run did not return 20 s after its context ended")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop = testenv.Run(t, c, 20*time.Second)
 	return c, stop
 }
 

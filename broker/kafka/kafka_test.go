@@ -101,24 +101,7 @@ func startConsumer(t testing.TB, addrs []string, topic, group string, a *accepte
 	}
 	c.commitEvery = 50 * time.Millisecond
 	c.extra = []kgo.Opt{kgo.HeartbeatInterval(100 * time.Millisecond), kgo.FetchMaxWait(100 * time.Millisecond)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("Run did not return 30 s after its context ended")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop = testenv.Run(t, c, 30*time.Second)
 	return c, stop
 }
 

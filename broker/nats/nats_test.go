@@ -115,24 +115,7 @@ func natsSource(url, stream, subject string, pending int) config.Source {
 // run starts c and stops it when the test ends, checking Run returned.
 func run(t *testing.T, c broker.Consumer) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(15 * time.Second):
-				t.Error("Run did not return within 15s of its context's end")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop = testenv.Run(t, c, 15*time.Second)
 	return stop
 }
 
