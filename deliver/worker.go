@@ -635,13 +635,15 @@ func (w *Worker) transform(ctx context.Context, dest *Destination, d store.Lease
 		w.logAttempt(slog.LevelError, d, "the transformation could not run", "err", err)
 		return true
 	}
-	out.SentDigest = res.Digest()
 	if res.Skip {
+		// Nothing is sent: the attempt records the script's version, and
+		// no digest of a request that never left.
 		out.Kind, out.Error = store.OutcomeSkipped, "skipped by the transformation"
 		w.opts.Metrics.Attempt(dest.Name, metrics.Skipped)
 		w.logAttempt(slog.LevelDebug, d, "skipped by the transformation")
 		return true
 	}
+	out.SentDigest = res.Digest()
 	return false
 }
 

@@ -61,6 +61,9 @@ destinations:
 	if !strings.Contains(skipped, `class="state skipped"`) || !strings.Contains(skipped, "skipped by the transformation") {
 		t.Errorf("the skipped event's page shows no skipped delivery:\n%s", skipped)
 	}
+	if strings.Contains(skipped, `class="muted small digest"`) {
+		t.Errorf("the skipped attempt shows a digest of what it sent, and it sent nothing:\n%s", skipped)
+	}
 	_, sent := get(t, c, fmt.Sprintf("%s/ui/events/%d", gw.APIURL, ids["evt_charge.succeeded"]))
 	if !strings.Contains(sent, "transformed, sent <code>sha256:") {
 		t.Errorf("the transformed event's page shows no sent digest:\n%s", sent)
