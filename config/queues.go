@@ -172,7 +172,7 @@ type KafkaPublish struct {
 }
 
 // validateConsume checks a source's consume block; f is the source's path.
-func validateConsume(c *Consume, f string, fail func(field, format string, args ...any)) {
+func validateConsume(c *Consume, f string, fail failFunc) {
 	n := 0
 	for _, set := range []bool{c.NATS != nil, c.AMQP != nil, c.Kafka != nil} {
 		if set {
@@ -231,7 +231,7 @@ func validateConsume(c *Consume, f string, fail func(field, format string, args 
 }
 
 // validatePublish checks a destination's publish block; f is its path.
-func validatePublish(p *Publish, f string, fail func(field, format string, args ...any)) {
+func validatePublish(p *Publish, f string, fail failFunc) {
 	n := 0
 	for _, set := range []bool{p.NATS != nil, p.AMQP != nil, p.Kafka != nil} {
 		if set {
@@ -274,7 +274,7 @@ func validatePublish(p *Publish, f string, fail func(field, format string, args 
 	}
 }
 
-func checkBrokerURL(raw, field string, schemes []string, fail func(field, format string, args ...any)) {
+func checkBrokerURL(raw, field string, schemes []string, fail failFunc) {
 	u, err := url.Parse(raw)
 	ok := err == nil && u.Host != ""
 	if ok {
@@ -288,7 +288,7 @@ func checkBrokerURL(raw, field string, schemes []string, fail func(field, format
 	}
 }
 
-func checkBrokers(brokers []string, field string, fail func(field, format string, args ...any)) {
+func checkBrokers(brokers []string, field string, fail failFunc) {
 	if len(brokers) == 0 {
 		fail(field, "required: at least one host:port")
 	}

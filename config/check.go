@@ -1,0 +1,389 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/lease"
+	"github.com/oncehook/oncehook/internal/route"
+	"github.com/oncehook/oncehook/internal/transform"
+	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/receive"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// headerNameRE is an HTTP header's (or a cookie's) name: RFC 9110 token
+// characters.
+var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+// Validate checks the configuration and names the field at fault.
+func (c *Config) Validate() error { return errors.Join(c.validate(nil)...) }
+
+// failFunc reports a field at fault: fail("sources[0].window", "must be
+// positive").
+type failFunc func(field, format string, args ...any)
+
+// validate is Validate, each error also naming the line of its field (or
+// of the nearest enclosing field written in the file) when lines is set.
+// The checks run section by section, in the order of the errors they
+// report.
+func (c *Config) validate(lines fieldLines) []error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s%s", field, fmt.Sprintf(format, args...), lines.at(field)))
+	}
+	c.checkServer(fail)
+	c.checkTokens(fail)
+	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
+		fail("effects", "limits and retention cannot be negative")
+	}
+	c.checkAPIs(fail)
+	if c.Effects.MaxResult > 16<<20 {
+		fail("effects.max_result", "at most 16MiB")
+	}
+	c.checkAlerts(fail)
+	dests := map[string]bool{}
+	for i := range c.Destinations {
+		c.checkDestination(i, dests, fail)
+	}
+	if len(c.Sources) == 0 && len(c.APIs) == 0 {
+		fail("sources", "at least one source (or one of apis) is required")
+	}
+	sources := map[string]bool{}
+	for i := range c.Sources {
+		c.checkSource(i, sources, dests, fail)
+	}
+	return errs
+}
+
+// checkName reports a record's name that is not a name, or that an
+// earlier record of its kind took (seen); it adds the name to seen.
+func checkName(field, name string, seen map[string]bool, fail failFunc) {
+	switch {
+	case !nameRE.MatchString(name):
+		fail(field, "%q: want letters, digits, '.', '_' or '-'", name)
+	case seen[name]:
+		fail(field, "%q is used twice", name)
+	}
+	seen[name] = true
+}
+
+// checkHTTPURL reports a field that is not an http:// or https:// URL.
+func checkHTTPURL(field, raw string, fail failFunc) {
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fail(field, "%q: want an http:// or https:// URL", Redact(raw))
+	}
+}
+
+// checkServer checks what the listeners and the store are.
+func (c *Config) checkServer(fail failFunc) {
+	switch c.StoreKind() {
+	case "sqlite":
+		if p := c.SQLitePath(); p == "" || p == ":memory:" || strings.HasPrefix(p, "file::memory:") || strings.Contains(p, "mode=memory") {
+			fail("store", "%q: want sqlite://path/to/file.db (an empty path or an in-memory database is not durable: every 200 would be a lie)", c.Store)
+		}
+	case "postgres":
+	default:
+		fail("store", "%q: want sqlite://path or postgres://...", Redact(c.Store))
+	}
+	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
+		fail("redis", "%q: want redis://host:port/db", Redact(c.Redis))
+	}
+	if c.MaxBodySize > MaxMaxBodySize {
+		fail("max_body_size", "%d bytes: at most 256MiB", c.MaxBodySize)
+	}
+	if c.MaxBodySize < 0 || c.MaxInflightBytes < 0 {
+		fail("max_body_size", "sizes cannot be negative")
+	} else if _, _, err := receive.Limits(int64(c.MaxBodySize), int64(c.MaxInflightBytes)); err != nil {
+		fail("max_inflight_bytes", "%v", err)
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			fail("metrics.listen", "%q: want host:port, e.g. 127.0.0.1:9090", c.Metrics.Listen)
+		}
+	}
+	if c.TLS.Enabled() {
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+			fail("tls", "set both cert_file and key_file")
+		} else if _, err := c.TLS.Load(); err != nil {
+			fail("tls", "%v", err)
+		}
+	}
+	if _, err := c.TrustedProxyPrefixes(); err != nil {
+		fail("trusted_proxies", "%v", err)
+	}
+	if c.Delivery.Concurrency < 0 {
+		fail("delivery.concurrency", "must be at least 1 (unset: 64)")
+	}
+}
+
+// checkTokens checks the API's tokens, and that a publisher's sources
+// are outbox sources.
+func (c *Config) checkTokens(fail failFunc) {
+	names := map[string]bool{}
+	for i, t := range c.API.Tokens {
+		f := fmt.Sprintf("api.tokens[%d]", i)
+		checkName(f+".name", t.Name, names, fail)
+		if len(t.Token) < 16 {
+			fail(f+".token", "shorter than 16 characters: too easy to guess")
+		}
+		if t.ReadOnly && len(t.Publish) > 0 {
+			fail(f+".publish", "a token either reads (read_only) or publishes (publish), not both")
+		}
+		for j, name := range t.Publish {
+			at := fmt.Sprintf("%s.publish[%d]", f, j)
+			i := slices.IndexFunc(c.Sources, func(s Source) bool { return s.Name == name })
+			switch {
+			case i < 0:
+				fail(at, "no source named %q", name)
+			case !c.Sources[i].Outbox:
+				fail(at, "source %q is not an outbox source (outbox: true): only an outbox's events may be published", name)
+			}
+		}
+	}
+}
+
+// checkAPIs checks the upstream APIs behind the idempotency proxy.
+func (c *Config) checkAPIs(fail failFunc) {
+	names := map[string]bool{}
+	for i, a := range c.APIs {
+		f := fmt.Sprintf("apis[%d]", i)
+		checkName(f+".name", a.Name, names, fail)
+		if (a.Listen == "") == (a.Prefix == "") {
+			fail(f, "give listen (its own address) or prefix (a path on the intake listener), one of them")
+		}
+		if a.Prefix != "" && (!strings.HasPrefix(a.Prefix, "/") || strings.HasPrefix(a.Prefix, "/in/") || a.Prefix == "/in" || strings.HasSuffix(a.Prefix, "/")) {
+			fail(f+".prefix", "%q: want a path like /payments, outside /in/ and without a trailing slash", a.Prefix)
+		}
+		checkHTTPURL(f+".upstream", a.Upstream, fail)
+		checkIdempotency(f+".idempotency", a.Idempotency, fail)
+	}
+}
+
+// checkIdempotency checks an upstream API's Idempotency-Key policy; f is
+// its path.
+func checkIdempotency(f string, idem Idempotency, fail failFunc) {
+	for _, st := range idem.NotStarted {
+		if st < 400 || st > 599 {
+			fail(f+".not_started", "%d: want a 4xx or 5xx status", st)
+		}
+	}
+	for _, h := range idem.ClientHeaders {
+		if !headerNameRE.MatchString(h) {
+			fail(f+".client_headers", "%q: not a header name", h)
+		}
+	}
+	for _, c := range idem.ClientCookies {
+		if !headerNameRE.MatchString(c) {
+			fail(f+".client_cookies", "%q: not a cookie name", c)
+		}
+	}
+	if idem.SingleTenant && (len(idem.ClientHeaders) > 0 || len(idem.ClientCookies) > 0) {
+		fail(f, "single_tenant shares one scope among all callers: it takes no client_headers or client_cookies")
+	}
+	if idem.Timeout < 0 || idem.Lease < 0 || idem.Wait < 0 {
+		fail(f, "durations cannot be negative")
+	}
+}
+
+// checkAlerts checks the alerts' thresholds and where they are sent.
+func (c *Config) checkAlerts(fail failFunc) {
+	if c.Alerts.URL != "" {
+		checkHTTPURL("alerts.url", c.Alerts.URL, fail)
+	}
+	if c.Alerts.DuplicateFactor < 0 || (c.Alerts.DuplicateFactor > 0 && c.Alerts.DuplicateFactor <= 1) {
+		fail("alerts.duplicate_factor", "want more than 1 (an alert above the baseline itself would fire every other hour)")
+	}
+	if c.Alerts.MinVolume < 0 || c.Alerts.DeadLetters < 0 {
+		fail("alerts", "min_volume and dead_letters cannot be negative")
+	}
+	if c.Alerts.BaselineFloor < 0 || c.Alerts.BaselineFloor >= 1 {
+		fail("alerts.baseline_floor", "want a rate from 0 to 1")
+	}
+}
+
+// checkDestination checks destinations[i], whose name goes into dests.
+func (c *Config) checkDestination(i int, dests map[string]bool, fail failFunc) {
+	d := c.Destinations[i]
+	f := fmt.Sprintf("destinations[%d]", i)
+	checkName(f+".name", d.Name, dests, fail)
+	switch {
+	case d.Publish != nil && d.URL != "":
+		fail(f+".url", "a destination either has a url or publishes to a queue (publish:), not both")
+	case d.Publish != nil:
+		validatePublish(d.Publish, f, fail)
+	default:
+		checkHTTPURL(f+".url", d.URL, fail)
+	}
+	if d.Concurrency < 0 {
+		fail(f+".concurrency", "must be at least 1 (unset: no bound of its own)")
+	}
+	if d.Breaker.FailureRatio < 0 || d.Breaker.FailureRatio > 1 || d.Breaker.Failures < 0 || d.Breaker.MinAttempts < 0 {
+		fail(f+".breaker", "failures and min_attempts cannot be negative; failure_ratio is from 0 to 1")
+	}
+	if d.Secret != "" {
+		if _, err := provider.DecodeStandardSecret(d.Secret); err != nil {
+			fail(f+".secret", "%v", err)
+		}
+	}
+	if d.Retry.MaxAttempts < 1 {
+		fail(f+".retry.max_attempts", "must be at least 1")
+	}
+	if d.Transform != nil && c.scripts[d.Name] == nil && nameRE.MatchString(d.Name) {
+		if s, err := c.compileTransform(d); err != nil {
+			fail(f+".transform", "%v", err)
+		} else {
+			if c.scripts == nil {
+				c.scripts = map[string]*transform.Script{}
+			}
+			c.scripts[d.Name] = s
+			d.Transform.Digest = s.Digest()
+		}
+	}
+	if d.Retry.BaseDelay > d.Retry.MaxDelay {
+		fail(f+".retry", "base_delay %s is above max_delay %s", time.Duration(d.Retry.BaseDelay), time.Duration(d.Retry.MaxDelay))
+	}
+	// A lease shorter than an attempt lets a second worker take the
+	// delivery over while the first still waits on the destination:
+	// the event is delivered twice, at once, again and again.
+	held := time.Duration(c.Delivery.Lease)
+	if held < time.Duration(d.Timeout)+lease.AttemptMargin(held) {
+		fail("delivery.lease", "%s does not cover %s's timeout (%s) plus its margin (%s, or a fifth of a lease under %s): an attempt would outlive its lease and be made twice at once; use at least %s",
+			held, f, time.Duration(d.Timeout), lease.Margin, 5*lease.Margin, lease.MinLease(time.Duration(d.Timeout)))
+	}
+}
+
+// checkSource checks sources[i], whose name goes into sources; dests are
+// the destinations' names.
+func (c *Config) checkSource(i int, sources, dests map[string]bool, fail failFunc) {
+	s := c.Sources[i]
+	f := fmt.Sprintf("sources[%d]", i)
+	checkName(f+".name", s.Name, sources, fail)
+	if s.Consume != nil {
+		validateConsume(s.Consume, f, fail)
+	}
+	if s.Outbox {
+		checkOutbox(f, s, fail)
+	}
+	presetOK := checkPreset(f, s, fail)
+	for j, sec := range s.Secrets {
+		if sec == "" {
+			fail(fmt.Sprintf("%s.secrets[%d]", f, j), "empty")
+		}
+	}
+	if s.OnMissingKey != "accept" && s.OnMissingKey != "reject" {
+		fail(f+".on_missing_key", "%q: want accept or reject", s.OnMissingKey)
+	}
+	if s.OnBadSignature != "reject" && s.OnBadSignature != "discard" {
+		fail(f+".on_bad_signature", "%q: want reject or discard", s.OnBadSignature)
+	}
+	if s.Order != nil {
+		checkOrder(f, s.Preset, s.Order, fail)
+	}
+	if s.Window <= 0 && presetOK {
+		// Without a working preset the window has no default yet: its
+		// error is the preset's, not a second one here.
+		fail(f+".window", "must be positive")
+	}
+	named := map[string]bool{}
+	for j, d := range s.Destinations {
+		at := fmt.Sprintf("%s.destinations[%d]", f, j)
+		switch {
+		case !dests[d.Name]:
+			fail(at, "no destination named %q", d.Name)
+		case named[d.Name]:
+			fail(at, "%q is listed twice (an event has one delivery per destination)", d.Name)
+		}
+		named[d.Name] = true
+		if err := route.CheckTypes(d.Types); err != nil {
+			fail(at+".types", "%v", err)
+		}
+		if d.Filter != nil {
+			if _, err := route.Compile(d.Filter); err != nil {
+				fail(at+".filter", "%v", err)
+			}
+		}
+	}
+}
+
+// checkOutbox checks what an outbox source (at f) may not have: a queue,
+// secrets, a provider's preset, events without a key.
+func checkOutbox(f string, s Source, fail failFunc) {
+	switch {
+	case s.Consume != nil:
+		fail(f+".outbox", "a source takes its events from a queue (consume:) or from the outbox, not both")
+	case len(s.Secrets) > 0:
+		fail(f+".secrets", "an outbox source takes no secrets: what is published to it is not signed (the caller's transaction, or its API token, says who may publish)")
+	case s.Preset != "generic":
+		fail(f+".preset", "%q: an outbox source's events are the caller's own, not a provider's: leave preset unset (generic)", s.Preset)
+	case s.OnMissingKey != "reject":
+		fail(f+".on_missing_key", "%q: an outbox source needs every publish's key (a publish without one could not be told from its retry): leave it unset (reject)", s.OnMissingKey)
+	}
+}
+
+// checkPreset checks that the source at f names a preset that its options
+// make, and reports whether it does.
+func checkPreset(f string, s Source, fail failFunc) bool {
+	switch {
+	case s.Preset == "":
+		fail(f+".preset", "required (one of %v)", provider.Names())
+	case !slices.Contains(provider.Names(), s.Preset):
+		fail(f+".preset", "unknown preset %q%s (one of %v)", s.Preset, suggestOne(s.Preset, provider.Names()), provider.Names())
+	default:
+		if _, err := provider.New(s.Preset, s.ProviderOptions()); err != nil {
+			fail(f, "%v", err)
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// checkOrder checks the order block of the source at f.
+func checkOrder(f, preset string, o *Order, fail failFunc) {
+	if o.Entity == "" {
+		fail(f+".order.entity", "required: preset %s names no entity (e.g. json:data.id)", preset)
+	} else if _, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead)); err != nil {
+		fail(f+".order", "%v", err)
+	}
+	if o.Mode != "stale" && o.Mode != "fifo" {
+		fail(f+".order.mode", "%q: want stale or fifo", o.Mode)
+	}
+	if o.OnStale != "hold" && o.OnStale != "deliver" {
+		fail(f+".order.on_stale", "%q: want hold or deliver", o.OnStale)
+	}
+}
+
+// Warnings are settings that are valid but weaken a promise or do nothing;
+// serve and validate print them.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.StoreKind() == "sqlite" {
+		switch strings.ToUpper(c.SQLite.Synchronous) {
+		case "OFF":
+			w = append(w, "sqlite.synchronous: OFF: a crash of the machine (not only of oncehook) can lose events already answered 200")
+		case "NORMAL":
+			w = append(w, "sqlite.synchronous: NORMAL: a power loss can lose the last events already answered 200")
+		}
+	}
+	if len(c.API.Tokens) == 0 {
+		w = append(w, "api.tokens is empty: the API listener (effects ledger, admin API, dashboard) is off")
+	}
+	for i, s := range c.Sources {
+		if len(s.Destinations) == 0 {
+			w = append(w, fmt.Sprintf("sources[%d] (%s) has no destinations: its events are stored and deduplicated, but delivered nowhere", i, s.Name))
+		}
+		if s.BodyRetention > 0 && s.BodyRetention >= s.Window {
+			w = append(w, fmt.Sprintf("sources[%d].body_retention (%s) is not shorter than its window (%s): bodies go with their keys anyway", i,
+				time.Duration(s.BodyRetention), time.Duration(s.Window)))
+		}
+	}
+	return w
+}

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"time"
+
+	"github.com/oncehook/oncehook/internal/lease"
+	"github.com/oncehook/oncehook/provider"
+)
+
+// Defaults every config gets.
+const (
+	DefaultListen    = "127.0.0.1:8080"
+	DefaultStore     = "sqlite://./oncehook.db"
+	DefaultAPIListen = "127.0.0.1:8081"
+	// MaxMaxBodySize bounds max_body_size: a body is stored whole and sent
+	// in one database message (PostgreSQL refuses messages over 1 GiB).
+	MaxMaxBodySize = 256 << 20
+)
+
+func (c *Config) setDefaults() error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Store == "" {
+		c.Store = DefaultStore
+	}
+	if c.API.Listen == "" {
+		c.API.Listen = DefaultAPIListen
+	}
+	if c.Stats.Retention == 0 {
+		c.Stats.Retention = Duration(90 * 24 * time.Hour)
+	}
+	var longest time.Duration
+	for i := range c.Destinations {
+		d := &c.Destinations[i]
+		if d.Timeout == 0 {
+			d.Timeout = Duration(10 * time.Second)
+		}
+		longest = max(longest, time.Duration(d.Timeout))
+		if d.Retry.MaxAttempts == 0 {
+			d.Retry.MaxAttempts = 12
+		}
+		if d.Retry.BaseDelay == 0 {
+			d.Retry.BaseDelay = Duration(time.Second)
+		}
+		if d.Retry.MaxDelay == 0 {
+			d.Retry.MaxDelay = Duration(time.Hour)
+		}
+	}
+	if c.Delivery.Lease == 0 {
+		c.Delivery.Lease = Duration(lease.Default(longest))
+	}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		if s.Outbox {
+			// A publish without a key could not be told from its retry:
+			// an outbox source refuses one (422), and reads the caller's
+			// Idempotency-Key unless its key rules say otherwise.
+			if s.OnMissingKey == "" {
+				s.OnMissingKey = "reject"
+			}
+			if len(s.Key) == 0 {
+				s.Key = []string{"header:Idempotency-Key"}
+			}
+		}
+		if s.OnMissingKey == "" {
+			s.OnMissingKey = "accept"
+		}
+		if s.OnBadSignature == "" {
+			s.OnBadSignature = "reject"
+		}
+		if s.Preset == "" && (s.Consume != nil || s.Outbox) {
+			// A queue's messages need no provider: the key and type rules
+			// read them, and the broker authenticated the publisher. An
+			// outbox's publishes neither: the caller's transaction or API
+			// token did.
+			s.Preset, s.Unsigned = "generic", true
+		}
+		if s.Window == 0 && s.Preset != "" {
+			if p, err := provider.New(s.Preset, s.ProviderOptions()); err == nil {
+				s.Window = Duration(p.DefaultWindow())
+			}
+		}
+		if o := s.Order; o != nil {
+			entity, version, _ := provider.DefaultOrder(s.Preset)
+			if o.Entity == "" {
+				o.Entity = entity
+				if o.Version == "" {
+					o.Version = version
+					if o.VersionUnit == "" {
+						o.VersionUnit = string(provider.DefaultVersionUnit(s.Preset))
+					}
+				}
+			}
+			if o.Version == "" {
+				o.Version = provider.Arrival
+			}
+			if o.Mode == "" {
+				o.Mode = "stale"
+			}
+			if o.OnStale == "" {
+				o.OnStale = "hold"
+			}
+		}
+	}
+	return nil
+}
