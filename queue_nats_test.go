@@ -262,6 +262,11 @@ destinations:
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// Wait for the gateway's writer, should it be mid-commit, rather than
+	// fail at once with "database is locked".
+	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 10000"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}

@@ -296,13 +296,16 @@ func runOutboxKill[TTx any](t *testing.T, dir, storeURL string, open func(*testi
 			}
 		})
 	}
-	killed := make(chan *process, 1)
+	// The kill happens mid-run, from a goroutine of its own; the restart,
+	// which may fail the test, on the test's goroutine once the rest has
+	// been published (t.Fatal elsewhere would leave this test hanging).
+	killed := make(chan struct{})
 	go func() {
+		defer close(killed)
 		for done.Load() < orders/2 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		p.kill() // kill -9, mid-run: nothing of its shutdown runs
-		killed <- startProcess(t, dir, "--config", cfgPath)
 	}()
 	start := time.Now()
 	for i := range orders {
@@ -311,7 +314,8 @@ func runOutboxKill[TTx any](t *testing.T, dir, storeURL string, open func(*testi
 	close(jobs)
 	wg.Wait()
 	t.Logf("%d orders published in %v", orders, time.Since(start).Round(time.Millisecond))
-	p2 := <-killed
+	<-killed
+	p2 := startProcess(t, dir, "--config", cfgPath)
 	defer p2.kill()
 
 	want := map[string]bool{}

@@ -109,7 +109,9 @@ func startProcess(t *testing.T, dir string, args ...string) *process {
 		t.Fatalf("banner %q", first)
 	}
 	p.URL = m[1]
-	if !testenv.WaitFor(10*time.Second, func() bool {
+	// Ready once migrated and consuming; a loaded CI machine (the race
+	// detector, two cores shared) has taken over 10 s.
+	if !testenv.WaitFor(30*time.Second, func() bool {
 		resp, err := http.Get(p.URL + "/readyz")
 		if err != nil {
 			return false
@@ -487,6 +489,11 @@ func TestKillNineBeforeOutcomesCommitRepeatsOnlyThoseAttempts(t *testing.T) {
 	defer db.Close()
 	conn, err := db.Conn(context.Background())
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the gateway's writer, should it be mid-commit, rather than
+	// fail at once with "database is locked".
+	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 10000"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
