@@ -120,16 +120,17 @@ func main() {
 	rate := flag.Int("rate", 20, "requests per second for the latency scenario")
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added")
 	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing,transform (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
 	childSink := flag.String("child-sink", "", "internal: the child's destination")
 	childStore := flag.String("child-store", "", "internal: the gateway child's store")
+	childProfile := flag.String("child-profile", "", "internal: the child's CPU profile, written when its stdin closes")
 	flag.Parse()
 	if *child != "" {
-		if err := serveChild(*child, *childSink, *childStore); err != nil {
+		if err := serveChild(*child, *childSink, *childStore, *childProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
 			os.Exit(1)
 		}
@@ -979,8 +980,21 @@ func relayHandler(out *http.Client, sinkURL string) http.Handler {
 
 // serveChild is the cpu scenario's child process: the relay or the
 // gateway alone in a process, so that its CPU time is its own. It prints
-// its URL and serves until its stdin closes.
-func serveChild(kind, sinkURL, storeURL string) error {
+// its URL and serves until its stdin closes. With a profile path, it
+// profiles its CPU from start to end: what the gateway alone spends,
+// without the load generator and the sink that share -cpuprofile's.
+func serveChild(kind, sinkURL, storeURL, profile string) error {
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var url string
 	switch kind {
 	case "relay":
@@ -1017,7 +1031,11 @@ func (b *bench) cpu(dir string) (string, error) {
 			return 0, 0, err
 		}
 		defer k.stop()
-		cmd := exec.Command(os.Args[0], "-child", kind, "-child-sink", k.url, "-child-store", storeURL)
+		args := []string{"-child", kind, "-child-sink", k.url, "-child-store", storeURL}
+		if b.profile != "" {
+			args = append(args, "-child-profile", b.profile+"."+kind)
+		}
+		cmd := exec.Command(os.Args[0], args...)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
