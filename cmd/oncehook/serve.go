@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -98,12 +99,40 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: log, DemoSink: demo, ConfigFile: configFile, Override: override})
 	if err != nil {
-		ln.Close()
-		for _, l := range apiLns {
-			l.Close()
-		}
+		closeAll(ln, apiLns)
 		return err
 	}
+	printBanner(stdout, gw, cfg, source, demo, ln, apiLns, log)
+	if err := serveMetrics(ctx, gw, cfg, stdout, log); err != nil {
+		closeAll(ln, apiLns)
+		gw.Close()
+		return err
+	}
+	// SIGHUP reloads the config file (as POST /v1/reload does); it no
+	// longer stops the gateway.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go gw.ReloadOnSignal(ctx, hup)
+	log.Info("serving", "addr", ln.Addr().String(), "store", config.Redact(cfg.Store), "demo", demo)
+	err = gw.Serve(ctx, ln, apiLns...)
+	log.Info("stopped")
+	return err
+}
+
+// closeAll closes intake's listener and the API's, when serve stops
+// before it serves.
+func closeAll(ln net.Listener, apiLns []net.Listener) {
+	ln.Close()
+	for _, l := range apiLns {
+		l.Close()
+	}
+}
+
+// printBanner says where the gateway listens and what it serves: for the
+// demo, how to try it (its secret, a test event, a one-time dashboard
+// link); otherwise the config's warnings.
+func printBanner(stdout io.Writer, gw *oncehook.Gateway, cfg *config.Config, source string, demo bool, ln net.Listener, apiLns []net.Listener, log *slog.Logger) {
 	addr := ln.Addr().String()
 	apiLine := "  api:    off (no api.tokens in the config)\n"
 	if len(apiLns) > 0 {
@@ -146,33 +175,25 @@ Write a real config with: oncehook init
 			fmt.Fprintln(stdout, "  warning:", w)
 		}
 	}
-	if cfg.Metrics.Listen != "" {
-		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			ln.Close()
-			for _, l := range apiLns {
-				l.Close()
-			}
-			gw.Close()
-			return fmt.Errorf("metrics listen: %w", err)
-		}
-		fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (metrics.listen; not on intake)\n", gw.Scheme(), mln.Addr())
-		go func() {
-			if err := gw.ServeMetrics(ctx, mln); err != nil {
-				log.Error("metrics listener", "err", err)
-			}
-		}()
+}
+
+// serveMetrics serves GET /metrics on metrics.listen when it is set (else
+// it is on intake), until ctx ends.
+func serveMetrics(ctx context.Context, gw *oncehook.Gateway, cfg *config.Config, stdout io.Writer, log *slog.Logger) error {
+	if cfg.Metrics.Listen == "" {
+		return nil
 	}
-	// SIGHUP reloads the config file (as POST /v1/reload does); it no
-	// longer stops the gateway.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go gw.ReloadOnSignal(ctx, hup)
-	log.Info("serving", "addr", addr, "store", store, "demo", demo)
-	err = gw.Serve(ctx, ln, apiLns...)
-	log.Info("stopped")
-	return err
+	mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+	if err != nil {
+		return fmt.Errorf("metrics listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "  metrics: %s://%s/metrics (metrics.listen; not on intake)\n", gw.Scheme(), mln.Addr())
+	go func() {
+		if err := gw.ServeMetrics(ctx, mln); err != nil {
+			log.Error("metrics listener", "err", err)
+		}
+	}()
+	return nil
 }
 
 // resolveConfig finds the config serve and validate use: --config, else
