@@ -760,7 +760,7 @@ func (b *bench) effects(storeName, storeURL string) ([]result, error) {
 	var rows []result
 	for _, lg := range ledgers {
 		var seq atomic.Int64
-		r := loop(fmt.Sprintf("effects: claim→complete pairs %s (%s)", lg.name, storeName), b.conns, b.duration, func() bool {
+		r := loop(fmt.Sprintf("effects: claim→complete pairs %s (%s)", lg.name, storeName), "/s", b.conns, b.duration, func() bool {
 			key := fmt.Sprintf("bench:%s:%d", lg.name, seq.Add(1))
 			c, err := lg.l.Claim(context.Background(), key, effect.ClaimOptions{Lease: time.Minute})
 			if err != nil {
@@ -809,8 +809,9 @@ func (b *bench) effects(storeName, storeURL string) ([]result, error) {
 	return append(rows, storm), nil
 }
 
-// loop runs conns closed loops of op for d, timing each.
-func loop(name string, conns int, d time.Duration, op func() bool) result {
+// loop runs conns closed loops of op for d, timing each successful op, and
+// reports the rate on stderr in unit (what one op is: "/s", "req/s").
+func loop(name, unit string, conns int, d time.Duration, op func() bool) result {
 	var mu sync.Mutex
 	res := result{name: name}
 	deadline := time.Now().Add(d)
@@ -839,7 +840,7 @@ func loop(name string, conns int, d time.Duration, op func() bool) result {
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	res.requests = len(res.latencies)
-	fmt.Fprintf(os.Stderr, "%s: %.0f/s\n", name, res.rate())
+	fmt.Fprintf(os.Stderr, "%s: %.0f%s\n", name, res.rate(), unit)
 	return res
 }
 
@@ -1378,36 +1379,8 @@ func load(name string, conns int, d time.Duration, next func() *http.Request) re
 		go func() { defer warm.Done(); send(c, next()) }()
 	}
 	warm.Wait()
-	var mu sync.Mutex
-	res := result{name: name}
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lats := make([]time.Duration, 0, 4096)
-			errs := 0
-			for time.Now().Before(deadline) {
-				t0 := time.Now()
-				if !send(c, next()) {
-					errs++
-					continue
-				}
-				lats = append(lats, time.Since(t0))
-			}
-			mu.Lock()
-			res.latencies = append(res.latencies, lats...)
-			res.errors += errs
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	res.requests = len(res.latencies)
+	res := loop(name, " req/s", conns, d, func() bool { return send(c, next()) })
 	c.CloseIdleConnections()
-	fmt.Fprintf(os.Stderr, "%s: %.0f req/s\n", name, res.rate())
 	return res
 }
 
