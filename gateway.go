@@ -33,7 +33,7 @@ import (
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/hold"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/maintain"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -379,7 +379,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	adminMux := http.NewServeMux()
 	api.Register(adminMux, g.admin, g.log.With("component", "admin"))
 	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
+		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle(PublishRoute, auth.WrapPublish(g.traced("publish", http.HandlerFunc(g.publish))))
@@ -398,7 +398,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	g.api.Handle(dashboard.Prefix+"/", g.dashboard)
 	g.api.HandleFunc("GET /healthz", healthz)
 	g.api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "nothing here: the API is under /v1")
+		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "nothing here: the API is under /v1")
 	})
 	return nil
 }
@@ -455,7 +455,7 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
-	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // openStore opens the configured backend, with Redis in front when set, and
@@ -576,16 +576,16 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		g.log.Warn("not ready: the store cannot commit", "err", err)
-		httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
+		jsonhttp.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
 		return
 	}
 	if len(g.consumers) == 0 {
-		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		jsonhttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		return
 	}
 	// A queue source's broker is part of the detail, not of readiness:
 	// HTTP intake is unaffected by it, and the consumer reconnects.
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "consumers": g.ConsumerStatus()})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "consumers": g.ConsumerStatus()})
 }
 
 func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
@@ -594,7 +594,7 @@ func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
 		"idempotency_key", r.Header.Get("Idempotency-Key"),
 		"attempt", r.Header.Get("X-Oncehook-Attempt"),
 		"bytes", len(body))
-	httpapi.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 // Run runs the background parts (delivery, and the upkeep: sweeps, hold

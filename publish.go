@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/oncehook/oncehook/internal/apiauth"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/receive"
 )
 
@@ -27,13 +27,13 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
 	cfg := g.cfg.Load()
 	if !isOutbox(cfg, source) {
-		httpapi.WriteError(w, http.StatusNotFound, receive.ReasonUnknownSource, "no outbox source named "+source+" (outbox: true)")
+		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonUnknownSource, "no outbox source named "+source+" (outbox: true)")
 		return
 	}
 	body, done, err := g.intake.ReadBody(w, r, g.intake.MaxBodySize())
 	if err != nil {
 		e := bodyRefused(w, err)
-		httpapi.WriteError(w, e.Status, e.Reason, e.Message)
+		jsonhttp.WriteError(w, e.Status, e.Reason, e.Message)
 		return
 	}
 	defer done()
@@ -56,16 +56,16 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		case receive.ReasonOverloaded:
 			w.Header().Set("Retry-After", "1")
 		}
-		httpapi.WriteJSON(w, rej.Status, rej.ErrorResponse())
+		jsonhttp.WriteJSON(w, rej.Status, rej.ErrorResponse())
 		return
 	}
 	if err != nil {
-		httpapi.WriteError(w, http.StatusServiceUnavailable, receive.ReasonUnavailable, "the event could not be stored; retry later")
+		jsonhttp.WriteError(w, http.StatusServiceUnavailable, receive.ReasonUnavailable, "the event could not be stored; retry later")
 		return
 	}
 	status := http.StatusOK
 	if resp.Status == receive.StatusAccepted {
 		status = http.StatusAccepted
 	}
-	httpapi.WriteJSON(w, status, resp)
+	jsonhttp.WriteJSON(w, status, resp)
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/hold"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/route"
@@ -164,14 +164,14 @@ func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.H
 				// The request never left: a retry may run it at once.
 				idempotency.NotStarted(r)
 				log.Warn("the upstream could not be reached", "err", redact.Error(err))
-				httpapi.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook could not be reached: retry with the same Idempotency-Key")
+				jsonhttp.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook could not be reached: retry with the same Idempotency-Key")
 				return
 			}
 			// Nobody knows whether the upstream acted: the key stays held
 			// until its lease, never released at once.
 			idempotency.Unanswered(r)
 			log.Warn("the upstream did not answer", "err", redact.Error(err))
-			httpapi.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook did not answer: retry with the same Idempotency-Key (after its lease, if it is still held)")
+			jsonhttp.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook did not answer: retry with the same Idempotency-Key (after its lease, if it is still held)")
 		},
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

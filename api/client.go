@@ -12,23 +12,23 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
 // Client is the admin.Operator over a running gateway's API.
-type Client struct{ api *httpapi.Client }
+type Client struct{ api *jsonhttp.Client }
 
 var _ admin.Operator = (*Client)(nil)
 
 // NewClient returns a Client for the API at base (e.g.
 // http://127.0.0.1:8081) with a token from api.tokens. hc may be nil.
 func NewClient(base, token string, hc *http.Client) *Client {
-	return &Client{api: httpapi.NewClient(base, token, hc)}
+	return &Client{api: jsonhttp.NewClient(base, token, hc)}
 }
 
 // do calls route (its wildcards filled with args) and decodes a success
 // into out; an error answer is an *Error.
-func (c *Client) do(ctx context.Context, route httpapi.Route, args []string, q url.Values, body, out any) error {
+func (c *Client) do(ctx context.Context, route jsonhttp.Route, args []string, q url.Values, body, out any) error {
 	status, data, err := c.api.Do(ctx, route.Method, route.With(args...), q, body)
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func (c *Client) do(ctx context.Context, route httpapi.Route, args []string, q u
 	if status >= 300 {
 		e := &Error{Status: status}
 		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error == "" {
-			e.Body = httpapi.Error{Error: strings.TrimSpace(string(data)), Reason: http.StatusText(status)}
+			e.Body = jsonhttp.Error{Error: strings.TrimSpace(string(data)), Reason: http.StatusText(status)}
 		}
 		return e
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -27,7 +27,7 @@ const maxRequestBody = 64 << 10
 // status, and the one error shape of every endpoint.
 type Error struct {
 	Status int
-	Body   httpapi.Error
+	Body   jsonhttp.Error
 }
 
 func (e *Error) Error() string {
@@ -53,7 +53,7 @@ func (e *Error) Unwrap() error {
 }
 
 func fail(status int, reason, msg string) *Error {
-	return &Error{Status: status, Body: httpapi.Error{Error: msg, Reason: reason}}
+	return &Error{Status: status, Body: jsonhttp.Error{Error: msg, Reason: reason}}
 }
 
 func invalid(field, format string, args ...any) error {
@@ -83,7 +83,7 @@ func Routes() []string {
 }
 
 type route struct {
-	route httpapi.Route
+	route jsonhttp.Route
 	serve http.HandlerFunc
 }
 
@@ -127,11 +127,11 @@ func (h *handler) respond(w http.ResponseWriter, r *http.Request, v any, err err
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, v)
+	jsonhttp.WriteJSON(w, http.StatusOK, v)
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	httpapi.WriteJSON(w, e.Status, e.Body)
+	jsonhttp.WriteJSON(w, e.Status, e.Body)
 }
 
 // answerError maps an error to its answer.
@@ -139,22 +139,22 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 	var inv *admin.InvalidError
 	switch {
 	case errors.As(err, &inv):
-		httpapi.WriteFieldError(w, inv.Field, inv.Error())
+		jsonhttp.WriteFieldError(w, inv.Field, inv.Error())
 	case errors.Is(err, admin.ErrNotFound), errors.Is(err, effect.ErrNotFound):
-		httpapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, effect.ErrInvalid):
-		httpapi.WriteFieldError(w, "key", err.Error())
+		jsonhttp.WriteFieldError(w, "key", err.Error())
 	case errors.Is(err, effect.ErrConflict), errors.Is(err, admin.ErrConflict):
-		httpapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
+		jsonhttp.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, admin.ErrGone):
-		httpapi.WriteError(w, http.StatusGone, "body_gone", err.Error())
+		jsonhttp.WriteError(w, http.StatusGone, "body_gone", err.Error())
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		h.log.Warn("admin API: store unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable")
+		jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable")
 	default:
 		h.log.Error("admin API", "path", r.URL.Path, "err", err)
-		httpapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
+		jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
 }
 
@@ -244,7 +244,7 @@ func (h *handler) sources(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"sources": list})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"sources": list})
 }
 
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
@@ -467,7 +467,7 @@ func (h *handler) destinations(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"destinations": list})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"destinations": list})
 }
 
 func (h *handler) pause(paused bool) http.HandlerFunc {
@@ -541,5 +541,5 @@ func (h *handler) resetEffect(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending})
 }

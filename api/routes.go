@@ -8,29 +8,29 @@ package api
 import (
 	"net/http"
 
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
 // The routes, for Register and the Client alike.
 var (
-	routeSources      = httpapi.Route{Method: http.MethodGet, Path: "/v1/sources"}
-	routeStats        = httpapi.Route{Method: http.MethodGet, Path: "/v1/stats"}
-	routeEvents       = httpapi.Route{Method: http.MethodGet, Path: "/v1/events"}
-	routeReplayEvents = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/replay"}
-	routeEvent        = httpapi.Route{Method: http.MethodGet, Path: "/v1/events/{id}"}
-	routeReplayEvent  = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/replay"}
-	routeDeliverEvent = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/deliver"}
-	routeSkipEvent    = httpapi.Route{Method: http.MethodPost, Path: "/v1/events/{id}/skip"}
-	routeResetOrder   = httpapi.Route{Method: http.MethodPost, Path: "/v1/sources/{name}/order/reset"}
-	routeDeadLetters  = httpapi.Route{Method: http.MethodGet, Path: "/v1/dead-letters"}
-	routeRetryDead    = httpapi.Route{Method: http.MethodPost, Path: "/v1/dead-letters/retry"}
-	routePurgeDead    = httpapi.Route{Method: http.MethodDelete, Path: "/v1/dead-letters"}
-	routeDestinations = httpapi.Route{Method: http.MethodGet, Path: "/v1/destinations"}
-	routePause        = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/pause"}
-	routeResume       = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/resume"}
-	routeBreakerOpen  = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/open"}
-	routeBreakerClose = httpapi.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/close"}
-	routeAudit        = httpapi.Route{Method: http.MethodGet, Path: "/v1/audit"}
-	routeDoctor       = httpapi.Route{Method: http.MethodGet, Path: "/v1/doctor"}
-	routeReload       = httpapi.Route{Method: http.MethodPost, Path: "/v1/reload"}
+	routeSources      = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/sources"}
+	routeStats        = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/stats"}
+	routeEvents       = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/events"}
+	routeReplayEvents = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/events/replay"}
+	routeEvent        = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/events/{id}"}
+	routeReplayEvent  = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/events/{id}/replay"}
+	routeDeliverEvent = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/events/{id}/deliver"}
+	routeSkipEvent    = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/events/{id}/skip"}
+	routeResetOrder   = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/sources/{name}/order/reset"}
+	routeDeadLetters  = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/dead-letters"}
+	routeRetryDead    = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/dead-letters/retry"}
+	routePurgeDead    = jsonhttp.Route{Method: http.MethodDelete, Path: "/v1/dead-letters"}
+	routeDestinations = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/destinations"}
+	routePause        = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/pause"}
+	routeResume       = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/resume"}
+	routeBreakerOpen  = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/open"}
+	routeBreakerClose = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/destinations/{name}/breaker/close"}
+	routeAudit        = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/audit"}
+	routeDoctor       = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/doctor"}
+	routeReload       = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/reload"}
 )

@@ -7,20 +7,20 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
 // Client is the ledger over HTTP: a running gateway's API, reached with a
 // bearer token. It behaves as the in-process ledger does, with one
 // difference: it cannot join your database transaction (see NewTx).
-type Client struct{ api *httpapi.Client }
+type Client struct{ api *jsonhttp.Client }
 
 var _ Ledger = (*Client)(nil)
 
 // NewClient returns a client of the gateway API at baseURL (for example
 // http://127.0.0.1:8081), authenticated with token. httpClient may be nil.
 func NewClient(baseURL, token string, httpClient *http.Client) *Client {
-	c := httpapi.NewClient(baseURL, token, httpClient)
+	c := jsonhttp.NewClient(baseURL, token, httpClient)
 	c.MaxAnswer = 16 << 20
 	return &Client{api: c}
 }
@@ -39,7 +39,7 @@ type answer struct {
 	Field          string          `json:"field"`
 }
 
-func (c *Client) do(ctx context.Context, route httpapi.Route, key string, body any) (int, answer, []byte, error) {
+func (c *Client) do(ctx context.Context, route jsonhttp.Route, key string, body any) (int, answer, []byte, error) {
 	status, raw, err := c.api.Do(ctx, route.Method, route.With(key), nil, body)
 	if err != nil {
 		return 0, answer{}, nil, fmt.Errorf("effect: %w", err)
@@ -116,7 +116,7 @@ func (c *Client) Complete(ctx context.Context, key, token string, result json.Ra
 	tok, _ := json.Marshal(token)
 	body := make([]byte, 0, len(result)+len(tok)+24)
 	body = append(append(append(append(body, `{"token":`...), tok...), `,"result":`...), result...)
-	return c.post(ctx, routeComplete, key, httpapi.Raw(append(body, '}')))
+	return c.post(ctx, routeComplete, key, jsonhttp.Raw(append(body, '}')))
 }
 
 // Release implements Ledger.
@@ -134,7 +134,7 @@ func (c *Client) Reset(ctx context.Context, key string) error {
 	return c.post(ctx, ResetRoute, key, nil)
 }
 
-func (c *Client) post(ctx context.Context, route httpapi.Route, key string, body any) error {
+func (c *Client) post(ctx context.Context, route jsonhttp.Route, key string, body any) error {
 	if err := ValidKey(key); err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	durationpkg "github.com/oncehook/oncehook/internal/duration"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -53,7 +53,7 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 		mux.HandleFunc(e.route.Pattern(), e.serve)
 	}
 	mux.HandleFunc("/v1/effects/", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteError(w, http.StatusNotFound, "not_found", "no such effects endpoint: see POST /v1/effects/{key}/claim")
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no such effects endpoint: see POST /v1/effects/{key}/claim")
 	})
 	return mux
 }
@@ -64,7 +64,7 @@ type handler struct {
 }
 
 type route struct {
-	route httpapi.Route
+	route jsonhttp.Route
 	serve http.HandlerFunc
 }
 
@@ -89,16 +89,16 @@ func Routes() []string {
 
 // The ledger's routes, written once for Handler and Client.
 var (
-	routeClaim    = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/claim"}
-	routeComplete = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/complete"}
-	routeRelease  = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/release"}
-	routeFail     = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/fail"}
-	routeRenew    = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/renew"}
-	routeGet      = httpapi.Route{Method: http.MethodGet, Path: "/v1/effects/{key}"}
-	routeList     = httpapi.Route{Method: http.MethodGet, Path: "/v1/effects"}
+	routeClaim    = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/claim"}
+	routeComplete = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/complete"}
+	routeRelease  = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/release"}
+	routeFail     = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/fail"}
+	routeRenew    = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/renew"}
+	routeGet      = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/effects/{key}"}
+	routeList     = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/effects"}
 	// ResetRoute is the operator's reset of a record: not served here but
 	// by the admin API (package api), which audits it; Client.Reset calls it.
-	ResetRoute = httpapi.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/reset"}
+	ResetRoute = jsonhttp.Route{Method: http.MethodPost, Path: "/v1/effects/{key}/reset"}
 )
 
 // duration reads "30s", "5m", "1d" (as the config does) or a number of
@@ -169,9 +169,9 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			httpapi.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the size limit")
+			jsonhttp.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is over the size limit")
 		} else {
-			httpapi.WriteError(w, http.StatusBadRequest, "unreadable", "could not read the body")
+			jsonhttp.WriteError(w, http.StatusBadRequest, "unreadable", "could not read the body")
 		}
 		return false
 	}
@@ -181,20 +181,20 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	// Field by field, so that an error names the field at fault.
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "the body is not a JSON object: " + err.Error(), Reason: "invalid"})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "the body is not a JSON object: " + err.Error(), Reason: "invalid"})
 		return false
 	}
 	known := v.(interface{ fields() map[string]any }).fields()
 	for name, raw := range fields {
 		dst, ok := known[name]
 		if !ok {
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: fmt.Sprintf("%s: this endpoint takes no such field", name), Reason: "invalid", Field: name})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: fmt.Sprintf("%s: this endpoint takes no such field", name), Reason: "invalid", Field: name})
 			return false
 		}
 		if err := decodeField(raw, name, dst); err != nil {
 			var fe *fieldError
 			errors.As(err, &fe)
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: fe.Error(), Reason: "invalid", Field: fe.field})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: fe.Error(), Reason: "invalid", Field: fe.field})
 			return false
 		}
 	}
@@ -210,7 +210,7 @@ func onlyParams(w http.ResponseWriter, r *http.Request, allowed ...string) bool 
 			ok = ok || name == a
 		}
 		if !ok {
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: fmt.Sprintf("%s: no such query parameter (this endpoint takes %s)", name, strings.Join(allowed, ", ")), Reason: "invalid", Field: name})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: fmt.Sprintf("%s: no such query parameter (this endpoint takes %s)", name, strings.Join(allowed, ", ")), Reason: "invalid", Field: name})
 			return false
 		}
 	}
@@ -228,29 +228,29 @@ func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 	var failedErr *FailedError
 	switch {
 	case errors.As(err, &invalid):
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: invalid.Error(), Reason: "invalid", Field: invalid.Field})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: invalid.Error(), Reason: "invalid", Field: invalid.Field})
 	case errors.As(err, &busy):
 		secs := int(time.Until(busy.RetryAfter).Seconds()) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		httpapi.WriteJSON(w, http.StatusConflict, map[string]any{"error": "another owner holds the lease", "reason": "busy",
+		jsonhttp.WriteJSON(w, http.StatusConflict, map[string]any{"error": "another owner holds the lease", "reason": "busy",
 			"state": store.EffectPending, "retry_after": busy.RetryAfter.UTC()})
 	case errors.As(err, &failedErr):
-		httpapi.WriteJSON(w, http.StatusConflict, map[string]any{"state": store.EffectFailed, "error": failedErr.Reason, "reason": "failed"})
+		jsonhttp.WriteJSON(w, http.StatusConflict, map[string]any{"state": store.EffectFailed, "error": failedErr.Reason, "reason": "failed"})
 	case errors.Is(err, ErrExpired):
-		httpapi.WriteJSON(w, http.StatusGone, map[string]any{"error": "its deadline passed before it was done", "reason": "expired", "state": store.EffectExpired})
+		jsonhttp.WriteJSON(w, http.StatusGone, map[string]any{"error": "its deadline passed before it was done", "reason": "expired", "state": store.EffectExpired})
 	case errors.Is(err, ErrStaleToken):
-		httpapi.WriteError(w, http.StatusConflict, "stale_token", err.Error())
+		jsonhttp.WriteError(w, http.StatusConflict, "stale_token", err.Error())
 	case errors.Is(err, ErrConflict):
-		httpapi.WriteError(w, http.StatusConflict, "conflict", err.Error())
+		jsonhttp.WriteError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, ErrNotFound):
-		httpapi.WriteError(w, http.StatusNotFound, "not_found", err.Error())
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		h.log.Error("effects: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the ledger could not commit; retry")
+		jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the ledger could not commit; retry")
 	default:
 		h.log.Error("effects: unexpected error", "err", err)
-		httpapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
+		jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
 	}
 }
 
@@ -263,7 +263,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 	opts := ClaimOptions{Fingerprint: body.Fingerprint, Deadline: time.Time(body.Deadline)}
 	if body.Lease != nil {
 		if *body.Lease <= 0 {
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "lease: want more than 0 (leave it out for the default)", Reason: "invalid", Field: "lease"})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "lease: want more than 0 (leave it out for the default)", Reason: "invalid", Field: "lease"})
 			return
 		}
 		opts.Lease = time.Duration(*body.Lease)
@@ -276,7 +276,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 			h.answerError(w, r, gerr)
 			return
 		}
-		httpapi.WriteJSON(w, http.StatusUnprocessableEntity, struct {
+		jsonhttp.WriteJSON(w, http.StatusUnprocessableEntity, struct {
 			Record
 			Error  string `json:"error"`
 			Reason string `json:"reason"`
@@ -295,7 +295,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "{\"state\":%q,\"already_done\":true,\"replayed\":true,\"result\":%s}\n", store.EffectDone, c.Result)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusCreated, map[string]any{"state": store.EffectPending, "token": c.Token, "attempt": c.Attempt,
+	jsonhttp.WriteJSON(w, http.StatusCreated, map[string]any{"state": store.EffectPending, "token": c.Token, "attempt": c.Attempt,
 		"reclaimed": c.Reclaimed, "lease_expires_at": c.LeaseExpiresAt.UTC()})
 }
 
@@ -308,7 +308,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectDone})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectDone})
 }
 
 func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, key, token, reason string) error) {
@@ -325,7 +325,7 @@ func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx contex
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": rec.State})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"state": rec.State})
 }
 
 func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +334,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Lease <= 0 {
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "lease: want more than 0", Reason: "invalid", Field: "lease"})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "lease: want more than 0", Reason: "invalid", Field: "lease"})
 		return
 	}
 	until, err := h.l.Renew(r.Context(), r.PathValue("key"), body.Token, time.Duration(body.Lease))
@@ -342,7 +342,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending, "lease_expires_at": until.UTC()})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"state": store.EffectPending, "lease_expires_at": until.UTC()})
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
@@ -354,7 +354,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, rec)
+	jsonhttp.WriteJSON(w, http.StatusOK, rec)
 }
 
 // list answers the reconciliation list, a page at a time: next_cursor is
@@ -368,13 +368,13 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	switch query.State {
 	case "", store.EffectPending, store.EffectDone, store.EffectFailed, store.EffectExpired:
 	default:
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "state: want pending, done, failed or expired", Reason: "invalid", Field: "state"})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "state: want pending, done, failed or expired", Reason: "invalid", Field: "state"})
 		return
 	}
 	if s := q.Get("stale"); s != "" {
 		stale, err := strconv.ParseBool(s)
 		if err != nil {
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "stale: want true or false", Reason: "invalid", Field: "stale"})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "stale: want true or false", Reason: "invalid", Field: "stale"})
 			return
 		}
 		query.Stale = stale
@@ -382,13 +382,13 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "limit: want 1 to 1000", Reason: "invalid", Field: "limit"})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "limit: want 1 to 1000", Reason: "invalid", Field: "limit"})
 			return
 		}
 		query.Limit = n
 	}
 	if len(query.After) > MaxKeyLen {
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "cursor: not a cursor this API gave", Reason: "invalid", Field: "cursor"})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "cursor: not a cursor this API gave", Reason: "invalid", Field: "cursor"})
 		return
 	}
 	recs, err := h.l.List(r.Context(), query)
@@ -406,7 +406,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	if len(recs) == query.Limit {
 		page.NextCursor = recs[len(recs)-1].Key
 	}
-	httpapi.WriteJSON(w, http.StatusOK, page)
+	jsonhttp.WriteJSON(w, http.StatusOK, page)
 }
 
 // The bodies the endpoints take; fields maps each JSON name to where it

@@ -46,7 +46,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/effect"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
 // Header is the request header that carries the key.
@@ -237,7 +237,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, ok := r.Header[http.CanonicalHeaderKey(Header)]
 	if !ok || len(raw) == 0 {
 		if m.opts.RequireKey {
-			httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "this endpoint needs an Idempotency-Key header", Reason: "missing_key", Field: Header})
+			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "this endpoint needs an Idempotency-Key header", Reason: "missing_key", Field: Header})
 			return
 		}
 		m.next.ServeHTTP(w, r)
@@ -245,19 +245,19 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := ParseKey(raw)
 	if err != nil {
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: err.Error(), Reason: "invalid", Field: Header})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: err.Error(), Reason: "invalid", Field: Header})
 		return
 	}
 	client := ""
 	if !m.opts.SingleTenant {
 		if client = m.opts.Client(r); client == "" {
-			httpapi.WriteError(w, http.StatusBadRequest, "no_client", "an Idempotency-Key is kept per client, and this request carries no credential that tells its client: send the credential the API knows you by")
+			jsonhttp.WriteError(w, http.StatusBadRequest, "no_client", "an Idempotency-Key is kept per client, and this request carries no credential that tells its client: send the credential the API knows you by")
 			return
 		}
 	}
 	ledgerKey := "idem:" + m.opts.Name + ":" + client + ":" + key
 	if err := effect.ValidKey(ledgerKey); err != nil {
-		httpapi.WriteJSON(w, http.StatusBadRequest, httpapi.Error{Error: "the key is too long or holds characters a key cannot: " + err.Error(), Reason: "invalid", Field: Header})
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "the key is too long or holds characters a key cannot: " + err.Error(), Reason: "invalid", Field: Header})
 		return
 	}
 	body, done, err := m.readBody(w, r)
@@ -266,7 +266,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !errors.As(err, &be) {
 			be = &BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes, or could not be read", m.opts.MaxBody)}
 		}
-		httpapi.WriteError(w, be.Status, be.Reason, be.Message)
+		jsonhttp.WriteError(w, be.Status, be.Reason, be.Message)
 		return
 	}
 	defer done()
@@ -294,16 +294,16 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			secs := max(1, int(time.Until(busy.RetryAfter).Seconds()+0.999))
 			w.Header().Set("Retry-After", strconv.Itoa(min(secs, 60)))
-			httpapi.WriteError(w, http.StatusConflict, "in_progress", "a request with this Idempotency-Key is still being processed: retry later")
+			jsonhttp.WriteError(w, http.StatusConflict, "in_progress", "a request with this Idempotency-Key is still being processed: retry later")
 			return
 		case errors.Is(err, effect.ErrFingerprint):
-			httpapi.WriteError(w, http.StatusUnprocessableEntity, "key_reused", "this Idempotency-Key was used for another request (method, path or body differ)")
+			jsonhttp.WriteError(w, http.StatusUnprocessableEntity, "key_reused", "this Idempotency-Key was used for another request (method, path or body differ)")
 			return
 		case errors.Is(err, effect.ErrFailed), errors.Is(err, effect.ErrExpired):
-			httpapi.WriteError(w, http.StatusUnprocessableEntity, "key_closed", "this Idempotency-Key can no longer be used: send a new one")
+			jsonhttp.WriteError(w, http.StatusUnprocessableEntity, "key_closed", "this Idempotency-Key can no longer be used: send a new one")
 			return
 		default:
-			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable: retry later")
+			jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable: retry later")
 			return
 		}
 	}
@@ -383,7 +383,7 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 		// Another owner may hold the key now: this attempt records nothing.
 		m.opts.Logger.Warn("an Idempotency-Key's lease was lost while its request ran", "key", key, "err", leaseErr)
 		if t.status == 0 {
-			httpapi.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable: retry later")
+			jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable: retry later")
 		}
 	case panicked != nil || f.unanswered:
 		// Nobody knows whether it took effect: the key stays held until
@@ -394,7 +394,7 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 		if panicked != nil {
 			m.opts.Logger.Error("the handler panicked: its Idempotency-Key stays held until its lease runs out", "key", key, "panic", fmt.Sprint(panicked))
 			if t.status == 0 {
-				httpapi.WriteError(w, http.StatusInternalServerError, "internal", "internal error: retry with the same Idempotency-Key")
+				jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "internal error: retry with the same Idempotency-Key")
 			}
 		}
 	case f.notStarted || slices.Contains(m.opts.NotStarted, t.statusCode()):
@@ -447,11 +447,11 @@ func (m *middleware) replay(w http.ResponseWriter, key string, result json.RawMe
 	var rec stored
 	if err := json.Unmarshal(result, &rec); err != nil {
 		m.opts.Logger.Error("an unreadable stored answer", "key", key, "err", err)
-		httpapi.WriteError(w, http.StatusInternalServerError, "internal", "the stored answer of this Idempotency-Key cannot be read")
+		jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "the stored answer of this Idempotency-Key cannot be read")
 		return
 	}
 	if rec.NotKept {
-		httpapi.WriteError(w, http.StatusUnprocessableEntity, "answer_not_kept", fmt.Sprintf(
+		jsonhttp.WriteError(w, http.StatusUnprocessableEntity, "answer_not_kept", fmt.Sprintf(
 			"the request with this Idempotency-Key was done (HTTP %d), but its answer (%d bytes) was too large to keep, so it cannot be sent again: look its result up, or send a new key to do it again",
 			rec.Status, rec.Size))
 		return

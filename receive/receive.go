@@ -33,7 +33,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/internal/seen"
@@ -247,8 +247,8 @@ type Response struct {
 }
 
 // ErrorResponse is the body of every error answer: the one error shape
-// of every oncehook endpoint (httpapi.Error).
-type ErrorResponse = httpapi.Error
+// of every oncehook endpoint (jsonhttp.Error).
+type ErrorResponse = jsonhttp.Error
 
 // Statuses of events and responses.
 const (
@@ -323,7 +323,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
 				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
 		}
-		httpapi.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
+		jsonhttp.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
 		return
 	}
 	if src.Elsewhere != "" {
@@ -426,10 +426,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		case ReasonOverloaded:
 			w.Header().Set("Retry-After", "1")
 		}
-		httpapi.WriteJSON(w, rej.Status, rej.ErrorResponse())
+		jsonhttp.WriteJSON(w, rej.Status, rej.ErrorResponse())
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, resp)
+	jsonhttp.WriteJSON(w, http.StatusOK, resp)
 }
 
 // forwardHeaders picks the preset's routing headers out of the request.
@@ -471,7 +471,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, 
 	}
 	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
 		"detail", msg, "client", h.client(r))
-	httpapi.WriteJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
+	jsonhttp.WriteJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
 }
 
 // bounded cuts a message that may quote the request (an id, a header) to

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
 // UnknownSource is a source name that requests asked for and the config
@@ -105,5 +105,5 @@ func (h *Handler) NotFound(w http.ResponseWriter, r *http.Request) {
 		h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonNotFound,
 			"path", bounded(r.URL.Path), "client", h.client(r), "not_logged_since", suppressed)
 	}
-	httpapi.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: "nothing here: sources receive at POST /in/{source}", Reason: ReasonNotFound})
+	jsonhttp.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: "nothing here: sources receive at POST /in/{source}", Reason: ReasonNotFound})
 }

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/actor"
-	"github.com/oncehook/oncehook/internal/httpapi"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
 // Token is one configured API token.
@@ -215,11 +215,11 @@ func Bearer(r *http.Request) string {
 func (a *Auth) Wrap(h http.Handler) http.Handler {
 	return a.check(func(w http.ResponseWriter, r *http.Request, c Caller) {
 		if c.Publisher() {
-			httpapi.WriteError(w, http.StatusForbidden, "publish_only", "token "+c.Name+" may only publish (POST /v1/publish/{source})")
+			jsonhttp.WriteError(w, http.StatusForbidden, "publish_only", "token "+c.Name+" may only publish (POST /v1/publish/{source})")
 			return
 		}
 		if c.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			httpapi.WriteError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
+			jsonhttp.WriteError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
@@ -234,7 +234,7 @@ func (a *Auth) WrapPublish(h http.Handler) http.Handler {
 	return a.check(func(w http.ResponseWriter, r *http.Request, c Caller) {
 		source := r.PathValue("source")
 		if !c.MayPublish(source) {
-			httpapi.WriteError(w, http.StatusForbidden, "not_publisher", "token "+c.Name+" may not publish to "+source)
+			jsonhttp.WriteError(w, http.StatusForbidden, "not_publisher", "token "+c.Name+" may not publish to "+source)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
@@ -248,12 +248,12 @@ func (a *Auth) check(next func(http.ResponseWriter, *http.Request, Caller)) http
 		c, ok, limited := a.CheckFrom(a.client(r), Bearer(r))
 		if !ok && limited > 0 {
 			w.Header().Set("Retry-After", RetryAfter(limited))
-			httpapi.WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many requests with a wrong token from this address; retry later")
+			jsonhttp.WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many requests with a wrong token from this address; retry later")
 			return
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oncehook"`)
-			httpapi.WriteError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
+			jsonhttp.WriteError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
 			return
 		}
 		next(w, r, c)

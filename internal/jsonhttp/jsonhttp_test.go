@@ -1,4 +1,4 @@
-package httpapi
+package jsonhttp
 
 import (
 	"net/http"

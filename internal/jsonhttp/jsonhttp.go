@@ -1,11 +1,11 @@
-// Package httpapi is what every oncehook endpoint and client share on the
+// Package jsonhttp is what every oncehook endpoint and client share on the
 // wire: one way to answer JSON, one error shape, routes written once for
 // both the handler that serves them and the client that calls them, and
 // the client's request loop. The admin API (package api), the effects
 // ledger's API (package effect), intake (package receive) and the token
 // check all answer through it, so that a caller parses one shape whatever
 // it called.
-package httpapi
+package jsonhttp
 
 import (
 	"bytes"
@@ -72,7 +72,7 @@ func (r Route) With(args ...string) string {
 		i := strings.IndexByte(p, '{')
 		j := strings.IndexByte(p, '}')
 		if i < 0 || j < i {
-			panic(fmt.Sprintf("httpapi: route %s takes %d arguments", r.Path, strings.Count(r.Path, "{")))
+			panic(fmt.Sprintf("jsonhttp: route %s takes %d arguments", r.Path, strings.Count(r.Path, "{")))
 		}
 		p = p[:i] + url.PathEscape(a) + p[j+1:]
 	}
