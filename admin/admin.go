@@ -888,12 +888,7 @@ type BreakerView struct {
 const openedBy = "opened by "
 
 // DestinationCounts are a destination's attempts by outcome.
-type DestinationCounts struct {
-	Delivered    int64   `json:"delivered"`
-	Retry        int64   `json:"retry"`
-	Dead         int64   `json:"dead"`
-	LatencyAvgMS float64 `json:"latency_avg_ms"`
-}
+type DestinationCounts = metrics.DestinationCounts
 
 // displayURL hides what a URL may carry that is secret: its password and
 // query values (redact.URL, as everywhere a URL is shown).
@@ -960,35 +955,13 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			v.Paused, v.PausedSince = true, timePtr(since)
 		}
 	}
-	latency := map[string][2]int64{} // count, sum of ms
 	for _, r := range rollups {
-		v := known(r.Name)
-		if v == nil {
-			continue
-		}
-		switch r.Metric {
-		case metrics.Rollup(metrics.Attempts, metrics.Delivered):
-			v.Last24h.Delivered += r.Value
-		case metrics.Rollup(metrics.Attempts, metrics.Retry):
-			v.Last24h.Retry += r.Value
-		case metrics.Rollup(metrics.Attempts, metrics.Dead):
-			v.Last24h.Dead += r.Value
-		case metrics.LatencyCount, metrics.LatencySumMS:
-			l := latency[r.Name]
-			if r.Metric == metrics.LatencyCount {
-				l[0] += r.Value
-			} else {
-				l[1] += r.Value
-			}
-			latency[r.Name] = l
-		}
-	}
-	for name, l := range latency {
-		if l[0] > 0 {
-			known(name).Last24h.LatencyAvgMS = float64(l[1]) / float64(l[0])
+		if v := known(r.Name); v != nil {
+			v.Last24h.Add(r.Metric, r.Value)
 		}
 	}
 	for i := range out {
+		out[i].Last24h.Finish()
 		if s.opts.Alerts != nil {
 			out[i].Alerts = s.opts.Alerts.Firing(store.ScopeDestination, out[i].Name)
 		}

@@ -42,6 +42,18 @@ type DestinationPoint struct {
 	LatencyLE map[string]int64 `json:"latency_le,omitempty"`
 }
 
+// add counts v of a destination's rollup metric in the point.
+func (p *DestinationPoint) add(metric string, v int64) {
+	if le, ok := strings.CutPrefix(metric, metrics.LatencyLEPrefix); ok {
+		if p.LatencyLE == nil {
+			p.LatencyLE = map[string]int64{}
+		}
+		p.LatencyLE[le] += v
+		return
+	}
+	p.DestinationCounts.Add(metric, v)
+}
+
 // SourceSeries is a source's points, oldest first, one per span (zeros
 // included, so a chart needs no gaps filled).
 type SourceSeries struct {
@@ -159,7 +171,6 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 	if err != nil {
 		return StatsView{}, err
 	}
-	latency := map[string][]int64{} // per destination, per slot: count, sum
 	for _, r := range rows {
 		if !want(r.Scope, r.Name) {
 			continue
@@ -181,41 +192,7 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 			if ds == nil {
 				ds = newDest(r.Name)
 			}
-			p := &ds.Points[i]
-			switch r.Metric {
-			case metrics.Rollup(metrics.Attempts, metrics.Delivered):
-				p.Delivered += r.Value
-			case metrics.Rollup(metrics.Attempts, metrics.Retry):
-				p.Retry += r.Value
-			case metrics.Rollup(metrics.Attempts, metrics.Dead):
-				p.Dead += r.Value
-			case metrics.LatencyCount, metrics.LatencySumMS:
-				l := latency[r.Name]
-				if l == nil {
-					l = make([]int64, 2*spans)
-					latency[r.Name] = l
-				}
-				if r.Metric == metrics.LatencyCount {
-					l[2*i] += r.Value
-				} else {
-					l[2*i+1] += r.Value
-				}
-			default:
-				if le, ok := strings.CutPrefix(r.Metric, metrics.LatencyLEPrefix); ok {
-					if p.LatencyLE == nil {
-						p.LatencyLE = map[string]int64{}
-					}
-					p.LatencyLE[le] += r.Value
-				}
-			}
-		}
-	}
-	for name, l := range latency {
-		ds := dests[name]
-		for i := range ds.Points {
-			if l[2*i] > 0 {
-				ds.Points[i].LatencyAvgMS = float64(l[2*i+1]) / float64(l[2*i])
-			}
+			ds.Points[i].add(r.Metric, r.Value)
 		}
 	}
 	for _, name := range sortedKeys(sources) {
@@ -227,7 +204,11 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 		view.Sources = append(view.Sources, *ss)
 	}
 	for _, name := range sortedKeys(dests) {
-		view.Destinations = append(view.Destinations, *dests[name])
+		ds := dests[name]
+		for i := range ds.Points {
+			ds.Points[i].Finish()
+		}
+		view.Destinations = append(view.Destinations, *ds)
 	}
 	return view, nil
 }

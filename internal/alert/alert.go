@@ -196,7 +196,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 
 	// Duplicate rate per source, this hour against the same hour before.
 	current := map[string]*metrics.SourceCounts{}
-	dead := map[string]int64{}
+	dead := map[string]metrics.DestinationCounts{}
 	for _, r := range rows {
 		if !r.Hour.Equal(hour) {
 			continue
@@ -209,8 +209,10 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 				current[r.Name] = c
 			}
 			c.Add(r.Metric, r.Value)
-		case r.Scope == store.ScopeDestination && r.Metric == metrics.Rollup(metrics.Attempts, metrics.Dead):
-			dead[r.Name] += r.Value
+		case r.Scope == store.ScopeDestination:
+			c := dead[r.Name]
+			c.Add(r.Metric, r.Value)
+			dead[r.Name] = c
 		}
 	}
 	base := metrics.DuplicateBaselines(rows, hour)
@@ -232,7 +234,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 		alerts = append(alerts, al)
 	}
 	for _, name := range slices.Sorted(maps.Keys(dead)) {
-		if n := dead[name]; n >= a.opts.DeadLetters {
+		if n := dead[name].Dead; n >= a.opts.DeadLetters {
 			alerts = append(alerts, Alert{Kind: KindDeadLetters, Scope: store.ScopeDestination, Name: name, Hour: hour,
 				Value: float64(n), Threshold: float64(a.opts.DeadLetters),
 				Message: fmt.Sprintf("destination %s: %d deliveries became dead letters this hour", name, n)})

@@ -7,7 +7,9 @@ import (
 )
 
 // Reading the hourly rollups back: what the operator's views (admin) and
-// the alerts both sum from a source's counters.
+// the alerts both sum from a source's and a destination's counters, summed
+// here only, so that the overview, the stats and the alerts cannot count
+// one rollup two ways.
 
 // SourceCounts are what a source's intake answered, in a span of time.
 type SourceCounts struct {
@@ -96,6 +98,42 @@ func (c SourceCounts) RejectedTotal() int64 {
 		n += v
 	}
 	return n
+}
+
+// DestinationCounts are a destination's attempts by outcome, in a span of
+// time, and the average time from receipt to a successful delivery.
+type DestinationCounts struct {
+	Delivered    int64   `json:"delivered"`
+	Retry        int64   `json:"retry"`
+	Dead         int64   `json:"dead"`
+	LatencyAvgMS float64 `json:"latency_avg_ms"`
+
+	// The latency counters the average is made of, until Finish.
+	latencyCount, latencySumMS int64
+}
+
+// Add counts v of a destination's rollup metric (the latency buckets,
+// LatencyLEPrefix, are not summed here: only the stats split them).
+func (c *DestinationCounts) Add(metric string, v int64) {
+	switch metric {
+	case Rollup(Attempts, Delivered):
+		c.Delivered += v
+	case Rollup(Attempts, Retry):
+		c.Retry += v
+	case Rollup(Attempts, Dead):
+		c.Dead += v
+	case LatencyCount:
+		c.latencyCount += v
+	case LatencySumMS:
+		c.latencySumMS += v
+	}
+}
+
+// Finish sets the average latency from the counters added.
+func (c *DestinationCounts) Finish() {
+	if c.latencyCount > 0 {
+		c.LatencyAvgMS = float64(c.latencySumMS) / float64(c.latencyCount)
+	}
 }
 
 // baselineMinVolume is how many events the same hour on the 7 days before
