@@ -193,20 +193,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fs := flag.NewFlagSet("events "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	of := addOperatorFlags(fs)
-	source := fs.String("source", "", "only this source's events")
-	state := fs.String("state", "", "only events in this state: pending, delivered, dead, stale, stored or filtered")
-	key := fs.String("key", "", "only the event with this key")
-	typ := fs.String("type", "", "only events of this type (a trailing * matches a prefix: invoice.*)")
-	prefix := fs.String("key-prefix", "", "only keys starting with this")
-	sinceF := durationFlag(fs, "since", 0, "only events received in this last span, e.g. 1h or 7d")
-	from := fs.String("from", "", "only events received at or after this time (RFC 3339)")
-	to := fs.String("to", "", "only events received before this time (RFC 3339)")
-	limit := fs.Int("limit", 50, "with ls: events per page")
-	cursor := fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it")
-	dryRun := fs.Bool("dry-run", false, "with replay: only count what would be replayed")
-	all := fs.Bool("all", false, "with replay and no filter: replay every stored event")
-	destination := fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end")
+	ef := addEventFlags(fs)
 	if helpAsked(args[0]) {
 		// "events --help": no subcommand yet, so no flag set parsed it.
 		fmt.Fprintln(stderr, "usage: oncehook events ls|show|replay|deliver|skip [flags]")
@@ -217,150 +204,209 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	f := admin.EventFilter{Source: *source, Key: *key, Type: *typ, State: *state, KeyPrefix: *prefix, From: since(*sinceF), All: *all}
-	if *from != "" {
-		if f.From, err = parseTimeFlag("from", *from); err != nil {
-			return err
-		}
-	}
-	if f.To, err = parseTimeFlag("to", *to); err != nil {
+	f, err := ef.filter()
+	if err != nil {
 		return err
 	}
-	op, ctx, done, err := of.open(ctx)
+	op, ctx, done, err := ef.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-
+	asJSON := *ef.json
 	switch args[0] {
 	case "ls", "list":
 		if len(rest) > 0 {
 			return fmt.Errorf("events ls takes no argument (got %q)", rest[0])
 		}
-		f.Limit, f.Cursor = *limit, *cursor
-		page, err := op.Events(ctx, f)
-		if err != nil {
-			return err
-		}
-		if *of.json {
-			return printJSON(stdout, page)
-		}
-		tw := table(stdout)
-		fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tTYPE\tSTATE\tRECEIVED\tBYTES\tDELIVERIES")
-		for _, e := range page.Events {
-			key := e.Key
-			if e.Keyless {
-				key += " (keyless)"
-			}
-			typ := e.Type
-			if typ == "" {
-				typ = "-"
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.ID, e.Source, terminalLine(key), terminalLine(typ), e.State, ts(e.ReceivedAt), e.Size, e.DeliveryCount)
-		}
-		tw.Flush()
-		if page.NextCursor != "" {
-			fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
-		}
-		return nil
+		f.Limit, f.Cursor = *ef.limit, *ef.cursor
+		return listEvents(ctx, op, f, asJSON, stdout)
 	case "show":
-		var id int64
-		switch {
-		case len(rest) == 1:
-			if id, err = strconv.ParseInt(rest[0], 10, 64); err != nil {
-				return fmt.Errorf("event id %q: want a number, as events ls prints it (or: events show SOURCE KEY)", rest[0])
-			}
-		case len(rest) == 2:
-			// By the provider's key, as a user has it from a log or a
-			// provider's dashboard; the stored key is the safe one.
-			page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: provider.SafeKey(rest[1]), Limit: 1})
-			if err != nil {
-				return err
-			}
-			if len(page.Events) == 0 {
-				return fmt.Errorf("no event with key %q in source %q", rest[1], rest[0])
-			}
-			id = page.Events[0].ID
-		default:
-			return errors.New("usage: oncehook events show ID, or events show SOURCE KEY")
-		}
-		e, err := op.Event(ctx, id)
-		if err != nil {
-			return err
-		}
-		if *of.json {
-			return printJSON(stdout, e)
-		}
-		fmt.Fprintf(stdout, "event %d  %s  %s  %s\n", e.ID, e.Source, terminalLine(e.Key), e.State)
-		if e.Type != "" {
-			fmt.Fprintf(stdout, "  type %s\n", terminalLine(e.Type))
-		}
-		fmt.Fprintf(stdout, "  received %s, dedup window until %s, %d bytes of %s\n", ts(e.ReceivedAt), ts(e.ExpiresAt), e.Size, e.ContentType)
-		for name, vs := range e.Headers {
-			fmt.Fprintf(stdout, "  %s: %s\n", name, terminalLine(strings.Join(vs, ", ")))
-		}
-		for _, d := range e.Deliveries {
-			fmt.Fprintf(stdout, "delivery to %s: %s after %s\n", d.Destination, d.State, plural(d.Attempts, "attempt", "attempts"))
-			for _, a := range d.History {
-				line := fmt.Sprintf("  #%d %s %6.1fms %s", a.Attempt, ts(a.StartedAt), a.DurationMS, a.Outcome)
-				if a.Status != 0 {
-					line += fmt.Sprintf(" HTTP %d", a.Status)
-				}
-				// A destination's answer is whatever it sent: its control
-				// bytes (ANSI escapes) must not reach the terminal.
-				if a.Error != "" {
-					line += " " + terminalLine(a.Error)
-				}
-				if a.Response != "" {
-					line += " | " + terminalLine(a.Response)
-				}
-				fmt.Fprintln(stdout, line)
-			}
-		}
-		body := e.Body
-		if body == "" && len(e.BodyBase64) > 0 {
-			body = fmt.Sprintf("(%d bytes, not UTF-8; --json shows them)", len(e.BodyBase64))
-		}
-		fmt.Fprintf(stdout, "payload:\n%s\n", terminalText(body))
-		return nil
+		return showEvent(ctx, op, rest, asJSON, stdout)
 	case "deliver":
-		return deliverEvent(ctx, op, rest, *destination, *of.json, stdout)
+		return deliverEvent(ctx, op, rest, *ef.destination, asJSON, stdout)
 	case "skip":
-		return skipEvent(ctx, op, rest, *destination, *of.json, stdout)
+		return skipEvent(ctx, op, rest, *ef.destination, asJSON, stdout)
 	case "replay":
-		var n admin.Count
-		switch {
-		case len(rest) == 1:
-			id, err := strconv.ParseInt(rest[0], 10, 64)
-			if err != nil {
-				return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
-			}
-			if *dryRun {
-				return errors.New("--dry-run counts a filter's replay; one event's replay needs none")
-			}
-			n, err = op.ReplayEvent(ctx, id)
-			if err != nil {
-				return err
-			}
-		case len(rest) == 0:
-			n, err = op.ReplayEvents(ctx, f, *dryRun)
-			if err != nil {
-				return err
-			}
-		default:
-			return errors.New("usage: oncehook events replay ID, or oncehook events replay --source S --state dead ... [--dry-run]")
-		}
-		if *of.json {
-			return printJSON(stdout, n)
-		}
-		if n.DryRun {
-			fmt.Fprintf(stdout, "would requeue %s (dry run)\n", plural(n.Count, "delivery", "deliveries"))
-		} else {
-			fmt.Fprintf(stdout, "requeued %s\n", plural(n.Count, "delivery", "deliveries"))
-		}
-		return nil
+		return replayEvents(ctx, op, rest, f, *ef.dryRun, asJSON, stdout)
 	}
 	return fmt.Errorf("events %s: want ls, show, replay, deliver or skip", args[0])
+}
+
+// eventFlags are the flags of every events command: the operator's, a
+// filter, a page, and what replay, deliver and skip take.
+type eventFlags struct {
+	operatorFlags
+	source, state, key, typ, prefix, from, to *string
+	since                                     *time.Duration
+	limit                                     *int
+	cursor, destination                       *string
+	dryRun, all                               *bool
+}
+
+func addEventFlags(fs *flag.FlagSet) eventFlags {
+	return eventFlags{
+		operatorFlags: addOperatorFlags(fs),
+		source:        fs.String("source", "", "only this source's events"),
+		state:         fs.String("state", "", "only events in this state: pending, delivered, dead, stale, stored or filtered"),
+		key:           fs.String("key", "", "only the event with this key"),
+		typ:           fs.String("type", "", "only events of this type (a trailing * matches a prefix: invoice.*)"),
+		prefix:        fs.String("key-prefix", "", "only keys starting with this"),
+		since:         durationFlag(fs, "since", 0, "only events received in this last span, e.g. 1h or 7d"),
+		from:          fs.String("from", "", "only events received at or after this time (RFC 3339)"),
+		to:            fs.String("to", "", "only events received before this time (RFC 3339)"),
+		limit:         fs.Int("limit", 50, "with ls: events per page"),
+		cursor:        fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it"),
+		dryRun:        fs.Bool("dry-run", false, "with replay: only count what would be replayed"),
+		all:           fs.Bool("all", false, "with replay and no filter: replay every stored event"),
+		destination:   fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end"),
+	}
+}
+
+// filter is the events the flags select (--from overrides --since).
+func (ef eventFlags) filter() (admin.EventFilter, error) {
+	f := admin.EventFilter{Source: *ef.source, Key: *ef.key, Type: *ef.typ, State: *ef.state, KeyPrefix: *ef.prefix, From: since(*ef.since), All: *ef.all}
+	var err error
+	if *ef.from != "" {
+		if f.From, err = parseTimeFlag("from", *ef.from); err != nil {
+			return f, err
+		}
+	}
+	f.To, err = parseTimeFlag("to", *ef.to)
+	return f, err
+}
+
+// listEvents prints a page of events.
+func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJSON bool, stdout io.Writer) error {
+	page, err := op.Events(ctx, f)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, page)
+	}
+	tw := table(stdout)
+	fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tTYPE\tSTATE\tRECEIVED\tBYTES\tDELIVERIES")
+	for _, e := range page.Events {
+		key := e.Key
+		if e.Keyless {
+			key += " (keyless)"
+		}
+		typ := e.Type
+		if typ == "" {
+			typ = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.ID, e.Source, terminalLine(key), terminalLine(typ), e.State, ts(e.ReceivedAt), e.Size, e.DeliveryCount)
+	}
+	tw.Flush()
+	if page.NextCursor != "" {
+		fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+// showEvent prints one event, found by its id or by its source and key,
+// with its deliveries' attempts and its payload.
+func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON bool, stdout io.Writer) error {
+	var id int64
+	switch len(rest) {
+	case 1:
+		var err error
+		if id, err = strconv.ParseInt(rest[0], 10, 64); err != nil {
+			return fmt.Errorf("event id %q: want a number, as events ls prints it (or: events show SOURCE KEY)", rest[0])
+		}
+	case 2:
+		// By the provider's key, as a user has it from a log or a
+		// provider's dashboard; the stored key is the safe one.
+		page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: provider.SafeKey(rest[1]), Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page.Events) == 0 {
+			return fmt.Errorf("no event with key %q in source %q", rest[1], rest[0])
+		}
+		id = page.Events[0].ID
+	default:
+		return errors.New("usage: oncehook events show ID, or events show SOURCE KEY")
+	}
+	e, err := op.Event(ctx, id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, e)
+	}
+	fmt.Fprintf(stdout, "event %d  %s  %s  %s\n", e.ID, e.Source, terminalLine(e.Key), e.State)
+	if e.Type != "" {
+		fmt.Fprintf(stdout, "  type %s\n", terminalLine(e.Type))
+	}
+	fmt.Fprintf(stdout, "  received %s, dedup window until %s, %d bytes of %s\n", ts(e.ReceivedAt), ts(e.ExpiresAt), e.Size, e.ContentType)
+	for name, vs := range e.Headers {
+		fmt.Fprintf(stdout, "  %s: %s\n", name, terminalLine(strings.Join(vs, ", ")))
+	}
+	for _, d := range e.Deliveries {
+		printDelivery(stdout, d)
+	}
+	body := e.Body
+	if body == "" && len(e.BodyBase64) > 0 {
+		body = fmt.Sprintf("(%d bytes, not UTF-8; --json shows them)", len(e.BodyBase64))
+	}
+	fmt.Fprintf(stdout, "payload:\n%s\n", terminalText(body))
+	return nil
+}
+
+// printDelivery prints a delivery and its attempts, one a line.
+func printDelivery(stdout io.Writer, d admin.DeliveryDetail) {
+	fmt.Fprintf(stdout, "delivery to %s: %s after %s\n", d.Destination, d.State, plural(d.Attempts, "attempt", "attempts"))
+	for _, a := range d.History {
+		line := fmt.Sprintf("  #%d %s %6.1fms %s", a.Attempt, ts(a.StartedAt), a.DurationMS, a.Outcome)
+		if a.Status != 0 {
+			line += fmt.Sprintf(" HTTP %d", a.Status)
+		}
+		// A destination's answer is whatever it sent: its control
+		// bytes (ANSI escapes) must not reach the terminal.
+		if a.Error != "" {
+			line += " " + terminalLine(a.Error)
+		}
+		if a.Response != "" {
+			line += " | " + terminalLine(a.Response)
+		}
+		fmt.Fprintln(stdout, line)
+	}
+}
+
+// replayEvents replays one event (by id) or every event f selects.
+func replayEvents(ctx context.Context, op admin.Operator, rest []string, f admin.EventFilter, dryRun, asJSON bool, stdout io.Writer) error {
+	var n admin.Count
+	switch len(rest) {
+	case 1:
+		id, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("event id %q: want a number, as events ls prints it", rest[0])
+		}
+		if dryRun {
+			return errors.New("--dry-run counts a filter's replay; one event's replay needs none")
+		}
+		if n, err = op.ReplayEvent(ctx, id); err != nil {
+			return err
+		}
+	case 0:
+		var err error
+		if n, err = op.ReplayEvents(ctx, f, dryRun); err != nil {
+			return err
+		}
+	default:
+		return errors.New("usage: oncehook events replay ID, or oncehook events replay --source S --state dead ... [--dry-run]")
+	}
+	if asJSON {
+		return printJSON(stdout, n)
+	}
+	if n.DryRun {
+		fmt.Fprintf(stdout, "would requeue %s (dry run)\n", plural(n.Count, "delivery", "deliveries"))
+	} else {
+		fmt.Fprintf(stdout, "requeued %s\n", plural(n.Count, "delivery", "deliveries"))
+	}
+	return nil
 }
 
 // skipEvent ends one event's pending delivery without delivering it: the
