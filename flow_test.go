@@ -13,7 +13,6 @@ import (
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
-	"github.com/oncehook/oncehook/store"
 )
 
 // A destination down for a while holds instead of drowning: its breaker
@@ -72,8 +71,7 @@ destinations:
 	if st.Dead != 0 {
 		t.Fatalf("%d dead letters: a held destination must not drain into them", st.Dead)
 	}
-	flow, _ := store.FlowOf(gw.Store())
-	if b, _ := flow.Breakers(context.Background()); b["crm"].State == "" {
+	if b, _ := gw.Store().Breakers(context.Background()); b["crm"].State == "" {
 		t.Fatal("the breaker is not open in the store, where other replicas read it")
 	}
 	// The operator sees it: in /v1/destinations and in /metrics.
@@ -99,7 +97,7 @@ destinations:
 	if st, _ := gw.Store().Stats(context.Background()); st.Dead != 0 || st.Pending != 0 {
 		t.Fatalf("stats after recovery %+v", st)
 	}
-	if b, _ := flow.Breakers(context.Background()); len(b) != 0 {
+	if b, _ := gw.Store().Breakers(context.Background()); len(b) != 0 {
 		t.Fatalf("breakers after recovery %+v", b)
 	}
 }

@@ -276,10 +276,8 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	if err != nil {
 		return err
 	}
-	if c, ok := metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second); ok {
-		g.metrics.Registry.MustRegister(c)
-		g.queues = c
-	}
+	g.queues = metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second)
+	g.metrics.Registry.MustRegister(g.queues)
 
 	intakeSources, err := receiveSources(cfg)
 	if err != nil {
@@ -331,7 +329,7 @@ const outboxPoll = 250 * time.Millisecond
 // (A reload that adds the first outbox source keeps the poll it started
 // with: restart to shorten it.)
 func idlePoll(cfg *config.Config, st store.Store) time.Duration {
-	if _, wakes := st.(listener); wakes {
+	if st.SupportsListener() {
 		return 0
 	}
 	for _, s := range cfg.Sources {
@@ -386,10 +384,9 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 
-	sessions, _ := store.SessionsOf(g.store) // every backend keeps them; dashboard.New says so if one does not
 	var err error
 	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: g.log.With("component", "dashboard"),
-		Demo: g.opts.DemoSink, Sessions: sessions, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources,
+		Demo: g.opts.DemoSink, Sessions: g.store, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources,
 		Transformed: g.transformed})
 	if err != nil {
 		return err
@@ -508,12 +505,6 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
 }
 
-// listener is a store that announces new deliveries (PostgreSQL's NOTIFY),
-// so that every replica's worker wakes at once.
-type listener interface {
-	Listen(ctx context.Context, wake func())
-}
-
 // Handler is the gateway's HTTP API: POST /in/{source}, GET /healthz,
 // GET /readyz and GET /metrics.
 func (g *Gateway) Handler() http.Handler { return g.mux }
@@ -604,8 +595,12 @@ func (g *Gateway) Run(ctx context.Context) {
 	wg.Go(func() { g.worker.Run(ctx) })
 	wg.Go(func() { g.maintain.Run(ctx) })
 	g.runConsumers(ctx, &wg)
-	if l, ok := g.store.(listener); ok {
-		wg.Go(func() { l.Listen(ctx, g.worker.Notify) })
+	if g.store.SupportsListener() { // PostgreSQL's NOTIFY: every replica's worker wakes at once
+		wg.Go(func() {
+			if err := g.store.Listen(ctx, g.worker.Notify); err != nil {
+				g.log.Error("delivery notifications", "err", err)
+			}
+		})
 	}
 	wg.Wait()
 }

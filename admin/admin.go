@@ -200,20 +200,15 @@ func (s *Service) destinations() []Destination { return s.catalog.Load().destina
 
 var _ Operator = (*Service)(nil)
 
-// New returns a Service. The store must implement store.Admin (every
-// backend does, and layers in front of one hand it out).
+// New returns a Service over opts.Store's operator queries.
 func New(opts Options) (*Service, error) {
-	a, ok := store.AdminOf(opts.Store)
-	if !ok {
-		return nil, fmt.Errorf("admin: %T has no operator queries", opts.Store)
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Changed == nil {
 		opts.Changed = func() {}
 	}
-	svc := &Service{opts: opts, admin: a}
+	svc := &Service{opts: opts, admin: opts.Store}
 	svc.SetCatalog(opts.Sources, opts.Destinations)
 	return svc, nil
 }
@@ -928,11 +923,9 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			v.URL, v.Kind, v.Target = "", d.Kind, d.Target
 		}
 	}
-	var breakers map[string]store.Breaker
-	if flow, ok := store.FlowOf(s.opts.Store); ok {
-		if breakers, err = flow.Breakers(ctx); err != nil {
-			return nil, err
-		}
+	breakers, err := s.opts.Store.Breakers(ctx)
+	if err != nil {
+		return nil, err
 	}
 	configured := len(out)
 	for _, q := range queues {
@@ -1058,10 +1051,7 @@ func (s *Service) SetBreaker(ctx context.Context, destination string, open bool)
 	if !s.known(destination) {
 		return DestinationView{}, fmt.Errorf("destination %q: %w", destination, ErrNotFound)
 	}
-	flow, ok := store.FlowOf(s.opts.Store)
-	if !ok {
-		return DestinationView{}, fmt.Errorf("breakers: %w", ErrNotFound)
-	}
+	flow := s.opts.Store
 	now := s.opts.Now()
 	var err error
 	if open {

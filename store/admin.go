@@ -11,8 +11,7 @@ import (
 // Admin is what the operator surface (the admin API, the dashboard, the
 // CLI) needs beyond the core: reading events with their deliveries and
 // attempts, acting on dead letters, pausing destinations, and an audit log.
-// Every backend implements it; a layer in front of a backend (Redis) hands
-// its inner store out with Unwrap.
+// It is part of Store: every backend implements it.
 //
 // Every change takes the audit entry that records it, and writes it in the
 // same transaction: an operator's action and its record never part.
@@ -80,31 +79,6 @@ type Admin interface {
 	RecordAudit(ctx context.Context, e AuditEntry) error
 	// ListAudit lists the audit log newest first; Before pages.
 	ListAudit(ctx context.Context, before int64, limit int) ([]AuditEntry, error)
-}
-
-// Unwrapper is a layer in front of a store (Redis) that hands out the store
-// it wraps.
-type Unwrapper interface {
-	Unwrap() Store
-}
-
-// AdminOf returns s's Admin, looking through layers in front of it.
-func AdminOf(s Store) (Admin, bool) { return innermost[Admin](s) }
-
-// innermost returns s as a T, or the first store it wraps (through
-// Unwrapper layers) that is one.
-func innermost[T any](s Store) (T, bool) {
-	for {
-		if a, ok := s.(T); ok {
-			return a, true
-		}
-		u, ok := s.(Unwrapper)
-		if !ok {
-			var zero T
-			return zero, false
-		}
-		s = u.Unwrap()
-	}
 }
 
 // Replay selects what a replay requeues: every delivery, of every event

@@ -8,7 +8,7 @@ import (
 // Flow is what flow control keeps in the store, so that every replica
 // obeys one limit and one breaker per destination: a rate limit's next
 // send time, and each destination's circuit breaker. The store decides
-// (an atomic update), as it decides claims.
+// (an atomic update), as it decides claims. It is part of Store.
 type Flow interface {
 	// NextSlot takes destination's next send slot, the later of now and
 	// the slot after the last one taken (by any replica), interval apart,
@@ -65,6 +65,3 @@ type Breaker struct {
 	Opens       int       // how many times in a row it opened: the cool-down grows with it
 	Reason      string    // what opened it: the last failure, for the operator
 }
-
-// FlowOf returns the flow control of s, or of the store it wraps.
-func FlowOf(s Store) (Flow, bool) { return innermost[Flow](s) }

@@ -8,7 +8,7 @@ import (
 // Sessions keeps the dashboard's sign-ins, so that every replica accepts a
 // session any of them made and a logout (or an expiry) ends it everywhere.
 // The cookie holds a random id; the store holds only its digest (IDHash),
-// so a copy of the database lets nobody in.
+// so a copy of the database lets nobody in. It is part of Store.
 type Sessions interface {
 	// CreateSession stores s (and forgets sessions that have expired).
 	CreateSession(ctx context.Context, s Session) error
@@ -28,6 +28,3 @@ type Session struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
-
-// SessionsOf returns the sessions of s, or of the store it wraps.
-func SessionsOf(s Store) (Sessions, bool) { return innermost[Sessions](s) }

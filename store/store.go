@@ -1,8 +1,18 @@
-// Package store defines the one narrow interface between oncehook's core and
-// a durable backend. Receive, deliver and the effects ledger talk to a
-// Store and nothing else, so that a backend is a package of its own
-// (store/sqlite, store/postgres) that either passes the conformance suite or
-// does not ship.
+// Package store defines the one contract between oncehook's core and a
+// durable backend. Receive, deliver, the effects ledger, the operator's
+// service, flow control and the dashboard's sessions talk to a Store and
+// nothing else, so that a backend is a package of its own (store/sqlite,
+// store/postgres) that either passes the conformance suite
+// (store/storetest) or does not ship.
+//
+// A backend must do everything Store names: the core's commit, sweep and
+// counters, and the capabilities every part relies on (Admin, Flow,
+// Sessions), so that no caller has to ask whether it may use one. What a
+// backend may do is asked for explicitly, as River's drivers are asked
+// (SupportsListener, then Listen), and a capability that is absent has
+// one answer: an error wrapping ErrNotSupported. A layer in front of a
+// backend (store/redis) embeds the Store it wraps and overrides only what
+// it changes, so it offers exactly what its inner store does.
 //
 // The store is the arbiter of every race: a key is claimed by one atomic
 // operation the backend decides (a unique constraint with ON CONFLICT DO
@@ -33,6 +43,11 @@ var ErrUnavailable = errors.New("store unavailable")
 // batch would commit: the group committer then commits each request on its
 // own, so that only the request that carries the offending data fails.
 var ErrRejected = errors.New("store rejected the data")
+
+// ErrNotSupported is the one answer of a backend asked for an optional
+// capability it does not have (Listen on SQLite), wrapped with what was
+// asked. Ask first (SupportsListener) where absence is expected.
+var ErrNotSupported = errors.New("not supported by this store")
 
 // NewEvent is one provider event, after its batch was split and its key
 // extracted, on its way to being claimed.
@@ -251,10 +266,22 @@ type Committed struct {
 	OrderedDue bool
 }
 
-// Store is what a backend implements. Every method that waits takes a
-// context; every error that means "could not reach or commit" wraps
-// ErrUnavailable.
+// Store is the contract a backend implements, whole. Every method that
+// waits takes a context; every error that means "could not reach or
+// commit" wraps ErrUnavailable.
+//
+// What a backend must do: the core's methods below (claims, outcomes,
+// leases, effects, sweeps, counters), and the operator's queries (Admin),
+// flow control (Flow) and the dashboard's sessions (Sessions), which every
+// replica must share. What it may do: announce new deliveries (Listener),
+// asked for with SupportsListener; without it, Listen returns an error
+// wrapping ErrNotSupported.
 type Store interface {
+	Admin
+	Flow
+	Sessions
+	Listener
+
 	// Commit applies a Batch in one transaction and returns only after it
 	// is durable.
 	//
@@ -325,4 +352,20 @@ type Store interface {
 	// what this store committed keys its cache with it, so a cache can never
 	// answer for another database (a fresh schema, a rebuilt server).
 	ID() string
+}
+
+// Listener is the capability a backend may have: to announce, across
+// replicas, that a transaction committed new deliveries (PostgreSQL's
+// LISTEN/NOTIFY), so that every worker wakes at once rather than at its
+// next poll.
+type Listener interface {
+	// SupportsListener reports whether Listen announces anything. When it
+	// is false, workers find new deliveries by polling (NextDue) alone.
+	SupportsListener() bool
+	// Listen calls wake whenever a transaction (on any replica) commits new
+	// deliveries, until ctx ends, and then returns nil. It reconnects by
+	// itself after a failure and calls wake after each (re)connect, since
+	// notifications sent meanwhile are lost. A backend without
+	// notifications returns at once an error wrapping ErrNotSupported.
+	Listen(ctx context.Context, wake func()) error
 }

@@ -96,10 +96,6 @@ type alertID struct{ kind, scope, name string }
 
 // New returns an Alerter; Run runs it.
 func New(opts Options) (*Alerter, error) {
-	a, ok := store.AdminOf(opts.Store)
-	if !ok {
-		return nil, fmt.Errorf("alerts: %T has no operator queries", opts.Store)
-	}
 	if opts.DuplicateFactor <= 0 {
 		opts.DuplicateFactor = 3
 	}
@@ -130,7 +126,7 @@ func New(opts Options) (*Alerter, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	al := &Alerter{opts: opts, admin: a, state: map[alertID]Alert{},
+	al := &Alerter{opts: opts, admin: opts.Store, state: map[alertID]Alert{},
 		firing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "oncehook_alert_firing", Help: "1 while an alert fires, by kind, scope (source, destination) and name.",
 		}, []string{"kind", "scope", "name"}),
@@ -251,17 +247,15 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 		}
 	}
 
-	if flow, ok := store.FlowOf(a.opts.Store); ok {
-		breakers, err := flow.Breakers(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range slices.Sorted(maps.Keys(breakers)) {
-			b := breakers[name]
-			alerts = append(alerts, Alert{Kind: KindBreakerOpen, Scope: store.ScopeDestination, Name: name, Hour: hour,
-				Value: float64(b.Opens), Threshold: 1,
-				Message: fmt.Sprintf("destination %s: its circuit breaker is %s (%s): its deliveries are held, none dropped", name, b.State, b.Reason)})
-		}
+	breakers, err := a.opts.Store.Breakers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(breakers)) {
+		b := breakers[name]
+		alerts = append(alerts, Alert{Kind: KindBreakerOpen, Scope: store.ScopeDestination, Name: name, Hour: hour,
+			Value: float64(b.Opens), Threshold: 1,
+			Message: fmt.Sprintf("destination %s: its circuit breaker is %s (%s): its deliveries are held, none dropped", name, b.State, b.Reason)})
 	}
 
 	next := map[alertID]Alert{}

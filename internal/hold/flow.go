@@ -348,7 +348,7 @@ func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
 // probed, by the one replica the store lets.
 func (h *Holds) refreshBreakers(ctx context.Context) error {
 	flows := *h.flows.Load()
-	if h.flow == nil || len(flows) == 0 {
+	if len(flows) == 0 {
 		return nil
 	}
 	stored, err := h.flow.Breakers(ctx)

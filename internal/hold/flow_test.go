@@ -101,8 +101,7 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 	if ok, at := h.Admit(ctx, "crm", time.Time{}); ok || at.Sub(start) < 29*time.Second {
 		t.Fatalf("Admit while open: %v until %s", ok, at.Sub(start))
 	}
-	f, _ := store.FlowOf(s)
-	if b, _ := f.Breakers(ctx); b["crm"].State != store.BreakerOpen || b["crm"].Reason != "HTTP 503" {
+	if b, _ := s.Breakers(ctx); b["crm"].State != store.BreakerOpen || b["crm"].Reason != "HTTP 503" {
 		t.Fatalf("stored breaker %+v", b)
 	}
 	// The cool-down ends: the refresh wins the probe; one attempt goes.
@@ -124,7 +123,7 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 	if slices.Contains(h.Held(), "crm") || woken.Load() == before {
 		t.Fatal("the probe succeeded, yet the breaker holds (or nobody was woken)")
 	}
-	if b, _ := f.Breakers(ctx); len(b) != 0 {
+	if b, _ := s.Breakers(ctx); len(b) != 0 {
 		t.Fatalf("stored breakers after closing: %+v", b)
 	}
 	// A 429 with Retry-After holds the whole destination that long.
@@ -190,13 +189,12 @@ func TestProbeDeadlineAndAnOperatorsOpen(t *testing.T) {
 	}
 	// An operator opens it by hand while this probe is out; the probe's
 	// success comes late and must not close what the operator opened.
-	f, _ := store.FlowOf(s)
-	if _, _, err := f.OpenBreaker(ctx, store.Breaker{Destination: "crm", OpenedAt: now(), Until: now().Add(time.Hour), Opens: 1, Reason: "opened by ops"},
+	if _, _, err := s.OpenBreaker(ctx, store.Breaker{Destination: "crm", OpenedAt: now(), Until: now().Add(time.Hour), Opens: 1, Reason: "opened by ops"},
 		store.AuditEntry{Actor: "ops", Action: "breaker_open", Target: "destination crm"}); err != nil {
 		t.Fatal(err)
 	}
 	h.Report(ctx, "crm", hold.Outcome{Success: true})
-	if b, _ := f.Breakers(ctx); b["crm"].State != store.BreakerOpen || !slices.Contains(h.Held(), "crm") {
+	if b, _ := s.Breakers(ctx); b["crm"].State != store.BreakerOpen || !slices.Contains(h.Held(), "crm") {
 		t.Fatalf("after the operator's open and a late probe success: %+v, held %q", b, h.Held())
 	}
 }

@@ -55,7 +55,7 @@ type Options struct {
 
 // New returns the holds of s's destinations. It reads them once before it
 // returns: a pause survives restarts, so not one delivery may slip out
-// while a gateway starts. A store without operator queries holds nothing.
+// while a gateway starts.
 func New(ctx context.Context, s store.Store, opts Options) (*Holds, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -66,8 +66,7 @@ func New(ctx context.Context, s store.Store, opts Options) (*Holds, error) {
 	h := &Holds{log: opts.Logger, now: opts.Now}
 	h.held.Store(&[]string{})
 	h.removed.Store(&[]string{})
-	h.admin, _ = store.AdminOf(s)
-	h.flow, _ = store.FlowOf(s)
+	h.admin, h.flow = s, s
 	h.setPolicies(opts.Policies)
 	if err := h.Refresh(ctx); err != nil {
 		return nil, err
@@ -104,21 +103,19 @@ func (h *Holds) setPolicies(policies map[string]Policy) {
 		old = *p
 	}
 	next := map[string]*flow{}
-	if h.flow != nil {
-		for dest, p := range policies {
-			if p.Rate > 0 && p.Per <= 0 {
-				p.Per = time.Second
-			}
-			p.Breaker.defaults()
-			if f := old[dest]; f != nil {
-				f.mu.Lock()
-				f.policy = p
-				f.mu.Unlock()
-				next[dest] = f
-				continue
-			}
-			next[dest] = &flow{policy: p}
+	for dest, p := range policies {
+		if p.Rate > 0 && p.Per <= 0 {
+			p.Per = time.Second
 		}
+		p.Breaker.defaults()
+		if f := old[dest]; f != nil {
+			f.mu.Lock()
+			f.policy = p
+			f.mu.Unlock()
+			next[dest] = f
+			continue
+		}
+		next[dest] = &flow{policy: p}
 	}
 	h.flows.Store(&next)
 }
@@ -193,9 +190,6 @@ func (h *Holds) OnRelease(fn func()) {
 func (h *Holds) Refresh(ctx context.Context) error {
 	if err := h.refreshBreakers(ctx); err != nil {
 		return err
-	}
-	if h.admin == nil {
-		return nil
 	}
 	paused, err := h.admin.Paused(ctx)
 	if err != nil {

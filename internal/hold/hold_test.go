@@ -16,10 +16,9 @@ import (
 func TestHoldsFollowTheStoredPauses(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
-	a, _ := store.AdminOf(s)
 	now := time.Now()
 	for _, d := range []string{"crm", "billing"} {
-		if err := a.SetPaused(ctx, d, true, now, store.AuditEntry{Actor: "ops", Action: "pause", Target: d}); err != nil {
+		if err := s.SetPaused(ctx, d, true, now, store.AuditEntry{Actor: "ops", Action: "pause", Target: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,7 +31,7 @@ func TestHoldsFollowTheStoredPauses(t *testing.T) {
 	}
 	var released atomic.Int32
 	h.OnRelease(func() { released.Add(1) })
-	if err := a.SetPaused(ctx, "crm", false, now, store.AuditEntry{Actor: "ops", Action: "resume", Target: "crm"}); err != nil {
+	if err := s.SetPaused(ctx, "crm", false, now, store.AuditEntry{Actor: "ops", Action: "resume", Target: "crm"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.Held(); len(got) != 2 || released.Load() != 0 {
@@ -51,8 +50,7 @@ func TestHoldsFollowTheStoredPauses(t *testing.T) {
 func TestUnconfiguredDestinationIsHeldUntilConfiguredAgain(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
-	a, _ := store.AdminOf(s)
-	if err := a.SetPaused(ctx, "billing", true, time.Now(), store.AuditEntry{Actor: "ops", Action: "pause", Target: "billing"}); err != nil {
+	if err := s.SetPaused(ctx, "billing", true, time.Now(), store.AuditEntry{Actor: "ops", Action: "pause", Target: "billing"}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := hold.New(ctx, s, hold.Options{Policies: map[string]hold.Policy{"app": {}, "billing": {}}})

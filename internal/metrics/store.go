@@ -41,16 +41,11 @@ func (c *StoreCollector) SetDestinations(destinations []string) {
 
 // NewStoreCollector returns a StoreCollector for the store's queues, for the
 // configured destinations (and any other that has deliveries).
-func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration) (*StoreCollector, bool) {
-	a, ok := store.AdminOf(st)
-	if !ok {
-		return nil, false
-	}
+func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration) *StoreCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	flow, _ := store.FlowOf(st)
-	return &StoreCollector{admin: a, flow: flow, destinations: destinations, ttl: ttl, now: time.Now,
+	return &StoreCollector{admin: st, flow: st, destinations: destinations, ttl: ttl, now: time.Now,
 		depth:   d("oncehook_queue_depth", "Pending deliveries per destination (in backoff, due, or being attempted).", "destination"),
 		leased:  d("oncehook_queue_leased", "Pending deliveries being attempted now, per destination.", "destination"),
 		oldest:  d("oncehook_oldest_pending_seconds", "Age of the oldest pending delivery's event, per destination: how far behind it is.", "destination"),
@@ -60,7 +55,7 @@ func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration)
 		effects: d("oncehook_effects", "Effects ledger records by state (stale: pending, lease expired).", "state"),
 		removed: d("oncehook_destination_removed", "1 for a destination the config names no more that still has deliveries: its pending ones are held, not delivered, until a config names it again.", "destination"),
 		up:      d("oncehook_store_queries_up", "1 when the store answered the queries behind the queue and effects metrics."),
-	}, true
+	}
 }
 
 // Describe implements prometheus.Collector.
@@ -93,11 +88,7 @@ func (c *StoreCollector) read(now time.Time) []prometheus.Metric {
 	queues, err1 := c.admin.Queues(ctx, now)
 	paused, err2 := c.admin.Paused(ctx)
 	effects, err3 := c.admin.EffectCounts(ctx, now)
-	var breakers map[string]store.Breaker
-	var err4 error
-	if c.flow != nil {
-		breakers, err4 = c.flow.Breakers(ctx)
-	}
+	breakers, err4 := c.flow.Breakers(ctx)
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		gauge(c.up, 0)
 		return out

@@ -12,8 +12,6 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-var _ store.Admin = (*Store)(nil)
-
 // eventState is the SQL for an event's state (see store.EventPending...).
 const eventState = `CASE
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'

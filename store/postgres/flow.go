@@ -10,8 +10,6 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-var _ store.Flow = (*Store)(nil)
-
 // NextSlot implements store.Flow in one statement: the row lock of the
 // destination's slot serializes replicas, and the upsert's WHERE leaves a
 // slot beyond the horizon untaken.

@@ -825,27 +825,33 @@ func (s *Store) Close() error {
 // ID implements store.Store.
 func (s *Store) ID() string { return s.id }
 
-// Listen calls wake whenever another transaction (on any replica) commits
-// new deliveries, until ctx ends. It holds one connection of its own and
-// reconnects after failures; after each (re)connect it calls wake once,
-// since notifications sent while disconnected are lost.
-func (s *Store) Listen(ctx context.Context, wake func()) {
+// SupportsListener implements store.Listener: PostgreSQL announces new
+// deliveries with NOTIFY.
+func (s *Store) SupportsListener() bool { return true }
+
+// Listen implements store.Listener: it calls wake whenever another
+// transaction (on any replica) commits new deliveries, until ctx ends. It
+// holds one connection of its own and reconnects after failures; after
+// each (re)connect it calls wake once, since notifications sent while
+// disconnected are lost.
+func (s *Store) Listen(ctx context.Context, wake func()) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := s.listen(ctx, wake)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		s.log.Warn("delivery notifications interrupted; reconnecting", "err", err, "retry_in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+	return nil
 }
 
 func (s *Store) listen(ctx context.Context, wake func()) error {

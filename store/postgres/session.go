@@ -10,8 +10,6 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-var _ store.Sessions = (*Store)(nil)
-
 // CreateSession implements store.Sessions. Times are kept on the
 // database's clock, as leases are, so replicas with skewed clocks agree
 // on when a session ends.

@@ -45,7 +45,9 @@ type Options struct {
 }
 
 // Store is a store.Store with a Redis hot layer in front of the claims of
-// Commit. Everything else goes straight to the wrapped store.
+// Commit. It embeds the store it wraps, so everything else (the operator's
+// queries, flow control, sessions, and Listen when the inner store has it)
+// is the wrapped store's own.
 type Store struct {
 	store.Store
 	client *goredis.Client
@@ -94,9 +96,6 @@ func Wrap(client *goredis.Client, inner store.Store, opts Options) *Store {
 func (s *Store) redisKey(e store.NewEvent) string {
 	return s.opts.Prefix + s.Store.ID() + ":" + e.Source + "\x00" + e.Key
 }
-
-// Unwrap returns the store this layer is in front of (for store.AdminOf).
-func (s *Store) Unwrap() store.Store { return s.Store }
 
 // Prefix is the namespace of this layer's keys in Redis.
 func (s *Store) Prefix() string { return s.opts.Prefix }
@@ -207,14 +206,4 @@ func (s *Store) remember(ctx context.Context, events []store.NewEvent, claims []
 func (s *Store) Close() error {
 	s.client.Close()
 	return s.Store.Close()
-}
-
-// Listen passes the wrapped store's delivery notifications through, when it
-// has them (PostgreSQL).
-func (s *Store) Listen(ctx context.Context, wake func()) {
-	if l, ok := s.Store.(interface {
-		Listen(context.Context, func())
-	}); ok {
-		l.Listen(ctx, wake)
-	}
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-var _ store.Flow = (*Store)(nil)
-
 // NextSlot implements store.Flow in one statement, on the one writer: the
 // upsert's WHERE leaves a slot beyond the horizon untaken.
 func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval, horizon time.Duration) (time.Time, bool, error) {

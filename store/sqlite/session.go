@@ -9,8 +9,6 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-var _ store.Sessions = (*Store)(nil)
-
 // CreateSession implements store.Sessions.
 func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
 	tx, err := s.write.BeginTx(ctx, nil)

@@ -756,3 +756,12 @@ func (s *Store) ID() string { return s.id }
 func (s *Store) Close() error {
 	return errors.Join(s.read.Close(), s.write.Close())
 }
+
+// SupportsListener implements store.Listener: SQLite has no notifications.
+// Its one process's worker is woken by its own writer, and by polling.
+func (s *Store) SupportsListener() bool { return false }
+
+// Listen implements store.Listener: SQLite cannot announce commits.
+func (s *Store) Listen(ctx context.Context, wake func()) error {
+	return fmt.Errorf("sqlite: listen for new deliveries: %w", store.ErrNotSupported)
+}

@@ -313,7 +313,7 @@ func testOrderAcrossReplicas(t *testing.T, stores []store.Store) {
 // audited; a head in flight is not taken from its worker.
 func testOrderSkipHead(t *testing.T, s store.Store) {
 	mustClaim(t, s, orderedEvent("v1", "e", 1, store.OrderFIFO, "d"), orderedEvent("v2", "e", 2, store.OrderFIFO, "d"))
-	a := admin(t, s)
+	a := s
 	ctx := context.Background()
 	head := lease(t, s, base, time.Minute, 10)
 	if len(head) != 1 || head[0].Key != "v1" {
@@ -362,7 +362,7 @@ func testOrderReset(t *testing.T, s store.Store) {
 	if got := lease(t, s, base.Add(time.Second), time.Minute, 10); len(got) != 0 {
 		t.Fatalf("leased %q: v1 and f4 are older than what was delivered", keys(got))
 	}
-	a := admin(t, s)
+	a := s
 	ctx := context.Background()
 	audit := store.AuditEntry{Actor: "ops", Action: "order.reset", Target: "src/e"}
 	if n, err := a.ResetOrder(ctx, "src", "e", "d", base, audit); err != nil || n != 1 {
