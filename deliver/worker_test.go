@@ -22,7 +22,14 @@ import (
 
 func openStore(t *testing.T) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "deliver.db"), sqlite.Options{})
+	return openStoreAt(t, filepath.Join(t.TempDir(), "deliver.db"))
+}
+
+// openStoreAt opens the SQLite store at path, closed when the test ends;
+// a test that reads the file with its own SQL names it.
+func openStoreAt(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,17 +162,23 @@ func TestRetriesAreBoundedThenDeadLettered(t *testing.T) {
 	}
 }
 
-func TestRetryAfterIsHonoured(t *testing.T) {
-	s := openStore(t)
-	sink := testenv.NewSink(t)
-	sink.Respond = func(w http.ResponseWriter, _ *http.Request, n int) {
+// retryAfterOnce answers a sink's first request with status and
+// Retry-After: value, and every later one with 200.
+func retryAfterOnce(status int, value string) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
-			w.Header().Set("Retry-After", "2")
-			w.WriteHeader(http.StatusTooManyRequests)
+			w.Header().Set("Retry-After", value)
+			w.WriteHeader(status)
 			return
 		}
 		w.WriteHeader(http.StatusOK)
 	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	s := openStore(t)
+	sink := testenv.NewSink(t)
+	sink.Respond = retryAfterOnce(http.StatusTooManyRequests, "2")
 	claim(t, s, "evt_slow_down", "app")
 	runWorker(t, s, deliver.Destination{URL: sink.URL,
 		Retry: deliver.RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 10 * time.Second}}, time.Minute)
@@ -187,14 +200,7 @@ func TestRetryAfterIsCappedAtMaxDelay(t *testing.T) {
 		t.Run(ra, func(t *testing.T) {
 			s := openStore(t)
 			sink := testenv.NewSink(t)
-			sink.Respond = func(w http.ResponseWriter, _ *http.Request, n int) {
-				if n == 1 {
-					w.Header().Set("Retry-After", ra)
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
-				}
-				w.WriteHeader(http.StatusOK)
-			}
+			sink.Respond = retryAfterOnce(http.StatusServiceUnavailable, ra)
 			claim(t, s, "evt_parked", "app")
 			runWorker(t, s, deliver.Destination{URL: sink.URL,
 				Retry: deliver.RetryPolicy{MaxAttempts: 5, BaseDelay: 10 * time.Millisecond, MaxDelay: 700 * time.Millisecond}}, time.Minute)
@@ -211,11 +217,7 @@ func TestRetryAfterIsCappedAtMaxDelay(t *testing.T) {
 // pointed, instead of max_attempts retries of the same redirect.
 func TestRedirectIsDeadLetteredAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "redirect.db")
-	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStoreAt(t, path)
 	sink := testenv.NewSink(t)
 	sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Location", "https://app.example.com/webhooks/")
@@ -254,11 +256,7 @@ func TestRedirectErrorHidesTheLocationsSecrets(t *testing.T) {
 	} {
 		t.Run(location, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "redirect.db")
-			s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openStoreAt(t, path)
 			sink := testenv.NewSink(t)
 			sink.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
 				w.Header().Set("Location", location)

@@ -238,15 +238,7 @@ func TestShutdownLetsInFlightAcceptsAnswer(t *testing.T) {
 	if n := c.Status().InFlight; n != 3 {
 		t.Errorf("in flight %d, want 3", n)
 	}
-	stopped := make(chan struct{})
-	go func() { stop(); close(stopped) }()
-	select {
-	case <-stopped:
-		t.Fatal("Run returned while Accepts were in flight")
-	case <-time.After(200 * time.Millisecond):
-	}
-	close(gate)
-	<-stopped
+	testenv.ShutdownWaits(t, stop, func() { close(gate) }, 200*time.Millisecond, 20*time.Second)
 	if n := r.ready(q); n != 0 {
 		t.Fatalf("%d back in the queue after a clean shutdown, want 0 (acked)", n)
 	}

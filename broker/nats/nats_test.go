@@ -107,16 +107,29 @@ func (a *accepter) bodies() []string {
 	return out
 }
 
+// holding is an accepter whose Accepts wait until release is closed, as
+// they would for a commit, and then accept.
+func holding(release <-chan struct{}) *accepter {
+	return &accepter{fn: func(int, receive.Envelope) (receive.Response, error) {
+		<-release
+		return receive.Response{Status: receive.StatusAccepted}, nil
+	}}
+}
+
 func natsSource(url, stream, subject string, pending int) config.Source {
 	return config.Source{Name: "orders", Consume: &config.Consume{NATS: &config.NATSConsume{
 		URL: url, Stream: stream, Subject: subject, MaxAckPending: pending}}}
 }
 
-// run starts c and stops it when the test ends, checking Run returned.
-func run(t *testing.T, c broker.Consumer) (stop func()) {
+// consume starts a consumer of src that hands each message to a, and
+// stops it when the test ends (or at stop), checking Run returned.
+func consume(t *testing.T, src config.Source, a *accepter) (c broker.Consumer, stop func()) {
 	t.Helper()
-	stop = testenv.Run(t, c, 15*time.Second)
-	return stop
+	c, err := NewConsumer(src, a, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, testenv.Run(t, c, 15*time.Second)
 }
 
 func eventually(t *testing.T, what string, within time.Duration, ok func() bool) {
@@ -158,15 +171,8 @@ func TestInvariant19MessageIsAckedOnlyAfterAcceptCommitted(t *testing.T) {
 	url := testenv.NATS(t)
 	js, stream, subj := testStream(t, url)
 	release := make(chan struct{})
-	a := &accepter{fn: func(int, receive.Envelope) (receive.Response, error) {
-		<-release
-		return receive.Response{Status: receive.StatusAccepted}, nil
-	}}
-	c, err := NewConsumer(natsSource(url, stream, "", 0), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	a := holding(release)
+	c, _ := consume(t, natsSource(url, stream, "", 0), a)
 	publish(t, js, subj+".a", `{"order_id":"o1"}`)
 	eventually(t, "Accept is called", 10*time.Second, func() bool { return len(a.bodies()) == 1 })
 	time.Sleep(200 * time.Millisecond)
@@ -195,11 +201,7 @@ func TestInvariant19StoreUnavailableLeavesTheMessageForRedelivery(t *testing.T) 
 		}
 		return receive.Response{Status: receive.StatusAccepted}, nil
 	}}
-	c, err := NewConsumer(natsSource(url, stream, "", 0), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	consume(t, natsSource(url, stream, "", 0), a)
 	publish(t, js, subj+".a", `{"order_id":"o1"}`)
 	// Nak delays of 1 s then 2 s.
 	eventually(t, "three deliveries (two refused, one taken)", 10*time.Second, func() bool { return len(a.bodies()) == 3 })
@@ -226,11 +228,7 @@ func TestInvariant19PoisonIsTerminatedOnceAndNeverStallsTheQueue(t *testing.T) {
 		return receive.Response{Status: receive.StatusAccepted}, nil
 	}}
 	// One in flight at a time: a stalled poison message would stop all.
-	c, err := NewConsumer(natsSource(url, stream, "", 1), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	consume(t, natsSource(url, stream, "", 1), a)
 	for i := range 30 {
 		body := `{"order_id":"o` + string(rune('a'+i%26)) + `"}`
 		if i%5 == 0 {
@@ -276,11 +274,7 @@ func TestMaxAckPendingBoundsTheMessagesInFlight(t *testing.T) {
 		now.Add(-1)
 		return receive.Response{Status: receive.StatusAccepted}, nil
 	}}
-	c, err := NewConsumer(natsSource(url, stream, "", 4), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	c, _ := consume(t, natsSource(url, stream, "", 4), a)
 	for range 20 {
 		publish(t, js, subj+".a", `{}`)
 	}
@@ -307,11 +301,7 @@ func TestEnvelopeCarriesTheMessageAsReceived(t *testing.T) {
 	js, stream, subj := testStream(t, url)
 	a := &accepter{}
 	src := natsSource(url, stream, subj+".in", 0)
-	c, err := NewConsumer(src, a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	consume(t, src, a)
 	publish(t, js, subj+".other", `{"not":"mine"}`) // outside the filter
 	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	publish(t, js, subj+".in", ` {"order_id":"o1"}`, "nats-msg-id", "m-1", "traceparent", tp)
@@ -339,11 +329,7 @@ func TestMissingStreamIsReportedAndWaitedFor(t *testing.T) {
 	url := testenv.NATS(t)
 	id := unique()
 	a := &accepter{}
-	c, err := NewConsumer(natsSource(url, "T"+id, "", 0), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	c, _ := consume(t, natsSource(url, "T"+id, "", 0), a)
 	eventually(t, "the status says the stream is missing", 10*time.Second, func() bool {
 		st := c.Status()
 		return !st.Connected && strings.Contains(st.Error, "stream not found") && strings.Contains(st.Error, "T"+id)
@@ -360,11 +346,7 @@ func TestBrokerGoneIsReportedAndConsumingResumes(t *testing.T) {
 	srv := testenv.StartNATSServer(t)
 	js, stream, subj := testStream(t, srv.URL, func(cfg *jetstream.StreamConfig) { cfg.Storage = jetstream.FileStorage })
 	a := &accepter{}
-	c, err := NewConsumer(natsSource(srv.URL, stream, "", 0), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, c)
+	c, _ := consume(t, natsSource(srv.URL, stream, "", 0), a)
 	publish(t, js, subj+".a", `{"n":1}`)
 	eventually(t, "first message", 10*time.Second, func() bool { return len(a.bodies()) == 1 })
 	srv.Kill()
@@ -531,7 +513,7 @@ func TestSubjectTemplateReplacesWhatNATSForbids(t *testing.T) {
 func TestShortDuplicateWindowIsWarnedAbout(t *testing.T) {
 	url := testenv.NATS(t)
 	_, stream, subj := testStream(t, url, func(cfg *jetstream.StreamConfig) { cfg.Duplicates = 5 * time.Second })
-	var buf safeBuffer
+	var buf testenv.Buffer
 	p, _ := NewPublisher(natsDestination(url, subj+".x"), slog.New(slog.NewTextHandler(&buf, nil)))
 	defer p.Close()
 	for _, k := range []string{"a", "b"} {
@@ -548,23 +530,6 @@ func TestShortDuplicateWindowIsWarnedAbout(t *testing.T) {
 	}
 }
 
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Shutdown waits for the Accepts in flight: their claims commit and are
 // acked (nothing cut halfway comes back as work redone), and Run returns
 // once they have.
@@ -572,32 +537,13 @@ func TestShutdownLetsTheAcceptsInFlightAnswer(t *testing.T) {
 	url := testenv.NATS(t)
 	js, stream, subj := testStream(t, url)
 	release := make(chan struct{})
-	a := &accepter{fn: func(int, receive.Envelope) (receive.Response, error) {
-		<-release
-		return receive.Response{Status: receive.StatusAccepted}, nil
-	}}
-	c, err := NewConsumer(natsSource(url, stream, "", 2), a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := run(t, c)
+	a := holding(release)
+	_, stop := consume(t, natsSource(url, stream, "", 2), a)
 	for range 5 {
 		publish(t, js, subj+".a", `{}`)
 	}
 	eventually(t, "two in flight", 10*time.Second, func() bool { return len(a.bodies()) == 2 })
-	stopped := make(chan struct{})
-	go func() { stop(); close(stopped) }()
-	select {
-	case <-stopped:
-		t.Fatal("Run returned with Accepts still in flight")
-	case <-time.After(500 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return once the Accepts answered")
-	}
+	testenv.ShutdownWaits(t, stop, func() { close(release) }, 500*time.Millisecond, 10*time.Second)
 	if info := consumerInfo(t, js, stream, DefaultDurable("orders")); info.AckFloor.Stream != 2 || info.NumAckPending != 0 {
 		t.Errorf("after shutdown: ack floor %d, pending %d; want the two in flight acked, the rest handed back", info.AckFloor.Stream, info.NumAckPending)
 	}

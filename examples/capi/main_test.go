@@ -2,59 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/examples/internal/metacapi"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
-
-// metaCAPI is a stand-in of Meta's Conversions API: it counts every event
-// it receives, per event_id (Meta would dedupe them; the count says whether
-// they were sent at all).
-type metaCAPI struct {
-	*httptest.Server
-	mu     sync.Mutex
-	events map[string]int
-}
-
-func newCAPI(t *testing.T) *metaCAPI {
-	m := &metaCAPI{events: map[string]int{}}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Data []struct {
-				EventName string `json:"event_name"`
-				EventID   string `json:"event_id"`
-			} `json:"data"`
-		}
-		json.NewDecoder(r.Body).Decode(&body)
-		m.mu.Lock()
-		for _, e := range body.Data {
-			m.events[e.EventName+" "+e.EventID]++
-		}
-		m.mu.Unlock()
-		fmt.Fprint(w, `{"events_received":1,"fbtrace_id":"AbC"}`)
-	}))
-	t.Cleanup(m.Close)
-	return m
-}
-
-func (m *metaCAPI) snapshot() map[string]int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range m.events {
-		out[k] = v
-	}
-	return out
-}
 
 func hotmart(id, event, transaction string) string {
 	return fmt.Sprintf(`{"id":%q,"creation_date":%d,"event":%q,"version":"2.0.0","data":{"buyer":{"email":"Ana@Example.com"},"purchase":{"transaction":%q,"status":"APPROVED","price":{"value":97.0,"currency_value":"BRL"}}}}`,
@@ -66,7 +25,7 @@ func hotmart(id, event, transaction string) string {
 // an operator's replay from the store a moment later. Meta receives one
 // Purchase per order, with the order's business key as its event_id.
 func TestOnePurchasePerOrder(t *testing.T) {
-	capi := newCAPI(t)
+	capi := metacapi.New(t, 0)
 	rp := &Reporter{CAPI: capi.URL, HTTP: &http.Client{Timeout: 5 * time.Second}}
 	app := httptest.NewServer(rp)
 	defer app.Close()
@@ -113,7 +72,7 @@ destinations:
 		t.Fatalf("the replay was not delivered: %+v", st)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if got := capi.snapshot(); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := capi.Events(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Meta received %v, want %v", got, want)
 	}
 	rec, err := rp.Ledger.Get(context.Background(), "capi:Purchase:HP0001")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,61 +13,16 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/examples/internal/metacapi"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
-
-// metaCAPI is a stand-in of Meta's Conversions API that counts every
-// event it receives per event_id (Meta would dedupe them; the count says
-// whether they were sent at all). It fails one request in five with a
-// 500, as an API does under load: the gateway retries.
-type metaCAPI struct {
-	*httptest.Server
-	mu     sync.Mutex
-	n      int
-	events map[string]int
-}
-
-func newCAPI(t *testing.T) *metaCAPI {
-	m := &metaCAPI{events: map[string]int{}}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Data []struct {
-				EventName string `json:"event_name"`
-				EventID   string `json:"event_id"`
-			} `json:"data"`
-		}
-		json.NewDecoder(r.Body).Decode(&body)
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.n++; m.n%5 == 0 {
-			http.Error(w, `{"error":{"message":"try again"}}`, http.StatusInternalServerError)
-			return
-		}
-		for _, e := range body.Data {
-			m.events[e.EventName+" "+e.EventID]++
-		}
-		fmt.Fprint(w, `{"events_received":1,"fbtrace_id":"AbC"}`)
-	}))
-	t.Cleanup(m.Close)
-	return m
-}
-
-func (m *metaCAPI) snapshot() map[string]int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]int, len(m.events))
-	for k, v := range m.events {
-		out[k] = v
-	}
-	return out
-}
 
 // 300 checkouts, each posted three times at once (a retried checkout),
 // one in six declined after its conversion was written: every sale that
 // was recorded reaches Meta once, no declined one ever.
 func TestEachSaleIsReportedOnceAndADeclinedOneNever(t *testing.T) {
-	meta := newCAPI(t)
+	meta := metacapi.New(t, 5) // one request in five fails with a 500, as an API does under load: the gateway retries
 	yaml := `store: sqlite://` + filepath.Join(t.TempDir(), "oncehook.db") + `
 sources:
   - {name: purchases, outbox: true, destinations: [meta]}
@@ -98,21 +52,16 @@ destinations:
 	defer shop.Close()
 
 	const sales = 300
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answers := map[int]int{}
-	sem := make(chan struct{}, 16)
+	storm := testenv.NewStorm(16)
 	for i := range sales {
 		id := fmt.Sprintf("o-%04d", i)
 		if i%6 == 0 {
 			id += "-declined"
 		}
 		for range 3 {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
+			storm.Go(func() {
 				body := fmt.Sprintf(`{"order_id":%q,"email":"buyer%d@example.com","value":99.9,"currency":"BRL"}`, id, i)
 				// A 503 (the database was busy past its timeout) is
 				// retried, as the checkout page would: the retry is new,
@@ -136,19 +85,19 @@ destinations:
 				mu.Lock()
 				answers[resp.StatusCode]++
 				mu.Unlock()
-			}()
+			})
 		}
 	}
-	wg.Wait()
+	storm.Wait()
 	declined := sales / 6
 	if answers[http.StatusCreated] != sales-declined || answers[http.StatusOK] != 2*(sales-declined) || answers[http.StatusPaymentRequired] != 3*declined {
 		t.Fatalf("answers %v: want %d created, %d retried (200), %d declined (402)", answers, sales-declined, 2*(sales-declined), 3*declined)
 	}
-	if !testenv.WaitFor(30*time.Second, func() bool { return len(meta.snapshot()) == sales-declined }) {
-		t.Fatalf("%d of %d sales reported", len(meta.snapshot()), sales-declined)
+	if !testenv.WaitFor(30*time.Second, func() bool { return len(meta.Events()) == sales-declined }) {
+		t.Fatalf("%d of %d sales reported", len(meta.Events()), sales-declined)
 	}
 	time.Sleep(300 * time.Millisecond)
-	for key, n := range meta.snapshot() {
+	for key, n := range meta.Events() {
 		if strings.HasSuffix(key, "-declined") {
 			t.Errorf("%s was declined, and reported", key)
 		}

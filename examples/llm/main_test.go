@@ -67,26 +67,21 @@ destinations:
 		},
 	})
 
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	storm := testenv.NewStorm(64)
 	for i := range 1000 {
 		body := []byte(fmt.Sprintf(`{"id":"evt_%04d","object":"event","type":"invoice.paid","data":{"object":{"customer":"cus_%d","amount_paid":%d}}}`, i, i%37, 1000+i))
 		for range 5 {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
+			storm.Go(func() {
 				resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", body, ""))
 				if err != nil || resp.StatusCode != 200 {
 					t.Errorf("intake: %v %v", resp, err)
 					return
 				}
 				resp.Body.Close()
-			}()
+			})
 		}
 	}
-	wg.Wait()
+	storm.Wait()
 	ctx := context.Background()
 	if !testenv.WaitFor(60*time.Second, func() bool {
 		st, _ := gw.Store().Stats(ctx)

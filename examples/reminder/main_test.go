@@ -155,20 +155,15 @@ sources:
 	}
 
 	const events, copies = 1000, 5
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	storm := testenv.NewStorm(64)
 	for i := range events {
 		for range copies {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
+			storm.Go(func() {
 				deliver(i)
-			}()
+			})
 		}
 	}
-	wg.Wait()
+	storm.Wait()
 	if len(crashed) == 0 {
 		t.Fatal("no owner died: the storm proves nothing")
 	}

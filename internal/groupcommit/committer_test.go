@@ -19,14 +19,22 @@ func ev(key string) store.NewEvent {
 	return store.NewEvent{Source: "s", Key: key, Body: []byte("{}"), ReceivedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour), Destinations: []string{"d"}}
 }
 
-// Concurrent callers share transactions, and each still gets its own
-// verdicts, in order.
-func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
+// openStore opens a SQLite store in the test's temp dir, closed when the
+// test ends (after the committer the test defers closing).
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Concurrent callers share transactions, and each still gets its own
+// verdicts, in order.
+func TestConcurrentClaimsShareCommitsAndGetTheirOwnVerdicts(t *testing.T) {
+	s := openStore(t)
 	var commits atomic.Int64
 	c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
 		commits.Add(1)
@@ -153,11 +161,7 @@ func TestCloseCommitsWhatIsQueued(t *testing.T) {
 // destination)) fails alone; the 180 healthy requests committed in the same
 // batches still get their verdicts. Before, 168 of them got its error.
 func TestOneBadRequestFailsOnlyItself(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	var outcomes, failures atomic.Int64
 	c := groupcommit.New(s.Commit, groupcommit.Options{Linger: 5 * time.Millisecond, Outcome: func(err error) {
 		outcomes.Add(1)
@@ -326,16 +330,8 @@ func (w *fakeWorker) take() []store.LeasedDelivery {
 // it has room for are handed over with their bodies; the other 3 wait in the
 // store, unleased and due, and are leased (read back) once it has room.
 func TestHandOffIsBoundedByTheWorkersRoom(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var commits atomic.Int64
-	c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
-		commits.Add(1)
-		return s.Commit(ctx, b)
-	}, groupcommit.Options{})
+	s := openStore(t)
+	c := groupcommit.New(s.Commit, groupcommit.Options{})
 	defer c.Close()
 	w := &fakeWorker{room: 2}
 	c.Attach(w)
@@ -381,11 +377,7 @@ func TestHandOffIsBoundedByTheWorkersRoom(t *testing.T) {
 // An outcome is not worth a commit of its own: it rides the next commit
 // intake makes, or one OutcomeDelay later.
 func TestOutcomesRideIntakesCommits(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	var batches []store.Batch
 	var mu sync.Mutex
 	c := groupcommit.New(func(ctx context.Context, b store.Batch) (store.Committed, error) {
@@ -443,11 +435,7 @@ func testenvWaitFor(d time.Duration, cond func() bool) bool {
 func TestARefusedOutcomeFailsOnlyItself(t *testing.T) {
 	for _, withClaim := range []bool{false, true} {
 		t.Run(fmt.Sprintf("with a claim %v", withClaim), func(t *testing.T) {
-			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gc.db"), sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openStore(t)
 			var mu sync.Mutex
 			committed := map[int64]int{} // delivery: commits that recorded its outcome
 			var bad int64

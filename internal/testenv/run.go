@@ -38,3 +38,24 @@ func Run(t testing.TB, r Runner, within time.Duration) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// ShutdownWaits checks that stop (from Run) waits for the work r has in
+// flight, as a consumer must for the Accepts it handed out: stop has not
+// returned after hold, and returns within within once release lets that
+// work answer.
+func ShutdownWaits(t testing.TB, stop, release func(), hold, within time.Duration) {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while work was still in flight")
+	case <-time.After(hold):
+	}
+	release()
+	select {
+	case <-stopped:
+	case <-time.After(within):
+		t.Fatalf("Run did not return within %s once the work in flight answered", within)
+	}
+}

@@ -333,6 +333,15 @@ addHandler("transform", (request, context) => {
 	}
 }
 
+// svixRedirect is Svix's example transformation, run twice below: to a URL
+// on the destination's host, and to another host.
+const svixRedirect = `function handler(webhook) {
+  if (webhook.payload.customUrl) {
+    webhook.url = webhook.payload.customUrl;
+  }
+  return webhook;
+}`
+
 // TestCompatibleWithHookdeckAndSvixExamples runs the examples of Hookdeck's and Svix's transformation docs
 // unchanged: what they do is what oncehook sends, or the error says why oncehook does not do it.
 func TestCompatibleWithHookdeckAndSvixExamples(t *testing.T) {
@@ -371,12 +380,7 @@ func TestCompatibleWithHookdeckAndSvixExamples(t *testing.T) {
 		{
 			name: "Svix: redirect to a URL in the payload, same host",
 			cite: "https://docs.svix.com/ingest/transformations (An example Transformation)",
-			src: `function handler(webhook) {
-  if (webhook.payload.customUrl) {
-    webhook.url = webhook.payload.customUrl;
-  }
-  return webhook;
-}`,
+			src:  svixRedirect,
 			body: `{"customUrl":"https://api.example.com/v2/special?x=1"}`,
 			check: func(t *testing.T, o *Output, err error) {
 				if err != nil || o.Path != "/v2/special" || o.Query.Get("x") != "1" {
@@ -387,12 +391,7 @@ func TestCompatibleWithHookdeckAndSvixExamples(t *testing.T) {
 		{
 			name: "Svix: the same example to another host says why not",
 			cite: "https://docs.svix.com/ingest/transformations (An example Transformation)",
-			src: `function handler(webhook) {
-  if (webhook.payload.customUrl) {
-    webhook.url = webhook.payload.customUrl;
-  }
-  return webhook;
-}`,
+			src:  svixRedirect,
 			body: `{"customUrl":"https://elsewhere.example.net/hook"}`,
 			check: func(t *testing.T, o *Output, err error) {
 				if err == nil || !strings.Contains(err.Error(), "not its scheme or host") {
