@@ -301,7 +301,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 		return err
 	}
 	g.buildIntakeMux()
-	for _, a := range cfg.APIs {
+	for _, a := range cfg.Upstreams {
 		h := upstreamProxy(a, g.effects, g.intake, int(cfg.Effects.MaxResult), g.metrics, log.With("component", "api", "api", a.Name))
 		if a.Prefix != "" {
 			g.mux.Handle(a.Prefix, h)

@@ -82,7 +82,7 @@ func destinationNames(cfg *config.Config) []string {
 
 func effectOptions(cfg *config.Config, commit func(context.Context, []store.EffectOp) ([]store.EffectResult, error)) effect.Options {
 	retention := map[string]time.Duration{}
-	for _, a := range cfg.APIs {
+	for _, a := range cfg.Upstreams {
 		// An API's stored answers are kept for its window (24h unless set).
 		w := 24 * time.Hour
 		if a.Idempotency.Window > 0 {
@@ -150,7 +150,7 @@ func idempotencyPrefix(name string) string { return "idem:" + name + ":" }
 // each request as it came (its path unchanged, prefix included), the
 // client's headers and the key passed on. The bodies the middleware holds
 // are read on intake's terms (budget and pace). log names the API.
-func upstreamProxy(a config.UpstreamAPI, ledger effect.Ledger, intake *receive.Handler, maxStored int, m *metrics.Metrics, log *slog.Logger) http.Handler {
+func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Handler, maxStored int, m *metrics.Metrics, log *slog.Logger) http.Handler {
 	up, _ := url.Parse(a.Upstream)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

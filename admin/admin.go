@@ -509,7 +509,7 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 			}
 		}
 		if o := dl.Order; o.Entity != "" {
-			dd.Order = &OrderDetail{Entity: o.Entity, Version: o.Version, Mode: string(o.Mode),
+			dd.Order = &OrderDetail{Entity: o.Entity, Version: o.Version, Mode: string(o.Mode.Named()),
 				Waiting: o.Waiting && dl.State == store.Pending, Released: o.Mode == store.OrderFIFO && dl.State == store.Dead,
 				Skipped: dl.State == store.Dead && dl.LastError == store.SkippedReason}
 		}

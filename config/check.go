@@ -44,7 +44,7 @@ func (c *Config) validate(lines fieldLines) []error {
 	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
 		fail("effects", "limits and retention cannot be negative")
 	}
-	c.checkAPIs(fail)
+	c.checkUpstreams(fail)
 	if c.Effects.MaxResult > 16<<20 {
 		fail("effects.max_result", "at most 16MiB")
 	}
@@ -53,8 +53,8 @@ func (c *Config) validate(lines fieldLines) []error {
 	for i := range c.Destinations {
 		c.checkDestination(i, dests, fail)
 	}
-	if len(c.Sources) == 0 && len(c.APIs) == 0 {
-		fail("sources", "at least one source (or one of apis) is required")
+	if len(c.Sources) == 0 && len(c.Upstreams) == 0 {
+		fail("sources", "at least one source (or one of upstreams) is required")
 	}
 	sources := map[string]bool{}
 	for i := range c.Sources {
@@ -150,11 +150,11 @@ func (c *Config) checkTokens(fail failFunc) {
 	}
 }
 
-// checkAPIs checks the upstream APIs behind the idempotency proxy.
-func (c *Config) checkAPIs(fail failFunc) {
+// checkUpstreams checks the user's APIs behind the idempotency proxy.
+func (c *Config) checkUpstreams(fail failFunc) {
 	names := map[string]bool{}
-	for i, a := range c.APIs {
-		f := fmt.Sprintf("apis[%d]", i)
+	for i, a := range c.Upstreams {
+		f := fmt.Sprintf("upstreams[%d]", i)
 		checkName(f+".name", a.Name, names, fail)
 		if (a.Listen == "") == (a.Prefix == "") {
 			fail(f, "give listen (its own address) or prefix (a path on the intake listener), one of them")
@@ -353,8 +353,8 @@ func checkOrder(f, preset string, o *Order, fail failFunc) {
 	} else if _, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead)); err != nil {
 		fail(f+".order", "%v", err)
 	}
-	if o.Mode != "stale" && o.Mode != "fifo" {
-		fail(f+".order.mode", "%q: want stale or fifo", o.Mode)
+	if o.Mode != "latest" && o.Mode != "fifo" {
+		fail(f+".order.mode", "%q: want latest or fifo", o.Mode)
 	}
 	if o.OnStale != "hold" && o.OnStale != "deliver" {
 		fail(f+".order.on_stale", "%q: want hold or deliver", o.OnStale)
@@ -385,5 +385,5 @@ func (c *Config) Warnings() []string {
 				time.Duration(s.BodyRetention), time.Duration(s.Window)))
 		}
 	}
-	return w
+	return append(w, c.renamed...)
 }

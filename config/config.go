@@ -57,20 +57,23 @@ type Config struct {
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`
-	// APIs are the user's own APIs oncehook fronts: a reverse proxy that
-	// makes each Idempotency-Key take effect once (package idempotency).
-	APIs []UpstreamAPI `yaml:"apis"`
+	// Upstreams are the user's own APIs oncehook fronts: a reverse proxy
+	// that makes each Idempotency-Key take effect once (package
+	// idempotency). The old name, apis:, is still read (see renamed.go).
+	Upstreams []Upstream `yaml:"upstreams"`
 
 	// dir is the config file's folder, where transform files are read.
 	dir string
+	// renamed are the old names this config used, one warning each.
+	renamed []string
 	// scripts are the destinations' compiled transformations, by name:
 	// outside Destinations, so that comparing two configs' destinations
 	// compares their scripts' digests, not their runtimes.
 	scripts map[string]*transform.Script
 }
 
-// UpstreamAPI is one of the user's APIs behind the idempotency proxy.
-type UpstreamAPI struct {
+// Upstream is one of the user's APIs behind the idempotency proxy.
+type Upstream struct {
 	Name string `yaml:"name"`
 	// Listen is its own address; or Prefix, a path prefix on the intake
 	// listener (/payments: requests under it go to Upstream as they are).
@@ -302,9 +305,10 @@ type Order struct {
 	// preset's when Entity is the preset's too (a version belongs to its
 	// entity), else arrival.
 	Version string `yaml:"version"`
-	// Mode is stale (default: each entity one at a time as events come,
+	// Mode is latest (default: each entity one at a time as events come,
 	// older ones held back as stale) or fifo (in version order; a failing
-	// event holds its entity's later ones).
+	// event holds its entity's later ones). The old name of latest, stale,
+	// is still read (see renamed.go).
 	Mode string `yaml:"mode"`
 	// OnStale is hold (default: a stale event is marked stale, counted,
 	// replayable) or deliver (sent anyway, with Oncehook-Stale and the

@@ -55,10 +55,10 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "size"},
 		{`store: mysql://x
 sources: [{name: s, preset: stripe, secrets: [x]}]`, "store"},
 		{`sources: [{name: a, preset: stripe, secrets: [x]}, {name: a, preset: stripe, secrets: [x]}]`, "sources[1].name"},
-		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {not_started: [200]}}]`, "apis[0].idempotency.not_started"},
-		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_headers: ["X Key"]}}]`, "apis[0].idempotency.client_headers"},
-		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_cookies: ["a;b"]}}]`, "apis[0].idempotency.client_cookies"},
-		{`apis: [{name: p, prefix: /p, upstream: "http://x", idempotency: {single_tenant: true, client_headers: [X-Api-Key]}}]`, "single_tenant"},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {not_started: [200]}}]`, "upstreams[0].idempotency.not_started"},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_headers: ["X Key"]}}]`, "upstreams[0].idempotency.client_headers"},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_cookies: ["a;b"]}}]`, "upstreams[0].idempotency.client_cookies"},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {single_tenant: true, client_headers: [X-Api-Key]}}]`, "single_tenant"},
 		{`sources: [{name: o, outbox: true, secrets: [x]}]`, "sources[0].secrets"},
 		{`sources: [{name: o, outbox: true, preset: stripe}]`, "sources[0].preset"},
 		{`sources: [{name: o, outbox: true, on_missing_key: accept}]`, "sources[0].on_missing_key"},
@@ -406,9 +406,9 @@ func TestOrderDefaultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []config.Order{
-		{Entity: "json:data.object.id", Version: "json:created", Mode: "stale", OnStale: "hold", VersionUnit: "unix"},
+		{Entity: "json:data.object.id", Version: "json:created", Mode: "latest", OnStale: "hold", VersionUnit: "unix"},
 		{Entity: "json:id", Version: "arrival", Mode: "fifo", OnStale: "hold"},
-		{Entity: "json:data.purchase.transaction", Version: "arrival", Mode: "stale", OnStale: "deliver"},
+		{Entity: "json:data.purchase.transaction", Version: "arrival", Mode: "latest", OnStale: "deliver"},
 	}
 	for i, w := range want {
 		if got := *cfg.Sources[i].Order; got != w {

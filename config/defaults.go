@@ -96,7 +96,7 @@ func (c *Config) setDefaults() error {
 				o.Version = provider.Arrival
 			}
 			if o.Mode == "" {
-				o.Mode = "stale"
+				o.Mode = "latest"
 			}
 			if o.OnStale == "" {
 				o.OnStale = "hold"

@@ -62,6 +62,10 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string) (*Con
 	}
 	// Every error at once, each with its field and line: the environment
 	// references, then the fields' names and types, then what they say.
+	renamed, err := renameSections(root)
+	if err != nil {
+		return nil, err
+	}
 	lines := linesOf(root)
 	envErrs, envPaths := expandEnv(root, lookupEnv)
 	var faulty pathSet
@@ -69,10 +73,11 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string) (*Con
 	if slices.Contains(faulty, "") {
 		return nil, errors.Join(errs...) // a misspelled section
 	}
-	cfg := Config{dir: dir}
+	cfg := Config{dir: dir, renamed: renamed}
 	if err := root.Decode(&cfg); err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}
+	cfg.renameValues()
 	if err := cfg.setDefaults(); err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}

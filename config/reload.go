@@ -50,7 +50,7 @@ func Reload(old, next *Config) (*Reloaded, error) {
 		{"effects", old.Effects, next.Effects, func() { e.Effects = old.Effects }},
 		{"stats", old.Stats, next.Stats, func() { e.Stats = old.Stats }},
 		{"alerts", old.Alerts, next.Alerts, func() { e.Alerts = old.Alerts }},
-		{"apis", old.APIs, next.APIs, func() { e.APIs = old.APIs }},
+		{"upstreams", old.Upstreams, next.Upstreams, func() { e.Upstreams = old.Upstreams }},
 	}
 	for _, b := range bound {
 		if !reflect.DeepEqual(b.old, b.next) {

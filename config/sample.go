@@ -48,7 +48,7 @@ sources:
     # window: 4d             # how long keys are kept for dedup; default covers the provider's retries
     # body_retention: 1d     # drop bodies sooner than keys, once delivered (replay then says the body is gone)
     # on_missing_key: accept # accept (default: stored, flagged keyless) | reject (422)
-    # order: {mode: stale}   # per entity, one delivery in flight; an event older than the one delivered is held
+    # order: {mode: latest}  # per entity, one delivery in flight; an event older than the one delivered is held
     #                        # as stale (mode: fifo delivers in version order); entity and version: the preset's
     destinations: [app]
 

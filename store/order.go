@@ -29,14 +29,30 @@ import (
 type OrderMode string
 
 const (
-	// OrderStale delivers each entity's events one at a time, as they
-	// come, and marks stale an event older than one already delivered.
+	// OrderLatest delivers each entity's events one at a time, as they
+	// come, and marks stale an event older than one already delivered:
+	// the destination keeps the latest version.
+	OrderLatest OrderMode = "latest"
+	// OrderStale is OrderLatest's old name (it was also the word for the
+	// deliveries it holds back). Deliveries stored under it keep it, and
+	// are ordered as OrderLatest: only OrderFIFO orders differently.
+	//
+	// Deprecated: use OrderLatest; OrderStale is read for one release more.
 	OrderStale OrderMode = "stale"
 	// OrderFIFO delivers each entity's events one at a time in version
 	// order (arrival order without a version): a failing head holds the
 	// entity's later events.
 	OrderFIFO OrderMode = "fifo"
 )
+
+// Named is the mode under its current name: OrderLatest for a delivery
+// stored as OrderStale.
+func (m OrderMode) Named() OrderMode {
+	if m == OrderStale {
+		return OrderLatest
+	}
+	return m
+}
 
 // Order is what a NewEvent says of its place among its entity's events.
 // An empty Entity means the event is not ordered.
