@@ -50,8 +50,44 @@ func (s *Store) leaseOrdered(ctx context.Context, l store.Lease, now, expires ti
 	return leased, nil
 }
 
+// orderStep is one ordered lease step, in the transaction leaseOrdered
+// holds orderLock in. It returns what it leased, and whether it woke an
+// entity's waiting deliveries (the caller then steps again, to mark or
+// lease them at once).
 func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, expires time.Time, limit int, token, shard string) ([]store.LeasedDelivery, bool, error) {
-	held := l.Held
+	// 1. The ordered deliveries due now, not leased, not held.
+	cands, err := orderCandidates(ctx, tx, l.Held, now, limit)
+	if err != nil || len(cands) == 0 {
+		return nil, false, err
+	}
+	// 2. Their entities, locked and then read: the groups the plan reads,
+	// less the candidates of an entity another transaction holds.
+	cands, groups, err := s.orderGroups(ctx, tx, cands)
+	if err != nil {
+		return nil, false, err
+	}
+	// 3. The plan, the same on every backend.
+	plan := store.PlanOrder(now, expires, limit, cands, groups)
+	// 4. Park, mark stale, lease and wake, in one batch; read the leased.
+	batch := &pgx.Batch{}
+	queueParked(batch, plan.Park)
+	queueStale(batch, plan.Stale, now, shard)
+	if len(plan.Lease) > 0 {
+		queueOrderedLeases(batch, plan.Lease, token, expires, now)
+	}
+	queueWakes(batch, plan.Wake, groups)
+	leasedAt := -1 // the leases' statement, when there is one: before the wakes' two each
+	if len(plan.Lease) > 0 {
+		leasedAt = batch.Len() - 1 - 2*len(plan.Wake)
+	}
+	leased, err := s.sendOrderPlan(ctx, tx, batch, leasedAt, plan.Lease, token, expires)
+	return leased, len(plan.Wake) > 0, err
+}
+
+// orderCandidates reads the ordered deliveries due at now that no one
+// leases and no held destination has: a few times limit, since the plan
+// may park or mark many of them.
+func orderCandidates(ctx context.Context, tx pgx.Tx, held []string, now time.Time, limit int) ([]store.OrderCandidate, error) {
 	if held == nil {
 		held = []string{}
 	}
@@ -60,18 +96,28 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 		AND NOT (destination = ANY($2::text[]))
 		ORDER BY next_attempt_at LIMIT $3`, now, held, 4*limit+16)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.OrderCandidate, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.OrderCandidate, error) {
 		var c store.OrderCandidate
 		var mode string
 		err := row.Scan(&c.ID, &c.Destination, &c.Entity, &c.Version, &mode, &c.DeliverStale)
 		c.Mode = store.OrderMode(mode)
 		return c, err
 	})
-	if err != nil || len(cands) == 0 {
-		return nil, false, err
-	}
+}
+
+// orderGroups locks the candidates' entities and reads each one's state
+// (store.OrderGroup). It returns the candidates less those of an entity
+// whose row another transaction holds (left for the next step), and the
+// groups.
+//
+// The entities that have a row are locked first, without waiting: an
+// outcome that frees one holds it until it commits, and then wakes the
+// entity's waiting deliveries in a statement of its own, which sees what
+// this step parks. What is read next is read after the locks, so an
+// outcome that committed before them is seen: no wake-up is lost.
+func (s *Store) orderGroups(ctx context.Context, tx pgx.Tx, cands []store.OrderCandidate) ([]store.OrderCandidate, map[store.OrderGroupKey]store.OrderGroup, error) {
 	var dests, entities []string
 	groups := map[store.OrderGroupKey]store.OrderGroup{}
 	for _, c := range cands {
@@ -81,22 +127,16 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 			dests, entities = append(dests, c.Destination), append(entities, c.Entity)
 		}
 	}
-	// Lock the entities that have a row first, without waiting: an
-	// outcome that frees one holds it until it commits, and then wakes the
-	// entity's waiting deliveries in a statement of its own, which sees
-	// what this step parks. A group whose row another holds is left for
-	// the next step. What is read next is read after the locks, so an
-	// outcome that committed before them is seen: no wake-up is lost.
-	rows, err = tx.Query(ctx, `SELECT h.destination, h.entity FROM order_heads h
+	rows, err := tx.Query(ctx, `SELECT h.destination, h.entity FROM order_heads h
 		JOIN unnest($1::text[], $2::text[]) AS g(destination, entity) ON h.destination = g.destination AND h.entity = g.entity
 		ORDER BY h.destination COLLATE "C", h.entity COLLATE "C" FOR UPDATE OF h SKIP LOCKED`, dests, entities)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	locked := map[store.OrderGroupKey]bool{}
 	var lk store.OrderGroupKey
 	if _, err := pgx.ForEachRow(rows, []any{&lk.Destination, &lk.Entity}, func() error { locked[lk] = true; return nil }); err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	rows, err = tx.Query(ctx, `SELECT g.destination, g.entity, h.destination IS NOT NULL, h.version, COALESCE(h.version_text, ''), h.inflight_until,
 			COALESCE(f.id, 0), f.next_attempt_at, COALESCE(f.attempts > 0, FALSE), COALESCE(f.order_version, 0)
@@ -106,7 +146,7 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 			WHERE d.destination = g.destination AND d.order_entity = g.entity AND d.state = 'pending'
 			ORDER BY d.attempts = 0, d.order_version, d.id LIMIT 1) f ON true`, dests, entities)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	var k store.OrderGroupKey
 	var exists bool
@@ -134,65 +174,81 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 		return nil
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	if len(busy) > 0 {
 		cands = slices.DeleteFunc(cands, func(c store.OrderCandidate) bool {
 			return busy[store.OrderGroupKey{Destination: c.Destination, Entity: c.Entity}]
 		})
 	}
-	plan := store.PlanOrder(now, expires, limit, cands, groups)
+	return cands, groups, nil
+}
 
-	batch := &pgx.Batch{}
-	if len(plan.Park) > 0 {
-		ids, until := make([]int64, len(plan.Park)), make([]time.Time, len(plan.Park))
-		for i, p := range plan.Park {
-			ids[i], until[i] = p.ID, p.Until
-		}
-		batch.Queue(`UPDATE deliveries d SET next_attempt_at = p.until, order_waiting = TRUE
-			FROM unnest($1::bigint[], $2::timestamptz[]) AS p(id, until) WHERE d.id = p.id`, ids, until)
+// queueParked parks the plan's waiting deliveries: due again when what
+// blocks them may end, and marked waiting, for an outcome to wake.
+func queueParked(batch *pgx.Batch, park []store.Parked) {
+	if len(park) == 0 {
+		return
 	}
-	if len(plan.Stale) > 0 {
-		ids, reasons := make([]int64, len(plan.Stale)), make([]string, len(plan.Stale))
-		stale := map[string]int64{}
-		for i, m := range plan.Stale {
-			ids[i], reasons[i] = m.ID, store.StaleReason(m)
-			source, _ := store.SplitOrderKey(m.Entity)
-			stale[source]++
-		}
-		batch.Queue(`UPDATE deliveries d SET state = 'stale', order_waiting = FALSE, updated_at = $3, last_error = m.reason
-			FROM unnest($1::bigint[], $2::text[]) AS m(id, reason) WHERE d.id = m.id`, ids, reasons, now)
-		var deltas []store.StatDelta
-		for source, n := range stale {
-			deltas = append(deltas, store.StatDelta{Hour: now.UTC().Truncate(time.Hour), Scope: store.ScopeSource, Name: source, Metric: store.StaleMetric, Value: n})
-		}
-		queueStats(batch, shard, deltas)
+	ids, until := make([]int64, len(park)), make([]time.Time, len(park))
+	for i, p := range park {
+		ids[i], until[i] = p.ID, p.Until
 	}
-	info := map[int64]store.OrderLease{}
-	if len(plan.Lease) > 0 {
-		ids := make([]int64, len(plan.Lease))
-		for i, p := range plan.Lease {
-			ids[i] = p.ID
-			info[p.ID] = p
-		}
-		// Leased only if still due and unleased (an operator may have
-		// replayed or moved it since the candidates were read), and each
-		// leased one marks its entity in flight.
-		batch.Queue(`WITH l AS (
-				UPDATE deliveries d SET lease_token = $2, lease_expires_at = $3, next_attempt_at = $3, updated_at = $4,
-					attempts = d.attempts + 1, order_waiting = FALSE
-				WHERE d.id = ANY($1) AND d.state = 'pending' AND d.order_entity IS NOT NULL
-				AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $4)
-				RETURNING d.id, d.event_id, d.destination, d.order_entity, d.attempts
-			), h AS (
-				INSERT INTO order_heads (destination, entity, inflight_id, inflight_until)
-				SELECT destination, order_entity, id, $3 FROM l ORDER BY destination COLLATE "C", order_entity COLLATE "C"
-				ON CONFLICT (destination, entity) DO UPDATE SET inflight_id = EXCLUDED.inflight_id, inflight_until = EXCLUDED.inflight_until
-			)
-			SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, `+bodyOf+`, e.received_at, e.trace, e.type
-			FROM l JOIN events e ON e.id = l.event_id `+withBody+` ORDER BY l.id`, ids, token, expires, now)
+	batch.Queue(`UPDATE deliveries d SET next_attempt_at = p.until, order_waiting = TRUE
+		FROM unnest($1::bigint[], $2::timestamptz[]) AS p(id, until) WHERE d.id = p.id`, ids, until)
+}
+
+// queueStale marks the plan's stale deliveries, each with its reason, and
+// counts them per source in the hourly rollups (shard's rows).
+func queueStale(batch *pgx.Batch, marks []store.StaleMark, now time.Time, shard string) {
+	if len(marks) == 0 {
+		return
 	}
-	for _, k := range plan.Wake {
+	ids, reasons := make([]int64, len(marks)), make([]string, len(marks))
+	stale := map[string]int64{}
+	for i, m := range marks {
+		ids[i], reasons[i] = m.ID, store.StaleReason(m)
+		source, _ := store.SplitOrderKey(m.Entity)
+		stale[source]++
+	}
+	batch.Queue(`UPDATE deliveries d SET state = 'stale', order_waiting = FALSE, updated_at = $3, last_error = m.reason
+		FROM unnest($1::bigint[], $2::text[]) AS m(id, reason) WHERE d.id = m.id`, ids, reasons, now)
+	var deltas []store.StatDelta
+	for source, n := range stale {
+		deltas = append(deltas, store.StatDelta{Hour: now.UTC().Truncate(time.Hour), Scope: store.ScopeSource, Name: source, Metric: store.StaleMetric, Value: n})
+	}
+	queueStats(batch, shard, deltas)
+}
+
+// queueOrderedLeases leases the plan's deliveries under token until
+// expires, only if still due and unleased (an operator may have replayed
+// or moved one since the candidates were read); each one leased marks its
+// entity in flight. The statement returns the leased deliveries with their
+// events.
+func queueOrderedLeases(batch *pgx.Batch, lease []store.OrderLease, token string, expires, now time.Time) {
+	ids := make([]int64, len(lease))
+	for i, p := range lease {
+		ids[i] = p.ID
+	}
+	batch.Queue(`WITH l AS (
+			UPDATE deliveries d SET lease_token = $2, lease_expires_at = $3, next_attempt_at = $3, updated_at = $4,
+				attempts = d.attempts + 1, order_waiting = FALSE
+			WHERE d.id = ANY($1) AND d.state = 'pending' AND d.order_entity IS NOT NULL
+			AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $4)
+			RETURNING d.id, d.event_id, d.destination, d.order_entity, d.attempts
+		), h AS (
+			INSERT INTO order_heads (destination, entity, inflight_id, inflight_until)
+			SELECT destination, order_entity, id, $3 FROM l ORDER BY destination COLLATE "C", order_entity COLLATE "C"
+			ON CONFLICT (destination, entity) DO UPDATE SET inflight_id = EXCLUDED.inflight_id, inflight_until = EXCLUDED.inflight_until
+		)
+		SELECT l.id, l.event_id, l.destination, l.attempts, e.source, e.key, e.content_type, e.headers::text, `+bodyOf+`, e.received_at, e.trace, e.type
+		FROM l JOIN events e ON e.id = l.event_id `+withBody+` ORDER BY l.id`, ids, token, expires, now)
+}
+
+// queueWakes wakes what waits behind the entities the plan frees: two
+// statements each.
+func queueWakes(batch *pgx.Batch, wake []store.OrderGroupKey, groups map[store.OrderGroupKey]store.OrderGroup) {
+	for _, k := range wake {
 		// What waits below the delivered version is stale too: wake it
 		// all, for the next step to mark at once, and the next one after.
 		batch.Queue(`UPDATE deliveries SET next_attempt_at = LEAST(next_attempt_at, updated_at), order_waiting = FALSE
@@ -200,36 +256,46 @@ func (s *Store) orderStep(ctx context.Context, tx pgx.Tx, l store.Lease, now, ex
 			k.Destination, k.Entity, groups[k].Delivered)
 		batch.Queue(wakeSQL, []string{k.Destination}, []string{k.Entity})
 	}
+}
+
+// sendOrderPlan sends the step's batch in tx and reads the deliveries the
+// statement at leasedAt leased (-1: none), each with its place in its
+// entity's order from the plan.
+func (s *Store) sendOrderPlan(ctx context.Context, tx pgx.Tx, batch *pgx.Batch, leasedAt int, lease []store.OrderLease, token string, expires time.Time) ([]store.LeasedDelivery, error) {
+	info := make(map[int64]store.OrderLease, len(lease))
+	for _, p := range lease {
+		info[p.ID] = p
+	}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
 	var leased []store.LeasedDelivery
 	for i := range batch.Len() {
-		if len(plan.Lease) > 0 && i == batch.Len()-1-2*len(plan.Wake) {
-			rows, err := br.Query()
-			if err != nil {
-				return nil, false, err
-			}
-			leased, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeasedDelivery, error) {
-				var d store.LeasedDelivery
-				var header string
-				var received time.Time
-				err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace, &d.Type)
-				d.Header, d.ReceivedAt = store.DecodeHeader(header), s.fromDB(received)
-				p := info[d.ID]
-				d.LeaseToken, d.LeaseExpiresAt, d.Ordered, d.Stale, d.CurrentVersion = token, s.fromDB(expires), true, p.Stale, p.Current
-				_, d.Entity = store.SplitOrderKey(p.Entity) // the plan has it as stored: source/entity
-				return d, err
-			})
-			if err != nil {
-				return nil, false, err
+		if i != leasedAt {
+			if _, err := br.Exec(); err != nil {
+				return nil, fmt.Errorf("ordered lease step: %w", err)
 			}
 			continue
 		}
-		if _, err := br.Exec(); err != nil {
-			return nil, false, fmt.Errorf("ordered lease step: %w", err)
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		leased, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeasedDelivery, error) {
+			var d store.LeasedDelivery
+			var header string
+			var received time.Time
+			err := row.Scan(&d.ID, &d.EventID, &d.Destination, &d.Attempt, &d.Source, &d.Key, &d.ContentType, &header, &d.Body, &received, &d.Trace, &d.Type)
+			d.Header, d.ReceivedAt = store.DecodeHeader(header), s.fromDB(received)
+			p := info[d.ID]
+			d.LeaseToken, d.LeaseExpiresAt, d.Ordered, d.Stale, d.CurrentVersion = token, s.fromDB(expires), true, p.Stale, p.Current
+			_, d.Entity = store.SplitOrderKey(p.Entity) // the plan has it as stored: source/entity
+			return d, err
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
-	return leased, len(plan.Wake) > 0, br.Close()
+	return leased, br.Close()
 }
 
 // wakeSQL makes each named entity's lowest waiting delivery due: at when

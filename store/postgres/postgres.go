@@ -392,40 +392,9 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	// trip. With effects, whose writes depend on what they read: the same
 	// pipeline, then each effect, in an explicit transaction.
 	send := func(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.BatchResults) error {
-		rows = rows[:0]
-		if batch.Len() == 0 {
-			return nil
-		}
-		br := sb(ctx, batch)
-		for range outcomes {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				return err
-			}
-		}
-		if claiming {
-			rs, err := br.Query()
-			if err != nil {
-				br.Close()
-				return err
-			}
-			for rs.Next() {
-				var r commitRow
-				if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
-					&r.contentType, &r.headers, &r.body, &r.received, &r.trace, &r.eventType); err != nil {
-					rs.Close()
-					br.Close()
-					return err
-				}
-				rows = append(rows, r)
-			}
-			rs.Close()
-			if err := rs.Err(); err != nil {
-				br.Close()
-				return err
-			}
-		}
-		return br.Close()
+		var err error
+		rows, err = sendCommit(ctx, sb, batch, outcomes, claiming)
+		return err
 	}
 	err := withRetry(ctx, func() error {
 		if len(b.Effects) == 0 {
@@ -460,6 +429,44 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		out.Leased = append(out.Leased, ordered...)
 	}
 	return out, nil
+}
+
+// sendCommit sends a commit's pipeline with sb (the pool's, or a
+// transaction's): the first outcomes statements of batch record outcomes,
+// rollups and copies, and then, when claiming, commitSQL claims and leases;
+// its rows are returned.
+func sendCommit(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.BatchResults, batch *pgx.Batch, outcomes int, claiming bool) ([]commitRow, error) {
+	if batch.Len() == 0 {
+		return nil, nil
+	}
+	br := sb(ctx, batch)
+	defer br.Close()
+	for range outcomes {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	var rows []commitRow
+	if claiming {
+		rs, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r commitRow
+			if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
+				&r.contentType, &r.headers, &r.body, &r.received, &r.trace, &r.eventType); err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return rows, br.Close()
 }
 
 // commitArgs are commitSQL's arguments for events, with the lease l asks
