@@ -309,33 +309,16 @@ func (h *Handler) count(ctx context.Context, source, outcome string) {
 	}
 }
 
+// serve is intake over HTTP, as numbered steps; what only HTTP has (the
+// body's budget and pace, handshakes, methods, status codes) is in the
+// helpers below it, and the steps every transport shares are Accept's.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	// 0. The source, and whether it takes HTTP requests at this path.
 	name := r.PathValue("source")
 	tbl := h.table.Load()
-	src, ok := tbl.sources[name]
+	src, ok := h.source(w, r, tbl, name)
 	if !ok {
-		// The label is not the requested name: strangers must not be able
-		// to grow the metric's cardinality. The name is kept among the
-		// recent unknown ones (the dashboard shows them) and logged at a
-		// bounded rate.
-		h.count(r.Context(), "", ReasonUnknownSource)
-		if log, suppressed := h.unknown.seen(name, h.now()); log {
-			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
-				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
-		}
-		jsonhttp.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
 		return
-	}
-	if src.Elsewhere != "" {
-		h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" takes no HTTP requests: its events come from "+src.Elsewhere)
-		return
-	}
-	token := r.PathValue("token")
-	if token != "" {
-		if ps, ok := src.Preset.(provider.PathSecreter); !ok || !ps.AcceptsPathSecret() {
-			h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" is at /in/"+name+"; its preset takes no secret in the path")
-			return
-		}
 	}
 
 	// 1. The raw body, bounded, within the in-flight byte budget.
@@ -349,76 +332,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r.Context(), w, r, h.maxBody, held, h.pace)
 	if err != nil {
 		held.release() // now, not after the answer: a slow reader must not keep it
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
-		case errors.Is(err, errOverloaded):
-			h.overloaded(w, r, name)
-		case errors.Is(err, errEvicted):
-			// The rest of the body was never read: the connection cannot
-			// carry another request.
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Retry-After", "1")
-			h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded,
-				"the body was still arriving when the memory it held was needed for bodies that arrived in full; retry later")
-		case errors.Is(err, errSlowBody):
-			w.Header().Set("Connection", "close")
-			h.reject(w, r, name, http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
-		default:
-			h.reject(w, r, name, http.StatusBadRequest, ReasonUnreadable, "could not read the body")
-		}
+		h.unreadable(w, r, name, err)
 		return
 	}
+	token := r.PathValue("token")
 	env := Envelope{Header: r.Header, Body: body, ReceivedAt: h.now(), Method: r.Method, URL: absoluteURL(r),
 		PathToken: token, Client: h.client(r)}
 	preq := &provider.Request{Method: r.Method, URL: env.URL, Header: r.Header, Body: body, PathToken: token}
 
 	// A provider's endpoint check (WhatsApp's GET, Slack's url_verification)
-	// is answered here and creates no event.
-	if hs, ok := src.Preset.(provider.Handshaker); ok {
-		reply, isHandshake, err := hs.Handshake(preq, env.ReceivedAt)
-		if isHandshake {
-			if err != nil {
-				h.reject(w, r, name, http.StatusUnauthorized, ReasonSignature, err.Error())
-				return
-			}
-			h.count(r.Context(), name, metrics.Handshake)
-			// The reply echoes what the caller sent (hub.challenge): never
-			// let a browser sniff it into something else.
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.Header().Set("Content-Type", reply.ContentType)
-			w.WriteHeader(reply.Status)
-			w.Write(reply.Body)
-			return
-		}
-	}
-	if r.Method != http.MethodPost {
-		if ga, ok := src.Preset.(provider.GetAccepter); !ok || r.Method != http.MethodGet || !ga.AcceptsGet(preq) {
-			w.Header().Set("Allow", http.MethodPost)
-			h.reject(w, r, name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
-			return
-		}
+	// is answered here and creates no event; anything else but a POST (or
+	// a GET the preset takes) is refused.
+	if h.handshake(w, r, src, preq, env.ReceivedAt) || !h.methodAllowed(w, r, src, preq) {
+		return
 	}
 
 	// 2–4. Verify, split, key and claim: the core every transport shares
 	// (Accept). What a batch's split holds beyond the body is taken from
 	// the request's share of the in-flight budget.
-	env.Reserve = func(ctx context.Context, split int64) error {
-		if room := held.room(); split > room {
-			// Beside its body the batch could never fit in the source's
-			// share of max_inflight_bytes, however long it waited: the
-			// budget is a bound, not a wish.
-			return rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
-				"the batch's events would hold "+strconv.FormatInt(split, 10)+
-					" bytes beside the request's "+strconv.Itoa(len(body))+": over this source's share of max_inflight_bytes")
-		}
-		if err := held.acquire(ctx, split); err != nil {
-			return rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
-		}
-		return nil
-	}
+	env.Reserve = reserveBeside(held, len(body))
 	resp, rej := h.accept(r.Context(), src, env)
+
+	// 5. The answer, written only now that the claims are durable.
 	if rej != nil {
 		switch rej.Reason {
 		case ReasonUnavailable:
@@ -430,6 +365,120 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jsonhttp.WriteJSON(w, http.StatusOK, resp)
+}
+
+// source finds the request's source, or answers 404: for a name no source
+// has, for a source whose events come from elsewhere (a queue, the
+// outbox), and for a secret in the path its preset does not take.
+func (h *Handler) source(w http.ResponseWriter, r *http.Request, tbl *table, name string) (*Source, bool) {
+	src, ok := tbl.sources[name]
+	if !ok {
+		// The label is not the requested name: strangers must not be able
+		// to grow the metric's cardinality. The name is kept among the
+		// recent unknown ones (the dashboard shows them) and logged at a
+		// bounded rate.
+		h.count(r.Context(), "", ReasonUnknownSource)
+		if log, suppressed := h.unknown.seen(name, h.now()); log {
+			h.log.Info("request rejected", "status", http.StatusNotFound, "reason", ReasonUnknownSource,
+				"requested", bounded(name), "client", h.client(r), "not_logged_since", suppressed)
+		}
+		jsonhttp.WriteJSON(w, http.StatusNotFound, ErrorResponse{Error: bounded("no source named " + name), Reason: ReasonUnknownSource})
+		return nil, false
+	}
+	if src.Elsewhere != "" {
+		h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" takes no HTTP requests: its events come from "+src.Elsewhere)
+		return nil, false
+	}
+	if r.PathValue("token") != "" {
+		if ps, ok := src.Preset.(provider.PathSecreter); !ok || !ps.AcceptsPathSecret() {
+			h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" is at /in/"+name+"; its preset takes no secret in the path")
+			return nil, false
+		}
+	}
+	return src, true
+}
+
+// unreadable answers a body that could not be read whole: too large, no
+// room in the budget, evicted for bodies that arrived in full, too slow,
+// or broken off.
+func (h *Handler) unreadable(w http.ResponseWriter, r *http.Request, name string, err error) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
+	case errors.Is(err, errOverloaded):
+		h.overloaded(w, r, name)
+	case errors.Is(err, errEvicted):
+		// The rest of the body was never read: the connection cannot
+		// carry another request.
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded,
+			"the body was still arriving when the memory it held was needed for bodies that arrived in full; retry later")
+	case errors.Is(err, errSlowBody):
+		w.Header().Set("Connection", "close")
+		h.reject(w, r, name, http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
+	default:
+		h.reject(w, r, name, http.StatusBadRequest, ReasonUnreadable, "could not read the body")
+	}
+}
+
+// handshake answers a provider's endpoint check, and reports whether the
+// request was one (answered, or refused when it failed verification).
+func (h *Handler) handshake(w http.ResponseWriter, r *http.Request, src *Source, preq *provider.Request, now time.Time) bool {
+	hs, ok := src.Preset.(provider.Handshaker)
+	if !ok {
+		return false
+	}
+	reply, isHandshake, err := hs.Handshake(preq, now)
+	if !isHandshake {
+		return false
+	}
+	if err != nil {
+		h.reject(w, r, src.Name, http.StatusUnauthorized, ReasonSignature, err.Error())
+		return true
+	}
+	h.count(r.Context(), src.Name, metrics.Handshake)
+	// The reply echoes what the caller sent (hub.challenge): never let a
+	// browser sniff it into something else.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", reply.ContentType)
+	w.WriteHeader(reply.Status)
+	w.Write(reply.Body)
+	return true
+}
+
+// methodAllowed reports whether the request's method carries events (POST,
+// or a GET its preset takes), and answers 405 when not.
+func (h *Handler) methodAllowed(w http.ResponseWriter, r *http.Request, src *Source, preq *provider.Request) bool {
+	if r.Method == http.MethodPost {
+		return true
+	}
+	if ga, ok := src.Preset.(provider.GetAccepter); ok && r.Method == http.MethodGet && ga.AcceptsGet(preq) {
+		return true
+	}
+	w.Header().Set("Allow", http.MethodPost)
+	h.reject(w, r, src.Name, http.StatusMethodNotAllowed, ReasonMethod, "use POST")
+	return false
+}
+
+// reserveBeside is Envelope.Reserve for a request whose body of n bytes
+// is held: a batch's split is taken from the same share of the budget.
+func reserveBeside(held *hold, n int) func(ctx context.Context, split int64) error {
+	return func(ctx context.Context, split int64) error {
+		if room := held.room(); split > room {
+			// Beside its body the batch could never fit in the source's
+			// share of max_inflight_bytes, however long it waited: the
+			// budget is a bound, not a wish.
+			return rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+				"the batch's events would hold "+strconv.FormatInt(split, 10)+
+					" bytes beside the request's "+strconv.Itoa(n)+": over this source's share of max_inflight_bytes")
+		}
+		if err := held.acquire(ctx, split); err != nil {
+			return rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+		}
+		return nil
+	}
 }
 
 // forwardHeaders picks the preset's routing headers out of the request.
