@@ -252,7 +252,7 @@ func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval 
 // stopped reports whether destination was paused, or its breaker opened,
 // since an attempt was admitted.
 func (h *Holds) stopped(destination string, f *flow) bool {
-	if slices.Contains(*h.held.Load(), destination) {
+	if slices.Contains(*h.paused.Load(), destination) {
 		return true
 	}
 	f.mu.Lock()

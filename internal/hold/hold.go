@@ -29,12 +29,12 @@ const Refresh = 2 * time.Second
 // Holds knows the held destinations. Held is called on every commit and
 // every idle wait, so it reads memory; Refresh reads the store.
 type Holds struct {
-	admin store.Admin
-	flow  store.Flow
-	log   *slog.Logger
-	now   func() time.Time
-	held  atomic.Pointer[[]string]         // the paused ones
-	flows atomic.Pointer[map[string]*flow] // the destinations with flow control
+	admin  store.Admin
+	flow   store.Flow
+	log    *slog.Logger
+	now    func() time.Time
+	paused atomic.Pointer[[]string]         // by an operator: one of the reasons a destination is held
+	flows  atomic.Pointer[map[string]*flow] // the destinations with flow control
 
 	mu      sync.Mutex
 	release []func()
@@ -64,7 +64,7 @@ func New(ctx context.Context, s store.Store, opts Options) (*Holds, error) {
 		opts.Now = time.Now
 	}
 	h := &Holds{log: opts.Logger, now: opts.Now}
-	h.held.Store(&[]string{})
+	h.paused.Store(&[]string{})
 	h.removed.Store(&[]string{})
 	h.admin, h.flow = s, s
 	h.setPolicies(opts.Policies)
@@ -138,7 +138,7 @@ func (h *Holds) Unconfigured(destination string) {
 
 // Held returns the destinations whose deliveries wait now, in order.
 func (h *Holds) Held() []string {
-	paused, removed, flows := *h.held.Load(), *h.removed.Load(), *h.flows.Load()
+	paused, removed, flows := *h.paused.Load(), *h.removed.Load(), *h.flows.Load()
 	if len(flows) == 0 && len(removed) == 0 {
 		return paused
 	}
@@ -200,7 +200,7 @@ func (h *Holds) Refresh(ctx context.Context) error {
 		now = append(now, d)
 	}
 	slices.Sort(now)
-	old := h.held.Swap(&now)
+	old := h.paused.Swap(&now)
 	for _, d := range *old {
 		if !slices.Contains(now, d) {
 			h.mu.Lock()
