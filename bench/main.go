@@ -426,55 +426,47 @@ func (b *bench) run(want func(string) bool) error {
 			return err
 		}
 	}
-	if want("effects") {
-		rows, err := b.effects("SQLite FULL", "sqlite://"+filepath.Join(dir, "effects.db"))
+	// The scenarios that only add rows, in the order they are printed.
+	one := func(scenario func() (result, error)) func() ([]result, error) {
+		return func() ([]result, error) {
+			r, err := scenario()
+			return []result{r}, err
+		}
+	}
+	for _, s := range []struct {
+		name string
+		run  func() ([]result, error)
+	}{
+		{"effects", func() ([]result, error) {
+			return b.effects("SQLite FULL", "sqlite://"+filepath.Join(dir, "effects.db"))
+		}},
+		{"effectspg", b.effectsPostgres},
+		{"rollups", b.rollups},
+		{"operator", b.operatorPages},
+		{"latency", one(b.latency)},
+		{"delivery", one(b.deliveryThroughput)},
+	} {
+		if !want(s.name) {
+			continue
+		}
+		rows, err := s.run()
 		if err != nil {
 			return err
 		}
 		b.rows = append(b.rows, rows...)
-	}
-	if want("effectspg") {
-		pgURL, dropSchema, err := freshSchema(pgBase)
-		if err != nil {
-			return fmt.Errorf("the effectspg scenario needs %s: %w", pgBase, err)
-		}
-		rows, err := b.effects("PostgreSQL", pgURL)
-		dropSchema()
-		if err != nil {
-			return err
-		}
-		b.rows = append(b.rows, rows...)
-	}
-	if want("rollups") {
-		rows, err := b.rollups()
-		if err != nil {
-			return err
-		}
-		b.rows = append(b.rows, rows...)
-	}
-	if want("operator") {
-		rows, err := b.operatorPages()
-		if err != nil {
-			return err
-		}
-		b.rows = append(b.rows, rows...)
-	}
-	if want("latency") {
-		r, err := b.latency()
-		if err != nil {
-			return err
-		}
-		b.rows = append(b.rows, r)
-	}
-	if want("delivery") {
-		r, err := b.deliveryThroughput()
-		if err != nil {
-			return err
-		}
-		b.rows = append(b.rows, r)
 	}
 	b.print()
 	return nil
+}
+
+// effectsPostgres is the effects scenario on a fresh PostgreSQL schema.
+func (b *bench) effectsPostgres() ([]result, error) {
+	pgURL, dropSchema, err := freshSchema(pgBase)
+	if err != nil {
+		return nil, fmt.Errorf("the effectspg scenario needs %s: %w", pgBase, err)
+	}
+	defer dropSchema()
+	return b.effects("PostgreSQL", pgURL)
 }
 
 func (b *bench) print() {
@@ -550,6 +542,21 @@ func (b *bench) withDestination(name, storeURL string, o gwOptions) (result, err
 	return r, nil
 }
 
+// prefilledSchema makes a fresh PostgreSQL schema holding b.stored events
+// (expired or not, their bodies in their rows or not: see
+// prefillPostgres), and returns its URL and what drops it.
+func (b *bench) prefilledSchema(expired, inRows bool) (string, func(), error) {
+	url, drop, err := freshSchema(pgBase)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := prefillPostgres(url, b.stored, expired, inRows); err != nil {
+		drop()
+		return "", nil, err
+	}
+	return url, drop, nil
+}
+
 func (b *bench) postgres(want func(string) bool) error {
 	pgURL, dropSchema, err := freshSchema(pgBase)
 	if err != nil {
@@ -564,14 +571,11 @@ func (b *bench) postgres(want func(string) bool) error {
 		b.rows = append(b.rows, r)
 	}
 	if want("pgstored") {
-		storedURL, dropStored, err := freshSchema(pgBase)
+		storedURL, dropStored, err := b.prefilledSchema(false, false)
 		if err != nil {
 			return err
 		}
 		defer dropStored()
-		if err := prefillPostgres(storedURL, b.stored, false, false); err != nil {
-			return err
-		}
 		r, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events already stored (PostgreSQL, 1 replica)", b.stored), storedURL, gwOptions{})
 		if err != nil {
 			return err
@@ -583,14 +587,11 @@ func (b *bench) postgres(want func(string) bool) error {
 		// The same headline over the same number of stored events, whose
 		// windows end tomorrow or ended yesterday (to sweep), each on a
 		// schema of its own, in this run.
-		quietURL, dropQuiet, err := freshSchema(pgBase)
+		quietURL, dropQuiet, err := b.prefilledSchema(false, false)
 		if err != nil {
 			return err
 		}
 		defer dropQuiet()
-		if err := prefillPostgres(quietURL, b.stored, false, false); err != nil {
-			return err
-		}
 		quiet, err := b.withDestination(fmt.Sprintf("oncehook: the headline, %d events stored, sweeping nothing (PostgreSQL, 1 replica)", b.stored), quietURL,
 			gwOptions{sweep: 50 * time.Millisecond})
 		if err != nil {
@@ -598,14 +599,11 @@ func (b *bench) postgres(want func(string) bool) error {
 		}
 		b.rows = append(b.rows, quiet)
 		for _, inRows := range []bool{true, false} {
-			sweepURL, dropSweep, err := freshSchema(pgBase)
+			sweepURL, dropSweep, err := b.prefilledSchema(true, inRows)
 			if err != nil {
 				return err
 			}
 			defer dropSweep()
-			if err := prefillPostgres(sweepURL, b.stored, true, inRows); err != nil {
-				return err
-			}
 			note := prefilled
 			how := "their bodies in their day's partition"
 			if inRows {
