@@ -10,92 +10,27 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/internal/sqlstore"
 )
 
-// eventState is the SQL for an event's state (see store.EventPending...).
-const eventState = `CASE
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'stale') THEN 'stale'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
-	WHEN e.filtered <> '' THEN 'filtered'
-	ELSE 'stored' END`
-
-// filter builds a WHERE clause with numbered parameters.
-type filter struct {
-	conds []string
-	args  []any
-}
-
-func (f *filter) add(cond string, args ...any) {
-	for _, a := range args {
-		f.args = append(f.args, a)
-		cond = strings.Replace(cond, "?", fmt.Sprintf("$%d", len(f.args)), 1)
-	}
-	f.conds = append(f.conds, cond)
-}
-
-func (f *filter) arg(a any) string {
-	f.args = append(f.args, a)
-	return fmt.Sprintf("$%d", len(f.args))
-}
-
-func (f *filter) where() string {
-	if len(f.conds) == 0 {
-		return "TRUE"
-	}
-	return strings.Join(f.conds, " AND ")
-}
-
-func (s *Store) eventFilter(q store.EventQuery) *filter {
-	f := &filter{}
-	if q.ID != 0 {
-		f.add("e.id = ?", q.ID)
-	}
-	if q.Key != "" {
-		f.add("e.key = ?", q.Key)
-	}
-	if q.Source != "" {
-		f.add("e.source = ?", q.Source)
-	}
-	if prefix, ok := strings.CutSuffix(q.Type, "*"); ok {
-		f.add("starts_with(e.type, ?)", prefix)
-	} else if q.Type != "" {
-		f.add("e.type = ?", q.Type)
-	}
-	if q.KeyPrefix != "" {
-		f.add("starts_with(e.key, ?)", q.KeyPrefix)
-	}
-	if !q.From.IsZero() {
-		f.add("e.received_at >= ?", s.toDB(q.From))
-	}
-	if !q.To.IsZero() {
-		f.add("e.received_at < ?", s.toDB(q.To))
-	}
-	switch q.State {
-	case "":
-	case store.EventDead:
-		// Dead letters are few: start from them (the deliveries_dead
-		// index) rather than test every event, newest first, for one.
-		f.conds = append(f.conds, "e.id IN (SELECT event_id FROM deliveries WHERE state = 'dead')")
-	default:
-		f.add("("+eventState+") = ?", q.State)
-	}
-	return f
+// dialect is PostgreSQL's, for the queries the backends share (sqlstore),
+// on s's clock.
+func (s *Store) dialect() sqlstore.Dialect {
+	return sqlstore.Dialect{Numbered: true, StartsWith: true, Time: func(t time.Time) any { return s.toDB(t) }}
 }
 
 // ListEvents implements store.Admin.
 func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.EventSummary, error) {
-	f := s.eventFilter(q)
+	f := sqlstore.Events(q, s.dialect())
 	if q.Before > 0 {
-		f.add("e.id < ?", q.Before)
+		f.Add("e.id < ?", q.Before)
 	}
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
-		FROM events e WHERE `+f.where()+` ORDER BY e.id DESC LIMIT `+f.arg(q.Limit), f.args...)
+		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
+		FROM events e WHERE `+f.Where()+` ORDER BY e.id DESC LIMIT `+f.Arg(q.Limit), f.Args()...)
 	if err != nil {
 		return nil, unavailable("list events", err)
 	}
@@ -117,7 +52,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var header, filtered string
 	var lastCopy, dropped *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, `+bodyOf+`, e.copies, e.last_copy_at, e.filtered,
+		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, `+bodyOf+`, e.copies, e.last_copy_at, e.filtered,
 		`+bodyDroppedAt+`
 		FROM events e `+withBody+` WHERE e.id = $1`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt,
 		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered, &dropped)
@@ -215,14 +150,14 @@ func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, fn 
 
 // Replay implements store.Admin, in one transaction.
 func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
-	f := s.eventFilter(r.Events)
-	events := `SELECT e.id FROM events e WHERE ` + f.where()
-	eventArgs := len(f.args)
+	f := sqlstore.Events(r.Events, s.dialect())
+	events := `SELECT e.id FROM events e WHERE ` + f.Where()
+	eventArgs := len(f.Args())
 	// An event whose body was dropped has nothing to deliver: its
 	// deliveries stay as they are.
-	sel := `FROM deliveries WHERE event_id IN (` + events + ` AND NOT ` + bodyGone + `) AND NOT ` + leasedAt(f.arg(s.toDB(r.Now)))
+	sel := `FROM deliveries WHERE event_id IN (` + events + ` AND NOT ` + bodyGone + `) AND NOT ` + leasedAt(f.Arg(s.toDB(r.Now)))
 	if r.Destination != "" {
-		sel += ` AND destination = ` + f.arg(r.Destination)
+		sel += ` AND destination = ` + f.Arg(r.Destination)
 	}
 	if r.Dead {
 		sel += ` AND state = 'dead'`
@@ -243,8 +178,8 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 			}
 		}
 		var found, gone int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE gone) FROM (SELECT e.id, `+bodyGone+` AS gone FROM events e WHERE `+f.where()+lock+`) x`,
-			f.args[:eventArgs]...).Scan(&found, &gone); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE gone) FROM (SELECT e.id, `+bodyGone+` AS gone FROM events e WHERE `+f.Where()+lock+`) x`,
+			f.Args()[:eventArgs]...).Scan(&found, &gone); err != nil {
 			return 0, err
 		}
 		if found == 0 && r.OneEvent() {
@@ -255,11 +190,11 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 		}
 		if r.DryRun {
 			var n int
-			err := tx.QueryRow(ctx, `SELECT COUNT(*) `+sel, f.args...).Scan(&n)
+			err := tx.QueryRow(ctx, `SELECT COUNT(*) `+sel, f.Args()...).Scan(&n)
 			return n, err
 		}
 		tag, err := tx.Exec(ctx, `UPDATE deliveries SET `+requeueAt("$"+fmt.Sprint(eventArgs+1))+`
-			WHERE id IN (SELECT id `+sel+` ORDER BY id FOR UPDATE)`, f.args...)
+			WHERE id IN (SELECT id `+sel+` ORDER BY id FOR UPDATE)`, f.Args()...)
 		if err != nil {
 			return 0, err
 		}
@@ -281,29 +216,18 @@ var errBodyGone = errors.New("body gone")
 // errNoEvent ends a replay of one event that is not stored.
 var errNoEvent = errors.New("no such event")
 
-func deadFilter(q store.DeadQuery) *filter {
-	f := &filter{conds: []string{"d.state = 'dead'"}}
-	if q.Destination != "" {
-		f.add("d.destination = ?", q.Destination)
-	}
-	if q.Source != "" {
-		f.add("e.source = ?", q.Source)
-	}
-	return f
-}
-
 // ListDeadLetters implements store.Admin.
 func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store.DeadLetter, error) {
-	f := deadFilter(q)
+	f := sqlstore.DeadLetters(q, s.dialect())
 	if q.Before > 0 {
-		f.add("d.id < ?", q.Before)
+		f.Add("d.id < ?", q.Before)
 	}
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
 	rows, err := s.pool.Query(ctx, `SELECT d.id, d.event_id, e.source, e.key, d.destination, d.attempts,
 		COALESCE(d.last_status, 0), COALESCE(d.last_error, ''), e.received_at, d.updated_at
-		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+f.where()+` ORDER BY d.id DESC LIMIT `+f.arg(q.Limit), f.args...)
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+f.Where()+` ORDER BY d.id DESC LIMIT `+f.Arg(q.Limit), f.Args()...)
 	if err != nil {
 		return nil, unavailable("list dead letters", err)
 	}
@@ -358,15 +282,15 @@ func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination stri
 
 // PurgeDeadLetters implements store.Admin.
 func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
-	f := deadFilter(q)
-	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + f.where()
+	f := sqlstore.DeadLetters(q, s.dialect())
+	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + f.Where()
 	return s.change(ctx, dryRun, a, func(tx pgx.Tx) (int, error) {
 		if dryRun {
 			var n int
-			err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+sel+`) x`, f.args...).Scan(&n)
+			err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (`+sel+`) x`, f.Args()...).Scan(&n)
 			return n, err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE id IN (`+sel+`)`, f.args...)
+		tag, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE id IN (`+sel+`)`, f.Args()...)
 		return int(tag.RowsAffected()), err
 	})
 }

@@ -678,28 +678,18 @@ func (s *Store) NextDue(ctx context.Context, held []string) (time.Time, bool, er
 // still pending (to deliver) or dead (the operator's, to replay).
 const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state IN ('pending', 'dead'))`
 
-// SweepExpired implements store.Store: events (see sweepEvents), then
-// effect records past their retention.
+// SweepExpired implements store.Store: the day partitions first (see
+// partitions.go), then the steps every backend takes, in store.Sweeper's
+// order.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	now = s.toDB(now)
 	kept, err := s.maintainPartitions(ctx, now)
 	if err != nil {
 		return kept, err
 	}
-	events, err := s.sweepEvents(ctx, now, limit)
-	if err != nil {
-		return max(kept, events), err
-	}
-	effects, err := s.sweepEffects(ctx, now, limit)
-	if err != nil {
-		return max(events, effects), err
-	}
-	heads, err := s.sweepOrderHeads(ctx, now, limit)
-	if err != nil {
-		return max(events, effects, heads), err
-	}
-	bodies, err := s.dropBodies(ctx, now, limit)
-	return max(kept, events, effects, heads, bodies), err
+	swept, err := store.Sweeper{Events: s.sweepEvents, Effects: s.sweepEffects, OrderHeads: s.sweepOrderHeads, Bodies: s.dropBodies}.
+		Sweep(ctx, now, limit)
+	return max(kept, swept), err
 }
 
 // dropBodies empties the bodies of up to limit events past their

@@ -10,66 +10,16 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/internal/sqlstore"
 )
 
-// eventState is the SQL for an event's state (see store.EventPending...).
-const eventState = `CASE
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'dead') THEN 'dead'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'pending') THEN 'pending'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = 'stale') THEN 'stale'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN 'delivered'
-	WHEN e.filtered <> '' THEN 'filtered'
-	ELSE 'stored' END`
+// dialect is SQLite's, for the queries the backends share (sqlstore).
+var dialect = sqlstore.Dialect{Time: func(t time.Time) any { return ms(t) }}
 
 // eventWhere is the WHERE clause of q (without Before/Limit), with its args.
 func eventWhere(q store.EventQuery) (string, []any) {
-	var conds []string
-	var args []any
-	if q.ID != 0 {
-		conds = append(conds, "e.id = ?")
-		args = append(args, q.ID)
-	}
-	if q.Key != "" {
-		conds = append(conds, "e.key = ?")
-		args = append(args, q.Key)
-	}
-	if q.Source != "" {
-		conds = append(conds, "e.source = ?")
-		args = append(args, q.Source)
-	}
-	if prefix, ok := strings.CutSuffix(q.Type, "*"); ok {
-		conds = append(conds, "e.type >= ? AND e.type < ?")
-		args = append(args, prefix, prefix+"\U0010FFFF")
-	} else if q.Type != "" {
-		conds = append(conds, "e.type = ?")
-		args = append(args, q.Type)
-	}
-	if q.KeyPrefix != "" {
-		conds = append(conds, "e.key >= ? AND e.key < ?")
-		args = append(args, q.KeyPrefix, q.KeyPrefix+"\U0010FFFF")
-	}
-	if !q.From.IsZero() {
-		conds = append(conds, "e.received_at >= ?")
-		args = append(args, ms(q.From))
-	}
-	if !q.To.IsZero() {
-		conds = append(conds, "e.received_at < ?")
-		args = append(args, ms(q.To))
-	}
-	switch q.State {
-	case "":
-	case store.EventDead:
-		// Dead letters are few: start from them (the deliveries_dead
-		// index) rather than test every event, newest first, for one.
-		conds = append(conds, "e.id IN (SELECT event_id FROM deliveries WHERE state = 'dead')")
-	default:
-		conds = append(conds, "("+eventState+") = ?")
-		args = append(args, q.State)
-	}
-	if len(conds) == 0 {
-		return "1", nil
-	}
-	return strings.Join(conds, " AND "), args
+	f := sqlstore.Events(q, dialect)
+	return f.Where(), f.Args()
 }
 
 // ListEvents implements store.Admin.
@@ -84,7 +34,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 	}
 	args = append(args, q.Limit)
 	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
+		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
 		FROM events e WHERE `+where+` ORDER BY e.id DESC LIMIT ?`, args...)
 	if err != nil {
 		return nil, unavailable("list events", err)
@@ -110,7 +60,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	var lastCopy, dropped sql.NullInt64
 	var header, filtered string
 	err := s.read.QueryRowContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
-		`+eventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers,
+		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers,
 		COALESCE((SELECT b.body FROM bodies b WHERE b.event_id = e.id), e.body), e.copies, e.last_copy_at, e.filtered, e.body_dropped_at
 		FROM events e WHERE e.id = ?`, id).Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires,
 		&e.State, &e.EventSummary.Deliveries, &header, &e.Body, &e.Copies, &lastCopy, &filtered, &dropped)
@@ -347,17 +297,8 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 }
 
 func deadWhere(q store.DeadQuery) (string, []any) {
-	where := "d.state = 'dead'"
-	var args []any
-	if q.Destination != "" {
-		where += " AND d.destination = ?"
-		args = append(args, q.Destination)
-	}
-	if q.Source != "" {
-		where += " AND e.source = ?"
-		args = append(args, q.Source)
-	}
-	return where, args
+	f := sqlstore.DeadLetters(q, dialect)
+	return f.Where(), f.Args()
 }
 
 // ListDeadLetters implements store.Admin.

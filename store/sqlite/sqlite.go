@@ -604,22 +604,11 @@ const keptBack = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.i
 // SweepExpired implements store.Store. Candidates are found on a reader
 // connection, beside the writer (WAL), so however many expired events are
 // kept back, intake never waits on that scan; the write transaction deletes
-// only the batch found, checking the condition again.
+// only the batch found, checking the condition again. The steps run in
+// store.Sweeper's order.
 func (s *Store) SweepExpired(ctx context.Context, now time.Time, limit int) (int, error) {
-	events, err := s.sweepEvents(ctx, now, limit)
-	if err != nil {
-		return events, err
-	}
-	effects, err := s.sweepEffects(ctx, now, limit)
-	if err != nil {
-		return max(events, effects), err
-	}
-	heads, err := s.sweepOrderHeads(ctx, now, limit)
-	if err != nil {
-		return max(events, effects, heads), err
-	}
-	bodies, err := s.dropBodies(ctx, now, limit)
-	return max(events, effects, heads, bodies), err
+	return store.Sweeper{Events: s.sweepEvents, Effects: s.sweepEffects, OrderHeads: s.sweepOrderHeads, Bodies: s.dropBodies}.
+		Sweep(ctx, now, limit)
 }
 
 // readIDs reads the ids a sweep's query selects, on a reader beside the

@@ -1,3 +1,9 @@
+-- Kept per backend, beside store/sqlite/migrations/0014_order.sql: each
+-- package embeds its own migrations, and the column types differ (this
+-- file is its dialect's). Editing an applied migration changes nothing for
+-- a database that ran it (only its version is recorded): change the schema
+-- with a new migration, in both.
+
 -- Order per entity (see store/order.go). An ordered delivery names its
 -- entity (source/entity) and the version it is ordered by; order_waiting
 -- marks one parked behind its entity's delivery in flight or fifo head,

@@ -1,0 +1,144 @@
+// Package sqlstore is the policy the SQL backends (store/sqlite,
+// store/postgres) share, written once: what an event's state is, and which
+// rows an operator's query selects. A rule written in each backend's SQL
+// drifts (replay's did); here each backend speaks it in its own dialect,
+// and store/storetest checks that both do.
+package sqlstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// EventState is the SQL for the state of the event row e (see
+// store.EventPending and its kin): its deliveries taken together, the
+// worst first. An event with a dead letter is dead even while another
+// delivery is pending, since that is what the operator must act on.
+const EventState = `CASE
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Dead) + `') THEN '` + store.EventDead + `'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Pending) + `') THEN '` + store.EventPending + `'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Stale) + `') THEN '` + store.EventStale + `'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN '` + store.EventDelivered + `'
+	WHEN e.filtered <> '' THEN '` + store.EventFiltered + `'
+	ELSE '` + store.EventStored + `' END`
+
+// Dialect is what a backend's SQL differs in where the backends share a
+// query.
+type Dialect struct {
+	// Numbered is PostgreSQL's $1, $2...; otherwise SQLite's ?.
+	Numbered bool
+	// StartsWith tests a prefix with starts_with(col, p); otherwise with
+	// the range col >= p AND col < p+U+10FFFF, which SQLite's index on
+	// col serves.
+	StartsWith bool
+	// Time is a time as the backend stores it (its clock, its unit).
+	Time func(time.Time) any
+}
+
+// Filter builds a WHERE clause and its arguments in a dialect's
+// placeholders.
+type Filter struct {
+	dialect Dialect
+	conds   []string
+	args    []any
+}
+
+// NewFilter returns a Filter in d, its conditions conds (which take no
+// arguments).
+func NewFilter(d Dialect, conds ...string) *Filter {
+	return &Filter{dialect: d, conds: conds}
+}
+
+// Add adds cond, whose ?s are args in order.
+func (f *Filter) Add(cond string, args ...any) {
+	for _, a := range args {
+		cond = strings.Replace(cond, "?", f.Arg(a), 1)
+	}
+	f.conds = append(f.conds, cond)
+}
+
+// Arg adds an argument for a placeholder outside the WHERE clause (a
+// LIMIT, a SET) and returns the placeholder. With ? placeholders, the
+// clause's arguments come first: use Arg only after the last Add.
+func (f *Filter) Arg(a any) string {
+	f.args = append(f.args, a)
+	if f.dialect.Numbered {
+		return fmt.Sprintf("$%d", len(f.args))
+	}
+	return "?"
+}
+
+// Where is the clause: its conditions joined by AND, or one that holds.
+func (f *Filter) Where() string {
+	if len(f.conds) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(f.conds, " AND ")
+}
+
+// Args are the arguments, in placeholder order.
+func (f *Filter) Args() []any { return f.args }
+
+// Prefix adds that col starts with prefix.
+func (f *Filter) Prefix(col, prefix string) {
+	if f.dialect.StartsWith {
+		f.Add("starts_with("+col+", ?)", prefix)
+		return
+	}
+	f.Add(col+" >= ? AND "+col+" < ?", prefix, prefix+"\U0010FFFF")
+}
+
+// Events selects the events q selects (by all but Before and Limit), from
+// the table events aliased e.
+func Events(q store.EventQuery, d Dialect) *Filter {
+	f := NewFilter(d)
+	if q.ID != 0 {
+		f.Add("e.id = ?", q.ID)
+	}
+	if q.Key != "" {
+		f.Add("e.key = ?", q.Key)
+	}
+	if q.Source != "" {
+		f.Add("e.source = ?", q.Source)
+	}
+	if prefix, ok := strings.CutSuffix(q.Type, "*"); ok {
+		f.Prefix("e.type", prefix)
+	} else if q.Type != "" {
+		f.Add("e.type = ?", q.Type)
+	}
+	if q.KeyPrefix != "" {
+		f.Prefix("e.key", q.KeyPrefix)
+	}
+	if !q.From.IsZero() {
+		f.Add("e.received_at >= ?", d.Time(q.From))
+	}
+	if !q.To.IsZero() {
+		f.Add("e.received_at < ?", d.Time(q.To))
+	}
+	switch q.State {
+	case "":
+	case store.EventDead:
+		// Dead letters are few: start from them (the deliveries_dead
+		// index) rather than test every event, newest first, for one.
+		f.Add("e.id IN (SELECT event_id FROM deliveries WHERE state = '" + string(store.Dead) + "')")
+	default:
+		f.Add("("+EventState+") = ?", q.State)
+	}
+	return f
+}
+
+// DeadLetters selects the dead letters q selects (by all but Before and
+// Limit), from deliveries d joined to their events e.
+func DeadLetters(q store.DeadQuery, d Dialect) *Filter {
+	f := NewFilter(d, "d.state = '"+string(store.Dead)+"'")
+	if q.Destination != "" {
+		f.Add("d.destination = ?", q.Destination)
+	}
+	if q.Source != "" {
+		f.Add("e.source = ?", q.Source)
+	}
+	return f
+}
