@@ -25,7 +25,7 @@
 // starts on SQLite in the working directory with a demo source. From Go, load
 // a config and run a Gateway:
 //
-//	cfg, err := config.Load("oncehook.yaml")
+//	cfg, err := oncehook.LoadConfig("oncehook.yaml") // checked whole: each field, and the parts built from it
 //	if err != nil { ... }
 //	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: logger})
 //	if err != nil { ... }

@@ -38,6 +38,7 @@ import (
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/internal/tracing"
+	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
@@ -88,7 +89,8 @@ type Gateway struct {
 	// tracer traces requests and attempts; nil when not traced.
 	tracer      trace.Tracer
 	stopTracing func(context.Context) error
-	cfg         atomic.Pointer[config.Config] // the config running now: Reload swaps it
+	cfg         atomic.Pointer[config.Config]                // the config running now: Reload swaps it
+	scripts     atomic.Pointer[map[string]*transform.Script] // its transformations, by destination (compile)
 	opts        Options
 	log         *slog.Logger
 	store       store.Store
@@ -166,7 +168,8 @@ func (h *writeHealth) latest() (time.Time, error) {
 // runs until Serve (or Run).
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
 	opts.defaults()
-	if err := cfg.Validate(); err != nil {
+	p, err := compile(cfg)
+	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	for _, w := range cfg.Warnings() {
@@ -179,12 +182,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	m.Copies = metrics.NewCopies()
 	st, writers, linger, err := openStore(ctx, cfg, opts.Logger, m)
 	if err != nil {
+		p.close()
 		return nil, err
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, store: st, metrics: m, stopTracing: func(context.Context) error { return nil }}
 	g.cfg.Store(cfg)
+	g.scripts.Store(&p.scripts)
 	if opts.TracerProvider == nil && tracing.Enabled(os.Getenv) {
 		if opts.TracerProvider, g.stopTracing, err = tracing.Setup(ctx); err != nil {
+			p.close()
 			st.Close()
 			return nil, err
 		}
@@ -193,7 +199,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if opts.TracerProvider != nil {
 		g.tracer = opts.TracerProvider.Tracer(tracing.Name)
 	}
-	if err := g.build(ctx, writers, linger); err != nil {
+	if err := g.build(ctx, p, writers, linger); err != nil {
+		p.close()
 		st.Close()
 		return nil, err
 	}
@@ -215,7 +222,7 @@ func (o *Options) defaults() {
 // build makes every part, each from the config by its own constructor
 // (wiring.go translates the config), in the order they depend on each
 // other: holds, writer, worker, ledger, operator surface, intake, upkeep.
-func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) error {
+func (g *Gateway) build(ctx context.Context, p *parts, writers int, linger time.Duration) error {
 	cfg, log := g.cfg.Load(), g.log
 	var err error
 	if cfg.TLS.Enabled() {
@@ -240,7 +247,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	keep(true)
 	g.worker = deliver.New(g.store, deliver.Options{
 		Writer:        g.committer,
-		Destinations:  deliverDestinations(cfg, senders),
+		Destinations:  deliverDestinations(cfg, p.scripts, senders),
 		Concurrency:   cfg.Delivery.Concurrency,
 		Lease:         lease,
 		ShutdownGrace: min(g.opts.ShutdownTimeout, lease),
@@ -263,7 +270,7 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	if g.alerts, err = alert.New(alertOptions(cfg, g.store, g.effects, g.metrics, log.With("component", "alerts"))); err != nil {
 		return err
 	}
-	sources, dests := admin.FromConfig(cfg)
+	sources, dests := catalog(cfg)
 	var reload admin.Reloader // the demo, or a library caller's config: none to read
 	if g.opts.ConfigFile != "" {
 		reload = g.reloadFile
@@ -279,13 +286,9 @@ func (g *Gateway) build(ctx context.Context, writers int, linger time.Duration) 
 	g.queues = metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second)
 	g.metrics.Registry.MustRegister(g.queues)
 
-	intakeSources, err := receiveSources(cfg)
-	if err != nil {
-		return err
-	}
 	proxies, _ := cfg.TrustedProxyPrefixes() // validated in New
 	g.intake = receive.New(receive.Options{
-		Sources: intakeSources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
+		Sources: p.sources, Claimer: g.committer, MaxBodySize: int64(cfg.MaxBodySize),
 		MaxInflightBytes: int64(cfg.MaxInflightBytes), TrustedProxies: proxies,
 		Seen: seen.New(g.opts.HotKeys), OnDuplicate: samples.Add,
 		Logger: log.With("component", "receive"), Metrics: g.metrics, Tracer: g.tracer,

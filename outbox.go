@@ -47,13 +47,12 @@ type Outbox[TTx any] struct {
 // gateway's database. cfg is validated (and its defaults set, as Load
 // does); a reload of the gateway's config is not seen: build another.
 func NewOutbox[TTx any](cfg *config.Config, driver store.TxDriver[TTx]) (*Outbox[TTx], error) {
-	if err := cfg.Validate(); err != nil {
+	p, err := compile(cfg)
+	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	sources, err := receiveSources(cfg)
-	if err != nil {
-		return nil, err
-	}
+	p.close() // an outbox runs no transformation: the gateway's worker does
+	sources := p.sources
 	var current atomic.Pointer[config.Config]
 	current.Store(cfg)
 	return &Outbox[TTx]{

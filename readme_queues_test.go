@@ -40,11 +40,11 @@ func TestREADMENatsExamplesKeyEveryMessageByItsOrderID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("example %d: %v", i, err)
 		}
-		sources, err := receiveSources(cfg)
+		p, err := compile(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := receive.New(receive.Options{Sources: sources, MaxBodySize: 1 << 20})
+		h := receive.New(receive.Options{Sources: p.sources, MaxBodySize: 1 << 20})
 		body := []byte(`{"order_id":"ord_1","event":"order.created"}`)
 		for _, header := range []http.Header{{}, {"Nats-Msg-Id": {"ord_1"}}} {
 			events, err := h.Events(context.Background(), "orders", receive.Envelope{Header: header, Body: body})

@@ -9,7 +9,6 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
-	"github.com/oncehook/oncehook/receive"
 )
 
 // Reload applies next, a config read anew, without a restart: sources
@@ -44,17 +43,19 @@ func (g *Gateway) Reload(ctx context.Context, next *config.Config) (admin.Reload
 func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.ReloadView, func(apply bool), error) {
 	g.reloading.Lock()
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
-	r, err := config.Reload(g.cfg.Load(), next)
-	var sources []receive.Source
-	if err == nil {
-		sources, err = receiveSources(r.Config)
-	}
+	var p *parts
+	r, err := config.Reload(g.cfg.Load(), next, func(c *config.Config, fail func(field, format string, args ...any)) {
+		p = build(c, fail)
+	})
 	var senders map[string]deliver.Sender
 	keep := func(bool) {}
 	if err == nil {
 		senders, keep, err = g.publishers.prepare(r.Config)
 	}
 	if err != nil {
+		if p != nil {
+			p.close()
+		}
 		g.reloading.Unlock()
 		return v, nil, g.refused(err)
 	}
@@ -68,10 +69,11 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 			defer g.reloading.Unlock()
 			defer keep(apply) // after the worker has the new senders
 			if !apply {
+				p.close()
 				g.log.Warn("config reload not applied: its audit entry could not be written", "config", v.Config)
 				return
 			}
-			g.apply(ctx, r.Config, sources, senders)
+			g.apply(ctx, r.Config, p, senders)
 			g.metrics.ReloadOK.Set(1)
 			g.metrics.ReloadAt.SetToCurrentTime()
 			g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
@@ -86,33 +88,27 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 	return v, finish, nil
 }
 
-// apply swaps cfg into every part that takes it while running, with
-// intake's sources that prepare built from it (so that nothing fails
-// here). The destinations go in before the sources that route to them, so
+// apply swaps cfg into every part that takes it while running, with the
+// parts that prepare built from it (so that nothing fails here). The destinations go in before the sources that route to them, so
 // that an event of a new route always finds its destination.
-func (g *Gateway) apply(ctx context.Context, cfg *config.Config, sources []receive.Source, senders map[string]deliver.Sender) {
-	old := g.cfg.Load()
+func (g *Gateway) apply(ctx context.Context, cfg *config.Config, p *parts, senders map[string]deliver.Sender) {
 	if err := g.holds.Configure(ctx, holdPolicies(cfg)); err != nil {
 		// The policies are in; only the breakers' fresh read failed, and
 		// the next refresh makes it.
 		g.log.Warn("config reload: read the breakers", "err", err)
 	}
-	g.worker.SetDestinations(deliverDestinations(cfg, senders))
-	g.intake.SetSources(sources)
+	g.worker.SetDestinations(deliverDestinations(cfg, p.scripts, senders))
+	g.intake.SetSources(p.sources)
 	g.auth.SetTokens(apiTokens(cfg))
-	g.admin.SetCatalog(admin.FromConfig(cfg))
+	g.admin.SetCatalog(catalog(cfg))
 	if g.queues != nil {
 		g.queues.SetDestinations(destinationNames(cfg))
 	}
 	g.cfg.Store(cfg)
-	if old != nil && old != cfg {
+	if old := g.scripts.Swap(&p.scripts); old != nil {
 		// The replaced scripts' idle runtimes go (attempts running on them
 		// finish there: a closed script still runs).
-		for _, d := range old.Destinations {
-			if s := old.Script(d.Name); s != nil && s != cfg.Script(d.Name) {
-				s.Close()
-			}
-		}
+		(&parts{scripts: *old}).close()
 	}
 	g.worker.Notify() // a destination added back, a rate raised: look now
 }
@@ -124,7 +120,7 @@ func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, func(bool),
 	if g.opts.ConfigFile == "" {
 		return v, nil, errors.New("no config file: this gateway was given its config, not a file to read")
 	}
-	next, err := config.Load(g.opts.ConfigFile)
+	next, err := config.LoadWith(g.opts.ConfigFile, checkParts)
 	if err != nil {
 		return v, nil, g.refused(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/route"
+	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
@@ -38,10 +40,10 @@ import (
 // zero the config leaves (a limit not set) passes on, and the part fills
 // in its own default.
 
-// deliverDestinations are the worker's destinations; senders are the
-// queue destinations' publishers (publishers.prepare), by name: the
-// others POST to their url.
-func deliverDestinations(cfg *config.Config, senders map[string]deliver.Sender) []deliver.Destination {
+// deliverDestinations are the worker's destinations; scripts, their
+// transformations (compile); senders, the queue destinations' publishers
+// (publishers.prepare), by name: the others POST to their url.
+func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Script, senders map[string]deliver.Sender) []deliver.Destination {
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		dests[i] = deliver.Destination{
@@ -49,7 +51,7 @@ func deliverDestinations(cfg *config.Config, senders map[string]deliver.Sender) 
 			Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
 			NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
 			Sender:        senders[d.Name],
-			Transform:     cfg.Script(d.Name),
+			Transform:     scripts[d.Name],
 		}
 		if d.Secret != "" {
 			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated
@@ -110,36 +112,256 @@ func alertOptions(cfg *config.Config, st store.Store, ledger *effect.Local, m *m
 	}
 }
 
-func receiveSources(cfg *config.Config) ([]receive.Source, error) {
-	sources := make([]receive.Source, len(cfg.Sources))
-	for i, s := range cfg.Sources {
-		p, err := provider.New(s.Preset, s.ProviderOptions())
-		if err != nil {
-			return nil, fmt.Errorf("sources[%d]: %w", i, err)
+// parts are what a config builds beyond its plain data: intake's sources
+// (presets, routes with their compiled filters, order rules) and the
+// destinations' compiled transformations, by name. A reload builds them
+// before it swaps anything in.
+type parts struct {
+	sources []receive.Source
+	scripts map[string]*transform.Script
+}
+
+// close releases the transformations' idle runtimes (runs in flight
+// finish on theirs).
+func (p *parts) close() {
+	for _, s := range p.scripts {
+		s.Close()
+	}
+}
+
+// compile builds cfg's parts, or says every field at fault: config checks
+// each field on its own, and this is the check of what only the parts can
+// say (a preset and its options, an order's rules, a filter, a
+// transformation, intake's limits). Startup, a reload and LoadConfig all
+// check a config by building its parts, so that what validates is what
+// runs. It fills in the defaults a preset decides (its window, its
+// order's entity and version) and each script's digest, in cfg.
+func compile(cfg *config.Config) (*parts, error) {
+	var p *parts
+	err := cfg.ValidateWith(func(c *config.Config, fail func(field, format string, args ...any)) { p = build(c, fail) })
+	if err != nil {
+		if p != nil {
+			p.close()
 		}
-		routes := make(route.Routes, len(s.Destinations))
-		for j, d := range s.Destinations {
-			routes[j] = route.Route{Destination: d.Name, Types: d.Types}
-			if d.Filter != nil {
-				if routes[j].Filter, err = route.Compile(d.Filter); err != nil {
-					return nil, fmt.Errorf("sources[%d].destinations[%d].filter: %w", i, j, err) // validated: never
-				}
-			}
-		}
-		sources[i] = receive.Source{
-			Name: s.Name, Preset: p, Window: time.Duration(s.Window), BodyRetention: time.Duration(s.BodyRetention), Routes: routes,
-			RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
-			Elsewhere: s.Elsewhere(),
-		}
-		if o := s.Order; o != nil {
-			rule, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead))
-			if err != nil {
-				return nil, fmt.Errorf("sources[%d].order: %w", i, err) // validated: never
-			}
-			sources[i].Order = &receive.Order{Rule: rule, Mode: store.OrderMode(o.Mode), DeliverStale: o.OnStale == "deliver"}
+		return nil, err
+	}
+	return p, nil
+}
+
+// LoadConfig reads the config file at path and checks it whole: each
+// field (config.Load), and the parts built from it (a source's preset, a
+// filter, a transformation: see compile), every error at once with its
+// line. It fills in what a preset decides (a source's window), as New
+// does. Serve, validate and the operator's commands read a config so.
+func LoadConfig(path string) (*config.Config, error) {
+	return config.LoadWith(path, checkParts)
+}
+
+// ParseConfig is LoadConfig for a config's text (see config.Parse).
+func ParseConfig(text []byte, lookupEnv func(string) (string, bool)) (*config.Config, error) {
+	return config.ParseWith(text, lookupEnv, checkParts)
+}
+
+// Catalog is the sources and destinations of a checked config
+// (LoadConfig), as the operator's service lists them.
+func Catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) { return catalog(cfg) }
+
+// Transformations compiles the destinations' transformations of a checked
+// config (LoadConfig), by destination name, as the worker runs them. The
+// caller closes each.
+func Transformations(cfg *config.Config) (map[string]*transform.Script, error) {
+	p, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p.scripts, nil
+}
+
+// checkParts is compile as a config.PartsCheck, for LoadConfig and
+// ParseConfig: the parts it builds go.
+func checkParts(c *config.Config, fail func(field, format string, args ...any)) {
+	build(c, fail).close()
+}
+
+// build is compile's work: each part from its field, each field at fault
+// reported through fail. What it returns is only whole when nothing failed.
+func build(cfg *config.Config, fail func(field, format string, args ...any)) *parts {
+	p := &parts{sources: make([]receive.Source, len(cfg.Sources)), scripts: map[string]*transform.Script{}}
+	if cfg.MaxBodySize >= 0 && cfg.MaxInflightBytes >= 0 {
+		if _, _, err := receive.Limits(int64(cfg.MaxBodySize), int64(cfg.MaxInflightBytes)); err != nil {
+			fail("max_inflight_bytes", "%v", err)
 		}
 	}
-	return sources, nil
+	for i, d := range cfg.Destinations {
+		f := fmt.Sprintf("destinations[%d]", i)
+		if d.Secret != "" {
+			if _, err := provider.DecodeStandardSecret(d.Secret); err != nil {
+				fail(f+".secret", "%v", err)
+			}
+		}
+		if d.Transform != nil && p.scripts[d.Name] == nil && config.IsName(d.Name) {
+			s, err := compileTransform(cfg, d)
+			if err != nil {
+				fail(f+".transform", "%v", err)
+				continue
+			}
+			p.scripts[d.Name] = s
+			d.Transform.Digest = s.Digest()
+		}
+	}
+	for i := range cfg.Sources {
+		p.sources[i] = receiveSource(fmt.Sprintf("sources[%d]", i), &cfg.Sources[i], fail)
+	}
+	return p
+}
+
+// receiveSource builds intake's source from the config's at f, filling in
+// what its preset decides.
+func receiveSource(f string, s *config.Source, fail func(field, format string, args ...any)) receive.Source {
+	out := receive.Source{
+		Name: s.Name, Window: time.Duration(s.Window), BodyRetention: time.Duration(s.BodyRetention),
+		RejectMissingKey: s.OnMissingKey == "reject", DiscardUnauthorized: s.OnBadSignature == "discard",
+		Elsewhere: s.Elsewhere(),
+	}
+	out.Preset = preset(f, s, fail)
+	if out.Preset != nil {
+		if s.Window == 0 {
+			s.Window = config.Duration(out.Preset.DefaultWindow())
+		}
+		if out.Window = time.Duration(s.Window); out.Window <= 0 {
+			fail(f+".window", "must be positive")
+		}
+	}
+	// Without a working preset the window has no default: its error is
+	// the preset's, not a second one here.
+	if o := s.Order; o != nil {
+		if rule, ok := orderRule(f, s.Preset, o, fail); ok {
+			out.Order = &receive.Order{Rule: rule, Mode: store.OrderMode(o.Mode), DeliverStale: o.OnStale == "deliver"}
+		}
+	}
+	out.Routes = make(route.Routes, len(s.Destinations))
+	for j, d := range s.Destinations {
+		at := fmt.Sprintf("%s.destinations[%d]", f, j)
+		out.Routes[j] = route.Route{Destination: d.Name, Types: d.Types}
+		if err := route.CheckTypes(d.Types); err != nil {
+			fail(at+".types", "%v", err)
+		}
+		if d.Filter != nil {
+			var err error
+			if out.Routes[j].Filter, err = route.Compile(d.Filter); err != nil {
+				fail(at+".filter", "%v", err)
+			}
+		}
+	}
+	return out
+}
+
+// preset builds the source's preset from its options, or says why it
+// cannot (nil).
+func preset(f string, s *config.Source, fail func(field, format string, args ...any)) provider.Preset {
+	switch {
+	case s.Preset == "":
+		fail(f+".preset", "required (one of %v)", provider.Names())
+	case !slices.Contains(provider.Names(), s.Preset):
+		fail(f+".preset", "unknown preset %q%s (one of %v)", s.Preset, config.Suggest(s.Preset, provider.Names()), provider.Names())
+	default:
+		p, err := provider.New(s.Preset, providerOptions(s))
+		if err != nil {
+			fail(f, "%v", err)
+			return nil
+		}
+		return p
+	}
+	return nil
+}
+
+// orderRule fills in the order's entity and version that the preset
+// decides (when the entity is the preset's, so is the version), and parses
+// the rule.
+func orderRule(f, preset string, o *config.Order, fail func(field, format string, args ...any)) (provider.OrderRule, bool) {
+	entity, version, _ := provider.DefaultOrder(preset)
+	if o.Entity == "" {
+		o.Entity = entity
+		if o.Version == "" {
+			o.Version = version
+			if o.VersionUnit == "" {
+				o.VersionUnit = string(provider.DefaultVersionUnit(preset))
+			}
+		}
+	}
+	if o.Version == "" {
+		o.Version = provider.Arrival
+	}
+	if o.Entity == "" {
+		fail(f+".order.entity", "required: preset %s names no entity (e.g. json:data.id)", preset)
+		return provider.OrderRule{}, false
+	}
+	rule, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead))
+	if err != nil {
+		fail(f+".order", "%v", err)
+		return provider.OrderRule{}, false
+	}
+	return rule, true
+}
+
+// providerOptions are the preset options a source configures.
+func providerOptions(s *config.Source) provider.Options {
+	return provider.Options{
+		Secrets:     s.Secrets,
+		Tolerance:   time.Duration(s.Tolerance),
+		Generic:     provider.GenericOptions{Header: s.Signature.Header, Encoding: s.Signature.Encoding, Prefix: s.Signature.Prefix},
+		Key:         s.Key,
+		Type:        s.Type,
+		Unsigned:    s.Unsigned,
+		VerifyToken: s.VerifyToken,
+		PublicURL:   s.PublicURL,
+	}
+}
+
+// compileTransform reads and compiles a destination's script.
+func compileTransform(cfg *config.Config, d config.Destination) (*transform.Script, error) {
+	t := d.Transform
+	if (t.File == "") == (t.Inline == "") {
+		return nil, errors.New("want a script's file (transform: path.js) or its text (transform: {inline: ...}), one of them")
+	}
+	src := t.Inline
+	if t.File != "" {
+		b, err := os.ReadFile(cfg.File(t.File))
+		if err != nil {
+			return nil, fmt.Errorf("read the script: %w", err)
+		}
+		src = string(b)
+	}
+	if t.Timeout < 0 || t.MaxMemory < 0 || t.MaxOutput < 0 {
+		return nil, errors.New("timeout, max_memory and max_output cannot be negative")
+	}
+	if t.MaxMemory > 0 && t.MaxMemory < 1<<20 {
+		return nil, fmt.Errorf("max_memory %d bytes: at least 1MiB (the sandbox itself needs some)", t.MaxMemory)
+	}
+	return transform.Compile(t.Name(d.Name), src, transform.Options{
+		Timeout: time.Duration(t.Timeout), MaxMemory: int64(t.MaxMemory), MaxOutput: int64(t.MaxOutput),
+	})
+}
+
+// catalog is the sources and destinations of a config, as the operator
+// surface sees them.
+func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
+	sources := make([]admin.Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		sources[i] = admin.Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
+			Ordered: s.Order != nil, Transport: "http"}
+		switch {
+		case s.Consume != nil:
+			sources[i].Transport, sources[i].Where = s.Consume.Kind(), s.Consume.Where()
+		case s.Outbox:
+			sources[i].Transport = "outbox"
+		}
+	}
+	dests := make([]admin.Destination, len(cfg.Destinations))
+	for i, d := range cfg.Destinations {
+		dests[i] = admin.Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target()}
+	}
+	return sources, dests
 }
 
 // idempotencyPrefix is the ledger's key prefix of an API's answers.
@@ -244,8 +466,8 @@ func apiTokens(cfg *config.Config) []apiauth.Token {
 // a stored event as its next attempt would, for the dashboard's event page;
 // nil when the destination has none. Nothing is sent.
 func (g *Gateway) transformed(ctx context.Context, e admin.EventDetail, destination string) (*dashboard.Transformed, error) {
-	cfg := g.cfg.Load()
-	script := cfg.Script(destination)
+	cfg, scripts := g.cfg.Load(), g.scripts.Load()
+	script := (*scripts)[destination]
 	if script == nil {
 		return nil, nil
 	}

@@ -26,7 +26,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncehook/oncehook/broker"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/actor"
 	"github.com/oncehook/oncehook/internal/metrics"
@@ -1138,25 +1137,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// FromConfig returns the sources and destinations of a configuration, as
-// the operator surface sees them.
-func FromConfig(cfg *config.Config) ([]Source, []Destination) {
-	sources := make([]Source, len(cfg.Sources))
-	for i, s := range cfg.Sources {
-		sources[i] = Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
-			Ordered: s.Order != nil, Transport: "http"}
-		switch {
-		case s.Consume != nil:
-			sources[i].Transport, sources[i].Where = s.Consume.Kind(), s.Consume.Where()
-		case s.Outbox:
-			sources[i].Transport = "outbox"
-		}
-	}
-	dests := make([]Destination, len(cfg.Destinations))
-	for i, d := range cfg.Destinations {
-		dests[i] = Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target()}
-	}
-	return sources, dests
 }

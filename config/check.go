@@ -11,30 +11,46 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/lease"
-	"github.com/oncehook/oncehook/internal/route"
-	"github.com/oncehook/oncehook/internal/transform"
-	"github.com/oncehook/oncehook/provider"
-	"github.com/oncehook/oncehook/receive"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// IsName reports whether s is a valid name of a source, destination,
+// token or API (the check reports one that is not).
+func IsName(s string) bool { return nameRE.MatchString(s) }
 
 // headerNameRE is an HTTP header's (or a cookie's) name: RFC 9110 token
 // characters.
 var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
-// Validate checks the configuration and names the field at fault.
-func (c *Config) Validate() error { return errors.Join(c.validate(nil)...) }
+// Validate checks the configuration field by field and names the field at
+// fault. What only the parts can say (a source's preset, a filter, a
+// transformation) is ValidateWith's.
+func (c *Config) Validate() error { return c.ValidateWith(nil) }
+
+// PartsCheck checks what only the parts a config configures can say of
+// it: that a source's preset takes its options, that its order's rules
+// and its destinations' filters compile, that a transformation compiles;
+// and it fills in the defaults they decide (a preset's window). It reports
+// each field at fault through fail, as the config's own checks do. The
+// root package's wiring is the one PartsCheck, so that what validates is
+// what runs; config stays plain data and imports none of the parts.
+type PartsCheck func(c *Config, fail func(field, format string, args ...any))
+
+// ValidateWith is Validate, then check (when set) on what the fields say.
+func (c *Config) ValidateWith(check PartsCheck) error {
+	return errors.Join(c.validate(nil, check)...)
+}
 
 // failFunc reports a field at fault: fail("sources[0].window", "must be
 // positive").
 type failFunc func(field, format string, args ...any)
 
-// validate is Validate, each error also naming the line of its field (or
-// of the nearest enclosing field written in the file) when lines is set.
-// The checks run section by section, in the order of the errors they
-// report.
-func (c *Config) validate(lines fieldLines) []error {
+// validate is ValidateWith, each error also naming the line of its field
+// (or of the nearest enclosing field written in the file) when lines is
+// set. The checks run section by section, in the order of the errors they
+// report, and the parts' check last.
+func (c *Config) validate(lines fieldLines, check PartsCheck) []error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s%s", field, fmt.Sprintf(format, args...), lines.at(field)))
@@ -59,6 +75,9 @@ func (c *Config) validate(lines fieldLines) []error {
 	sources := map[string]bool{}
 	for i := range c.Sources {
 		c.checkSource(i, sources, dests, fail)
+	}
+	if check != nil {
+		check(c, fail)
 	}
 	return errs
 }
@@ -100,9 +119,9 @@ func (c *Config) checkServer(fail failFunc) {
 		fail("max_body_size", "%d bytes: at most 256MiB", c.MaxBodySize)
 	}
 	if c.MaxBodySize < 0 || c.MaxInflightBytes < 0 {
+		// How the two limits fit together is intake's to say (the parts'
+		// check).
 		fail("max_body_size", "sizes cannot be negative")
-	} else if _, _, err := receive.Limits(int64(c.MaxBodySize), int64(c.MaxInflightBytes)); err != nil {
-		fail("max_inflight_bytes", "%v", err)
 	}
 	if c.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
@@ -228,24 +247,8 @@ func (c *Config) checkDestination(i int, dests map[string]bool, fail failFunc) {
 	if d.Breaker.FailureRatio < 0 || d.Breaker.FailureRatio > 1 || d.Breaker.Failures < 0 || d.Breaker.MinAttempts < 0 {
 		fail(f+".breaker", "failures and min_attempts cannot be negative; failure_ratio is from 0 to 1")
 	}
-	if d.Secret != "" {
-		if _, err := provider.DecodeStandardSecret(d.Secret); err != nil {
-			fail(f+".secret", "%v", err)
-		}
-	}
 	if d.Retry.MaxAttempts < 1 {
 		fail(f+".retry.max_attempts", "must be at least 1")
-	}
-	if d.Transform != nil && c.scripts[d.Name] == nil && nameRE.MatchString(d.Name) {
-		if s, err := c.compileTransform(d); err != nil {
-			fail(f+".transform", "%v", err)
-		} else {
-			if c.scripts == nil {
-				c.scripts = map[string]*transform.Script{}
-			}
-			c.scripts[d.Name] = s
-			d.Transform.Digest = s.Digest()
-		}
 	}
 	if d.Retry.BaseDelay > d.Retry.MaxDelay {
 		fail(f+".retry", "base_delay %s is above max_delay %s", time.Duration(d.Retry.BaseDelay), time.Duration(d.Retry.MaxDelay))
@@ -272,7 +275,6 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, fail failFun
 	if s.Outbox {
 		checkOutbox(f, s, fail)
 	}
-	presetOK := checkPreset(f, s, fail)
 	for j, sec := range s.Secrets {
 		if sec == "" {
 			fail(fmt.Sprintf("%s.secrets[%d]", f, j), "empty")
@@ -284,13 +286,13 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, fail failFun
 	if s.OnBadSignature != "reject" && s.OnBadSignature != "discard" {
 		fail(f+".on_bad_signature", "%q: want reject or discard", s.OnBadSignature)
 	}
-	if s.Order != nil {
-		checkOrder(f, s.Preset, s.Order, fail)
-	}
-	if s.Window <= 0 && presetOK {
-		// Without a working preset the window has no default yet: its
-		// error is the preset's, not a second one here.
-		fail(f+".window", "must be positive")
+	if o := s.Order; o != nil {
+		if o.Mode != "latest" && o.Mode != "fifo" {
+			fail(f+".order.mode", "%q: want latest or fifo", o.Mode)
+		}
+		if o.OnStale != "hold" && o.OnStale != "deliver" {
+			fail(f+".order.on_stale", "%q: want hold or deliver", o.OnStale)
+		}
 	}
 	named := map[string]bool{}
 	for j, d := range s.Destinations {
@@ -302,14 +304,6 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, fail failFun
 			fail(at, "%q is listed twice (an event has one delivery per destination)", d.Name)
 		}
 		named[d.Name] = true
-		if err := route.CheckTypes(d.Types); err != nil {
-			fail(at+".types", "%v", err)
-		}
-		if d.Filter != nil {
-			if _, err := route.Compile(d.Filter); err != nil {
-				fail(at+".filter", "%v", err)
-			}
-		}
 	}
 }
 
@@ -325,39 +319,6 @@ func checkOutbox(f string, s Source, fail failFunc) {
 		fail(f+".preset", "%q: an outbox source's events are the caller's own, not a provider's: leave preset unset (generic)", s.Preset)
 	case s.OnMissingKey != "reject":
 		fail(f+".on_missing_key", "%q: an outbox source needs every publish's key (a publish without one could not be told from its retry): leave it unset (reject)", s.OnMissingKey)
-	}
-}
-
-// checkPreset checks that the source at f names a preset that its options
-// make, and reports whether it does.
-func checkPreset(f string, s Source, fail failFunc) bool {
-	switch {
-	case s.Preset == "":
-		fail(f+".preset", "required (one of %v)", provider.Names())
-	case !slices.Contains(provider.Names(), s.Preset):
-		fail(f+".preset", "unknown preset %q%s (one of %v)", s.Preset, suggestOne(s.Preset, provider.Names()), provider.Names())
-	default:
-		if _, err := provider.New(s.Preset, s.ProviderOptions()); err != nil {
-			fail(f, "%v", err)
-			return false
-		}
-		return true
-	}
-	return false
-}
-
-// checkOrder checks the order block of the source at f.
-func checkOrder(f, preset string, o *Order, fail failFunc) {
-	if o.Entity == "" {
-		fail(f+".order.entity", "required: preset %s names no entity (e.g. json:data.id)", preset)
-	} else if _, err := provider.ParseOrderRule(o.Entity, o.Version, o.VersionUnit, time.Duration(o.MaxAhead)); err != nil {
-		fail(f+".order", "%v", err)
-	}
-	if o.Mode != "latest" && o.Mode != "fifo" {
-		fail(f+".order.mode", "%q: want latest or fifo", o.Mode)
-	}
-	if o.OnStale != "hold" && o.OnStale != "deliver" {
-		fail(f+".order.on_stale", "%q: want hold or deliver", o.OnStale)
 	}
 }
 

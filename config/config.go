@@ -7,14 +7,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncehook/oncehook/internal/redact"
-	"github.com/oncehook/oncehook/internal/transform"
-	"github.com/oncehook/oncehook/provider"
 )
 
 // Config is the whole configuration of a gateway.
@@ -66,10 +64,15 @@ type Config struct {
 	dir string
 	// renamed are the old names this config used, one warning each.
 	renamed []string
-	// scripts are the destinations' compiled transformations, by name:
-	// outside Destinations, so that comparing two configs' destinations
-	// compares their scripts' digests, not their runtimes.
-	scripts map[string]*transform.Script
+}
+
+// File is the path of a file the config names (a transform's script):
+// relative to the config file's folder when Load read it.
+func (c *Config) File(p string) string {
+	if !filepath.IsAbs(p) && c.dir != "" {
+		return filepath.Join(c.dir, p)
+	}
+	return p
 }
 
 // Upstream is one of the user's APIs behind the idempotency proxy.
@@ -376,9 +379,10 @@ func (d *Destination) Kind() string {
 
 // Transform is a destination's transformation: a JavaScript file beside
 // the config (`transform: transforms/capi.js`) or inline
-// (`transform: {inline: "..."}`), with its bounds. The config compiles it
-// where it is read (Load, Parse, a reload): a script that does not compile
-// is the config's error, named by file and line, and refuses a reload.
+// (`transform: {inline: "..."}`), with its bounds. The wiring compiles it
+// where the config is checked whole (LoadWith, ParseWith, New, a reload):
+// a script that does not compile is the config's error, named by file and
+// line, and refuses a reload.
 type Transform struct {
 	// File is the script's path, relative to the config file's folder.
 	File string `yaml:"file"`
@@ -494,20 +498,6 @@ func (s *Source) DestinationNames() []string {
 		out[i] = d.Name
 	}
 	return out
-}
-
-// ProviderOptions are the preset options this source configures.
-func (s *Source) ProviderOptions() provider.Options {
-	return provider.Options{
-		Secrets:     s.Secrets,
-		Tolerance:   time.Duration(s.Tolerance),
-		Generic:     provider.GenericOptions{Header: s.Signature.Header, Encoding: s.Signature.Encoding, Prefix: s.Signature.Prefix},
-		Key:         s.Key,
-		Type:        s.Type,
-		Unsigned:    s.Unsigned,
-		VerifyToken: s.VerifyToken,
-		PublicURL:   s.PublicURL,
-	}
 }
 
 // StoreKind is "sqlite", "postgres", or "" for an unknown store URL.

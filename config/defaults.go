@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/lease"
-	"github.com/oncehook/oncehook/provider"
 )
 
 // Defaults every config gets.
@@ -76,25 +75,10 @@ func (c *Config) setDefaults() error {
 			// token did.
 			s.Preset, s.Unsigned = "generic", true
 		}
-		if s.Window == 0 && s.Preset != "" {
-			if p, err := provider.New(s.Preset, s.ProviderOptions()); err == nil {
-				s.Window = Duration(p.DefaultWindow())
-			}
-		}
+		// The window and the order's rules a preset decides are the
+		// preset's to fill in (the root package's wiring, where presets
+		// are built).
 		if o := s.Order; o != nil {
-			entity, version, _ := provider.DefaultOrder(s.Preset)
-			if o.Entity == "" {
-				o.Entity = entity
-				if o.Version == "" {
-					o.Version = version
-					if o.VersionUnit == "" {
-						o.VersionUnit = string(provider.DefaultVersionUnit(s.Preset))
-					}
-				}
-			}
-			if o.Version == "" {
-				o.Version = provider.Arrival
-			}
 			if o.Mode == "" {
 				o.Mode = "latest"
 			}

@@ -42,8 +42,8 @@ destinations:
 		t.Fatal(err)
 	}
 	orders := cfg.Sources[0]
-	if orders.Preset != "generic" || !orders.Unsigned || orders.HTTP() || orders.Consume.Kind() != "nats" || orders.Window <= 0 {
-		t.Fatalf("orders: preset %q unsigned %v http %v kind %q window %v", orders.Preset, orders.Unsigned, orders.HTTP(), orders.Consume.Kind(), orders.Window)
+	if orders.Preset != "generic" || !orders.Unsigned || orders.HTTP() || orders.Consume.Kind() != "nats" {
+		t.Fatalf("orders: preset %q unsigned %v http %v kind %q", orders.Preset, orders.Unsigned, orders.HTTP(), orders.Consume.Kind())
 	}
 	if p := cfg.Sources[1]; p.Preset != "stripe" || p.Unsigned || p.Consume.Kind() != "amqp" {
 		t.Fatalf("payments: %+v", p)
@@ -105,14 +105,14 @@ func TestReloadRefusesAChangedConsumer(t *testing.T) {
 		"changed": strings.Replace(queue, "%s", "B", 1),
 		"removed": http,
 	} {
-		if _, err := config.Reload(old, parse(next)); err == nil || !strings.Contains(err.Error(), "restart") {
+		if _, err := config.Reload(old, parse(next), nil); err == nil || !strings.Contains(err.Error(), "restart") {
 			t.Errorf("%s: %v, want refused until a restart", name, err)
 		}
 	}
-	if _, err := config.Reload(parse(http), old); err == nil || !strings.Contains(err.Error(), "sources[0].consume") {
+	if _, err := config.Reload(parse(http), old, nil); err == nil || !strings.Contains(err.Error(), "sources[0].consume") {
 		t.Errorf("added: %v, want refused until a restart", err)
 	}
-	if _, err := config.Reload(old, parse(strings.Replace(queue, "%s", "A", 1)+"    # unchanged\n")); err != nil {
+	if _, err := config.Reload(old, parse(strings.Replace(queue, "%s", "A", 1)+"    # unchanged\n"), nil); err != nil {
 		t.Errorf("unchanged: %v", err)
 	}
 }

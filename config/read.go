@@ -13,13 +13,16 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Load reads and validates the file at path.
-func Load(path string) (*Config, error) {
+// Load reads the file at path and checks it field by field (see Parse).
+func Load(path string) (*Config, error) { return LoadWith(path, nil) }
+
+// LoadWith is Load, with the parts' check (see ParseWith).
+func LoadWith(path string, check PartsCheck) (*Config, error) {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	cfg, err := parse(text, os.LookupEnv, filepath.Dir(path))
+	cfg, err := parse(text, os.LookupEnv, filepath.Dir(path), check)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -31,7 +34,8 @@ var ErrEmpty = errors.New("the config is empty: it needs at least sources (onceh
 
 // Parse checks field names and types (every error names the field:
 // sources[0].presett: unknown field), expands environment references,
-// applies defaults and validates, and reports every error at once: fixing
+// applies defaults and checks each field, and reports every error at
+// once: fixing
 // one must not reveal the next. What the checks say of a field that is
 // already reported is left out as its echo: a field of the wrong type is
 // validated as if unset, and a record with a misspelled field (a
@@ -39,13 +43,24 @@ var ErrEmpty = errors.New("the config is empty: it needs at least sources (onceh
 // Only a misspelled top-level section stops there: the whole rest would
 // be its echo.
 //
-// A destination's transform file is read relative to the working directory
-// here; Load reads it relative to the config file's folder.
+// What only the parts can say (a preset, a filter, a transformation) and
+// the defaults they decide (a preset's window) are ParseWith's: Parse's
+// config is checked whole, and completed, when a gateway is built from it
+// (oncehook.New), or by oncehook.ParseConfig.
 func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	return parse(text, lookupEnv, "")
+	return parse(text, lookupEnv, "", nil)
 }
 
-func parse(text []byte, lookupEnv func(string) (string, bool), dir string) (*Config, error) {
+// ParseWith is Parse, and check on what the fields say: its errors come
+// with the fields' own, each with its line, none the echo of another.
+//
+// A destination's transform file is read relative to the working
+// directory here; LoadWith reads it relative to the config file's folder.
+func ParseWith(text []byte, lookupEnv func(string) (string, bool), check PartsCheck) (*Config, error) {
+	return parse(text, lookupEnv, "", check)
+}
+
+func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check PartsCheck) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(text, &doc); err != nil {
 		return nil, err
@@ -81,7 +96,7 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string) (*Con
 	if err := cfg.setDefaults(); err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}
-	for _, err := range cfg.validate(lines) {
+	for _, err := range cfg.validate(lines, check) {
 		// A field whose reference did not expand, or that is misspelled
 		// or of the wrong type, is already reported; what validation says
 		// of its text (or its default) is only the echo.
@@ -304,12 +319,12 @@ func suggest(key string, fields map[string]reflect.Type) string {
 	for name := range fields {
 		names = append(names, name)
 	}
-	return suggestOne(key, names)
+	return Suggest(key, names)
 }
 
-// suggestOne names the known word closest to a misspelled one, if any is
-// close: "; did you mean stripe?".
-func suggestOne(key string, known []string) string {
+// Suggest names the known word closest to a misspelled one, if any is
+// close: "; did you mean stripe?" (a field's name, a preset's).
+func Suggest(key string, known []string) string {
 	best, bestDist := "", 3
 	for _, name := range known {
 		if d := editDistance(key, name); d < bestDist || d == bestDist && name < best {

@@ -26,9 +26,10 @@ type Reloaded struct {
 // of each, and restart names the fields whose value next changes, for the
 // reload to say that they wait for a restart.
 //
-// Effective is validated in full: a new destination whose timeout outlives
-// the running lease is refused here, as it would be at start.
-func Reload(old, next *Config) (*Reloaded, error) {
+// Effective is validated in full, with check (see PartsCheck): a new
+// destination whose timeout outlives the running lease is refused here, as
+// it would be at start.
+func Reload(old, next *Config, check PartsCheck) (*Reloaded, error) {
 	var restart []string
 	e := *next
 	bound := []struct {
@@ -63,7 +64,7 @@ func Reload(old, next *Config) (*Reloaded, error) {
 	if len(old.API.Tokens) == 0 && len(next.API.Tokens) > 0 {
 		restart = append(restart, "api.tokens (the API listener is off: it had no tokens at start)")
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.ValidateWith(check); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	// A queue source's consumer is bound at start: a consume: block that

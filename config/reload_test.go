@@ -40,7 +40,7 @@ func TestReloadTakesWhatCanChangeAndNamesWhatWaits(t *testing.T) {
 		"destinations: [app]}", "destinations: [app, audit]}",
 		`timeout: 5s}`, "timeout: 5s}\n  - {name: audit, url: \"http://127.0.0.1:9001\"}",
 	).Replace(running))
-	r, err := config.Reload(old, next)
+	r, err := config.Reload(old, next, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestReloadTakesWhatCanChangeAndNamesWhatWaits(t *testing.T) {
 	if got := r.Config.Sources[0].Secrets; !slices.Equal(got, []string{"whsec_old", "whsec_new"}) || len(r.Config.Destinations) != 2 {
 		t.Errorf("secrets %q, %d destinations: want the new ones taken", got, len(r.Config.Destinations))
 	}
-	if r, err := config.Reload(old, parse(t, running)); err != nil || len(r.Changed) != 0 || len(r.Restart) != 0 {
+	if r, err := config.Reload(old, parse(t, running), nil); err != nil || len(r.Changed) != 0 || len(r.Restart) != 0 {
 		t.Errorf("the same config again: %+v %v, want nothing changed", r, err)
 	}
 }
@@ -67,7 +67,7 @@ func TestReloadTakesWhatCanChangeAndNamesWhatWaits(t *testing.T) {
 func TestReloadRefusesATimeoutTheRunningLeaseCannotHold(t *testing.T) {
 	old := parse(t, running)
 	next := parse(t, strings.NewReplacer("delivery: {lease: 40s}", "delivery: {lease: 2m}", "timeout: 5s", "timeout: 60s").Replace(running))
-	if _, err := config.Reload(old, next); err == nil || !strings.Contains(err.Error(), "delivery.lease") {
+	if _, err := config.Reload(old, next, nil); err == nil || !strings.Contains(err.Error(), "delivery.lease") {
 		t.Fatalf("reload with a 60s timeout under the running 40s lease: %v, want the lease named", err)
 	}
 }

@@ -34,7 +34,7 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // pending migrations), for the commands that work on the store directly.
 // Redis is left out: these commands claim nothing.
 func openStore(ctx context.Context, path string) (*config.Config, store.Store, error) {
-	cfg, err := config.Load(path)
+	cfg, err := oncehook.LoadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/config"
@@ -83,7 +84,7 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 	}
 	if cfg == nil {
 		var err error
-		if cfg, err = config.Load(path); err != nil {
+		if cfg, err = oncehook.LoadConfig(path); err != nil {
 			return nil, ctx, nil, err
 		}
 	}
@@ -98,7 +99,7 @@ func configService(ctx context.Context, cfg *config.Config) (*admin.Service, con
 	if err != nil {
 		return nil, ctx, nil, err
 	}
-	sources, dests := admin.FromConfig(cfg)
+	sources, dests := oncehook.Catalog(cfg)
 	svc, err := admin.New(admin.Options{Store: st, Sources: sources, Destinations: dests})
 	if err != nil {
 		st.Close()

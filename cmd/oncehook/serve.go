@@ -211,11 +211,11 @@ func resolveConfig(path string, demo bool) (*config.Config, string, error) {
 		path = os.Getenv(configEnv)
 	}
 	if path != "" {
-		cfg, err := config.Load(path)
+		cfg, err := oncehook.LoadConfig(path)
 		return cfg, path, err
 	}
 	if _, err := os.Stat(defaultConfigPath); err == nil {
-		cfg, err := config.Load(defaultConfigPath)
+		cfg, err := oncehook.LoadConfig(defaultConfigPath)
 		return cfg, defaultConfigPath, err
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, "", err
@@ -293,8 +293,9 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s is valid: %s store, %s, %s\n", source, cfg.StoreKind(),
 		plural(len(cfg.Sources), "source", "sources"), plural(len(cfg.Destinations), "destination", "destinations"))
 	for _, d := range cfg.Destinations {
-		if s := cfg.Script(d.Name); s != nil {
-			fmt.Fprintf(stdout, "  destination %s: transform %s compiled (%s)\n", d.Name, s.Name(), s.Digest())
+		if t := d.Transform; t != nil {
+			// Compiled by the check (resolveConfig), which set its digest.
+			fmt.Fprintf(stdout, "  destination %s: transform %s compiled (%s)\n", d.Name, t.Name(d.Name), t.Digest)
 		}
 	}
 	for _, w := range cfg.Warnings() {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
@@ -62,10 +63,17 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("transform test: no destination %q in the config", *destination)
 	}
 	cd := cfg.Destinations[i]
-	script := cfg.Script(cd.Name)
-	if script == nil {
+	if cd.Transform == nil {
 		return fmt.Errorf("transform test: destination %q has no transform", cd.Name)
 	}
+	scripts, err := oncehook.Transformations(cfg)
+	if err != nil {
+		return fmt.Errorf("transform test: %w", err)
+	}
+	for _, s := range scripts {
+		defer s.Close()
+	}
+	script := scripts[cd.Name]
 	lease := store.LeasedDelivery{Destination: cd.Name, Attempt: *attempt, ContentType: *contentType, ReceivedAt: time.Now().UTC()}
 	if *eventFile != "" {
 		body, err := os.ReadFile(*eventFile)

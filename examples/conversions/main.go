@@ -162,7 +162,7 @@ func Open(cfg *config.Config) (*Shop, error) {
 }
 
 func main() {
-	cfg, err := config.Load(os.Getenv("ONCEHOOK_CONFIG"))
+	cfg, err := oncehook.LoadConfig(os.Getenv("ONCEHOOK_CONFIG"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config_test
+package oncehook
 
 import (
 	"context"
@@ -53,19 +53,24 @@ const capiJS = `addHandler("transform", (request, context) => {
 `
 
 // A destination's transform file is read beside the config, inline scripts
-// from the config itself; both are compiled when the config is read.
+// from the config itself; both are compiled when the config is checked.
 func TestTransformsAreReadBesideTheConfigAndCompiled(t *testing.T) {
 	path := writeConfig(t, map[string]string{"oncehook.yaml": withTransform, "transforms/capi.js": capiJS})
-	cfg, err := config.Load(path)
+	cfg, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, err := compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
 	u, _ := url.Parse(cfg.Destinations[0].URL)
 	for name, want := range map[string]string{
 		"capi":   `{"data":[{"event_name":"Purchase","event_id":"evt_1"}]}`,
 		"inline": `{"n":"evt_1"}`,
 	} {
-		s := cfg.Script(name)
+		s := p.scripts[name]
 		if s == nil {
 			t.Fatalf("%s: no script", name)
 		}
@@ -78,7 +83,7 @@ func TestTransformsAreReadBesideTheConfigAndCompiled(t *testing.T) {
 	if d := cfg.Destinations[0].Transform.Digest; !strings.HasPrefix(d, "sha256:") {
 		t.Errorf("digest %q", d)
 	}
-	if cfg.Script("nope") != nil {
+	if p.scripts["nope"] != nil {
 		t.Error("a destination without a transform has a script")
 	}
 }
@@ -90,7 +95,7 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 		"oncehook.yaml":      withTransform,
 		"transforms/capi.js": "addHandler(\"transform\", (request) => {\n  request.body = { ;\n  return request;\n});\n",
 	})
-	_, err := config.Load(path)
+	_, err := LoadConfig(path)
 	if err == nil {
 		t.Fatal("a script that does not compile was taken")
 	}
@@ -101,7 +106,7 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 		}
 	}
 	path = writeConfig(t, map[string]string{"oncehook.yaml": withTransform})
-	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "read the script") {
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "read the script") {
 		t.Errorf("a missing script: %v", err)
 	}
 	_, err = config.Parse([]byte(strings.Replace(withTransform, "transform: transforms/capi.js", "transform: {file: a.js, inline: x, colour: red}", 1)), func(string) (string, bool) { return "", false })
@@ -114,39 +119,39 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 // one that does not compile, keeping the running config.
 func TestAReloadSwapsScriptsAndABadScriptRefusesIt(t *testing.T) {
 	path := writeConfig(t, map[string]string{"oncehook.yaml": withTransform, "transforms/capi.js": capiJS})
-	old, err := config.Load(path)
+	old, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(filepath.Dir(path), "transforms/capi.js")
-	same, err := config.Load(path)
+	same, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := config.Reload(old, same); err != nil || len(r.Changed) != 0 {
+	if r, err := config.Reload(old, same, checkParts); err != nil || len(r.Changed) != 0 {
 		t.Errorf("the same script again: %+v %v, want nothing changed", r, err)
 	}
 	if err := os.WriteFile(script, []byte(strings.Replace(capiJS, "Purchase", "Lead", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	next, err := config.Load(path)
+	next, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := config.Reload(old, next)
+	r, err := config.Reload(old, next, checkParts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(r.Changed, []string{"destination capi changed"}) {
 		t.Errorf("changed %q", r.Changed)
 	}
-	if r.Config.Script("capi").Digest() == old.Script("capi").Digest() {
+	if r.Config.Destinations[0].Transform.Digest == old.Destinations[0].Transform.Digest {
 		t.Error("the reloaded config runs the old script")
 	}
 	if err := os.WriteFile(script, []byte("addHandler(\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "transforms/capi.js:") {
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "transforms/capi.js:") {
 		t.Errorf("a bad script on reload: %v, want refused naming the script", err)
 	}
 }
