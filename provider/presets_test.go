@@ -134,14 +134,7 @@ func TestMoreVectors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := mustNew(t, c.preset, c.opts)
-			if err := p.Verify(c.r, c.now); err != nil {
-				t.Fatalf("Verify: %v", err)
-			}
-			items, err := p.Items(c.r)
-			if err != nil {
-				t.Fatalf("Items: %v", err)
-			}
+			items := verifiedItems(t, c.preset, c.opts, c.r, c.now)
 			if c.key == "-" {
 				if len(items) != 0 {
 					t.Fatalf("items %+v, want none", items)

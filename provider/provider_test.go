@@ -25,6 +25,21 @@ func mustNew(t *testing.T, name string, opts Options) Preset {
 	return p
 }
 
+// verifiedItems builds preset with opts, verifies r at now and splits it
+// into its items, failing the test if either step fails.
+func verifiedItems(t *testing.T, preset string, opts Options, r *Request, now time.Time) []Item {
+	t.Helper()
+	p := mustNew(t, preset, opts)
+	if err := p.Verify(r, now); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	items, err := p.Items(r)
+	if err != nil {
+		t.Fatalf("Items: %v", err)
+	}
+	return items
+}
+
 // Vectors from providers.md, section 3.
 func TestVectors(t *testing.T) {
 	at1700 := time.Unix(1700000000, 0)
@@ -79,14 +94,7 @@ func TestVectors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := mustNew(t, c.preset, c.opts)
-			if err := p.Verify(c.r, c.now); err != nil {
-				t.Fatalf("Verify: %v", err)
-			}
-			items, err := p.Items(c.r)
-			if err != nil {
-				t.Fatalf("Items: %v", err)
-			}
+			items := verifiedItems(t, c.preset, c.opts, c.r, c.now)
 			if len(items) != 1 || items[0].Key != c.key {
 				t.Fatalf("items = %+v, want one with key %q", items, c.key)
 			}

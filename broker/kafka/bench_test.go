@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,12 +15,6 @@ import (
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 )
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkPublisher measures the Kafka destination's Send (a record per
 // attempt, idempotent, acks=all, waiting for each ack) against a bare
@@ -41,7 +34,7 @@ func BenchmarkPublisher(b *testing.B) {
 		for range b.N {
 			var next atomic.Int64
 			var wg sync.WaitGroup
-			start, c0 := time.Now(), cpuTime()
+			start, c0 := time.Now(), testenv.CPUTime()
 			for range concurrent {
 				wg.Go(func() {
 					for {
@@ -58,7 +51,7 @@ func BenchmarkPublisher(b *testing.B) {
 			}
 			wg.Wait()
 			elapsed += time.Since(start)
-			cpu += cpuTime() - c0
+			cpu += testenv.CPUTime() - c0
 		}
 		n := float64(records * b.N)
 		b.ReportMetric(n/elapsed.Seconds(), "msgs/s")

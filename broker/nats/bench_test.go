@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,16 +56,10 @@ func fill(b *testing.B, js jetstream.JetStream, stream string, n int) {
 	<-js.PublishAsyncComplete()
 }
 
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func report(b *testing.B, start time.Time, cpu0 time.Duration) {
 	el := time.Since(start)
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-	b.ReportMetric(float64((cpu()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+	b.ReportMetric(float64((testenv.CPUTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
 }
 
 func waitAcked(b *testing.B, js jetstream.JetStream, stream, durable string, n int) {
@@ -92,7 +85,7 @@ func BenchmarkConsumeBareAckOnly(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpu()
+	start, cpu0 := time.Now(), testenv.CPUTime()
 	var acked atomic.Int64
 	done := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -143,7 +136,7 @@ func benchGatewayPending(b *testing.B, deliver bool, pending string) {
 		dest = "[]"
 	}
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpu()
+	start, cpu0 := time.Now(), testenv.CPUTime()
 	oncehooktest.Start(b, `
 store: sqlite://$DIR/oncehook.db
 sources:
@@ -198,7 +191,7 @@ func benchPublish(b *testing.B, one func(i int) bool) {
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpu()
+	start, cpu0 := time.Now(), testenv.CPUTime()
 	for range 64 {
 		wg.Go(func() {
 			for {

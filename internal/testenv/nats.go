@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,26 +13,14 @@ import (
 // NATSBase is the NATS server (with JetStream) tests use;
 // ONCEHOOK_TEST_NATS overrides it.
 func NATSBase() string {
-	if u := os.Getenv("ONCEHOOK_TEST_NATS"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
+	return fromEnv("ONCEHOOK_TEST_NATS", "nats://127.0.0.1:4222")
 }
 
 // NATS returns the test NATS server's URL, after checking it answers. A
 // test makes its own stream (a unique name) and deletes it when done.
 func NATS(t testing.TB) string {
 	t.Helper()
-	u, err := url.Parse(NATSBase())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
-	if err != nil {
-		unavailable(t, "NATS", err)
-	}
-	conn.Close()
-	return NATSBase()
+	return reachable(t, "NATS", NATSBase())
 }
 
 // NATSServer is a nats-server of the test's own, with JetStream and a

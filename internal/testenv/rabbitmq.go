@@ -1,35 +1,20 @@
 package testenv
 
 import (
-	"net"
 	"net/url"
-	"os"
 	"testing"
-	"time"
 )
 
 // RabbitMQBase is the broker tests use; ONCEHOOK_TEST_AMQP overrides it.
 func RabbitMQBase() string {
-	if u := os.Getenv("ONCEHOOK_TEST_AMQP"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
+	return fromEnv("ONCEHOOK_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 }
 
 // RabbitMQ returns the test broker's URL, after checking it listens. Each
 // test declares (and deletes) queues of its own, under unique names.
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
-	u, err := url.Parse(RabbitMQBase())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
-	if err != nil {
-		unavailable(t, "RabbitMQ", err)
-	}
-	conn.Close()
-	return RabbitMQBase()
+	return reachable(t, "RabbitMQ", RabbitMQBase())
 }
 
 // Via is rawURL with its host replaced by addr (a Proxy's): the same

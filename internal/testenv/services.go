@@ -15,18 +15,38 @@ import (
 
 // PostgresBase is the server tests use; ONCEHOOK_TEST_POSTGRES overrides it.
 func PostgresBase() string {
-	if u := os.Getenv("ONCEHOOK_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	return fromEnv("ONCEHOOK_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 }
 
 // RedisBase is the server tests use; ONCEHOOK_TEST_REDIS overrides it.
 func RedisBase() string {
-	if u := os.Getenv("ONCEHOOK_TEST_REDIS"); u != "" {
-		return u
+	return fromEnv("ONCEHOOK_TEST_REDIS", "redis://127.0.0.1:6379/0")
+}
+
+// fromEnv is the variable name's value, or def when it is unset: where a
+// test service is, as a machine may override it.
+func fromEnv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
 	}
-	return "redis://127.0.0.1:6379/0"
+	return def
+}
+
+// reachable returns base after checking that its host accepts a TCP
+// connection; a test that needs what (named in the message) is skipped,
+// or failed under CI, when it does not.
+func reachable(t testing.TB, what, base string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
+	if err != nil {
+		unavailable(t, what, err)
+	}
+	conn.Close()
+	return base
 }
 
 // unavailable skips a test that needs a service this machine lacks, but
@@ -78,14 +98,5 @@ func Postgres(t testing.TB) string {
 // Redis returns the test Redis server's URL, after checking it answers.
 func Redis(t testing.TB) string {
 	t.Helper()
-	u, err := url.Parse(RedisBase())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.DialTimeout("tcp", u.Host, 2*time.Second)
-	if err != nil {
-		unavailable(t, "Redis", err)
-	}
-	conn.Close()
-	return RedisBase()
+	return reachable(t, "Redis", RedisBase())
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,6 +75,17 @@ func (s *Sink) ByKey() map[string]int {
 	return counts
 }
 
+// CheckEachOnce fails the test for every key the sink received more than
+// once (exactly once per key is what every delivery test wants).
+func (s *Sink) CheckEachOnce(t testing.TB) {
+	t.Helper()
+	for key, n := range s.ByKey() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
+		}
+	}
+}
+
 // WaitFor polls until cond holds or the timeout passes, and reports whether
 // it held.
 func WaitFor(timeout time.Duration, cond func() bool) bool {
@@ -123,4 +135,12 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// CPUTime is this process's user+system CPU time so far: a benchmark
+// reads it before and after to report CPU per message.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
