@@ -22,15 +22,10 @@ func (s *Store) dialect() sqlstore.Dialect {
 // ListEvents implements store.Admin.
 func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.EventSummary, error) {
 	f := sqlstore.Events(q, s.dialect())
-	if q.Before > 0 {
-		f.Add("e.id < ?", q.Before)
-	}
-	if q.Limit <= 0 {
-		q.Limit = 50
-	}
+	page := f.Page("e.id", q.Before, q.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
 		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
-		FROM events e WHERE `+f.Where()+` ORDER BY e.id DESC LIMIT `+f.Arg(q.Limit), f.Args()...)
+		FROM events e WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("list events", err)
 	}
@@ -219,15 +214,10 @@ var errNoEvent = errors.New("no such event")
 // ListDeadLetters implements store.Admin.
 func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store.DeadLetter, error) {
 	f := sqlstore.DeadLetters(q, s.dialect())
-	if q.Before > 0 {
-		f.Add("d.id < ?", q.Before)
-	}
-	if q.Limit <= 0 {
-		q.Limit = 50
-	}
+	page := f.Page("d.id", q.Before, q.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT d.id, d.event_id, e.source, e.key, d.destination, d.attempts,
 		COALESCE(d.last_status, 0), COALESCE(d.last_error, ''), e.received_at, d.updated_at
-		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+f.Where()+` ORDER BY d.id DESC LIMIT `+f.Arg(q.Limit), f.Args()...)
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("list dead letters", err)
 	}
@@ -344,7 +334,7 @@ func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error
 	if err != nil {
 		return nil, unavailable("read queues", err)
 	}
-	dead, err := s.countBy(ctx, "read queues", `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
+	dead, err := s.countBy(ctx, "read queues", sqlstore.DeadByDestination)
 	if err != nil {
 		return nil, err
 	}
@@ -368,13 +358,9 @@ func (s *Store) countBy(ctx context.Context, what, query string, args ...any) (m
 
 // ListAudit implements store.Admin.
 func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store.AuditEntry, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
-	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, target, count FROM audit WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit)
+	f := sqlstore.NewFilter(s.dialect())
+	page := f.Page("id", before, limit)
+	rows, err := s.pool.Query(ctx, `SELECT id, at, actor, action, target, count FROM audit WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("read audit", err)
 	}

@@ -16,26 +16,13 @@ import (
 // dialect is SQLite's, for the queries the backends share (sqlstore).
 var dialect = sqlstore.Dialect{Time: func(t time.Time) any { return ms(t) }}
 
-// eventWhere is the WHERE clause of q (without Before/Limit), with its args.
-func eventWhere(q store.EventQuery) (string, []any) {
-	f := sqlstore.Events(q, dialect)
-	return f.Where(), f.Args()
-}
-
 // ListEvents implements store.Admin.
 func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.EventSummary, error) {
-	where, args := eventWhere(q)
-	if q.Before > 0 {
-		where += " AND e.id < ?"
-		args = append(args, q.Before)
-	}
-	if q.Limit <= 0 {
-		q.Limit = 50
-	}
-	args = append(args, q.Limit)
+	f := sqlstore.Events(q, dialect)
+	page := f.Page("e.id", q.Before, q.Limit)
 	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
 		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id)
-		FROM events e WHERE `+where+` ORDER BY e.id DESC LIMIT ?`, args...)
+		FROM events e WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("list events", err)
 	}
@@ -262,7 +249,8 @@ func (s *Store) count(ctx context.Context, what, query string, args ...any) (int
 // bulkChange). SQLite has one writer, so no sweep runs between a
 // transaction's read and its write.
 func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
-	where, args := eventWhere(r.Events)
+	f := sqlstore.Events(r.Events, dialect)
+	where, args := f.Where(), f.Args()
 	events := `SELECT e.id FROM events e WHERE ` + where
 	if r.OneEvent() {
 		var found, gone int
@@ -296,24 +284,13 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 		})
 }
 
-func deadWhere(q store.DeadQuery) (string, []any) {
-	f := sqlstore.DeadLetters(q, dialect)
-	return f.Where(), f.Args()
-}
-
 // ListDeadLetters implements store.Admin.
 func (s *Store) ListDeadLetters(ctx context.Context, q store.DeadQuery) ([]store.DeadLetter, error) {
-	where, args := deadWhere(q)
-	if q.Before > 0 {
-		where += " AND d.id < ?"
-		args = append(args, q.Before)
-	}
-	if q.Limit <= 0 {
-		q.Limit = 50
-	}
+	f := sqlstore.DeadLetters(q, dialect)
+	page := f.Page("d.id", q.Before, q.Limit)
 	rows, err := s.read.QueryContext(ctx, `SELECT d.id, d.event_id, e.source, e.key, d.destination, d.attempts,
 		COALESCE(d.last_status, 0), COALESCE(d.last_error, ''), e.received_at, d.updated_at
-		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+where+` ORDER BY d.id DESC LIMIT ?`, append(args, q.Limit)...)
+		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("list dead letters", err)
 	}
@@ -365,7 +342,8 @@ func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination stri
 
 // PurgeDeadLetters implements store.Admin.
 func (s *Store) PurgeDeadLetters(ctx context.Context, q store.DeadQuery, dryRun bool, a store.AuditEntry) (int, error) {
-	where, args := deadWhere(q)
+	f := sqlstore.DeadLetters(q, dialect)
+	where, args := f.Where(), f.Args()
 	sel := `SELECT d.id FROM deliveries d JOIN events e ON e.id = d.event_id WHERE ` + where
 	return s.bulkChange(ctx, dryRun, a, time.Now(),
 		func() (int, error) {
@@ -435,7 +413,7 @@ func (s *Store) Queues(ctx context.Context, now time.Time) ([]store.Queue, error
 	if err := rows.Err(); err != nil {
 		return nil, unavailable("read queues", err)
 	}
-	dead, err := s.countBy(ctx, "read queues", `SELECT destination, COUNT(*) FROM deliveries WHERE state = 'dead' GROUP BY destination`)
+	dead, err := s.countBy(ctx, "read queues", sqlstore.DeadByDestination)
 	if err != nil {
 		return nil, err
 	}
@@ -466,13 +444,9 @@ func (s *Store) countBy(ctx context.Context, what, query string, args ...any) (m
 
 // ListAudit implements store.Admin.
 func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store.AuditEntry, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	if before <= 0 {
-		before = 1<<63 - 1
-	}
-	rows, err := s.read.QueryContext(ctx, `SELECT id, at, actor, action, target, count FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?`, before, limit)
+	f := sqlstore.NewFilter(dialect)
+	page := f.Page("id", before, limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT id, at, actor, action, target, count FROM audit WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("read audit", err)
 	}

@@ -142,3 +142,25 @@ func DeadLetters(q store.DeadQuery, d Dialect) *Filter {
 	}
 	return f
 }
+
+// DefaultPage is how many rows a list returns when its query sets no
+// limit.
+const DefaultPage = 50
+
+// Page narrows f to the page below the cursor before (ids under it, when
+// it is set), newest first, and returns the ORDER BY and LIMIT that end
+// the query: limit rows, DefaultPage when it is not set. Call it after
+// the last Add.
+func (f *Filter) Page(id string, before int64, limit int) string {
+	if before > 0 {
+		f.Add(id+" < ?", before)
+	}
+	if limit <= 0 {
+		limit = DefaultPage
+	}
+	return " ORDER BY " + id + " DESC LIMIT " + f.Arg(limit)
+}
+
+// DeadByDestination counts the dead letters per destination (for
+// store.Admin's Queues: see store.MergeDead).
+const DeadByDestination = `SELECT destination, COUNT(*) FROM deliveries WHERE state = '` + string(store.Dead) + `' GROUP BY destination`
