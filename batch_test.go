@@ -80,11 +80,7 @@ func TestWhatsAppBatchIsSplitBeforeDedup(t *testing.T) {
 		t.Fatalf("delivered %d distinct, want 1005", len(sink.ByKey()))
 	}
 	time.Sleep(100 * time.Millisecond)
-	for k, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", k, n)
-		}
-	}
+	sink.CheckEachOnce(t)
 	// A delivered update is Meta's envelope around that one update.
 	d := sink.Deliveries()[0]
 	if !strings.Contains(string(d.Body), `"statuses":[{`) || strings.Count(string(d.Body), `"status":`) != 1 {

@@ -15,6 +15,19 @@ import (
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
+// sendInvoicePaid posts Stripe's invoice.paid evt_<i> (three digits),
+// signed with whsec_test, to the stripe source of the gateway at url, and
+// fails the test unless it is answered 200.
+func sendInvoicePaid(t *testing.T, url string, i int) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":"evt_%03d","object":"event","type":"invoice.paid"}`, i)
+	resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, url+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("intake: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
 // A destination down for a while holds instead of drowning: its breaker
 // opens after a few failures and attempts stop (counted at the sink),
 // nothing goes to the dead letters, the other destination keeps its
@@ -44,14 +57,7 @@ destinations:
     breaker: {failures: 3, cooldown: 1s}
   - {name: app, url: `+app.URL+`}
 `)
-	send := func(i int) {
-		body := fmt.Sprintf(`{"id":"evt_%03d","object":"event","type":"invoice.paid"}`, i)
-		resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", "whsec_test", []byte(body), ""))
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("intake: %v %v", resp, err)
-		}
-		resp.Body.Close()
-	}
+	send := func(i int) { sendInvoicePaid(t, gw.URL, i) }
 	for i := range 20 {
 		send(i)
 	}

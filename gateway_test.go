@@ -102,17 +102,12 @@ func TestDuplicateStormStoresAndDeliversEachEventOnce(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var mu sync.Mutex
 	verdicts := map[string][]string{}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	storm := testenv.NewStorm(64)
 	for i := range events {
 		id := fmt.Sprintf("evt_storm_%04d", i)
 		body := stripeEvent(id)
 		for range copies {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
+			storm.Go(func() {
 				a := do(t, client, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, ""))
 				if a.Status != http.StatusOK {
 					t.Errorf("%s: status %d (%+v)", id, a.Status, a.Error)
@@ -125,10 +120,10 @@ func TestDuplicateStormStoresAndDeliversEachEventOnce(t *testing.T) {
 				mu.Lock()
 				verdicts[id] = append(verdicts[id], a.Body.Status)
 				mu.Unlock()
-			}()
+			})
 		}
 	}
-	wg.Wait()
+	storm.Wait()
 
 	for id, vs := range verdicts {
 		accepted := 0
@@ -150,11 +145,7 @@ func TestDuplicateStormStoresAndDeliversEachEventOnce(t *testing.T) {
 		t.Fatalf("delivered %d distinct events, want %d", len(sink.ByKey()), events)
 	}
 	time.Sleep(200 * time.Millisecond) // a second delivery, if any, would land now
-	for key, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", key, n)
-		}
-	}
+	sink.CheckEachOnce(t)
 	st := stats(t, gw)
 	if st.Delivered != events || st.Pending != 0 {
 		t.Errorf("stats %+v: want %d delivered and none pending", st, events)

@@ -168,23 +168,7 @@ sources:
   - {name: big, preset: generic, unsigned: true, key: ["header:X-Id"]}
 `)
 	const senders, size = 48, 4 << 20
-	var peak uint64
-	stop := make(chan struct{})
-	var sampled sync.WaitGroup
-	sampled.Add(1)
-	go func() {
-		defer sampled.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-				if h := heapInUse(); h > peak {
-					peak = h
-				}
-			}
-		}
-	}()
+	peakOf := sampleHeap(2*time.Millisecond, 0)
 	base := heapInUse()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -220,8 +204,7 @@ sources:
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	sampled.Wait()
+	peak := peakOf()
 	if statuses[200] == 0 || statuses[200]+statuses[503]+statuses[0] != senders || statuses[0] > senders/4 {
 		t.Fatalf("answers %v: want 200s and 503s only (or, for a few bodies cut while they arrived, the connection closed: 0)", statuses)
 	}
@@ -301,4 +284,32 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// sampleHeap samples heapInUse every interval from now on, and returns
+// what stops the sampling and gives the highest value seen (from, when
+// none was higher): the peak a test's burst of requests made.
+func sampleHeap(every time.Duration, from uint64) (stop func() (peak uint64)) {
+	peak := from
+	done := make(chan struct{})
+	var sampled sync.WaitGroup
+	sampled.Add(1)
+	go func() {
+		defer sampled.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+				if h := heapInUse(); h > peak {
+					peak = h
+				}
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		sampled.Wait()
+		return peak
+	}
 }

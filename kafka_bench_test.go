@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,13 +12,6 @@ import (
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
-
-// cpuTime is this process's user+system CPU so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkKafkaConsume measures a Kafka source (consumed, claimed on
 // SQLite, committed) against a bare group consumer that only commits, on
@@ -53,7 +45,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 		var elapsed, cpu time.Duration
 		for range b.N {
 			group++
-			start, c0 := time.Now(), cpuTime()
+			start, c0 := time.Now(), testenv.CPUTime()
 			cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Addrs...), kgo.ConsumerGroup(fmt.Sprintf("bare-%d", group)),
 				kgo.ConsumeTopics("bench"), kgo.DisableAutoCommit())
 			if err != nil {
@@ -63,7 +55,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 			for seen < records {
 				fs := cl.PollRecords(context.Background(), 1024)
 				if seen == 0 && fs.NumRecords() > 0 {
-					start, c0 = time.Now(), cpuTime() // the group is joined
+					start, c0 = time.Now(), testenv.CPUTime() // the group is joined
 				}
 				seen += fs.NumRecords()
 				if err := cl.CommitUncommittedOffsets(context.Background()); err != nil {
@@ -71,7 +63,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 				}
 			}
 			elapsed += time.Since(start)
-			cpu += cpuTime() - c0
+			cpu += testenv.CPUTime() - c0
 			cl.Close()
 		}
 		report(b, elapsed, cpu)
@@ -81,7 +73,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 		var elapsed, cpu time.Duration
 		for range b.N {
 			group++
-			start, c0 := time.Now(), cpuTime()
+			start, c0 := time.Now(), testenv.CPUTime()
 			gw := oncehooktest.Start(b, fmt.Sprintf(`
 store: sqlite://$DIR/oncehook.db
 sources:
@@ -91,14 +83,14 @@ sources:
     destinations: []
 `, strings.Join(kc.Addrs, ", "), group))
 			testenv.WaitFor(30*time.Second, func() bool { return gatewayTaken(b, gw) > 0 })
-			start, c0 = time.Now(), cpuTime() // joined, and claiming
+			start, c0 = time.Now(), testenv.CPUTime() // joined, and claiming
 			if !testenv.WaitFor(120*time.Second, func() bool {
 				return gatewayTaken(b, gw) >= records
 			}) {
 				b.Fatalf("the gateway claimed %v of %d", gatewayTaken(b, gw), records)
 			}
 			elapsed += time.Since(start)
-			cpu += cpuTime() - c0
+			cpu += testenv.CPUTime() - c0
 			gw.Stop()
 		}
 		report(b, elapsed, cpu)

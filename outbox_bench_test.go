@@ -58,11 +58,7 @@ func BenchmarkOutboxTx(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
+		db := shopDB(b, path)
 		if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`); err != nil {
 			b.Fatal(err)
 		}

@@ -49,6 +49,20 @@ destinations:
 	return gw, path
 }
 
+// shopDB opens the SQLite file at path as a shop's own code would to
+// publish through the outbox: its writes wait for the gateway's
+// (busy_timeout), are durable (synchronous FULL) and take the write lock
+// at BEGIN (_txlock=immediate). It is closed when the test ends.
+func shopDB(tb testing.TB, path string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
 func publish(t *testing.T, gw *gateway, token, source, key, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/v1/publish/"+source, strings.NewReader(body))
@@ -165,11 +179,7 @@ func TestPublishTokenMayOnlyPublishToItsSources(t *testing.T) {
 func TestPublishTxOnTheGatewaysDatabase(t *testing.T) {
 	sink := testenv.NewSink(t)
 	gw, path := outboxGateway(t, sink.URL)
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := shopDB(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	pub := func(key string) oncehook.Published {
@@ -239,11 +249,7 @@ destinations:
   - {name: capi, url: `+purchases.URL+`}
   - {name: ledger, url: `+refunds.URL+`}
 `)
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := shopDB(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	for _, e := range []struct{ key, body string }{

@@ -283,11 +283,7 @@ func TestDistinctIdsAreDistinctEventsAndTrailingBytesAreMalformed(t *testing.T) 
 	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.ByKey()) == len(ids) }) {
 		t.Fatalf("delivered %v, want each of the %d events once", sink.ByKey(), len(ids))
 	}
-	for k, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", k, n)
-		}
-	}
+	sink.CheckEachOnce(t)
 
 	body := []byte(`{"id":"evt_tg1","object":"event"} garbage`)
 	a := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, ""))
@@ -399,23 +395,7 @@ func TestAWhatsAppBatchThatWouldMultiplyIsRefusedBeforeItIsBuilt(t *testing.T) {
 		}
 		runtime.GC()
 		base := heapInUse()
-		peak := base
-		stop := make(chan struct{})
-		var sampled sync.WaitGroup
-		sampled.Add(1)
-		go func() {
-			defer sampled.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Millisecond):
-					if h := heapInUse(); h > peak {
-						peak = h
-					}
-				}
-			}
-		}()
+		peakOf := sampleHeap(time.Millisecond, base)
 		var wg sync.WaitGroup
 		for _, req := range reqs {
 			wg.Add(1)
@@ -427,9 +407,7 @@ func TestAWhatsAppBatchThatWouldMultiplyIsRefusedBeforeItIsBuilt(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		close(stop)
-		sampled.Wait()
-		grew := int64(peak) - int64(base)
+		grew := int64(peakOf()) - int64(base)
 		t.Logf("%d messages (%d KB), 4 at once: heap grew %d MiB at peak", n, len(body)>>10, grew>>20)
 		// Each request holds its body, its decoded copy and at most 4
 		// times its size in items, with the encoder's copies: about 10 times, 40 for four. Built

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,21 +62,16 @@ delivery: {lease: 3s}
 	// Events arrive over a second or so, as a provider sends them: the
 	// poison answers come back while intake goes on.
 	const events = 150
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
+	storm := testenv.NewStorm(4)
 	for i := range events {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		storm.Go(func() {
 			if a := postJSON(t, gw.URL+"/in/acme", fmt.Sprintf(`{"id":"evt-%d"}`, i)); a.Status != http.StatusOK {
 				t.Errorf("event %d: %d %+v", i, a.Status, a.Error)
 			}
 			time.Sleep(20 * time.Millisecond)
-		}()
+		})
 	}
-	wg.Wait()
+	storm.Wait()
 	start := time.Now()
 	if !testenv.WaitFor(5*time.Second, func() bool { return len(healthy.ByKey()) == events }) {
 		t.Fatalf("the healthy destination got %d of %d events in 5s after intake", len(healthy.ByKey()), events)

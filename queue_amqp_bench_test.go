@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,13 +76,6 @@ func preload(b *testing.B, ch *amqp.Channel, queue string, n int) {
 	}
 }
 
-// cpu is this process's user+system CPU time so far.
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func report(b *testing.B, n int, elapsed, cpuUsed time.Duration) {
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpuUsed.Microseconds())/float64(n), "cpu-µs/msg")
@@ -101,7 +93,7 @@ func BenchmarkRabbitMQConsume(b *testing.B) {
 		}
 		cch.Qos(256, 0, false)
 		b.ResetTimer()
-		start, c0 := time.Now(), cpu()
+		start, c0 := time.Now(), testenv.CPUTime()
 		ds, err := cch.Consume(queue, "", false, false, false, false, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -110,7 +102,7 @@ func BenchmarkRabbitMQConsume(b *testing.B) {
 			d := <-ds
 			d.Ack(false)
 		}
-		report(b, b.N, time.Since(start), cpu()-c0)
+		report(b, b.N, time.Since(start), testenv.CPUTime()-c0)
 	})
 	// A gateway on SQLite consuming the same queue: each message claimed
 	// (durable) before its ack, then delivered to a local sink.
@@ -125,7 +117,7 @@ func BenchmarkRabbitMQConsume(b *testing.B) {
 			w.WriteHeader(http.StatusOK)
 		}
 		b.ResetTimer()
-		start, c0 := time.Now(), cpu()
+		start, c0 := time.Now(), testenv.CPUTime()
 		gw := oncehooktest.Start(b, `
 store: sqlite://$DIR/oncehook.db
 sources:
@@ -140,14 +132,14 @@ destinations:
 			q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
 			return err == nil && q.Messages == 0 && gw.ConsumerStatus()[0].InFlight == 0
 		})
-		claimedAt, c1 := time.Since(start), cpu()-c0
+		claimedAt, c1 := time.Since(start), testenv.CPUTime()-c0
 		if !claimed || !testenv.WaitFor(5*time.Minute, func() bool { return delivered.Load() >= int64(b.N) }) {
 			b.Fatalf("claimed %v, delivered %d of %d", claimed, delivered.Load(), b.N)
 		}
 		deliveredAt := time.Since(start)
 		b.ReportMetric(float64(b.N)/claimedAt.Seconds(), "claimed-msgs/s")
 		b.ReportMetric(float64(c1.Microseconds())/float64(b.N), "claim-cpu-µs/msg")
-		report(b, b.N, deliveredAt, cpu()-c0)
+		report(b, b.N, deliveredAt, testenv.CPUTime()-c0)
 	})
 }
 
@@ -157,7 +149,7 @@ func BenchmarkRabbitMQPublish(b *testing.B) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		b.ResetTimer()
-		start, c0 := time.Now(), cpu()
+		start, c0 := time.Now(), testenv.CPUTime()
 		for range workers {
 			wg.Go(func() {
 				for {
@@ -170,7 +162,7 @@ func BenchmarkRabbitMQPublish(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		report(b, b.N, time.Since(start), cpu()-c0)
+		report(b, b.N, time.Since(start), testenv.CPUTime()-c0)
 	}
 	// The baseline: 32 goroutines, each with its own confirm-mode channel,
 	// publish a persistent message and wait for its confirm.

@@ -91,6 +91,23 @@ func queueLen(t *testing.T, ch *amqp.Channel, queue string) int {
 	return q.Messages
 }
 
+// waitSourceTotal polls the admin API's /v1/stats for source's totals
+// until ok holds of them (counts ride the next commit), and returns the
+// last it read and whether ok held within 20s.
+func waitSourceTotal(gw *oncehooktest.Gateway, source string, ok func(admin.SourceCounts) bool) (admin.SourceCounts, bool) {
+	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
+	var got admin.SourceCounts
+	held := testenv.WaitFor(20*time.Second, func() bool {
+		v, err := c.Stats(context.Background(), admin.StatsQuery{Source: source})
+		if err != nil || len(v.Sources) != 1 {
+			return false
+		}
+		got = v.Sources[0].Total
+		return ok(got)
+	})
+	return got, held
+}
+
 // Invariants 3, 13 and 19 over RabbitMQ: 3,000 messages of which 30% are
 // re-published copies, poison mixed in (no key, not JSON, over
 // max_body_size). Every distinct key is delivered
@@ -147,21 +164,9 @@ destinations:
 	}
 	t.Logf("%d messages consumed, claimed and delivered in %v", len(mixed), time.Since(start).Round(time.Millisecond))
 	time.Sleep(300 * time.Millisecond) // a second delivery, if any, would land now
-	for key, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", key, n)
-		}
-	}
-	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
-	var got admin.SourceCounts
-	if !testenv.WaitFor(20*time.Second, func() bool {
-		v, err := c.Stats(context.Background(), admin.StatsQuery{Source: "orders"})
-		if err != nil || len(v.Sources) != 1 {
-			return false
-		}
-		got = v.Sources[0].Total
-		return got.Requests == int64(len(mixed))
-	}) {
+	sink.CheckEachOnce(t)
+	got, ok := waitSourceTotal(gw, "orders", func(got admin.SourceCounts) bool { return got.Requests == int64(len(mixed)) })
+	if !ok {
 		t.Fatalf("/v1/stats never counted every message: %+v, want %d requests", got, len(mixed))
 	}
 	rejected := int64(0)
@@ -326,26 +331,16 @@ destinations:
 		t.Fatalf("after the store came back %d of %d delivered; queue %d", len(sink.ByKey()), msgs, queueLen(t, ch, queue))
 	}
 	time.Sleep(300 * time.Millisecond)
-	for key, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", key, n)
-		}
-	}
+	sink.CheckEachOnce(t)
 	if n, d := queueLen(t, ch, queue), queueLen(t, ch, dead); n != 0 || d != 0 {
 		t.Fatalf("queue %d, dead letters %d: want both empty", n, d)
 	}
 	// The outage shows where a webhook's would: refusals counted as
 	// unavailable, every message accepted once in the end.
-	c := api.NewClient(gw.APIURL, gw.APIToken, nil)
-	var got admin.SourceCounts
-	if !testenv.WaitFor(20*time.Second, func() bool {
-		v, err := c.Stats(context.Background(), admin.StatsQuery{Source: "orders"})
-		if err != nil || len(v.Sources) != 1 {
-			return false
-		}
-		got = v.Sources[0].Total
+	got, ok := waitSourceTotal(gw, "orders", func(got admin.SourceCounts) bool {
 		return got.Accepted == msgs && got.Rejected["unavailable"] > 0
-	}) {
+	})
+	if !ok {
 		t.Fatalf("/v1/stats %+v: want %d accepted and the outage's refusals as unavailable", got, msgs)
 	}
 	t.Logf("/v1/stats: %d accepted, %d refused while the store was down", got.Accepted, got.Rejected["unavailable"])

@@ -3,7 +3,6 @@ package oncehook_test
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -18,9 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/oncehooktest"
-
-	_ "modernc.org/sqlite" // to hold the database's write lock from outside
 )
 
 // natsStream makes a stream of the test's own on the server at url
@@ -122,11 +120,7 @@ destinations:
 		t.Fatalf("after 60 s: %d keys delivered of %d; consumer %+v", len(sink.ByKey()), distinct, info)
 	}
 	time.Sleep(500 * time.Millisecond) // a second delivery would arrive now
-	for key, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", key, n)
-		}
-	}
+	sink.CheckEachOnce(t)
 	if n := len(sink.Deliveries()); n != distinct {
 		t.Errorf("%d deliveries for %d keys", n, distinct)
 	}
@@ -252,24 +246,7 @@ destinations:
 	if !testenv.WaitFor(10*time.Second, func() bool { return gw.ConsumerStatus()[0].Connected }) {
 		t.Fatalf("not consuming: %+v", gw.ConsumerStatus())
 	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "oncehook.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// Wait for the gateway's writer, should it be mid-commit, rather than
-	// fail at once with "database is locked".
-	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 10000"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := sqlitetest.Lock(t, filepath.Join(dir, "oncehook.db"))
 	const orders = 100
 	for i := range orders {
 		if _, err := js.Publish(context.Background(), prefix+".orders", fmt.Appendf(nil, `{"order_id":"o-%03d"}`, i)); err != nil {
@@ -283,7 +260,7 @@ destinations:
 	if n := len(sink.Deliveries()); n != 0 {
 		t.Fatalf("%d deliveries while the store could not commit", n)
 	}
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
 	if !testenv.WaitFor(60*time.Second, func() bool {
@@ -293,9 +270,5 @@ destinations:
 		t.Fatalf("after the store came back: %d of %d delivered, consumer %+v", len(sink.ByKey()), orders, cons())
 	}
 	time.Sleep(300 * time.Millisecond)
-	for key, n := range sink.ByKey() {
-		if n != 1 {
-			t.Errorf("%s delivered %d times", key, n)
-		}
-	}
+	sink.CheckEachOnce(t)
 }

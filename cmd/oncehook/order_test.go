@@ -95,26 +95,21 @@ destinations:
 	// what it did not answer is sent again to the others, as a provider
 	// resends.
 	killed := mode == "fifo"
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	requests := testenv.NewStorm(64)
 	var unanswered []string
 	for i, body := range bodies {
 		if killed && i == len(bodies)/2 {
 			ps[0].kill()
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		requests.Go(func() {
 			if post(ps[i%len(ps)].URL, body) != 200 {
 				mu.Lock()
 				unanswered = append(unanswered, body)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	requests.Wait()
 	if !killed && len(unanswered) > 0 {
 		t.Fatalf("%d requests not answered 200, the first: %s", len(unanswered), unanswered[0])
 	}

@@ -5,14 +5,12 @@ package main_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"database/sql"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -33,8 +31,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/testenv"
-
-	_ "modernc.org/sqlite" // to hold the database's write lock from outside
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 )
 
 var binary string
@@ -167,7 +164,12 @@ destinations:
 }
 
 func sendEvent(t *testing.T, url, id string) (int, string) {
-	req := testenv.SignedRequest(t, url+"/in/stripe", "stripe", secret, []byte(`{"id":"`+id+`","object":"event"}`), "")
+	return roundTrip(testenv.SignedRequest(t, url+"/in/stripe", "stripe", secret, []byte(`{"id":"`+id+`","object":"event"}`), ""))
+}
+
+// roundTrip sends req and returns the answer's status and body, or 0 and
+// the error when there was no answer (a process killed, a port closed).
+func roundTrip(req *http.Request) (int, string) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
@@ -222,23 +224,18 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 
 	const events = 200
 	var acked sync.Map
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	requests := testenv.NewStorm(16)
 	for i := range events {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		requests.Go(func() {
 			id := fmt.Sprintf("evt_crash_%03d", i)
 			if status, _ := sendEvent(t, p.URL, id); status == 200 {
 				acked.Store("stripe:"+id, true)
 			} else {
 				t.Errorf("%s: %d", id, status)
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	requests.Wait()
 	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) >= 64 }) {
 		t.Fatalf("only %d attempts in flight before the crash", len(sink.Deliveries()))
 	}
@@ -482,31 +479,14 @@ func TestKillNineBeforeOutcomesCommitRepeatsOnlyThoseAttempts(t *testing.T) {
 	}
 	// Another process takes the database's write lock: the gateway's
 	// writer can commit nothing from here on.
-	db, err := sql.Open("sqlite", filepath.Join(dir, "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Wait for the gateway's writer, should it be mid-commit, rather than
-	// fail at once with "database is locked".
-	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 10000"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := sqlitetest.Lock(t, filepath.Join(dir, "events.db"))
 	close(release) // the destination answers 200 to every attempt
 	if !testenv.WaitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == events }) {
 		t.Fatal("the destination did not answer every attempt")
 	}
 	time.Sleep(200 * time.Millisecond) // the outcomes wait for the writer
 	p.kill()
-	conn.ExecContext(context.Background(), "ROLLBACK")
-	conn.Close()
+	unlock()
 
 	p2 := startProcess(t, dir, "--config", cfg)
 	defer p2.kill()

@@ -71,29 +71,24 @@ func pgStats(t *testing.T, url string) store.Stats {
 func storm(t *testing.T, ps []*process, ids []string, copies int, during func()) map[string][]int {
 	var mu sync.Mutex
 	codes := map[string][]int{}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	requests := testenv.NewStorm(64)
 	var sent atomic.Int64
 	var once sync.Once
 	total := int64(len(ids) * copies)
 	for c := range copies {
 		for i, id := range ids {
-			wg.Add(1)
-			sem <- struct{}{}
 			if during != nil && sent.Add(1) == total/2 {
 				once.Do(during)
 			}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
+			requests.Go(func() {
 				code, _ := sendEvent(t, ps[(i+c)%len(ps)].URL, id)
 				mu.Lock()
 				codes[id] = append(codes[id], code)
 				mu.Unlock()
-			}()
+			})
 		}
 	}
-	wg.Wait()
+	requests.Wait()
 	return codes
 }
 
@@ -142,6 +137,18 @@ func waitDeliveredOnce(t *testing.T, sink *countingSink, want map[string]bool) {
 	}
 }
 
+// storedAndDeliveredOnce checks a storm of all's ids against PostgreSQL at
+// pg: every copy answered 200, one event stored per id, and each
+// delivered to sink once.
+func storedAndDeliveredOnce(t *testing.T, pg string, sink *countingSink, all []string, codes map[string][]int) {
+	t.Helper()
+	want := allAnswered200(t, all, codes)
+	if st := pgStats(t, pg); st.Events != int64(len(all)) {
+		t.Fatalf("stored %d events, want %d", st.Events, len(all))
+	}
+	waitDeliveredOnce(t, sink, want)
+}
+
 // Three replicas, 2,000 events each sent 5 times at once across them:
 // exactly 2,000 stored, 2,000 delivered, every request answered 200.
 func TestThreeReplicasStoreAndDeliverEachEventOnce(t *testing.T) {
@@ -150,11 +157,7 @@ func TestThreeReplicasStoreAndDeliverEachEventOnce(t *testing.T) {
 	ps := startReplicas(t, 3, replicaConfig(t, pg, "", sink.URL))
 	all := ids("rep", 2000)
 	codes := storm(t, ps, all, 5, nil)
-	want := allAnswered200(t, all, codes)
-	if st := pgStats(t, pg); st.Events != 2000 {
-		t.Fatalf("stored %d events, want 2000", st.Events)
-	}
-	waitDeliveredOnce(t, sink, want)
+	storedAndDeliveredOnce(t, pg, sink, all, codes)
 }
 
 // kill -9 one replica mid-load, with deliveries leased and in flight on it
@@ -251,11 +254,7 @@ func TestRedisFlushMidStormLetsNoDuplicateThrough(t *testing.T) {
 			t.Errorf("FLUSHALL: %v", err)
 		}
 	})
-	want := allAnswered200(t, all, codes)
-	if st := pgStats(t, pg); st.Events != 500 {
-		t.Fatalf("stored %d events, want 500", st.Events)
-	}
-	waitDeliveredOnce(t, sink, want)
+	storedAndDeliveredOnce(t, pg, sink, all, codes)
 }
 
 // PostgreSQL unreachable mid-load: every request during the outage gets

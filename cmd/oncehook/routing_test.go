@@ -91,17 +91,12 @@ destinations:
 		t.Fatal("the test's events would not exercise every route")
 	}
 
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	requests := testenv.NewStorm(64)
 	var mu sync.Mutex
 	bad := 0
 	for c := range 3 {
 		for i, e := range evs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
+			requests.Go(func() {
 				body := fmt.Sprintf(`{"id":%q,"object":"event","type":%q,"livemode":%v,"data":{"object":{"amount":%d}}}`, e.id, e.typ, e.livemode, e.amount)
 				req := testenv.SignedRequest(t, ps[(i+c)%len(ps)].URL+"/in/stripe", "stripe", secret, []byte(body), "")
 				resp, err := http.DefaultClient.Do(req)
@@ -114,10 +109,10 @@ destinations:
 					bad++
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 	}
-	wg.Wait()
+	requests.Wait()
 	if bad > 0 {
 		t.Fatalf("%d of 6,000 requests were not answered 200", bad)
 	}
@@ -345,13 +340,7 @@ apis:
 		req, _ := http.NewRequest(http.MethodPost, base+"/payments/charges", strings.NewReader(`{"amount":1}`))
 		req.Header.Set("Idempotency-Key", "pay-1")
 		req.Header.Set("Authorization", "Bearer shop")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return roundTrip(req)
 	}
 	p := startProcess(t, dir, "--config", cfgPath)
 	go post(p.URL)
