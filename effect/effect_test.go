@@ -394,14 +394,16 @@ func TestHTTPReconciliationList(t *testing.T) {
 	var keys []string
 	cursor := ""
 	for page := 0; page < 10; page++ {
-		status, m, _ := a.call("GET", "/v1/effects?state=pending&stale=true&limit=2&cursor="+url.QueryEscape(cursor), "")
+		// stale is lease_expired's old name: page through with either.
+		param := []string{"lease_expired", "stale"}[page%2]
+		status, m, _ := a.call("GET", "/v1/effects?state=pending&"+param+"=true&limit=2&cursor="+url.QueryEscape(cursor), "")
 		if status != 200 {
 			t.Fatalf("list: %d %v", status, m)
 		}
 		for _, e := range m["effects"].([]any) {
 			rec := e.(map[string]any)
-			if rec["stale"] != true {
-				t.Errorf("listed as stale: %v", rec)
+			if rec["lease_expired"] != true || rec["stale"] != true {
+				t.Errorf("listed as lease expired (and, by its old name, stale): %v", rec)
 			}
 			keys = append(keys, rec["key"].(string))
 		}

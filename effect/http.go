@@ -34,7 +34,7 @@ import (
 //	POST /v1/effects/{key}/renew     {"token":"...","lease":"30s"}         200, or 409
 //	POST /v1/effects/{key}/reset     not here: an operator's action, served (and audited) by the admin API
 //	GET  /v1/effects/{key}           the record, with its attempts
-//	GET  /v1/effects?state=pending&stale=true&cursor=&limit=   the reconciliation list
+//	GET  /v1/effects?state=pending&lease_expired=true&cursor=&limit=   the reconciliation list
 //
 // Bad input (an empty or oversized key, a malformed body, a lease of 0 or
 // over the maximum, a result over the limit, a field or query parameter
@@ -360,7 +360,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 // list answers the reconciliation list, a page at a time: next_cursor is
 // the cursor of the next page, absent on the last.
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	if !onlyParams(w, r, "state", "stale", "cursor", "limit") {
+	if !onlyParams(w, r, "state", "lease_expired", "stale", "cursor", "limit") {
 		return
 	}
 	q := r.URL.Query()
@@ -371,13 +371,16 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "state: want pending, done, failed or expired", Reason: "invalid", Field: "state"})
 		return
 	}
-	if s := q.Get("stale"); s != "" {
-		stale, err := strconv.ParseBool(s)
-		if err != nil {
-			jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "stale: want true or false", Reason: "invalid", Field: "stale"})
-			return
+	// stale is lease_expired's old name, read for one release more.
+	for _, param := range []string{"lease_expired", "stale"} {
+		if s := q.Get(param); s != "" {
+			expired, err := strconv.ParseBool(s)
+			if err != nil {
+				jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: param + ": want true or false", Reason: "invalid", Field: param})
+				return
+			}
+			query.LeaseExpired = query.LeaseExpired || expired
 		}
-		query.Stale = stale
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

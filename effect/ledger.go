@@ -71,18 +71,23 @@ type Claim struct {
 
 // Record is what the ledger keeps for a key.
 type Record struct {
-	Key            string          `json:"key"`
-	State          string          `json:"state"` // pending, done, failed, expired
-	Attempt        int             `json:"attempt"`
-	LeaseExpiresAt *time.Time      `json:"lease_expires_at,omitempty"`
-	Stale          bool            `json:"stale,omitempty"` // pending, its lease expired: left halfway
-	Fingerprint    string          `json:"fingerprint,omitempty"`
-	Deadline       *time.Time      `json:"deadline,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          string          `json:"error,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	Attempts       []Attempt       `json:"attempts,omitempty"`
+	Key            string     `json:"key"`
+	State          string     `json:"state"` // pending, done, failed, expired
+	Attempt        int        `json:"attempt"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	LeaseExpired   bool       `json:"lease_expired,omitempty"` // pending, its lease expired: left halfway
+	// Stale is LeaseExpired under its old name, which also named an
+	// ordered delivery held back.
+	//
+	// Deprecated: read LeaseExpired; stale is written for one release more.
+	Stale       bool            `json:"stale,omitempty"`
+	Fingerprint string          `json:"fingerprint,omitempty"`
+	Deadline    *time.Time      `json:"deadline,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	Attempts    []Attempt       `json:"attempts,omitempty"`
 }
 
 // Attempt is one claim that took the lease, and how it ended.
@@ -371,7 +376,7 @@ func (l *Local) Get(ctx context.Context, key string) (Record, error) {
 }
 
 // List returns the records the query selects (the reconciliation list:
-// pending and stale, failed), in key order; pass the last key as the next
+// pending with its lease expired, failed), in key order; pass the last key as the next
 // query's After.
 func (l *Local) List(ctx context.Context, q store.EffectQuery) ([]Record, error) {
 	q.Now = l.opts.Now()
@@ -397,10 +402,11 @@ func timePtr(t time.Time) *time.Time {
 // recordOf is what a record shows; never its token.
 func recordOf(r store.EffectRecord, now time.Time) Record {
 	out := Record{
-		Key: r.Key, State: r.State, Attempt: r.Attempt, LeaseExpiresAt: timePtr(r.LeaseExpiresAt), Stale: r.Stale(now),
+		Key: r.Key, State: r.State, Attempt: r.Attempt, LeaseExpiresAt: timePtr(r.LeaseExpiresAt), LeaseExpired: r.LeaseExpired(now),
 		Fingerprint: r.Fingerprint, Deadline: timePtr(r.Deadline), Error: r.Error,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
+	out.Stale = out.LeaseExpired
 	if r.Result != nil {
 		out.Result = json.RawMessage(r.Result)
 	}

@@ -71,7 +71,7 @@ type Admin interface {
 	// pending one's event was received, and how many are dead letters.
 	Queues(ctx context.Context, now time.Time) ([]Queue, error)
 	// EffectCounts counts the effects ledger's records by state, and the
-	// pending ones whose lease expired at now as "stale".
+	// pending ones whose lease expired at now as EffectLeaseExpired.
 	EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error)
 	// RecordAudit writes an audit entry for a change made outside the
 	// store (a config reload), which has no transaction of its own to

@@ -23,6 +23,10 @@ const (
 	EffectDone    = "done"
 	EffectFailed  = "failed"
 	EffectExpired = "expired"
+	// EffectLeaseExpired is not a state but a count: the pending records
+	// whose lease expired (their owner stopped halfway). It was "stale",
+	// which is also the state of an ordered delivery held back.
+	EffectLeaseExpired = "lease_expired"
 )
 
 // EffectOpKind is what an EffectOp does.
@@ -107,9 +111,10 @@ type EffectResult struct {
 	Reclaimed bool         // Claim: the previous owner's lease expired without a word
 }
 
-// Stale reports whether the record is pending with a lease that expired:
-// its owner stopped halfway (a crash), and nobody has taken it over yet.
-func (r EffectRecord) Stale(now time.Time) bool {
+// LeaseExpired reports whether the record is pending with a lease that
+// expired: its owner stopped halfway (a crash), and nobody has taken it
+// over yet.
+func (r EffectRecord) LeaseExpired(now time.Time) bool {
 	return r.State == EffectPending && !r.LeaseExpiresAt.IsZero() && !r.LeaseExpiresAt.After(now)
 }
 
@@ -229,9 +234,9 @@ func Transition(rec *EffectRecord, op EffectOp, newToken string) (*EffectRecord,
 
 // EffectQuery selects records for the reconciliation list.
 type EffectQuery struct {
-	State string    // pending, done, failed or expired; empty: any
-	Stale bool      // with State pending: only those whose lease expired
-	Now   time.Time // what "expired" is measured against
-	After string    // the cursor: keys after this one, in key order
-	Limit int
+	State        string    // pending, done, failed or expired; empty: any
+	LeaseExpired bool      // only pending ones whose lease expired
+	Now          time.Time // what "expired" is measured against
+	After        string    // the cursor: keys after this one, in key order
+	Limit        int
 }

@@ -581,9 +581,8 @@ var funcs = template.FuncMap{
 	// with it, so the prefix is written once, as Prefix.
 	"ui": func() string { return Prefix },
 	// eventState is the catalog key of an event's or delivery's state:
-	// state.<state>, but for stale, which for an event means older than
-	// its entity's delivered version (order.stale), not an effect's
-	// expired lease (state.stale).
+	// state.<state>, but for stale, which is told with the order's words
+	// (order.stale): an event older than its entity's delivered version.
 	"eventState": func(state string) string {
 		if state == store.EventStale {
 			return "order.stale"

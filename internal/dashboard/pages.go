@@ -368,11 +368,11 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 	// A pending record is held (its lease runs), left halfway (its lease
 	// ran out without a word), or released: its owner gave it back after
 	// a retryable failure, nobody holds it, and the next claim runs it.
-	var held, stale, released []effect.Record
+	var held, leaseExpired, released []effect.Record
 	for _, rec := range pending {
 		switch {
-		case rec.Stale:
-			stale = append(stale, rec)
+		case rec.LeaseExpired:
+			leaseExpired = append(leaseExpired, rec)
 		case rec.LeaseExpiresAt == nil:
 			released = append(released, rec)
 		default:
@@ -406,7 +406,7 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 		json.Unmarshal(rec.Result, &kept)
 		answers = append(answers, apiAnswer{API: api, Client: client, Key: key, Status: kept.Status, NotKept: kept.NotKept, At: rec.UpdatedAt})
 	}
-	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "Stale": nonNil(stale), "Released": nonNil(released), "Failed": nonNil(failed), "Answers": answers})
+	d.render(w, r, http.StatusOK, "effects", s, map[string]any{"Held": nonNil(held), "LeaseExpired": nonNil(leaseExpired), "Released": nonNil(released), "Failed": nonNil(failed), "Answers": answers})
 }
 
 // apiAnswer is a stored answer of the Idempotency-Key proxy. Client is

@@ -52,7 +52,7 @@ func NewStoreCollector(st store.Store, destinations []string, ttl time.Duration)
 		dead:    d("oncehook_dead_letters", "Dead letters per destination.", "destination"),
 		paused:  d("oncehook_destination_paused", "1 while a destination is paused (deliveries held, intake accepting).", "destination"),
 		breaker: d("oncehook_breaker_open", "1 while a destination's circuit breaker is open or half-open (deliveries held, none dropped).", "destination"),
-		effects: d("oncehook_effects", "Effects ledger records by state (stale: pending, lease expired).", "state"),
+		effects: d("oncehook_effects", "Effects ledger records by state (lease_expired: pending, its lease expired; stale: its old name, kept for one release).", "state"),
 		removed: d("oncehook_destination_removed", "1 for a destination the config names no more that still has deliveries: its pending ones are held, not delivered, until a config names it again.", "destination"),
 		up:      d("oncehook_store_queries_up", "1 when the store answered the queries behind the queue and effects metrics."),
 	}
@@ -128,8 +128,11 @@ func (c *StoreCollector) read(now time.Time) []prometheus.Metric {
 		}
 		gauge(c.breaker, b, d)
 	}
-	for _, state := range []string{store.EffectPending, "stale", store.EffectDone, store.EffectFailed, store.EffectExpired} {
+	for _, state := range []string{store.EffectPending, store.EffectLeaseExpired, store.EffectDone, store.EffectFailed, store.EffectExpired} {
 		gauge(c.effects, float64(effects[state]), state)
 	}
+	// The old label of lease_expired, for one release: alerts written on
+	// it keep firing while their authors move to the new one.
+	gauge(c.effects, float64(effects[store.EffectLeaseExpired]), "stale")
 	return out
 }

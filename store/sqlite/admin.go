@@ -467,5 +467,5 @@ func (s *Store) ListAudit(ctx context.Context, before int64, limit int) ([]store
 // EffectCounts implements store.Admin.
 func (s *Store) EffectCounts(ctx context.Context, now time.Time) (map[string]int64, error) {
 	return s.countBy(ctx, "count effects", `SELECT state, COUNT(*) FROM effects GROUP BY state
-		UNION ALL SELECT 'stale', COUNT(*) FROM effects WHERE state = 'pending' AND lease_expires_at <= ?`, ms(now))
+		UNION ALL SELECT 'lease_expired', COUNT(*) FROM effects WHERE state = 'pending' AND lease_expires_at <= ?`, ms(now))
 }

@@ -214,7 +214,7 @@ func (s *Store) ListEffects(ctx context.Context, q store.EffectQuery) ([]store.E
 		query += ` AND state = ?`
 		args = append(args, q.State)
 	}
-	if q.Stale {
+	if q.LeaseExpired {
 		query += ` AND state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`
 		args = append(args, ms(q.Now))
 	}

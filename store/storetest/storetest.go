@@ -1305,7 +1305,7 @@ func testEffectList(t *testing.T, s store.Store) {
 	var keys []string
 	after := ""
 	for {
-		page, err := s.ListEffects(context.Background(), store.EffectQuery{State: store.EffectPending, Stale: true, Now: now, After: after, Limit: 2})
+		page, err := s.ListEffects(context.Background(), store.EffectQuery{State: store.EffectPending, LeaseExpired: true, Now: now, After: after, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1314,7 +1314,7 @@ func testEffectList(t *testing.T, s store.Store) {
 		}
 		for _, r := range page {
 			keys = append(keys, r.Key)
-			if !r.Stale(now) {
+			if !r.LeaseExpired(now) {
 				t.Errorf("%s listed as stale: %+v", r.Key, r)
 			}
 		}
@@ -1328,7 +1328,7 @@ func testEffectList(t *testing.T, s store.Store) {
 	}
 	// The counts the metrics export: by state, and the stale among pending.
 	counts, err := s.EffectCounts(context.Background(), now)
-	if err != nil || counts[store.EffectPending] != 6 || counts["stale"] != 5 || counts[store.EffectFailed] != 1 || counts[store.EffectDone] != 0 {
+	if err != nil || counts[store.EffectPending] != 6 || counts[store.EffectLeaseExpired] != 5 || counts[store.EffectFailed] != 1 || counts[store.EffectDone] != 0 {
 		t.Fatalf("effect counts %v %v", counts, err)
 	}
 	// Final records are swept after their retention; pending ones never.
