@@ -2,10 +2,11 @@
 // duplicate, what was rejected and why, what is stuck, and the actions that
 // unstick it (replay, retry, purge, pause), each written to an audit log.
 //
-// One Operator interface has two implementations: Service works on a store
-// directly (the gateway's API and dashboard, and the CLI with --config),
-// and Client talks to a running gateway's API (the CLI with --api). Handler
-// serves a Service as the JSON API under /v1, documented in docs/api.md.
+// Operator is what an operator can do; Service does it on a store directly
+// (the gateway's API and dashboard, and the CLI with --config). The JSON
+// API under /v1 that serves an Operator, and the Client that calls a
+// running gateway's (the CLI with --api), are package api's; docs/api.md
+// documents the API.
 //
 // Traffic counts (received, duplicates, rejected, attempts) come from the
 // hourly rollups (see store.Rollup), not from counting events, so the
