@@ -240,8 +240,16 @@ func ActorOf(ctx context.Context) string {
 // UnknownActor is ActorOf a context that names nobody.
 const UnknownActor = "unknown"
 
-func (s *Service) audit(ctx context.Context, action, target string) store.AuditEntry {
-	return store.AuditEntry{At: s.opts.Now(), Actor: ActorOf(ctx), Action: action, Target: target}
+// audit is the audit log's entry for a, taken now on target by ctx's
+// actor.
+func (s *Service) audit(ctx context.Context, a interface{ action() Action }, target string) store.AuditEntry {
+	return s.auditAs(ctx, a.action().Audit, target)
+}
+
+// auditAs is an audit log entry under a word of its own (a refused
+// reload, which no action in the table takes).
+func (s *Service) auditAs(ctx context.Context, word, target string) store.AuditEntry {
+	return store.AuditEntry{At: s.opts.Now(), Actor: ActorOf(ctx), Action: word, Target: target}
 }
 
 // Count is how many things an action changed (or, in a dry run, would).
@@ -268,8 +276,9 @@ type EventFilter struct {
 	Cursor string `json:"cursor,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
 	// All must be set to act (replay) on every event with an empty filter,
-	// so that a forgotten filter never replays everything.
-	All bool `json:"all,omitempty"`
+	// so that a forgotten filter never replays everything. A list takes
+	// no All (nor does the API's query for one).
+	All bool `json:"all,omitempty" query:"-"`
 }
 
 func (f EventFilter) empty() bool {
@@ -525,7 +534,7 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 
 // ReplayEvent implements Operator.
 func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
-	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{ID: id}, Now: s.opts.Now(), Audit: s.audit(ctx, "replay", fmt.Sprintf("event %d", id))})
+	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{ID: id}, Now: s.opts.Now(), Audit: s.audit(ctx, ActReplayEvent, fmt.Sprintf("event %d", id))})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}
@@ -554,7 +563,7 @@ func (s *Service) ResetOrder(ctx context.Context, source, entity, destination st
 	if destination != "" {
 		target += " to " + destination
 	}
-	n, err := s.admin.ResetOrder(ctx, source, entity, destination, s.opts.Now(), s.audit(ctx, "order_reset", target))
+	n, err := s.admin.ResetOrder(ctx, source, entity, destination, s.opts.Now(), s.audit(ctx, ActResetOrder, target))
 	if err != nil {
 		return Count{}, err
 	}
@@ -569,7 +578,7 @@ func (s *Service) SkipEvent(ctx context.Context, id int64, destination string) (
 	if destination == "" {
 		return Count{}, invalid("destination", "missing")
 	}
-	n, err := s.admin.SkipDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, "skip", fmt.Sprintf("event %d to %s", id, destination)))
+	n, err := s.admin.SkipDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActSkipEvent, fmt.Sprintf("event %d to %s", id, destination)))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
@@ -592,7 +601,7 @@ func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string
 	if err := s.knownNames("", destination); err != nil {
 		return Count{}, err
 	}
-	n, err := s.admin.AddDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, "deliver", fmt.Sprintf("event %d to %s", id, destination)))
+	n, err := s.admin.AddDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActDeliverEvent, fmt.Sprintf("event %d to %s", id, destination)))
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}
@@ -621,7 +630,7 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 		return Count{}, err // a typo, not "nothing to replay"
 	}
 	q.Limit = 0
-	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, "replay", f.String())})
+	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActReplayEvents, f.String())})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("replay %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
 	}
@@ -643,8 +652,8 @@ type DeadFilter struct {
 	Cursor      string `json:"cursor,omitempty"`
 	Limit       int    `json:"limit,omitempty"`
 	// All must be set to retry or purge every dead letter with an empty
-	// filter.
-	All bool `json:"all,omitempty"`
+	// filter (a list, and its query in the API, take none).
+	All bool `json:"all,omitempty" query:"-"`
 }
 
 func (f DeadFilter) String() string {
@@ -746,7 +755,7 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 		return Count{}, err
 	}
 	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{Source: q.Source}, Destination: q.Destination, Dead: true,
-		Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, "retry", f.String())})
+		Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActRetryDead, f.String())})
 	if err != nil {
 		return Count{}, err
 	}
@@ -765,7 +774,7 @@ func (s *Service) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err := s.knownNames(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
-	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, "purge", f.String()))
+	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, ActPurgeDead, f.String()))
 	if err != nil {
 		return Count{}, err
 	}
@@ -1017,9 +1026,9 @@ func (s *Service) SetPaused(ctx context.Context, destination string, paused bool
 	if !s.known(destination) {
 		return DestinationView{}, fmt.Errorf("destination %q: %w", destination, ErrNotFound)
 	}
-	action := "resume"
+	action := ActResume
 	if paused {
-		action = "pause"
+		action = ActPause
 	}
 	if err := s.admin.SetPaused(ctx, destination, paused, s.opts.Now(), s.audit(ctx, action, "destination "+destination)); err != nil {
 		return DestinationView{}, err
@@ -1057,9 +1066,9 @@ func (s *Service) SetBreaker(ctx context.Context, destination string, open bool)
 	if open {
 		actor := ActorOf(ctx)
 		_, _, err = flow.OpenBreaker(ctx, store.Breaker{Destination: destination, OpenedAt: now, Until: now.Add(manualBreaker), Opens: 1,
-			Reason: openedBy + actor}, s.audit(ctx, "breaker_open", "destination "+destination))
+			Reason: openedBy + actor}, s.audit(ctx, ActOpenBreaker, "destination "+destination))
 	} else {
-		err = flow.CloseBreaker(ctx, destination, now, s.audit(ctx, "breaker_close", "destination "+destination))
+		err = flow.CloseBreaker(ctx, destination, now, s.audit(ctx, ActCloseBreaker, "destination "+destination))
 	}
 	if err != nil {
 		return DestinationView{}, err
@@ -1118,7 +1127,7 @@ func (s *Service) ResetEffect(ctx context.Context, key string) error {
 	if s.opts.Effects == nil {
 		return fmt.Errorf("effects ledger: %w", ErrNotFound)
 	}
-	return s.opts.Effects.ResetAudited(ctx, key, s.audit(ctx, "effect_reset", "effect "+key))
+	return s.opts.Effects.ResetAudited(ctx, key, s.audit(ctx, ActResetEffect, "effect "+key))
 }
 
 func contains(list []string, v string) bool {

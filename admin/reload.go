@@ -43,12 +43,12 @@ func (s *Service) Reload(ctx context.Context) (ReloadView, error) {
 	v, finish, err := s.opts.Reload(ctx)
 	if err != nil {
 		msg := "refused, the running config stays: " + strings.ReplaceAll(err.Error(), "\n", "; ")
-		if aErr := s.admin.RecordAudit(ctx, s.audit(ctx, "reload_refused", "config "+v.Config)); aErr != nil {
+		if aErr := s.admin.RecordAudit(ctx, s.auditAs(ctx, "reload_refused", "config "+v.Config)); aErr != nil {
 			msg += " (and its audit entry was not written: " + aErr.Error() + ")"
 		}
 		return v, &InvalidError{Field: "config", Msg: msg}
 	}
-	a := s.audit(ctx, "reload", "config "+v.Config)
+	a := s.audit(ctx, ActReload, "config "+v.Config)
 	a.Count = len(v.Changed)
 	if err := s.admin.RecordAudit(ctx, a); err != nil {
 		// Whatever the store said, the answer is the same: nothing

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/oncehook/oncehook/admin"
-	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
@@ -49,200 +46,117 @@ func (c *Client) do(ctx context.Context, route jsonhttp.Route, args []string, q 
 	return nil
 }
 
-func setTime(q url.Values, k string, t time.Time) {
-	if !t.IsZero() {
-		q.Set(k, t.UTC().Format(time.RFC3339))
-	}
-}
-
-func setString(q url.Values, k, v string) {
-	if v != "" {
-		q.Set(k, v)
-	}
+// call takes action a through the API: in travels as the table says (see
+// encode), and the answer decodes into the action's answer type.
+func call[In, Out any](ctx context.Context, c *Client, a admin.Act[In, Out], in In) (Out, error) {
+	var out Out
+	args, q, body := encode(a.Route.Method, in)
+	err := c.do(ctx, a.Route, args, q, body, &out)
+	return out, err
 }
 
 // Sources implements admin.Operator.
 func (c *Client) Sources(ctx context.Context) ([]admin.SourceView, error) {
-	var out struct {
-		Sources []admin.SourceView `json:"sources"`
-	}
-	err := c.do(ctx, routeSources, nil, nil, nil, &out)
+	out, err := call(ctx, c, admin.ActSources, admin.None{})
 	return out.Sources, err
 }
 
 // Stats implements admin.Operator.
-func (c *Client) Stats(ctx context.Context, sq admin.StatsQuery) (admin.StatsView, error) {
-	q := url.Values{}
-	setString(q, "source", sq.Source)
-	setString(q, "destination", sq.Destination)
-	setTime(q, "from", sq.From)
-	setTime(q, "to", sq.To)
-	if sq.Granularity == admin.Daily {
-		q.Set("granularity", "1d")
-	}
-	var out admin.StatsView
-	err := c.do(ctx, routeStats, nil, q, nil, &out)
-	return out, err
+func (c *Client) Stats(ctx context.Context, q admin.StatsQuery) (admin.StatsView, error) {
+	return call(ctx, c, admin.ActStats, admin.StatsArgsOf(q))
 }
 
 // Events implements admin.Operator.
 func (c *Client) Events(ctx context.Context, f admin.EventFilter) (admin.EventPage, error) {
-	q := url.Values{}
-	setString(q, "source", f.Source)
-	setString(q, "key", f.Key)
-	setString(q, "type", f.Type)
-	setString(q, "state", f.State)
-	setString(q, "key_prefix", f.KeyPrefix)
-	setTime(q, "from", f.From)
-	setTime(q, "to", f.To)
-	setString(q, "cursor", f.Cursor)
-	if f.Limit != 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	var out admin.EventPage
-	err := c.do(ctx, routeEvents, nil, q, nil, &out)
-	return out, err
+	return call(ctx, c, admin.ActEvents, f)
 }
 
 // Event implements admin.Operator.
 func (c *Client) Event(ctx context.Context, id int64) (admin.EventDetail, error) {
-	var out admin.EventDetail
-	err := c.do(ctx, routeEvent, []string{strconv.FormatInt(id, 10)}, nil, nil, &out)
-	return out, err
+	return call(ctx, c, admin.ActEvent, admin.EventRef{ID: id})
 }
 
 // ReplayEvent implements admin.Operator.
 func (c *Client) ReplayEvent(ctx context.Context, id int64) (admin.Count, error) {
-	var out admin.Count
-	err := c.do(ctx, routeReplayEvent, []string{strconv.FormatInt(id, 10)}, nil, nil, &out)
-	return out, err
-}
-
-// SkipEvent implements admin.Operator.
-func (c *Client) SkipEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
-	var out admin.Count
-	err := c.do(ctx, routeSkipEvent, []string{strconv.FormatInt(id, 10)}, nil, deliverBody{Destination: destination}, &out)
-	return out, err
-}
-
-// ResetOrder implements admin.Operator.
-func (c *Client) ResetOrder(ctx context.Context, source, entity, destination string) (admin.Count, error) {
-	var out admin.Count
-	err := c.do(ctx, routeResetOrder, []string{source}, nil, resetOrderBody{Entity: entity, Destination: destination}, &out)
-	return out, err
-}
-
-// Reload implements admin.Operator.
-func (c *Client) Reload(ctx context.Context) (admin.ReloadView, error) {
-	var out admin.ReloadView
-	err := c.do(ctx, routeReload, nil, nil, struct{}{}, &out)
-	return out, err
-}
-
-// DeliverEvent implements admin.Operator.
-func (c *Client) DeliverEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
-	var out admin.Count
-	err := c.do(ctx, routeDeliverEvent, []string{strconv.FormatInt(id, 10)}, nil, deliverBody{Destination: destination}, &out)
-	return out, err
+	return call(ctx, c, admin.ActReplayEvent, admin.EventRef{ID: id})
 }
 
 // ReplayEvents implements admin.Operator.
 func (c *Client) ReplayEvents(ctx context.Context, f admin.EventFilter, dryRun bool) (admin.Count, error) {
-	var out admin.Count
-	err := c.do(ctx, routeReplayEvents, nil, nil, bulkEvents{EventFilter: f, DryRun: dryRun}, &out)
-	return out, err
+	return call(ctx, c, admin.ActReplayEvents, admin.EventsBulk{EventFilter: f, DryRun: dryRun})
+}
+
+// DeliverEvent implements admin.Operator.
+func (c *Client) DeliverEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
+	return call(ctx, c, admin.ActDeliverEvent, admin.DeliveryRef{ID: id, Destination: destination})
+}
+
+// SkipEvent implements admin.Operator.
+func (c *Client) SkipEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
+	return call(ctx, c, admin.ActSkipEvent, admin.DeliveryRef{ID: id, Destination: destination})
+}
+
+// ResetOrder implements admin.Operator.
+func (c *Client) ResetOrder(ctx context.Context, source, entity, destination string) (admin.Count, error) {
+	return call(ctx, c, admin.ActResetOrder, admin.OrderRef{Source: source, Entity: entity, Destination: destination})
 }
 
 // DeadLetters implements admin.Operator.
 func (c *Client) DeadLetters(ctx context.Context, f admin.DeadFilter) (admin.DeadPage, error) {
-	q := url.Values{}
-	setString(q, "destination", f.Destination)
-	setString(q, "source", f.Source)
-	setString(q, "cursor", f.Cursor)
-	if f.Limit != 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	var out admin.DeadPage
-	err := c.do(ctx, routeDeadLetters, nil, q, nil, &out)
-	return out, err
+	return call(ctx, c, admin.ActDeadLetters, f)
 }
 
 // RetryDeadLetters implements admin.Operator.
 func (c *Client) RetryDeadLetters(ctx context.Context, f admin.DeadFilter, dryRun bool) (admin.Count, error) {
-	var out admin.Count
-	err := c.do(ctx, routeRetryDead, nil, nil, bulkDead{DeadFilter: f, DryRun: dryRun}, &out)
-	return out, err
+	return call(ctx, c, admin.ActRetryDead, admin.DeadBulk{DeadFilter: f, DryRun: dryRun})
 }
 
 // PurgeDeadLetters implements admin.Operator.
 func (c *Client) PurgeDeadLetters(ctx context.Context, f admin.DeadFilter, dryRun bool) (admin.Count, error) {
-	q := url.Values{}
-	setString(q, "destination", f.Destination)
-	setString(q, "source", f.Source)
-	if f.All {
-		q.Set("all", "true")
-	}
-	if dryRun {
-		q.Set("dry_run", "true")
-	}
-	var out admin.Count
-	err := c.do(ctx, routePurgeDead, nil, q, nil, &out)
-	return out, err
+	return call(ctx, c, admin.ActPurgeDead, admin.DeadPurge{Destination: f.Destination, Source: f.Source, All: f.All, DryRun: dryRun})
 }
 
 // Destinations implements admin.Operator.
 func (c *Client) Destinations(ctx context.Context) ([]admin.DestinationView, error) {
-	var out struct {
-		Destinations []admin.DestinationView `json:"destinations"`
-	}
-	err := c.do(ctx, routeDestinations, nil, nil, nil, &out)
+	out, err := call(ctx, c, admin.ActDestinations, admin.None{})
 	return out.Destinations, err
 }
 
 // SetPaused implements admin.Operator.
 func (c *Client) SetPaused(ctx context.Context, destination string, paused bool) (admin.DestinationView, error) {
-	route := routeResume
+	a := admin.ActResume
 	if paused {
-		route = routePause
+		a = admin.ActPause
 	}
-	var out admin.DestinationView
-	err := c.do(ctx, route, []string{destination}, nil, nil, &out)
-	return out, err
+	return call(ctx, c, a, admin.DestinationRef{Name: destination})
 }
 
 // SetBreaker implements admin.Operator.
 func (c *Client) SetBreaker(ctx context.Context, destination string, open bool) (admin.DestinationView, error) {
-	route := routeBreakerClose
+	a := admin.ActCloseBreaker
 	if open {
-		route = routeBreakerOpen
+		a = admin.ActOpenBreaker
 	}
-	var out admin.DestinationView
-	err := c.do(ctx, route, []string{destination}, nil, nil, &out)
-	return out, err
+	return call(ctx, c, a, admin.DestinationRef{Name: destination})
 }
 
 // Audit implements admin.Operator.
 func (c *Client) Audit(ctx context.Context, cursor string, limit int) (admin.AuditPage, error) {
-	q := url.Values{}
-	setString(q, "cursor", cursor)
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	var out admin.AuditPage
-	err := c.do(ctx, routeAudit, nil, q, nil, &out)
-	return out, err
+	return call(ctx, c, admin.ActAudit, admin.AuditArgs{Cursor: cursor, Limit: limit})
 }
 
 // Doctor implements admin.Operator.
 func (c *Client) Doctor(ctx context.Context, source string) (admin.DoctorReport, error) {
-	q := url.Values{}
-	setString(q, "source", source)
-	var out admin.DoctorReport
-	err := c.do(ctx, routeDoctor, nil, q, nil, &out)
-	return out, err
+	return call(ctx, c, admin.ActDoctor, admin.DoctorArgs{Source: source})
+}
+
+// Reload implements admin.Operator.
+func (c *Client) Reload(ctx context.Context) (admin.ReloadView, error) {
+	return call(ctx, c, admin.ActReload, admin.None{})
 }
 
 // ResetEffect implements admin.Operator.
 func (c *Client) ResetEffect(ctx context.Context, key string) error {
-	return c.do(ctx, effect.ResetRoute, []string{key}, nil, nil, nil)
+	_, err := call(ctx, c, admin.ActResetEffect, admin.EffectRef{Key: key})
+	return err
 }
