@@ -226,33 +226,23 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request, _ session) {
 	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "replay:"+strconv.Itoa(n.Count))
 }
 
-// deliver sends an event to a destination its route passed over.
-func (d *Dashboard) deliver(w http.ResponseWriter, r *http.Request, _ session) {
-	id, ok := eventID(r)
-	if !ok {
-		d.fail(w, r, http.StatusNotFound, "not_found")
-		return
+// onDelivery takes a (deliver: to a destination the event's route passed
+// over; skip: end an ordered delivery that holds its entity, a fifo head
+// that cannot succeed) on the event in the path and the destination the
+// form names, and goes back to the event.
+func (d *Dashboard) onDelivery(a admin.Act[admin.DeliveryRef, admin.Count]) func(http.ResponseWriter, *http.Request, session) {
+	return func(w http.ResponseWriter, r *http.Request, _ session) {
+		id, ok := eventID(r)
+		if !ok {
+			d.fail(w, r, http.StatusNotFound, "not_found")
+			return
+		}
+		if _, err := a.Do(r.Context(), d.opts.Service, &admin.DeliveryRef{ID: id, Destination: r.PostFormValue("destination")}); err != nil {
+			d.failErr(w, r, err)
+			return
+		}
+		done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), a.Audit)
 	}
-	if _, err := d.opts.Service.DeliverEvent(r.Context(), id, r.PostFormValue("destination")); err != nil {
-		d.failErr(w, r, err)
-		return
-	}
-	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "deliver")
-}
-
-// skip ends an ordered delivery that holds its entity (a fifo head that
-// cannot succeed) without delivering it.
-func (d *Dashboard) skip(w http.ResponseWriter, r *http.Request, _ session) {
-	id, ok := eventID(r)
-	if !ok {
-		d.fail(w, r, http.StatusNotFound, "not_found")
-		return
-	}
-	if _, err := d.opts.Service.SkipEvent(r.Context(), id, r.PostFormValue("destination")); err != nil {
-		d.failErr(w, r, err)
-		return
-	}
-	done(w, r, fmt.Sprintf("%s/events/%d", Prefix, id), "skip")
 }
 
 // resetOrder forgets an entity's version delivered to a destination, from
@@ -340,23 +330,24 @@ func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request, s sessi
 	d.render(w, r, http.StatusOK, "destinations", s, map[string]any{"Destinations": dests})
 }
 
-func (d *Dashboard) pause(w http.ResponseWriter, r *http.Request, _ session) {
-	action := r.PathValue("action")
-	var err error
-	switch action {
-	case "pause", "resume":
-		_, err = d.opts.Service.SetPaused(r.Context(), r.PathValue("name"), action == "pause")
-	case "breaker_open", "breaker_close":
-		_, err = d.opts.Service.SetBreaker(r.Context(), r.PathValue("name"), action == "breaker_open")
-	default:
+// onDestination takes the action its form names (pause, resume,
+// breaker_open, breaker_close: the table's names of the actions on one
+// destination) on the destination in the path.
+func (d *Dashboard) onDestination(w http.ResponseWriter, r *http.Request, _ session) {
+	i := slices.IndexFunc(admin.Actions(), func(a admin.Action) bool {
+		_, onOne := a.Input().(*admin.DestinationRef)
+		return onOne && a.Name == r.PathValue("action")
+	})
+	if i < 0 {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 		return
 	}
-	if err != nil {
+	a := admin.Actions()[i]
+	if _, err := a.Do(r.Context(), d.opts.Service, &admin.DestinationRef{Name: r.PathValue("name")}); err != nil {
 		d.failErr(w, r, err)
 		return
 	}
-	done(w, r, Prefix+"/destinations", action)
+	done(w, r, Prefix+"/destinations", a.Name)
 }
 
 func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
