@@ -258,6 +258,15 @@ type Count struct {
 	DryRun bool `json:"dry_run,omitempty"`
 }
 
+// counted is the answer of an action that changed n things (or, in a dry
+// run, would): the delivery side hears of a real change at once.
+func (s *Service) counted(n int, dryRun bool) (Count, error) {
+	if n > 0 && !dryRun {
+		s.opts.Changed()
+	}
+	return Count{Count: n, DryRun: dryRun}, nil
+}
+
 // ---- events ----
 
 // Event states (see store.EventPending...).
@@ -567,10 +576,7 @@ func (s *Service) ResetOrder(ctx context.Context, source, entity, destination st
 	if err != nil {
 		return Count{}, err
 	}
-	if n > 0 {
-		s.opts.Changed()
-	}
-	return Count{Count: n}, nil
+	return s.counted(n, false)
 }
 
 // SkipEvent implements Operator.
@@ -587,10 +593,7 @@ func (s *Service) SkipEvent(ctx context.Context, id int64, destination string) (
 	case err != nil:
 		return Count{}, err
 	}
-	if n > 0 {
-		s.opts.Changed()
-	}
-	return Count{Count: n}, nil
+	return s.counted(n, false)
 }
 
 // DeliverEvent implements Operator.
@@ -608,10 +611,7 @@ func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string
 	if err != nil {
 		return Count{}, bodyGone(err, fmt.Sprint(id))
 	}
-	if n > 0 {
-		s.opts.Changed()
-	}
-	return Count{Count: n}, nil
+	return s.counted(n, false)
 }
 
 // ReplayEvents implements Operator.
@@ -637,10 +637,7 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 	if err != nil {
 		return Count{}, bodyGone(err, f.Source+":"+f.Key)
 	}
-	if !dryRun && n > 0 {
-		s.opts.Changed()
-	}
-	return Count{Count: n, DryRun: dryRun}, nil
+	return s.counted(n, dryRun)
 }
 
 // ---- dead letters ----
@@ -759,10 +756,7 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err != nil {
 		return Count{}, err
 	}
-	if !dryRun && n > 0 {
-		s.opts.Changed()
-	}
-	return Count{Count: n, DryRun: dryRun}, nil
+	return s.counted(n, dryRun)
 }
 
 // PurgeDeadLetters implements Operator.

@@ -113,6 +113,15 @@ func (q *StatsQuery) normalize(now time.Time) error {
 	return nil
 }
 
+// points are a series' n zero points, each at the start of its span.
+func points[P any](q StatsQuery, n int, setAt func(*P, time.Time)) []P {
+	ps := make([]P, n)
+	for i := range ps {
+		setAt(&ps[i], q.From.Add(time.Duration(i)*q.Granularity))
+	}
+	return ps
+}
+
 // truncate cuts t to its span, in UTC (days start at 00:00 UTC).
 func truncate(t time.Time, span time.Duration) time.Time {
 	return t.UTC().Truncate(span)
@@ -140,10 +149,7 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 		}
 	}
 	newSource := func(name string) *SourceSeries {
-		ss := &SourceSeries{Name: name, Points: make([]SourcePoint, spans)}
-		for i := range ss.Points {
-			ss.Points[i].At = q.From.Add(time.Duration(i) * q.Granularity)
-		}
+		ss := &SourceSeries{Name: name, Points: points(q, spans, func(p *SourcePoint, at time.Time) { p.At = at })}
 		sources[name] = ss
 		return ss
 	}
@@ -155,10 +161,7 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 	}
 	dests := map[string]*DestinationSeries{}
 	newDest := func(name string) *DestinationSeries {
-		ds := &DestinationSeries{Name: name, Points: make([]DestinationPoint, spans)}
-		for i := range ds.Points {
-			ds.Points[i].At = q.From.Add(time.Duration(i) * q.Granularity)
-		}
+		ds := &DestinationSeries{Name: name, Points: points(q, spans, func(p *DestinationPoint, at time.Time) { p.At = at })}
 		dests[name] = ds
 		return ds
 	}
