@@ -171,10 +171,10 @@ sources:
 	// Every effect left halfway is on the reconciliation list once its
 	// lease has run out.
 	time.Sleep(svc.Lease + 200*time.Millisecond)
-	var stale []string
+	var leaseExpired []string
 	after := ""
 	for {
-		page, err := gw.Effects().List(context.Background(), store.EffectQuery{State: store.EffectPending, Stale: true, After: after, Limit: 200})
+		page, err := gw.Effects().List(context.Background(), store.EffectQuery{State: store.EffectPending, LeaseExpired: true, After: after, Limit: 200})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ sources:
 			break
 		}
 		for _, r := range page {
-			stale = append(stale, r.Key)
+			leaseExpired = append(leaseExpired, r.Key)
 		}
 		after = page[len(page)-1].Key
 	}
@@ -191,8 +191,8 @@ sources:
 		want = append(want, k)
 	}
 	sort.Strings(want)
-	if fmt.Sprint(stale) != fmt.Sprint(want) {
-		t.Fatalf("the reconciliation list shows %d stale effects; %d owners died", len(stale), len(want))
+	if fmt.Sprint(leaseExpired) != fmt.Sprint(want) {
+		t.Fatalf("the reconciliation list shows %d effects whose lease expired; %d owners died", len(leaseExpired), len(want))
 	}
 
 	// The deliveries are retried (as oncehook retries a 5xx) until every
