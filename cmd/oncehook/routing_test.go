@@ -209,9 +209,10 @@ destinations:
 	// closer by the network's and the scheduler's jitter (one POST slower
 	// than the next: 973 ms measured on a quiet machine; a loaded CI
 	// runner with the race detector jitters more: 863 ms seen with every
-	// package's tests running beside it). Three replicas each sending at
-	// 50/s would put 51 deliveries within about 340 ms.
-	if tightest < 750*time.Millisecond {
+	// package's tests running beside it; 617 and 688 ms with the machine at
+	// a load of 40). Three replicas each sending at 50/s would put 51
+	// deliveries within about 340 ms; the span below holds the average.
+	if tightest < 500*time.Millisecond {
 		t.Fatalf("51 deliveries arrived within %s: over 50/s across the replicas", tightest)
 	}
 	if span := ds[len(ds)-1].At.Sub(ds[0].At); span < 5800*time.Millisecond {
