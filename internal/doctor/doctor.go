@@ -153,15 +153,41 @@ func (s *Samples) of(source string) []sample {
 // second check did not run).
 func Diagnose(ctx context.Context, a store.Admin, samples *Samples, source string) (SourceDiagnosis, error) {
 	d := SourceDiagnosis{Source: source, Findings: []Finding{}}
-	list, err := a.ListEvents(ctx, store.EventQuery{Source: source, Limit: doctorSample})
+	bodies, err := recentBodies(ctx, a, source)
 	if err != nil {
 		return d, err
 	}
-	type body struct {
-		key    string
-		fields map[string]string
+	d.SampledEvents = len(bodies)
+	// 1. Distinct keys, identical bodies.
+	if f, ok := perDeliveryFinding(bodies); ok {
+		d.Findings = append(d.Findings, f)
 	}
-	var bodies []body
+	// 2. Duplicates whose bodies differ in business fields.
+	if samples == nil {
+		d.Note = "duplicates are sampled by a running gateway: ask it (--api) to also check for keys that are too coarse"
+	}
+	f, sampled, ok := tooCoarseFinding(ctx, a, source, samples.of(source))
+	d.SampledDuplicates = sampled
+	if ok {
+		d.Findings = append(d.Findings, f)
+	}
+	return d, nil
+}
+
+// sampledBody is one recent event's key and its body's fields, flattened.
+type sampledBody struct {
+	key    string
+	fields map[string]string
+}
+
+// recentBodies reads the source's latest events that have a key (up to
+// doctorSample), skipping one swept meanwhile.
+func recentBodies(ctx context.Context, a store.Admin, source string) ([]sampledBody, error) {
+	list, err := a.ListEvents(ctx, store.EventQuery{Source: source, Limit: doctorSample})
+	if err != nil {
+		return nil, err
+	}
+	var bodies []sampledBody
 	for _, e := range list {
 		if e.Keyless {
 			continue
@@ -170,11 +196,15 @@ func Diagnose(ctx context.Context, a store.Admin, samples *Samples, source strin
 		if err != nil {
 			continue // swept meanwhile
 		}
-		bodies = append(bodies, body{key: e.Key, fields: flatten(ev.Body, ev.ContentType)})
+		bodies = append(bodies, sampledBody{key: e.Key, fields: flatten(ev.Body, ev.ContentType)})
 	}
-	d.SampledEvents = len(bodies)
+	return bodies, nil
+}
 
-	// 1. Distinct keys, identical bodies.
+// perDeliveryFinding groups the bodies by what they say apart from
+// per-delivery fields: events of distinct keys in one group mean the key
+// holds a per-delivery value.
+func perDeliveryFinding(bodies []sampledBody) (Finding, bool) {
 	type group struct {
 		keys   map[string]bool
 		bodies []map[string]string
@@ -221,24 +251,25 @@ func Diagnose(ctx context.Context, a store.Admin, samples *Samples, source strin
 	}
 	// Two events alike can be chance (two identical pings); three or more
 	// are a pattern.
-	if perDeliveryEvents >= 3 {
-		sort.Strings(keys)
-		fs := slices.Sorted(maps.Keys(fields))
-		apart := "identical bodies (the key comes from outside the body, a header)"
-		if len(fs) > 0 {
-			apart = "the same body apart from " + strings.Join(fs, ", ")
-		}
-		d.Findings = append(d.Findings, Finding{Kind: FindingPerDelivery, Fields: fs, Events: perDeliveryEvents, Sampled: len(bodies), Keys: keys,
-			Message: fmt.Sprintf("%d of %d recent events share %s with an event of another key: the key seems to hold a per-delivery value, so every resend looks new and gets through",
-				perDeliveryEvents, len(bodies), apart)})
+	if perDeliveryEvents < 3 {
+		return Finding{}, false
 	}
+	sort.Strings(keys)
+	fs := slices.Sorted(maps.Keys(fields))
+	apart := "identical bodies (the key comes from outside the body, a header)"
+	if len(fs) > 0 {
+		apart = "the same body apart from " + strings.Join(fs, ", ")
+	}
+	return Finding{Kind: FindingPerDelivery, Fields: fs, Events: perDeliveryEvents, Sampled: len(bodies), Keys: keys,
+		Message: fmt.Sprintf("%d of %d recent events share %s with an event of another key: the key seems to hold a per-delivery value, so every resend looks new and gets through",
+			perDeliveryEvents, len(bodies), apart)}, true
+}
 
-	// 2. Duplicates whose bodies differ in business fields.
-	recent := samples.of(source)
-	if samples == nil {
-		d.Note = "duplicates are sampled by a running gateway: ask it (--api) to also check for keys that are too coarse"
-	}
-	var coarse int
+// tooCoarseFinding compares each sampled duplicate with the event stored
+// under its key: business fields that differ mean the key is too coarse.
+// It answers how many duplicates it could compare.
+func tooCoarseFinding(ctx context.Context, a store.Admin, source string, recent []sample) (Finding, int, bool) {
+	var sampled, coarse int
 	var coarseKeys []string
 	coarseFields := map[string]bool{}
 	stored := map[string]map[string]string{}
@@ -251,7 +282,7 @@ func Diagnose(ctx context.Context, a store.Admin, samples *Samples, source strin
 		if orig == nil {
 			continue
 		}
-		d.SampledDuplicates++
+		sampled++
 		dup := flatten(smp.body, "")
 		var diff []string
 		for _, f := range differing([]map[string]string{orig, dup}) {
@@ -270,13 +301,13 @@ func Diagnose(ctx context.Context, a store.Admin, samples *Samples, source strin
 			coarseFields[f] = true
 		}
 	}
-	if coarse > 0 {
-		fs := slices.Sorted(maps.Keys(coarseFields))
-		d.Findings = append(d.Findings, Finding{Kind: FindingTooCoarse, Fields: fs, Events: coarse, Sampled: d.SampledDuplicates, Keys: coarseKeys,
-			Message: fmt.Sprintf("%d of %d recent duplicates differ from the stored event in %s: the key seems too coarse, so real changes are dropped as duplicates",
-				coarse, d.SampledDuplicates, strings.Join(fs, ", "))})
+	if coarse == 0 {
+		return Finding{}, sampled, false
 	}
-	return d, nil
+	fs := slices.Sorted(maps.Keys(coarseFields))
+	return Finding{Kind: FindingTooCoarse, Fields: fs, Events: coarse, Sampled: sampled, Keys: coarseKeys,
+		Message: fmt.Sprintf("%d of %d recent duplicates differ from the stored event in %s: the key seems too coarse, so real changes are dropped as duplicates",
+			coarse, sampled, strings.Join(fs, ", "))}, sampled, true
 }
 
 func storedBody(ctx context.Context, a store.Admin, source, key string) map[string]string {
