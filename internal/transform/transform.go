@@ -468,25 +468,71 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 		out.Skip = true
 		return out, nil
 	}
-	bad := func(format string, a ...any) error {
-		return &Error{Script: s.name, Kind: KindInvalid, Message: fmt.Sprintf(format, a...)}
-	}
 
 	// Headers: Hookdeck's request.headers is the whole set (a header left out is not sent); Svix's
 	// webhook.headers are set over the endpoint's.
-	out.Header = r.Header.Clone()
-	if out.Header == nil {
-		out.Header = http.Header{}
+	header, setCT, err := s.outputHeaders(o, r)
+	if err != nil {
+		return nil, err
+	}
+	out.Header = header
+	out.Header.Del("Content-Type")
+
+	// Body.
+	switch {
+	case o.Same:
+		out.Body = r.Body
+	case o.Kind == "none":
+		out.Body = nil
+	default:
+		out.Body = []byte(body)
+	}
+	out.ContentType = r.ContentType
+	switch {
+	case setCT != "":
+		out.ContentType = setCT
+	case o.Kind == "json" && !(o.Same && wasJSON && r.ContentType != ""):
+		out.ContentType = "application/json"
+	}
+	if int64(len(out.Body)) > s.opts.MaxOutput {
+		return nil, &Error{Script: s.name, Kind: KindOutput,
+			Message: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(out.Body), s.opts.MaxOutput)}
+	}
+
+	// Path and query.
+	if err := s.outputTarget(o, r, out); err != nil {
+		return nil, err
+	}
+	size := len(out.Body)
+	for k, v := range out.Header {
+		size += len(k)
+		for _, x := range v {
+			size += len(x)
+		}
+	}
+	if int64(size) > s.opts.MaxOutput {
+		return nil, &Error{Script: s.name, Kind: KindOutput,
+			Message: fmt.Sprintf("the output is %d bytes, over the limit of %d", size, s.opts.MaxOutput)}
+	}
+	return out, nil
+}
+
+// outputHeaders is the headers the script's answer sends: the request's, as the script's shape sets
+// them, less those a transformation may not change; and the content type it set, if any.
+func (s *Script) outputHeaders(o output, r Request) (http.Header, string, error) {
+	header := r.Header.Clone()
+	if header == nil {
+		header = http.Header{}
 	}
 	setCT := ""
 	if len(o.Headers) > 0 && string(o.Headers) != "null" {
 		var hs map[string]json.RawMessage
 		if err := json.Unmarshal(o.Headers, &hs); err != nil {
-			return nil, bad("headers must be an object of names to values")
+			return nil, "", s.invalid("headers must be an object of names to values")
 		}
 		next := http.Header{}
 		if o.Shape == "svix" {
-			next = out.Header
+			next = header
 		}
 		// Two names for one header (the lowercased x-env the script was given, and the X-Env it set): the
 		// one that changed the value wins, whatever a map's order (which changes by run); two changes
@@ -518,7 +564,7 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			case strings.Join(a, ", ") == was:
 				byCanon[c] = name
 			default:
-				return nil, bad("headers %q and %q are one header with two values: set it under one name", prev, name)
+				return nil, "", s.invalid("headers %q and %q are one header with two values: set it under one name", prev, name)
 			}
 		}
 		for _, name := range names {
@@ -528,14 +574,14 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			raw := hs[name]
 			vals, err := headerValues(raw)
 			if err != nil {
-				return nil, bad("header %q: %v", name, err)
+				return nil, "", s.invalid("header %q: %v", name, err)
 			}
 			if !validHeaderName(name) {
-				return nil, bad("header name %q is not a valid HTTP header name", name)
+				return nil, "", s.invalid("header name %q is not a valid HTTP header name", name)
 			}
 			for _, v := range vals {
 				if !validHeaderValue(v) {
-					return nil, bad("header %q: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
+					return nil, "", s.invalid("header %q: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
 				}
 			}
 			canon := http.CanonicalHeaderKey(name)
@@ -550,11 +596,11 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			if folded := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-")); folded != canon && Protected(folded) {
 				// Servers behind CGI, WSGI or some proxies read _ as -:
 				// Idempotency_Key would be their Idempotency-Key.
-				return nil, bad("header %s cannot be set by a transformation: a server that reads _ as - would take it for %s (%s)", name, folded, protectedWhy(folded))
+				return nil, "", s.invalid("header %s cannot be set by a transformation: a server that reads _ as - would take it for %s (%s)", name, folded, protectedWhy(folded))
 			}
 			if Protected(canon) {
 				if strings.Join(vals, ", ") != strings.Join(r.Header[canon], ", ") {
-					return nil, bad("header %s cannot be changed by a transformation (%s)", canon, protectedWhy(canon))
+					return nil, "", s.invalid("header %s cannot be changed by a transformation (%s)", canon, protectedWhy(canon))
 				}
 				continue
 			}
@@ -562,53 +608,35 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 		}
 		if o.Shape != "svix" {
 			// The protected headers travel whether or not the script kept them.
-			for k, v := range out.Header {
+			for k, v := range header {
 				if Protected(k) {
 					next[k] = v
 				}
 			}
 		}
-		out.Header = next
+		header = next
 	}
-	out.Header.Del("Content-Type")
+	return header, setCT, nil
+}
 
-	// Body.
-	switch {
-	case o.Same:
-		out.Body = r.Body
-	case o.Kind == "none":
-		out.Body = nil
-	default:
-		out.Body = []byte(body)
-	}
-	out.ContentType = r.ContentType
-	switch {
-	case setCT != "":
-		out.ContentType = setCT
-	case o.Kind == "json" && !(o.Same && wasJSON && r.ContentType != ""):
-		out.ContentType = "application/json"
-	}
-	if int64(len(out.Body)) > s.opts.MaxOutput {
-		return nil, &Error{Script: s.name, Kind: KindOutput,
-			Message: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(out.Body), s.opts.MaxOutput)}
-	}
-
-	// Path and query.
+// outputTarget sets the path and the query the script's answer changed: within the destination's
+// scheme and host, which a transformation never changes.
+func (s *Script) outputTarget(o output, r Request, out *Output) error {
 	orig := r.URL
 	if orig == nil {
 		orig = &url.URL{Path: "/"}
 	}
 	if o.Shape == "svix" {
 		if o.Method != "" && o.Method != "POST" {
-			return nil, bad("webhook.method %q: oncehook delivers with POST only", o.Method)
+			return s.invalid("webhook.method %q: oncehook delivers with POST only", o.Method)
 		}
 		if o.URL != nil && *o.URL != orig.String() {
 			u, err := url.Parse(*o.URL)
 			if err != nil || !u.IsAbs() {
-				return nil, bad("webhook.url %q is not an absolute URL", *o.URL)
+				return s.invalid("webhook.url %q is not an absolute URL", *o.URL)
 			}
 			if u.Scheme != orig.Scheme || u.Host != orig.Host {
-				return nil, bad("webhook.url %q: a transformation may change the destination's path and query, not its scheme or host (%s://%s): configure another destination", *o.URL, orig.Scheme, orig.Host)
+				return s.invalid("webhook.url %q: a transformation may change the destination's path and query, not its scheme or host (%s://%s): configure another destination", *o.URL, orig.Scheme, orig.Host)
 			}
 			if u.EscapedPath() != orig.EscapedPath() {
 				out.Path = u.EscapedPath()
@@ -616,7 +644,7 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			if u.RawQuery != orig.RawQuery {
 				q, err := url.ParseQuery(u.RawQuery)
 				if err != nil {
-					return nil, bad("webhook.url's query: %v", err)
+					return s.invalid("webhook.url's query: %v", err)
 				}
 				out.Query = q
 			}
@@ -625,17 +653,17 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 		if o.Path != nil && *o.Path != orig.EscapedPath() && !(*o.Path == "/" && orig.EscapedPath() == "") {
 			p := *o.Path
 			if !strings.HasPrefix(p, "/") {
-				return nil, bad("path %q must start with /", p)
+				return s.invalid("path %q must start with /", p)
 			}
 			if _, err := url.Parse(p); err != nil || strings.ContainsAny(p, "?#") {
-				return nil, bad("path %q is not a URL path (the query goes in request.query)", p)
+				return s.invalid("path %q is not a URL path (the query goes in request.query)", p)
 			}
 			out.Path = p
 		}
 		if len(o.Query) > 0 && string(o.Query) != "null" {
 			q, err := queryValues(o.Query)
 			if err != nil {
-				return nil, bad("query: %v", err)
+				return s.invalid("query: %v", err)
 			}
 			if q.Encode() != orig.Query().Encode() {
 				if q == nil {
@@ -645,18 +673,12 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 			}
 		}
 	}
-	size := len(out.Body)
-	for k, v := range out.Header {
-		size += len(k)
-		for _, x := range v {
-			size += len(x)
-		}
-	}
-	if int64(size) > s.opts.MaxOutput {
-		return nil, &Error{Script: s.name, Kind: KindOutput,
-			Message: fmt.Sprintf("the output is %d bytes, over the limit of %d", size, s.opts.MaxOutput)}
-	}
-	return out, nil
+	return nil
+}
+
+// invalid is the error of an answer the script gave that oncehook cannot send.
+func (s *Script) invalid(format string, a ...any) error {
+	return &Error{Script: s.name, Kind: KindInvalid, Message: fmt.Sprintf(format, a...)}
 }
 
 func headerValues(raw json.RawMessage) ([]string, error) {
