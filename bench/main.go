@@ -120,7 +120,7 @@ func main() {
 	rate := flag.Int("rate", 20, "requests per second for the latency scenario")
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added, and what they allocated with .relay.allocs and .gateway.allocs")
 	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing,transform (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
@@ -993,6 +993,14 @@ func serveChild(kind, sinkURL, storeURL, profile string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+		// Beside it, what the child allocated (go tool pprof
+		// -sample_index=alloc_space or alloc_objects), from its start.
+		defer func() {
+			if f, err := os.Create(profile + ".allocs"); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	var url string
 	switch kind {
