@@ -1,9 +1,13 @@
 package provider
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,6 +89,96 @@ func FuzzItems(f *testing.F) {
 			if len(items) > len(body)+1 {
 				t.Fatalf("%s: %d items from %d bytes", p.Name(), len(items), len(body))
 			}
+		}
+	})
+}
+
+// FuzzStripeItems: Stripe's one walk over the body (topKeyTexts) finds
+// the same id and type as decoding it with encoding/json, and a body it
+// does not take gets the same error as before.
+func FuzzStripeItems(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"evt_1","object":"event","type":"invoice.paid","data":{"object":{"id":"in_1","type":"x"}}}`,
+		`{"ID":"evt_1","Type":"a","id":"evt_2"}`, `{"id":"a","id":{"x":1}}`, `{"id":1e5,"type":null}`,
+		`{"\u0069d":"evt_e","type":"t"}`, `{"ıd":"evt_dotless","type":"t"}`, `{"id":"evt_\ud800","type":"t\"q\\"}`,
+		`  {"data":[{"id":"no"},"]}"],"id":"yes"} `, `{}`, `[]`, `null`, `"s"`, `{"id":"a"} x`, `{"id":"a"`,
+		`{"id":-0.5,"type":true}`, `{"pad":"\\\\","id":"b\\"}`, "{\"id\":\"a\",\t\"type\" :\r\n\"b\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	var p stripe
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, gotErr := p.Items(&Request{Body: body})
+		want, wantErr := stripeDecoded(body)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Fatalf("body %q: error %v, encoding/json's %v", body, gotErr, wantErr)
+		}
+		if len(got) != len(want) || (len(got) == 1 && (got[0].Key != want[0].Key || got[0].Type != want[0].Type || string(got[0].Body) != string(want[0].Body))) {
+			t.Fatalf("body %q: items %+v, encoding/json's %+v", body, got, want)
+		}
+	})
+}
+
+// stripeVerifyBefore is Stripe's Verify as it was before its one pass
+// over the header: FuzzStripeVerify holds the new one to it.
+func stripeVerifyBefore(secrets [][]byte, tolerance time.Duration, r *Request, now time.Time) error {
+	header := r.Header.Get("Stripe-Signature")
+	if header == "" {
+		return signatureError("missing Stripe-Signature header")
+	}
+	var ts string
+	var sigs [][]byte
+	for _, pair := range strings.Split(header, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			if b := decodeHex(v); b != nil {
+				sigs = append(sigs, b)
+			}
+		}
+	}
+	if ts == "" || len(sigs) == 0 {
+		return signatureError("Stripe-Signature has no t= or no v1=")
+	}
+	if !signedBy(sha256.New, secrets, []byte(ts), []byte("."), r.Body).matches(sigs...) {
+		return signatureError("no v1 signature matches")
+	}
+	return checkTimestamp(ts, now, tolerance)
+}
+
+// FuzzStripeVerify: whatever the header and the body, Stripe's Verify
+// says what it said before (the same error, or none), under two secrets
+// (a rotation); the seeds sign with either.
+func FuzzStripeVerify(f *testing.F) {
+	secrets := []string{"whsec_old", "whsec_new"}
+	now := time.Unix(1700000000, 0)
+	for i, s := range secrets {
+		body := []byte(`{"id":"evt_` + strconv.Itoa(i) + `"}`)
+		sig := hex.EncodeToString(hmacWith(sha256.New, []byte(s), []byte("1700000000."), body))
+		f.Add(body, "t=1700000000,v1="+sig)
+		f.Add(body, " t=1700000000 , v1=00,v1="+strings.ToUpper(sig)+",v0=x,")
+		f.Add(body, "t=1699990000,v1="+sig)
+		f.Add(body, "v1="+sig+",t=1700000000,t=abc")
+	}
+	f.Add([]byte("{}"), "t=1700000000,v1=")
+	f.Add([]byte("{}"), "t=1700000000,v1=0")
+	f.Add([]byte("{}"), "t=1700000000,v1=zz,v1=abcd")
+	f.Add([]byte("{}"), "")
+	p, err := newStripe(Options{Secrets: secrets})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, header string) {
+		r := &Request{Header: http.Header{"Stripe-Signature": {header}}, Body: body}
+		got := p.Verify(r, now)
+		want := stripeVerifyBefore(secretBytes(secrets), 300*time.Second, r, now)
+		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+			t.Fatalf("header %q body %q: %v, before %v", header, body, got, want)
 		}
 	})
 }

@@ -2,9 +2,12 @@ package provider
 
 import (
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"hash"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -53,4 +56,92 @@ func checkTimestamp(ts string, now time.Time, tolerance time.Duration) error {
 		return signatureError("timestamp is %s in the future, beyond the %s tolerance", (-d).Truncate(time.Second), tolerance)
 	}
 	return nil
+}
+
+// keyedHMACs are the HMACs of a preset's secrets (rotation), each kept
+// keyed between requests: hmac.New allocates and hashes the key's two
+// pads on every call, and Reset only restores them.
+type keyedHMACs []*sync.Pool
+
+// keyedHMAC is one secret's HMAC and room to feed and read it without
+// allocating.
+type keyedHMAC struct {
+	mac     hash.Hash
+	scratch [64]byte
+	sum     [64]byte
+}
+
+func newKeyedHMACs(h func() hash.Hash, secrets [][]byte) keyedHMACs {
+	out := make(keyedHMACs, len(secrets))
+	for i, s := range secrets {
+		out[i] = &sync.Pool{New: func() any { return &keyedHMAC{mac: hmac.New(h, s)} }}
+	}
+	return out
+}
+
+// matchAny reports whether any of sigs is the HMAC, under any secret, of
+// the message made of prefix, sep and body, comparing in constant time
+// (as anyMatch: every pair is compared, no early exit).
+func (ks keyedHMACs) matchAny(sigs [][sha256.Size]byte, prefix, sep string, body []byte) bool {
+	ok := false
+	for _, pool := range ks {
+		k := pool.Get().(*keyedHMAC)
+		k.mac.Reset()
+		k.writeString(prefix)
+		k.writeString(sep)
+		k.mac.Write(body)
+		sum := k.mac.Sum(k.sum[:0])
+		for i := range sigs {
+			if hmac.Equal(sum, sigs[i][:]) {
+				ok = true
+			}
+		}
+		pool.Put(k)
+	}
+	return ok
+}
+
+// writeString feeds s through the scratch buffer: a string converted to
+// []byte for an interface's Write is a copy on the heap.
+func (k *keyedHMAC) writeString(s string) {
+	for len(s) > 0 {
+		n := copy(k.scratch[:], s)
+		k.mac.Write(k.scratch[:n])
+		s = s[n:]
+	}
+}
+
+// isHex reports whether s is what hex.DecodeString takes without error:
+// an even number of hex digits (none too).
+func isHex(s string) bool {
+	if len(s)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if _, ok := unhex(s[i]); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// hexInto decodes s (isHex, len(dst)*2 digits) into dst.
+func hexInto(dst []byte, s string) {
+	for i := range dst {
+		hi, _ := unhex(s[2*i])
+		lo, _ := unhex(s[2*i+1])
+		dst[i] = hi<<4 | lo
+	}
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
