@@ -69,17 +69,27 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
 		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at,
-		COALESCE(order_entity, ''), COALESCE(order_text, ''), COALESCE(order_mode, ''), order_waiting
+		COALESCE(order_entity, ''), COALESCE(order_text, ''), COALESCE(order_mode, ''), order_waiting, `+sqlstore.FirstAttempt+`
 		FROM deliveries WHERE event_id = $1 ORDER BY destination`, id)
 	if err != nil {
 		return e, unavailable("read deliveries", err)
 	}
+	var firsts []*store.AttemptRecord // by delivery, as e.Deliveries
 	e.Deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.DeliveryDetail, error) {
 		var d store.DeliveryDetail
-		var lease *time.Time
+		var lease, firstStarted *time.Time
 		var entity string
+		var firstMS int64
+		var firstStatus int
+		var firstResponse, firstScript, firstSent string
 		err := row.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &d.NextAttemptAt, &lease, &d.LastStatus, &d.LastError, &d.UpdatedAt,
-			&entity, &d.Order.Version, &d.Order.Mode, &d.Order.Waiting)
+			&entity, &d.Order.Version, &d.Order.Mode, &d.Order.Waiting,
+			&firstStarted, &firstMS, &firstStatus, &firstResponse, &firstScript, &firstSent)
+		var first *store.AttemptRecord
+		if firstStarted != nil {
+			first = sqlstore.FirstDelivered(s.fromDB(*firstStarted), firstMS, firstStatus, firstResponse, firstScript, firstSent)
+		}
+		firsts = append(firsts, first)
 		_, d.Order.Entity = store.SplitOrderKey(entity)
 		if lease != nil {
 			d.LeaseExpiresAt = s.fromDB(*lease)
@@ -107,6 +117,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		if err != nil {
 			return e, unavailable("read attempts", err)
 		}
+		d.History = sqlstore.History(firsts[i], d.History)
 	}
 	return e, nil
 }

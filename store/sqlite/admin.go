@@ -67,24 +67,34 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 	}
 	rows, err := s.read.QueryContext(ctx, `SELECT id, destination, state, attempts, next_attempt_at, lease_expires_at,
 		COALESCE(last_status, 0), COALESCE(last_error, ''), updated_at,
-		COALESCE(order_entity, ''), COALESCE(order_text, ''), COALESCE(order_mode, ''), order_waiting
+		COALESCE(order_entity, ''), COALESCE(order_text, ''), COALESCE(order_mode, ''), order_waiting, `+sqlstore.FirstAttempt+`
 		FROM deliveries WHERE event_id = ? ORDER BY destination`, id)
 	if err != nil {
 		return e, unavailable("read deliveries", err)
 	}
 	defer rows.Close()
+	var firsts []*store.AttemptRecord // by delivery, as e.Deliveries
 	for rows.Next() {
 		var d store.DeliveryDetail
 		var next, updated int64
-		var lease sql.NullInt64
+		var lease, firstStarted sql.NullInt64
 		var entity string
+		var firstMS int64
+		var firstStatus int
+		var firstResponse, firstScript, firstSent string
 		if err := rows.Scan(&d.ID, &d.Destination, &d.State, &d.Attempts, &next, &lease, &d.LastStatus, &d.LastError, &updated,
-			&entity, &d.Order.Version, &d.Order.Mode, &d.Order.Waiting); err != nil {
+			&entity, &d.Order.Version, &d.Order.Mode, &d.Order.Waiting,
+			&firstStarted, &firstMS, &firstStatus, &firstResponse, &firstScript, &firstSent); err != nil {
 			return e, unavailable("read deliveries", err)
 		}
 		_, d.Order.Entity = store.SplitOrderKey(entity)
 		d.NextAttemptAt, d.LeaseExpiresAt, d.UpdatedAt = fromMS(next), fromNullMS(lease), fromMS(updated)
 		e.Deliveries = append(e.Deliveries, d)
+		var first *store.AttemptRecord
+		if firstStarted.Valid {
+			first = sqlstore.FirstDelivered(fromMS(firstStarted.Int64), firstMS, firstStatus, firstResponse, firstScript, firstSent)
+		}
+		firsts = append(firsts, first)
 	}
 	if err := rows.Err(); err != nil {
 		return e, unavailable("read deliveries", err)
@@ -109,6 +119,7 @@ func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) 
 		if err := errors.Join(arows.Err(), arows.Close()); err != nil {
 			return e, unavailable("read attempts", err)
 		}
+		d.History = sqlstore.History(firsts[i], d.History)
 	}
 	return e, nil
 }

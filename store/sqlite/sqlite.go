@@ -65,7 +65,7 @@ type Store struct {
 // transaction showed up as a tenth of intake's CPU.
 type statements struct {
 	insertEvent, storedExpiry, insertDelivery, handOff, leaseDue, loadEvent, insertBody *sql.Stmt
-	release, finish, retry, insertAttempt, addStat, addCopies                           *sql.Stmt
+	release, finish, firstSuccess, retry, insertAttempt, addStat, addCopies             *sql.Stmt
 	effects                                                                             map[string]*sql.Stmt
 	order                                                                               map[string]*sql.Stmt // orderSQL
 }
@@ -95,6 +95,13 @@ func (s *Store) prepare(ctx context.Context) error {
 			WHERE id = ? AND lease_token = ?`,
 		&s.stmt.finish: `UPDATE deliveries SET state = ?, attempts = ?, lease_token = NULL, lease_expires_at = NULL,
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
+		// A first attempt that succeeded is kept on the delivery's row, not
+		// in attempts (#30): the one write of the common outcome. Once
+		// that place is taken (a replay's success), the attempt is a row.
+		&s.stmt.firstSuccess: `UPDATE deliveries SET state = 'delivered', attempts = 1, lease_token = NULL, lease_expires_at = NULL,
+			last_status = ?, last_error = ?, updated_at = ?,
+			first_started_at = ?, first_duration_ms = ?, first_status = ?, first_response = ?, first_script_digest = ?, first_sent_digest = ?
+			WHERE id = ? AND lease_token = ? AND first_started_at IS NULL`,
 		&s.stmt.retry: `UPDATE deliveries SET attempts = ?, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL,
 			last_status = ?, last_error = ?, updated_at = ? WHERE id = ? AND lease_token = ?`,
 		&s.stmt.addStat:   addStatSQL,
@@ -539,7 +546,23 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, outcomes []store.Outco
 	finish := tx.StmtContext(ctx, s.stmt.finish)
 	retry := tx.StmtContext(ctx, s.stmt.retry)
 	insertAttempt := tx.StmtContext(ctx, s.stmt.insertAttempt)
+	var firstSuccess *sql.Stmt
 	for _, o := range outcomes {
+		if o.Kind == store.OutcomeDelivered && o.Attempt == 1 {
+			if firstSuccess == nil {
+				firstSuccess = tx.StmtContext(ctx, s.stmt.firstSuccess)
+			}
+			res, err := firstSuccess.ExecContext(ctx, o.StatusCode, o.Error, now,
+				ms(o.StartedAt), o.Duration.Milliseconds(), o.StatusCode, o.Response, o.ScriptDigest, o.SentDigest, o.DeliveryID, o.LeaseToken)
+			if err != nil {
+				return false, failed("complete delivery", err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				continue
+			}
+			// The lease was lost (finish below changes nothing either), or
+			// the row's first attempt is taken: a row in attempts.
+		}
 		var res sql.Result
 		switch o.Kind {
 		case store.OutcomeReleased:
@@ -706,7 +729,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'dead'),
 		(SELECT COUNT(*) FROM deliveries WHERE state = 'stale'),
-		(SELECT COUNT(*) FROM attempts)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Stale, &st.Attempts)
+		(SELECT COUNT(*) FROM attempts) + (SELECT COUNT(*) FROM deliveries WHERE first_started_at IS NOT NULL)`).Scan(&st.Events, &st.Keyless, &st.Pending, &st.Delivered, &st.Dead, &st.Stale, &st.Attempts)
 	if err != nil {
 		return st, unavailable("stats", err)
 	}

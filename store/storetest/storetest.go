@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EventTypeAndEntityTravelToEveryLease", testTypeAndEntityTravel},
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 		{"SkippedByTransformationIsDoneWithItsDigests", testSkippedByTransformation},
+		{"HistoryReadsTheSameWhereverAnAttemptIsKept", testHistoryInOrder},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1883,5 +1885,90 @@ func testSkippedByTransformation(t *testing.T, s store.Store) {
 	}
 	if n, err := s.SweepExpired(ctx, base.Add(2*time.Hour), 100); err != nil || n != 2 {
 		t.Errorf("swept %d (%v) after the window, want both: a skipped delivery keeps nothing back", n, err)
+	}
+}
+
+// testHistoryInOrder: an operator reads a delivery's attempts as they were
+// made, all of them, whichever way the store keeps them (a first success
+// on the delivery's row, every other attempt a row of its own, #30): a
+// first success; a replay's success after it; a retry then a success; a
+// dead letter, then its retry's success. Stats counts each attempt once.
+func testHistoryInOrder(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	claims := mustClaim(t, s, event("once", "d"), event("flaky", "d"), event("dead", "d"))
+	ids := map[string]int64{}
+	for i, k := range []string{"once", "flaky", "dead"} {
+		ids[k] = claims[i].EventID
+	}
+	at := func(min int) time.Time { return base.Add(time.Duration(min) * time.Minute) }
+	outcome := func(d store.LeasedDelivery, kind store.OutcomeKind, status, min int, response string) store.Outcome {
+		return store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: kind, Attempt: d.Attempt, StatusCode: status,
+			StartedAt: at(min), Duration: time.Duration(10+min) * time.Millisecond, Response: response, NextAttemptAt: at(min + 1),
+			SentDigest: fmt.Sprintf("sha256:%d", min)}
+	}
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		switch d.Key {
+		case "once":
+			complete(t, s, outcome(d, store.OutcomeDelivered, 200, 0, "ok"))
+		case "flaky":
+			complete(t, s, outcome(d, store.OutcomeRetry, 503, 0, "busy"))
+		case "dead":
+			complete(t, s, outcome(d, store.OutcomeDead, 422, 0, "no such customer"))
+		}
+	}
+	for _, d := range lease(t, s, at(1), time.Minute, 10) {
+		if d.Key != "flaky" || d.Attempt != 2 {
+			t.Fatalf("leased %s attempt %d at minute 1, want flaky's second attempt", d.Key, d.Attempt)
+		}
+		complete(t, s, outcome(d, store.OutcomeDelivered, 201, 1, "done"))
+	}
+	for _, k := range []string{"once", "dead"} {
+		if n, err := replay(t, s, store.Replay{Events: store.EventQuery{ID: ids[k]}, Now: at(2)}); err != nil || n != 1 {
+			t.Fatalf("replay %s = %d, %v", k, n, err)
+		}
+	}
+	for _, d := range lease(t, s, at(2), time.Minute, 10) {
+		if d.Attempt != 1 {
+			t.Fatalf("replayed %s leased as attempt %d, want 1", d.Key, d.Attempt)
+		}
+		complete(t, s, outcome(d, store.OutcomeDelivered, 202, 2, "again"))
+	}
+	type step struct {
+		attempt, status int
+		outcome         string
+		min             int
+		response        string
+	}
+	want := map[string][]step{
+		"once":  {{1, 200, "delivered", 0, "ok"}, {1, 202, "delivered", 2, "again"}},
+		"flaky": {{1, 503, "retry", 0, "busy"}, {2, 201, "delivered", 1, "done"}},
+		"dead":  {{1, 422, "dead", 0, "no such customer"}, {1, 202, "delivered", 2, "again"}},
+	}
+	for k, steps := range want {
+		e, err := s.Event(ctx, ids[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Deliveries) != 1 {
+			t.Fatalf("%s: %d deliveries", k, len(e.Deliveries))
+		}
+		d := e.Deliveries[0]
+		if d.State != store.Delivered {
+			t.Errorf("%s: state %s, want delivered", k, d.State)
+		}
+		var got []step
+		for _, h := range d.History {
+			got = append(got, step{h.Attempt, h.StatusCode, h.Outcome, int(h.StartedAt.Sub(base) / time.Minute), h.Response})
+			if min := int(h.StartedAt.Sub(base) / time.Minute); h.Duration != time.Duration(10+min)*time.Millisecond ||
+				h.SentDigest != fmt.Sprintf("sha256:%d", min) || !h.StartedAt.Equal(at(min)) {
+				t.Errorf("%s: attempt %+v: duration, digest or start not as recorded", k, h)
+			}
+		}
+		if !reflect.DeepEqual(got, steps) {
+			t.Errorf("%s: history %+v, want %+v", k, got, steps)
+		}
+	}
+	if st := stats(t, s); st.Attempts != 6 || st.Delivered != 3 {
+		t.Errorf("stats %+v: want 6 attempts, 3 delivered", st)
 	}
 }

@@ -7,6 +7,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,3 +165,33 @@ func (f *Filter) Page(id string, before int64, limit int) string {
 // DeadByDestination counts the dead letters per destination (for
 // store.Admin's Queues: see store.MergeDead).
 const DeadByDestination = `SELECT destination, COUNT(*) FROM deliveries WHERE state = '` + string(store.Dead) + `' GROUP BY destination`
+
+// FirstAttempt is the SQL list of a delivery row's first attempt, when
+// that attempt succeeded and is kept on the row rather than in attempts
+// (#30: one write per event fewer): its start (NULL when there is none),
+// duration in ms, status, response and digests.
+const FirstAttempt = `first_started_at, COALESCE(first_duration_ms, 0), COALESCE(first_status, 0),
+	COALESCE(first_response, ''), COALESCE(first_script_digest, ''), COALESCE(first_sent_digest, '')`
+
+// History is a delivery's attempts in the order they were made: rows, the
+// attempts table's (in the order recorded), with first, the first attempt
+// kept on the delivery's row (nil when there is none), put in its place by
+// time. It is usually the first of all; after a dead letter's replay whose
+// first attempt succeeded, it is the last.
+func History(first *store.AttemptRecord, rows []store.AttemptRecord) []store.AttemptRecord {
+	if first == nil {
+		return rows
+	}
+	i := 0
+	for i < len(rows) && !rows[i].StartedAt.After(first.StartedAt) {
+		i++
+	}
+	return slices.Insert(rows, i, *first)
+}
+
+// FirstDelivered is the record of a first attempt kept on its delivery's
+// row, as read through FirstAttempt: a success, attempt 1.
+func FirstDelivered(started time.Time, durationMS int64, status int, response, script, sent string) *store.AttemptRecord {
+	return &store.AttemptRecord{Attempt: 1, StartedAt: started, Duration: time.Duration(durationMS) * time.Millisecond,
+		StatusCode: status, Outcome: store.OutcomeDelivered.String(), Response: response, ScriptDigest: script, SentDigest: sent}
+}
