@@ -54,7 +54,7 @@ func (m *Metrics) Request(source, outcome string) {
 	if m.Requests != nil {
 		m.Requests.WithLabelValues(source, outcome).Inc()
 	}
-	m.Hourly.Add(store.ScopeSource, source, Rollup(Requests, outcome), 1)
+	m.Hourly.addRollup(store.ScopeSource, source, Requests, outcome, 1)
 }
 
 // Event counts an event's verdict (accepted, duplicate, keyless).
@@ -66,7 +66,7 @@ func (m *Metrics) Event(source, verdict string) {
 	if m.Events != nil {
 		m.Events.WithLabelValues(source, verdict).Inc()
 	}
-	m.Hourly.Add(store.ScopeSource, source, Rollup(Events, verdict), 1)
+	m.Hourly.addRollup(store.ScopeSource, source, Events, verdict, 1)
 }
 
 // Stored counts a stored event by its type, in the hourly rollups only:
@@ -74,7 +74,7 @@ func (m *Metrics) Event(source, verdict string) {
 // labels, and an untyped event is not counted here.
 func (m *Metrics) Stored(source, typ string) {
 	if typ != "" {
-		m.Hourly.Add(store.ScopeSource, source, Rollup(Types, typ), 1)
+		m.Hourly.addRollup(store.ScopeSource, source, Types, typ, 1)
 	}
 }
 
@@ -82,13 +82,13 @@ func (m *Metrics) Stored(source, typ string) {
 // among its entity's events (no entity, or no version where one is read),
 // delivered outside the order, in the hourly rollups.
 func (m *Metrics) Unordered(source string) {
-	m.Hourly.Add(store.ScopeSource, source, Rollup(Order, Unordered), 1)
+	m.Hourly.addRollup(store.ScopeSource, source, Order, Unordered, 1)
 }
 
 // Filtered counts a stored event that no destination of its source
 // wanted, in the hourly rollups.
 func (m *Metrics) Filtered(source string) {
-	m.Hourly.Add(store.ScopeSource, source, Rollup(Routing, Filtered), 1)
+	m.Hourly.addRollup(store.ScopeSource, source, Routing, Filtered, 1)
 }
 
 // Answered counts an answer of the user's API api to a request with an
@@ -99,13 +99,13 @@ func (m *Metrics) Answered(api string, replayed bool) {
 	if replayed {
 		what = "replayed"
 	}
-	m.Hourly.Add(store.ScopeAPI, api, Rollup(Answers, what), 1)
+	m.Hourly.addRollup(store.ScopeAPI, api, Answers, what, 1)
 }
 
 // Attempt counts a delivery attempt's outcome (delivered, retry, dead).
 func (m *Metrics) Attempt(destination, outcome string) {
 	m.Attempts.WithLabelValues(destination, outcome).Inc()
-	m.Hourly.Add(store.ScopeDestination, destination, Rollup(Attempts, outcome), 1)
+	m.Hourly.addRollup(store.ScopeDestination, destination, Attempts, outcome, 1)
 }
 
 // LatencyBuckets are the hourly rollups' delivery latency buckets: counts
@@ -120,13 +120,7 @@ var LatencyBuckets = []struct {
 // Latency counts a successful delivery's time from receipt.
 func (m *Metrics) Latency(destination string, d time.Duration) {
 	m.DeliveryLatency.WithLabelValues(destination).Observe(d.Seconds())
-	m.Hourly.Add(store.ScopeDestination, destination, LatencyCount, 1)
-	m.Hourly.Add(store.ScopeDestination, destination, LatencySumMS, d.Milliseconds())
-	for _, b := range LatencyBuckets {
-		if d <= b.Le {
-			m.Hourly.Add(store.ScopeDestination, destination, b.Metric, 1)
-		}
-	}
+	m.Hourly.addLatency(destination, d)
 }
 
 // Rollups returns Metrics that count into the hourly rollups and the
