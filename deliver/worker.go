@@ -518,11 +518,9 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		if !d.LeaseExpiresAt.IsZero() {
 			latest = d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease) - dest.Timeout)
 		}
-		waitCtx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(w.waitCtx, cancel)
+		waitCtx, stop := w.admitting(ctx)
 		ok, at := w.opts.Gate.Admit(waitCtx, dest.Name, latest)
 		stop()
-		cancel()
 		if !ok {
 			// Held (its rate's slots are taken, its breaker is open): the
 			// lease goes back uncounted, due when the hold ends.
@@ -600,6 +598,19 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		w.opts.Metrics.Attempt(dest.Name, metrics.Retry)
 	}
 	return out
+}
+
+// admitting is the context an attempt under ctx waits for its send slot
+// in: ctx, ended too when a shutdown begins (waitCtx). An untraced
+// attempt runs under attemptCtx itself, which waitCtx is a child of:
+// then waitCtx is that context already, and nothing is made per attempt.
+func (w *Worker) admitting(ctx context.Context) (context.Context, func()) {
+	if ctx == w.attemptCtx {
+		return w.waitCtx, func() {}
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(w.waitCtx, cancel)
+	return waitCtx, func() { stop(); cancel() }
 }
 
 // transform runs the destination's transformation on msg, in place. It
