@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/oncehook/oncehook/internal/redact"
@@ -54,6 +55,10 @@ func TargetURL(base *url.URL, m *Message) *url.URL {
 	return &c
 }
 
+// snippets are Send's buffers for the start of an answer (and the
+// draining of the rest).
+var snippets = sync.Pool{New: func() any { return new([responseSnippet]byte) }}
+
 // Close does nothing: the worker's client is shared.
 func (s *HTTPSender) Close() error { return nil }
 
@@ -73,10 +78,11 @@ func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
 		req.Header = m.Header
 	}
 	h := req.Header
+	own := ownHeaders{h: h, vals: make([]string, 0, 2)}
 	if m.ContentType != "" {
-		h.Set("Content-Type", m.ContentType)
+		own.set("Content-Type", m.ContentType)
 	}
-	h.Set("User-Agent", "oncehook")
+	own.set("User-Agent", "oncehook")
 	if s.SigningKey != nil {
 		id := MessageID(m.Source, m.Key)
 		now := s.Now()
@@ -94,10 +100,17 @@ func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
 	defer resp.Body.Close()
 	// Keep the start of the answer for the operator; drain a little more so
 	// the connection can be reused. The rest is not ours.
-	head := make([]byte, responseSnippet)
-	n, _ := io.ReadFull(resp.Body, head)
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	res := Result{Status: resp.StatusCode, After: -1, Response: string(head[:n])}
+	buf := snippets.Get().(*[responseSnippet]byte)
+	n, _ := io.ReadFull(resp.Body, buf[:])
+	res := Result{Status: resp.StatusCode, After: -1, Response: string(buf[:n])}
+	for drained := 0; drained < 64<<10; {
+		k, err := resp.Body.Read(buf[:min(len(buf), 64<<10-drained)])
+		drained += k
+		if err != nil {
+			break
+		}
+	}
+	snippets.Put(buf)
 	switch status := resp.StatusCode; {
 	case status >= 200 && status < 300:
 		res.Kind = Delivered

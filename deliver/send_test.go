@@ -117,3 +117,25 @@ func TestASendersResultIsTheOutcomeAndTheBreakersCount(t *testing.T) {
 		})
 	}
 }
+
+// A message's own headers are each their own value: a sender that adds to
+// one (a second Idempotency-Key, say) changes no other.
+func TestMessageHeadersStandApart(t *testing.T) {
+	m := deliver.NewMessage(&deliver.Destination{Name: "app"}, store.LeasedDelivery{
+		Source: "src", Key: "evt_1", Type: "invoice.paid", Destination: "app", Attempt: 2, Stale: true, CurrentVersion: "7"})
+	for _, k := range []string{"Idempotency-Key", "X-Oncehook-Source", "X-Oncehook-Type", "X-Oncehook-Attempt", deliver.StaleHeader} {
+		m.Header.Add(k, "added")
+	}
+	want := map[string][]string{
+		"Idempotency-Key": {"src:evt_1", "added"}, "X-Oncehook-Source": {"src", "added"}, "X-Oncehook-Type": {"invoice.paid", "added"},
+		"X-Oncehook-Attempt": {"2", "added"}, deliver.StaleHeader: {"true", "added"}, deliver.CurrentVersionHeader: {"7"},
+	}
+	for k, v := range want {
+		if got := m.Header.Values(k); len(got) != len(v) || got[0] != v[0] || (len(v) > 1 && got[1] != v[1]) {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if len(m.Header) != len(want) {
+		t.Errorf("headers %v, want %d of them", m.Header, len(want))
+	}
+}

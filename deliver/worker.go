@@ -760,18 +760,36 @@ func NewMessage(dest *Destination, d store.LeasedDelivery) *Message {
 	for k, v := range dest.Headers {
 		h.Set(k, v)
 	}
-	h.Set("Idempotency-Key", m.IdempotencyKey)
-	h.Set("X-Oncehook-Source", d.Source)
+	// oncehook's own, as Set would put them (their names are canonical),
+	// their values in one array rather than one each.
+	own := ownHeaders{h: h, vals: make([]string, 0, 6)}
+	own.set("Idempotency-Key", m.IdempotencyKey)
+	own.set("X-Oncehook-Source", d.Source)
 	if d.Type != "" {
-		h.Set("X-Oncehook-Type", headerSafe(d.Type))
+		own.set("X-Oncehook-Type", headerSafe(d.Type))
 	}
-	h.Set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
+	own.set("X-Oncehook-Attempt", strconv.Itoa(d.Attempt))
 	if d.Stale {
 		// Older than what this destination already has for the entity:
 		// sent because the source asks for stale events (on_stale:
 		// deliver), so the destination can tell.
-		h.Set(StaleHeader, "true")
-		h.Set(CurrentVersionHeader, headerSafe(d.CurrentVersion))
+		own.set(StaleHeader, "true")
+		own.set(CurrentVersionHeader, headerSafe(d.CurrentVersion))
 	}
 	return m
+}
+
+// ownHeaders sets headers under canonical names, each value a slice of
+// one shared array: one allocation for all of them. Each slice's
+// capacity is its length, so that appending to one (Header.Add) copies
+// it rather than writing over the next.
+type ownHeaders struct {
+	h    http.Header
+	vals []string
+}
+
+func (o *ownHeaders) set(canonical, v string) {
+	o.vals = append(o.vals, v)
+	n := len(o.vals)
+	o.h[canonical] = o.vals[n-1 : n : n]
 }
