@@ -150,6 +150,11 @@ type Worker struct {
 	waitCtx   context.Context
 	stopWaits context.CancelFunc
 
+	// next hands a delivery to an idle runner (see runner); done ends
+	// them, once Run has returned.
+	next chan store.LeasedDelivery
+	done chan struct{}
+
 	mu       sync.Mutex
 	stopping bool // Reserve gives no more room
 	stopped  bool // Run has returned: what is handed now goes straight back
@@ -249,6 +254,8 @@ func New(s store.Store, opts Options) *Worker {
 		client: client,
 		log:    opts.Logger,
 		wake:   make(chan struct{}, 1),
+		next:   make(chan store.LeasedDelivery),
+		done:   make(chan struct{}),
 	}
 	w.attemptCtx, w.cutAttempts = context.WithCancel(context.Background())
 	w.waitCtx, w.stopWaits = context.WithCancel(w.attemptCtx)
@@ -328,11 +335,41 @@ func (w *Worker) Hand(ds []store.LeasedDelivery, reserved int) {
 		w.release(ds)
 	} else {
 		for _, d := range ds {
-			go w.run(d)
+			select {
+			case w.next <- d: // an idle runner takes it
+			default:
+				go w.runner(d)
+			}
 		}
 	}
 	if unused := reserved - len(ds); unused > 0 {
 		w.room.Add(int64(unused))
+	}
+}
+
+// runnerIdle is how long a runner waits for another attempt before it
+// ends.
+const runnerIdle = 2 * time.Second
+
+// runner runs d's attempt, then the attempts Hand gives it while it is
+// idle, until none came for runnerIdle or Run has returned. An attempt
+// needs a deep stack (the attempt's frames, then the HTTP client's): a
+// runner grows its own once, where a goroutine per attempt grew a new
+// one every time.
+func (w *Worker) runner(d store.LeasedDelivery) {
+	w.run(d)
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case d = <-w.next:
+			w.run(d)
+			idle.Reset(runnerIdle)
+		case <-idle.C:
+			return
+		case <-w.done:
+			return
+		}
 	}
 }
 
@@ -390,6 +427,9 @@ func (w *Worker) Run(ctx context.Context) {
 		// Nothing is handed over from here on: what comes is given back.
 		w.mu.Lock()
 		if w.inflight.Load() == 0 {
+			if !w.stopped {
+				close(w.done) // idle runners end: nothing is handed to them now
+			}
 			w.stopped = true
 			w.mu.Unlock()
 			return
