@@ -630,7 +630,9 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 	switch out.Kind {
 	case store.OutcomeDelivered:
 		w.opts.Metrics.Attempt(dest.Name, metrics.Delivered)
-		w.logAttempt(slog.LevelDebug, d, "delivered", "status", res.Status, "duration", out.Duration)
+		if w.log.Enabled(context.Background(), slog.LevelDebug) { // or the duration is boxed for nothing, every delivery
+			w.logAttempt(slog.LevelDebug, d, "delivered", "status", res.Status, "duration", out.Duration)
+		}
 	case store.OutcomeDead:
 		w.opts.Metrics.Attempt(dest.Name, metrics.Dead)
 		w.logAttempt(slog.LevelWarn, d, "dead letter", "status", res.Status, "reason", out.Error)
