@@ -101,8 +101,10 @@ type budget struct {
 	wait     time.Duration
 	// arriving are the holds whose bodies are being read, oldest first.
 	arriving list.List
-	// freed is closed, and replaced, whenever room may have been made:
-	// the requests waiting for it look again.
+	// freed is closed whenever room may have been made: the requests
+	// waiting for it look again. It is made by the first to wait (nil:
+	// nobody waits), so that the many releases nobody waits for make no
+	// channel each.
 	freed chan struct{}
 }
 
@@ -121,7 +123,7 @@ type shares struct {
 
 func newBudget(total, maxBody int64, wait time.Duration) *budget {
 	total = max(total, maxBody)
-	return &budget{total: total, maxBody: maxBody, wait: wait, freed: make(chan struct{})}
+	return &budget{total: total, maxBody: maxBody, wait: wait}
 }
 
 // split gives each of sources at most half of the budget (but always one
@@ -145,8 +147,10 @@ func (b *budget) split(sources []string, old *shares) *shares {
 
 // wake tells every waiting request to look for room again. b.mu is held.
 func (b *budget) wake() {
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 }
 
 // hold is what one request has reserved of a budget.
@@ -155,10 +159,10 @@ type hold struct {
 	share *share
 	n     int64
 	// Guarded by b.mu:
-	owed     int64         // promised to it while it waits (see acquire)
-	arriving *list.Element // in b.arriving while the body is read
-	start    time.Time     // when the body began to arrive
-	cut      func()        // ends the body's read at once
+	owed     int64                    // promised to it while it waits (see acquire)
+	arriving *list.Element            // in b.arriving while the body is read
+	start    time.Time                // when the body began to arrive
+	rc       *http.ResponseController // cut ends the body's read at once through it
 	evicted  bool
 }
 
@@ -195,6 +199,9 @@ func (h *hold) acquire(ctx context.Context, n int64) error {
 			h.owed = n
 			h.share.owed += n
 			b.owed += n
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
 		}
 		freed := b.freed
 		b.mu.Unlock()
@@ -297,15 +304,18 @@ func (h *hold) room() int64 { return h.share.size - h.n }
 // release returns everything the request holds.
 func (h *hold) release() { h.give(h.n) }
 
-// arrive marks the body as arriving, so that it may be cut (by cut, which
-// ends its read) while it is; read ends that.
-func (h *hold) arrive(cut func()) {
+// arrive marks the body as arriving, so that it may be cut (by a read
+// deadline in the past, through rc) while it is; read ends that.
+func (h *hold) arrive(rc *http.ResponseController) {
 	h.b.mu.Lock()
-	h.cut = cut
+	h.rc = rc
 	h.start = time.Now()
 	h.arriving = h.b.arriving.PushBack(h)
 	h.b.mu.Unlock()
 }
+
+// cut ends the body's read at once.
+func (h *hold) cut() { h.rc.SetReadDeadline(time.Unix(1, 0)) }
 
 // read marks the body as all in (or about to be, or given up): it is no
 // longer cut. It reports whether it was cut before.
@@ -412,7 +422,7 @@ func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit
 			rc.SetReadDeadline(time.Time{})
 		}
 	}()
-	h.arrive(func() { rc.SetReadDeadline(time.Unix(1, 0)) })
+	h.arrive(rc)
 	defer h.read()
 	start := time.Now()
 	ceiling := limit
