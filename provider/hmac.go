@@ -118,7 +118,7 @@ func isHex(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if _, ok := unhex(s[i]); !ok {
+		if hexDigits[s[i]] > 0xf {
 			return false
 		}
 	}
@@ -128,20 +128,20 @@ func isHex(s string) bool {
 // hexInto decodes s (isHex, len(dst)*2 digits) into dst.
 func hexInto(dst []byte, s string) {
 	for i := range dst {
-		hi, _ := unhex(s[2*i])
-		lo, _ := unhex(s[2*i+1])
-		dst[i] = hi<<4 | lo
+		dst[i] = hexDigits[s[2*i]]<<4 | hexDigits[s[2*i+1]]
 	}
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+// hexDigits is each byte's value as a hex digit, 0xff when it is none.
+var hexDigits = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c], t[c-'a'+'A'] = c-'a'+10, c-'a'+10
+	}
+	return t
+}()
