@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -103,6 +104,7 @@ func FuzzStripeItems(f *testing.F) {
 		`{"\u0069d":"evt_e","type":"t"}`, `{"ıd":"evt_dotless","type":"t"}`, `{"id":"evt_\ud800","type":"t\"q\\"}`,
 		`  {"data":[{"id":"no"},"]}"],"id":"yes"} `, `{}`, `[]`, `null`, `"s"`, `{"id":"a"} x`, `{"id":"a"`,
 		`{"id":-0.5,"type":true}`, `{"pad":"\\\\","id":"b\\"}`, "{\"id\":\"a\",\t\"type\" :\r\n\"b\"}",
+		`{"id":"a","type":"b"}x`, `{"id":01}`, `{"id":"a",}`, `{"id":"\u00e9","type":"\x"}`, "{\"id\":\"a\x01\"}", `{"id":"a"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -179,6 +181,24 @@ func FuzzStripeVerify(f *testing.F) {
 		want := stripeVerifyBefore(secretBytes(secrets), 300*time.Second, r, now)
 		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
 			t.Fatalf("header %q body %q: %v, before %v", header, body, got, want)
+		}
+	})
+}
+
+// FuzzJSONValid: the scanner topKeyTexts reads bodies with takes exactly
+// what json.Valid takes.
+func FuzzJSONValid(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[1,-0.5e+3,true,false,null,"\u00e9\n",{}],"b":{"c":[]}}`, ` 0 `, `-`, `01`, `1.`, `1e`, `.5`, `"\x"`, `"\u12"`,
+		"\"\x01\"", "\"\xff\xfe\"", `[1,]`, `{"a":1,}`, `{"a" 1}`, `[`, `]`, `tru`, `nul`, `{"a":1}{}`, "\t\r\n[]\n", ``,
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+		`{"k":` + strings.Repeat(`{"k":`, 9998) + `1` + strings.Repeat("}", 9999), `"abcdefgh\"ijklmnop"`, `"abcdefghijklmn\\"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("%q: valid %t, json.Valid %t", b, got, want)
 		}
 	})
 }

@@ -130,42 +130,63 @@ func rawField(doc json.RawMessage, path []string) json.RawMessage {
 
 // topKeyTexts reads the members a and b (lower-case ASCII names) of a
 // body that is one JSON object, as decodeJSON into a struct of two
-// keyText fields would, in one walk that allocates nothing: a member
+// keyText fields would, in one pass that checks the whole body is JSON
+// (as json.Valid would: see jsonscan.go) and allocates nothing: a member
 // name matches ignoring ASCII case, and the last of several wins. ok is
 // false when it cannot say (the body is not valid JSON, or not an
 // object, or a member's name is escaped or not ASCII, which
 // encoding/json folds its own way): the caller decodes the body then.
 func topKeyTexts(body []byte, a, b string) (va, vb keyText, ok bool) {
 	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' || !json.Valid(body) {
+	if i >= len(body) || body[i] != '{' {
 		return "", "", false
 	}
-	// Valid: every string closes, every object and array is balanced.
 	i = skipSpace(body, i+1)
-	if body[i] == '}' {
-		return "", "", true
+	if i < len(body) && body[i] == '}' {
+		return "", "", skipSpace(body, i+1) == len(body)
 	}
 	for {
-		end := stringEnd(body, i)
+		if i >= len(body) || body[i] != '"' {
+			return "", "", false
+		}
+		end := jsonString(body, i)
+		if end < 0 {
+			return "", "", false
+		}
 		name := body[i+1 : end-1]
 		for _, c := range name {
 			if c == '\\' || c >= utf8.RuneSelf {
 				return "", "", false
 			}
 		}
-		i = skipSpace(body, skipSpace(body, end)+1) // past the colon
-		vend := valueEnd(body, i)
+		if i = skipSpace(body, end); i >= len(body) || body[i] != ':' {
+			return "", "", false
+		}
+		i = skipSpace(body, i+1)
+		vend := jsonValue(body, i, 1)
+		if vend < 0 {
+			return "", "", false
+		}
 		switch {
 		case asciiFold(name, a):
 			va.UnmarshalJSON(body[i:vend])
 		case asciiFold(name, b):
 			vb.UnmarshalJSON(body[i:vend])
 		}
-		i = skipSpace(body, vend)
-		if body[i] == '}' {
-			return va, vb, true
+		if i = skipSpace(body, vend); i >= len(body) {
+			return "", "", false
 		}
-		i = skipSpace(body, i+1) // past the comma
+		switch body[i] {
+		case '}':
+			if skipSpace(body, i+1) != len(body) {
+				return "", "", false
+			}
+			return va, vb, true
+		case ',':
+			i = skipSpace(body, i+1)
+		default:
+			return "", "", false
+		}
 	}
 }
 
@@ -174,51 +195,6 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// stringEnd is the index after the string that opens at b[i], in valid
-// JSON.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; ; {
-		q := bytes.IndexByte(b[j:], '"')
-		j += q
-		escapes := 0
-		for k := j - 1; b[k] == '\\'; k-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return j + 1
-		}
-		j++
-	}
-}
-
-// valueEnd is the index after the value that starts at b[i], in valid
-// JSON.
-func valueEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; ; j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\r' && b[j] != '\n' {
-		j++
-	}
-	return j
 }
 
 // asciiFold reports whether name is lower, ignoring ASCII case (lower is
