@@ -734,10 +734,15 @@ func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, 
 // the first statement looked (its requeued deliveries pending again) is seen
 // there, so its event stays. A replay that starts later waits for this
 // transaction, and then finds the event gone (ErrNotFound), never half of it.
+// The second deletes the events' deliveries too (no foreign key cascades
+// there since migration 0020), and their attempts' kept rows cascade from
+// them.
 func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	return s.lockThen(ctx, "sweep", `SELECT e.id FROM events e WHERE e.expires_at < $1 AND NOT `+keptBack+`
 		ORDER BY e.id LIMIT $2 FOR UPDATE SKIP LOCKED`, []any{now, limit},
-		`WITH d AS (DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack+` RETURNING 1) SELECT count(*) FROM d`)
+		`WITH d AS (DELETE FROM events e WHERE e.id = ANY($1) AND NOT `+keptBack+` RETURNING e.id),
+			gone AS (DELETE FROM deliveries WHERE event_id IN (SELECT id FROM d))
+		SELECT count(*) FROM d`)
 }
 
 // lockThen runs a sweep's two statements in one transaction: lock locks

@@ -337,6 +337,10 @@ func testSweep(t *testing.T, s store.Store) {
 	if st := stats(t, s); st.Events != 2 || st.Pending != 1 || st.Dead != 1 {
 		t.Fatalf("after sweep %+v: the pending and the dead-lettered events must stay", st)
 	}
+	// The swept event's delivery and its attempt went with it.
+	if st := stats(t, s); st.Delivered != 0 || st.Attempts != 2 {
+		t.Fatalf("after sweep %+v: want no delivered delivery left, and the 2 attempts of the events kept", st)
+	}
 	// A swept key can be claimed anew: the window is over.
 	if c := mustClaim(t, s, event("done", "d")); c[0].Duplicate {
 		t.Fatal("a swept key is still a duplicate")
