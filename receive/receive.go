@@ -364,7 +364,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteJSON(w, rej.Status, rej.ErrorResponse())
 		return
 	}
-	jsonhttp.WriteJSON(w, http.StatusOK, resp)
+	writeAnswer(w, resp)
 }
 
 // source finds the request's source, or answers 404: for a name no source
