@@ -24,6 +24,11 @@ type HTTPSender struct {
 	SigningKey []byte
 	Client     *http.Client
 	Now        func() time.Time
+
+	// base is URL's text, as NewHTTPSender made it from parsed: most
+	// sends go to URL as it is, and need not write it out each time.
+	base   string
+	parsed *url.URL
 }
 
 // NewHTTPSender is the sender of a destination at rawURL (validated by the
@@ -36,7 +41,7 @@ func NewHTTPSender(rawURL string, signingKey []byte, client *http.Client, now fu
 	if now == nil {
 		now = time.Now
 	}
-	return &HTTPSender{URL: u, SigningKey: signingKey, Client: client, Now: now}, nil
+	return &HTTPSender{URL: u, SigningKey: signingKey, Client: client, Now: now, base: u.String(), parsed: u}, nil
 }
 
 // TargetURL is where m goes over HTTP: base, with the path and query a
@@ -68,7 +73,11 @@ func (s *HTTPSender) Close() error { return nil }
 // somewhere nobody configured); anything else, and no answer, a retry,
 // with Retry-After honoured on 429 and 503.
 func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, TargetURL(s.URL, m).String(), bytes.NewReader(m.Body))
+	target := s.base
+	if u := TargetURL(s.URL, m); u != s.parsed || s.base == "" {
+		target = u.String()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(m.Body))
 	if err != nil {
 		return Result{Kind: Permanent, After: -1, Error: redact.Error(err).Error()}
 	}

@@ -598,16 +598,17 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 	if w.opts.Gate != nil {
 		defer func() { w.opts.Gate.Report(ctx, dest.Name, gateOutcome(res)) }()
 	}
-	out.Duration = w.opts.Now().Sub(start)
+	end := w.opts.Now()
+	out.Duration = end.Sub(start)
 	out.StatusCode, out.Response = res.Status, res.Response
 	switch res.Kind {
 	case Released:
 		out.Kind = store.OutcomeReleased
-		out.NextAttemptAt = w.opts.Now()
+		out.NextAttemptAt = end
 		return out
 	case Delivered:
 		out.Kind = store.OutcomeDelivered
-		w.opts.Metrics.Latency(dest.Name, w.opts.Now().Sub(d.ReceivedAt))
+		w.opts.Metrics.Latency(dest.Name, end.Sub(d.ReceivedAt))
 	case Permanent:
 		out.Kind, out.Error = store.OutcomeDead, res.Error
 	default:
