@@ -190,8 +190,13 @@ func (a *Auth) Check(value string) (Caller, bool) {
 // CheckFrom is Check for a value that client sent. A right token is
 // accepted, always. A wrong one counts against client; once client is over
 // the limit, limited is how long until it may be told 401 again (the
-// answer is then 429 with Retry-After).
+// answer is then 429 with Retry-After). No token at all guesses nothing
+// (a browser, a probe, a script whose variable is unset): it is 401,
+// never counted, and never told it sent "a wrong token".
 func (a *Auth) CheckFrom(client, value string) (c Caller, ok bool, limited time.Duration) {
+	if value == "" {
+		return Caller{}, false, 0
+	}
 	if c, ok := a.Check(value); ok {
 		return c, true, 0
 	}

@@ -3,6 +3,7 @@ package apiauth
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -54,5 +55,47 @@ func TestFailuresArePerAddressAndWindow(t *testing.T) {
 	}
 	if n := len(a.failures.by); n > maxClients {
 		t.Fatalf("%d addresses remembered, want at most %d", n, maxClients)
+	}
+}
+
+// Found from outside: requests without any token (a browser, a probe, a
+// script whose token variable is unset) counted as wrong tokens, so an
+// address that had sent none was told 429 "too many requests with a wrong
+// token". No token is 401, however often; wrong tokens are still limited,
+// and a missing one in between neither uses up nor lifts the limit.
+func TestNoTokenIsNeverCountedAsAWrongOne(t *testing.T) {
+	a := NewWith([]Token{{Name: "ops", Value: "right-token-0123456789"}}, Options{MaxFailures: 3, FailureWindow: time.Minute})
+	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	send := func(authorization string) int {
+		r := httptest.NewRequest(http.MethodGet, "/v1/events", nil)
+		r.RemoteAddr = "203.0.113.7:40000"
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i := range 20 {
+		if code := send(""); code != http.StatusUnauthorized {
+			t.Fatalf("request %d without a token: %d, want 401", i+1, code)
+		}
+	}
+	if code := send("Basic b3BzOnB3"); code != http.StatusUnauthorized {
+		t.Fatalf("another scheme (no bearer token): %d, want 401", code)
+	}
+	for i := range 3 {
+		if code := send("Bearer wrong-" + fmt.Sprint(i)); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d after the tokenless requests: %d, want 401 (they used up nothing)", i+1, code)
+		}
+	}
+	if code := send("Bearer wrong-again"); code != http.StatusTooManyRequests {
+		t.Fatalf("a 4th wrong token: %d, want 429", code)
+	}
+	if code := send(""); code != http.StatusUnauthorized {
+		t.Fatalf("no token while limited: %d, want 401", code)
+	}
+	if code := send("Bearer right-token-0123456789"); code != http.StatusNoContent {
+		t.Fatalf("the right token while limited: %d, want it served", code)
 	}
 }
