@@ -667,8 +667,13 @@ func reload(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return printJSON(stdout, v)
 	}
 	fmt.Fprintf(stdout, "reloaded %s: %s, %s\n", v.Config, plural(v.Sources, "source", "sources"), plural(v.Destinations, "destination", "destinations"))
-	if len(v.Changed) == 0 {
+	switch {
+	case len(v.Changed) == 0 && len(v.Restart) == 0:
 		fmt.Fprintln(stdout, "  nothing changed")
+	case len(v.Changed) == 0:
+		// Not "nothing changed" above "listen changed": what changed
+		// waits for a restart, and nothing was applied now.
+		fmt.Fprintln(stdout, "  nothing applied now")
 	}
 	for _, c := range v.Changed {
 		fmt.Fprintln(stdout, "  "+c)

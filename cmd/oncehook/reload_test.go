@@ -444,7 +444,8 @@ func TestReloadRefusesAnInvalidConfigAndNamesWhatNeedsARestart(t *testing.T) {
 	}
 	// The CLI's reload says the same; the command is the API's.
 	out, ok := oncehook(t, dir, nil, "reload", "--api", api, "--token", reloadToken)
-	if !ok || !strings.Contains(out, "nothing changed") || !strings.Contains(out, "listen changed: it takes effect at a restart") {
+	if !ok || strings.Contains(out, "nothing changed") || !strings.Contains(out, "nothing applied now") ||
+		!strings.Contains(out, "listen changed: it takes effect at a restart") {
 		t.Errorf("oncehook reload (ok=%v):\n%s", ok, out)
 	}
 	if out, ok := oncehook(t, dir, nil, "reload", "--config", path); ok || !strings.Contains(out, "SIGHUP") {
