@@ -17,6 +17,8 @@
 //     source with one destination, delivery running to a local sink,
 //     SQLite synchronous=FULL; the delivery backlog left at the end is
 //     reported
+//   - randomkeys: the headline with sequential and with random event ids,
+//     alternating twice (real providers' ids are random)
 //   - unique:     the same with no destination (intake alone)
 //   - duplicates: the same event again and again
 //   - latency:    POST → delivery at a light fixed rate (-rate per second),
@@ -121,7 +123,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added, and what they allocated with .relay.allocs and .gateway.allocs")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing,transform (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing,transform (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
@@ -193,6 +195,15 @@ func body(id, object int64) []byte {
 	return []byte(head + strings.Repeat("x", max(1024-len(head)-2, 0)) + `"}`)
 }
 
+// randomBody is body(id, id) with a random-looking event id, as GitHub's
+// GUIDs and WhatsApp's ids are: each a bijection of id, so still unique.
+func randomBody(id int64) []byte {
+	k := uint64(id) * 0x9E3779B97F4A7C15 // odd: a bijection of uint64
+	k ^= k >> 29
+	head := fmt.Sprintf(`{"id":"evt_%016x","object":"event","type":"bench","created":%d,"data":{"object":{"id":"obj_%014d"}},"pad":"`, k, id, id)
+	return []byte(head + strings.Repeat("x", max(1024-len(head)-2, 0)) + `"}`)
+}
+
 func (b *bench) signed(url string, id int64) *http.Request {
 	return b.signedAbout(url, id, id)
 }
@@ -207,6 +218,16 @@ func (b *bench) signedAbout(url string, id, object int64) *http.Request {
 
 func (b *bench) unique(url string) func() *http.Request {
 	return func() *http.Request { return b.signed(url, b.seq.Add(1)) }
+}
+
+// uniqueRandom is unique events with random-looking ids (randomBody).
+func (b *bench) uniqueRandom(url string) func() *http.Request {
+	return func() *http.Request {
+		body := randomBody(b.seq.Add(1))
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		provider.SignHTTP(b.stripe, req, body, secret, time.Now(), "")
+		return req
+	}
 }
 
 // uniqueAbout is unique events about objects objects (0: each its own).
@@ -311,6 +332,21 @@ func (b *bench) run(want func(string) bool) error {
 			return err
 		}
 		b.rows = append(b.rows, r)
+	}
+	if want("randomkeys") {
+		// Sequential ids flatter the store: each commit's keys share one
+		// index leaf. Real ids (GitHub's GUIDs, WhatsApp's) are random:
+		// the headline with both, alternating, each on a fresh file.
+		for round := range 2 {
+			for _, random := range []bool{false, true} {
+				name := fmt.Sprintf("oncehook: the headline, %s event ids (round %d)", map[bool]string{false: "sequential", true: "random"}[random], round+1)
+				r, err := b.withDestination(name, "sqlite://"+filepath.Join(dir, fmt.Sprintf("keys-%v-%d.db", random, round)), gwOptions{randomKeys: random})
+				if err != nil {
+					return err
+				}
+				b.rows = append(b.rows, r)
+			}
+		}
 	}
 	if want("tracing") {
 		for round := range 2 {
@@ -508,7 +544,11 @@ func (b *bench) withDestination(name, storeURL string, o gwOptions) (result, err
 	runtime.ReadMemStats(&mem)
 	started := fmt.Sprintf("; ready in %s, heap %.0f MiB after start", gw.ready.Round(time.Millisecond), float64(mem.HeapInuse)/(1<<20))
 	warm := k.received.Load()
-	r := load(name, b.conns, b.duration, b.uniqueAbout(gw.url+"/in/bench", o.entities))
+	next := b.uniqueAbout(gw.url+"/in/bench", o.entities)
+	if o.randomKeys {
+		next = b.uniqueRandom(gw.url + "/in/bench")
+	}
+	r := load(name, b.conns, b.duration, next)
 	// Accepted so far: the warm-up plus the measured requests.
 	accepted := int64(r.requests) + int64(b.conns)
 	backlog := accepted - (k.received.Load() - warm)
@@ -1263,6 +1303,10 @@ type gwOptions struct {
 	// traced traces every request and attempt (100% sampling), into an
 	// exporter that drops the batches: the SDK's cost, not the network's.
 	traced bool
+	// randomKeys sends random-looking event ids (randomBody) instead of
+	// sequential ones: each key lands on a leaf of the (source, key) index
+	// of its own, as real providers' ids do.
+	randomKeys bool
 	// transform, when set, is the destination's transformation (inline).
 	transform string
 }
