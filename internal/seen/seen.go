@@ -11,6 +11,7 @@ package seen
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 	"time"
 )
@@ -26,8 +27,12 @@ type Set struct {
 
 type shard struct {
 	mu      sync.Mutex
-	expires map[string]int64 // unix nanos
+	expires map[pair]int64 // unix nanos
 }
+
+// pair is a (source, key) as the map's key: looking one up builds
+// nothing, where a joined string was an allocation on every request.
+type pair struct{ source, key string }
 
 // New returns a Set that holds about capacity keys. A capacity of zero or
 // less returns nil, and a nil *Set holds nothing.
@@ -37,15 +42,18 @@ func New(capacity int) *Set {
 	}
 	s := &Set{seed: maphash.MakeSeed(), perShard: max(1, capacity/shardCount)}
 	for i := range s.shards {
-		s.shards[i].expires = make(map[string]int64)
+		s.shards[i].expires = make(map[pair]int64)
 	}
 	return s
 }
 
-func id(source, key string) string { return source + "\x00" + key }
-
-func (s *Set) shard(k string) *shard {
-	return &s.shards[maphash.String(s.seed, k)%shardCount]
+func (s *Set) shard(k pair) *shard {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(k.source)
+	h.WriteByte(0)
+	h.WriteString(k.key)
+	return &s.shards[h.Sum64()%shardCount]
 }
 
 // Has reports whether (source, key) is known committed and not expired at now.
@@ -53,7 +61,7 @@ func (s *Set) Has(source, key string, now time.Time) bool {
 	if s == nil {
 		return false
 	}
-	k := id(source, key)
+	k := pair{source, key}
 	sh := s.shard(k)
 	sh.mu.Lock()
 	exp, ok := sh.expires[k]
@@ -71,7 +79,9 @@ func (s *Set) Add(source, key string, expires time.Time) {
 	if s == nil {
 		return
 	}
-	k := id(source, key)
+	// A copy of the key: one read out of a request's body must not keep
+	// the body. The source is a name from the configuration, kept anyway.
+	k := pair{source, strings.Clone(key)}
 	sh := s.shard(k)
 	sh.mu.Lock()
 	if len(sh.expires) >= s.perShard {

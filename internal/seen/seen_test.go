@@ -58,3 +58,21 @@ func TestNilSetHoldsNothing(t *testing.T) {
 		t.Fatal("nil set held a key")
 	}
 }
+
+// BenchmarkHas is intake's check of every request's key: a hit (a
+// duplicate) and a miss (a new event) both allocate nothing.
+func BenchmarkHas(b *testing.B) {
+	s := New(1 << 16)
+	now := time.Now()
+	for i := range 1000 {
+		s.Add("github", fmt.Sprintf("5f0c1a2e-9b7d-11ef-8a3c-%012d", i), now.Add(time.Hour))
+	}
+	// GitHub's delivery GUIDs: 36 characters, as long as real keys are.
+	hit, miss := "5f0c1a2e-9b7d-11ef-8a3c-000000000500", "5f0c1a2e-9b7d-11ef-8a3c-999999999999"
+	b.ReportAllocs()
+	for b.Loop() {
+		if !s.Has("github", hit, now) || s.Has("github", miss, now) {
+			b.Fatal("wrong answer")
+		}
+	}
+}
