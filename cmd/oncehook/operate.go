@@ -358,15 +358,27 @@ func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON boo
 
 // printDelivery prints a delivery and its attempts, one a line.
 func printDelivery(stdout io.Writer, d admin.DeliveryDetail) {
-	fmt.Fprintf(stdout, "delivery to %s: %s after %s\n", d.Destination, d.State, plural(d.Attempts, "attempt", "attempts"))
-	for _, a := range d.History {
+	// A replay starts the count again: say so, rather than print a
+	// history of three attempts under "after 1 attempt".
+	count := plural(d.Attempts, "attempt", "attempts")
+	if len(d.History) > d.Attempts && d.Attempts > 0 {
+		count += fmt.Sprintf(" since its last replay, %d in all", len(d.History))
+	}
+	fmt.Fprintf(stdout, "delivery to %s: %s after %s\n", d.Destination, d.State, count)
+	for i, a := range d.History {
+		if i > 0 && a.Attempt <= d.History[i-1].Attempt {
+			fmt.Fprintln(stdout, "  replayed:")
+		}
 		line := fmt.Sprintf("  #%d %s %6.1fms %s", a.Attempt, ts(a.StartedAt), a.DurationMS, a.Outcome)
+		status := ""
 		if a.Status != 0 {
-			line += fmt.Sprintf(" HTTP %d", a.Status)
+			status = fmt.Sprintf("HTTP %d", a.Status)
+			line += " " + status
 		}
 		// A destination's answer is whatever it sent: its control
-		// bytes (ANSI escapes) must not reach the terminal.
-		if a.Error != "" {
+		// bytes (ANSI escapes) must not reach the terminal. An error
+		// that only repeats the status is not printed twice.
+		if a.Error != "" && a.Error != status {
 			line += " " + terminalLine(a.Error)
 		}
 		if a.Response != "" {

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/admin"
+)
+
+// Found from outside: after a replay, "events show" printed "delivered
+// after 1 attempt" above three attempts all numbered #1, with nothing to
+// say where each replay began, and a retry's line said "HTTP 503 HTTP 503"
+// (the status, then an error that only repeats it).
+func TestADeliveryPrintsWhereEachReplayBegan(t *testing.T) {
+	at := time.Date(2026, 12, 2, 15, 9, 0, 0, time.UTC)
+	d := admin.DeliveryDetail{Destination: "app", State: "delivered", Attempts: 1, History: []admin.AttemptDetail{
+		{Attempt: 1, StartedAt: at, DurationMS: 1, Status: 503, Error: "HTTP 503", Outcome: "retry", Response: `{"err":"busy"}`},
+		{Attempt: 2, StartedAt: at.Add(2 * time.Second), DurationMS: 12, Status: 200, Outcome: "delivered"},
+		{Attempt: 1, StartedAt: at.Add(time.Hour), DurationMS: 3, Status: 422, Error: "permanent failure: HTTP 422", Outcome: "dead"},
+		{Attempt: 1, StartedAt: at.Add(2 * time.Hour), DurationMS: 2, Status: 200, Outcome: "delivered"},
+	}}
+	var out strings.Builder
+	printDelivery(&out, d)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"delivery to app: delivered after 1 attempt since its last replay, 4 in all",
+		"#1", "#2", "replayed:", "#1", "replayed:", "#1",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("printed %d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d %q: want %q in it", i+1, lines[i], w)
+		}
+	}
+	if !strings.Contains(lines[1], `retry HTTP 503 | {"err":"busy"}`) || strings.Contains(out.String(), "HTTP 503 HTTP 503") {
+		t.Errorf("a retry's line repeats its status, or lost its answer: %q", lines[1])
+	}
+	if !strings.Contains(lines[4], "dead HTTP 422 permanent failure: HTTP 422") {
+		t.Errorf("a dead letter's error is its own, and stays: %q", lines[4])
+	}
+	// Without a replay, the line is as it was.
+	out.Reset()
+	printDelivery(&out, admin.DeliveryDetail{Destination: "app", State: "delivered", Attempts: 1, History: d.History[3:]})
+	if first, _, _ := strings.Cut(out.String(), "\n"); first != "delivery to app: delivered after 1 attempt" || strings.Contains(out.String(), "replayed") {
+		t.Errorf("a delivery never replayed:\n%s", out.String())
+	}
+}
