@@ -258,7 +258,11 @@ func (a *Auth) check(next func(http.ResponseWriter, *http.Request, Caller)) http
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oncehook"`)
-			jsonhttp.WriteError(w, http.StatusUnauthorized, "unauthorized", "a bearer token from api.tokens is required")
+			msg := "a bearer token from api.tokens is required"
+			if Bearer(r) != "" {
+				msg = "the bearer token is not one of api.tokens"
+			}
+			jsonhttp.WriteError(w, http.StatusUnauthorized, "unauthorized", msg)
 			return
 		}
 		next(w, r, c)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -97,5 +98,29 @@ func TestNoTokenIsNeverCountedAsAWrongOne(t *testing.T) {
 	}
 	if code := send("Bearer right-token-0123456789"); code != http.StatusNoContent {
 		t.Fatalf("the right token while limited: %d, want it served", code)
+	}
+}
+
+// Found from outside: a wrong token was told "a bearer token from
+// api.tokens is required", as if none had been sent. Each now says what
+// was wrong, and neither says more than that.
+func TestUnauthorizedSaysWhetherATokenWasSent(t *testing.T) {
+	a := New([]Token{{Name: "ops", Value: "right-token-0123456789"}})
+	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	for authorization, want := range map[string]string{
+		"":                  "a bearer token from api.tokens is required",
+		"Basic b3BzOnB3":    "a bearer token from api.tokens is required",
+		"Bearer not-it":     "the bearer token is not one of api.tokens",
+		"bearer right-toke": "the bearer token is not one of api.tokens",
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/v1/events", nil)
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), want) || strings.Contains(w.Body.String(), "right-token") {
+			t.Errorf("Authorization %q: %d %s, want 401 saying %q", authorization, w.Code, w.Body, want)
+		}
 	}
 }
