@@ -369,7 +369,9 @@ func printDelivery(stdout io.Writer, d admin.DeliveryDetail) {
 		if i > 0 && a.Attempt <= d.History[i-1].Attempt {
 			fmt.Fprintln(stdout, "  replayed:")
 		}
-		line := fmt.Sprintf("  #%d %s %6.1fms %s", a.Attempt, ts(a.StartedAt), a.DurationMS, a.Outcome)
+		// To the millisecond: a retry can follow its attempt within the
+		// same second, and durations are kept in whole milliseconds.
+		line := fmt.Sprintf("  #%d %s %4.0fms %s", a.Attempt, a.StartedAt.UTC().Format("2006-01-02 15:04:05.000"), a.DurationMS, a.Outcome)
 		status := ""
 		if a.Status != 0 {
 			status = fmt.Sprintf("HTTP %d", a.Status)

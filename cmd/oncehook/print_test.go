@@ -38,6 +38,9 @@ func TestADeliveryPrintsWhereEachReplayBegan(t *testing.T) {
 	if !strings.Contains(lines[1], `retry HTTP 503 | {"err":"busy"}`) || strings.Contains(out.String(), "HTTP 503 HTTP 503") {
 		t.Errorf("a retry's line repeats its status, or lost its answer: %q", lines[1])
 	}
+	if !strings.Contains(lines[2], "#2 2026-12-02 15:09:02.000   12ms delivered HTTP 200") {
+		t.Errorf("an attempt's time and duration: %q, want them to the millisecond, as kept", lines[2])
+	}
 	if !strings.Contains(lines[4], "dead HTTP 422 permanent failure: HTTP 422") {
 		t.Errorf("a dead letter's error is its own, and stays: %q", lines[4])
 	}
