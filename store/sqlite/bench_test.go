@@ -115,7 +115,10 @@ func BenchmarkTick(b *testing.B) {
 					batch.Outcomes = append(batch.Outcomes, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered,
 						Attempt: 1, StartedAt: now, Duration: time.Millisecond, StatusCode: 200})
 				}
-				c, err := s.Commit(context.Background(), batch)
+				// With a deadline, as the group committer gives each commit.
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := s.Commit(ctx, batch)
+				cancel()
 				if err != nil {
 					b.Fatal(err)
 				}
