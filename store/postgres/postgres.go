@@ -596,16 +596,19 @@ func deref(s *string) string {
 // outcome. Rows are taken in delivery id order, the one lock order of every
 // multi-row write here.
 //
-// A first attempt that succeeded is kept on the delivery's row (first), not
-// in attempts (#30); once that place is taken (a replay's success), the
-// attempt is a row. first is read before the update: only the lease's
-// holder writes the row while its token matches, and it is this statement.
+// A first attempt that succeeded is kept on the delivery's row, not in
+// attempts (#30); once that place is taken (a replay's success), the
+// attempt is a row. The update writes the place only while it is empty
+// (its SET reads the row as it was), and returns whether it was this
+// outcome that filled it: the place holds this attempt's start, which no
+// other attempt of the delivery shares. Reading the row before the update
+// instead cost a second join to deliveries, which PostgreSQL's generic
+// plan made a scan of the table while it was young.
 const outcomesSQL = `WITH o AS (
-		SELECT t.*, (t.kind = 'delivered' AND t.attempt = 1 AND d.first_started_at IS NULL) AS first
+		SELECT *, (kind = 'delivered' AND attempt = 1) AS may_be_first
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[], $8::text[], $9::timestamptz[], $10::bigint[], $12::text[], $13::text[], $14::text[])
 			AS t(id, token, kind, state, attempt, next_at, status, error, started_at, duration_ms, response, script_digest, sent_digest)
-		LEFT JOIN deliveries d ON d.id = t.id
-		ORDER BY t.id
+		ORDER BY id
 	), u AS (
 		UPDATE deliveries d SET
 			state = CASE WHEN o.kind = 'released' THEN d.state ELSE o.state END,
@@ -614,18 +617,18 @@ const outcomesSQL = `WITH o AS (
 			last_status = CASE WHEN o.kind = 'released' THEN d.last_status ELSE o.status END,
 			last_error = CASE WHEN o.kind = 'released' THEN d.last_error ELSE o.error END,
 			updated_at = $11,
-			first_started_at = CASE WHEN o.first THEN o.started_at ELSE d.first_started_at END,
-			first_duration_ms = CASE WHEN o.first THEN o.duration_ms ELSE d.first_duration_ms END,
-			first_status = CASE WHEN o.first THEN o.status ELSE d.first_status END,
-			first_response = CASE WHEN o.first THEN o.response ELSE d.first_response END,
-			first_script_digest = CASE WHEN o.first THEN o.script_digest ELSE d.first_script_digest END,
-			first_sent_digest = CASE WHEN o.first THEN o.sent_digest ELSE d.first_sent_digest END
+			first_started_at = CASE WHEN o.may_be_first AND d.first_started_at IS NULL THEN o.started_at ELSE d.first_started_at END,
+			first_duration_ms = CASE WHEN o.may_be_first AND d.first_started_at IS NULL THEN o.duration_ms ELSE d.first_duration_ms END,
+			first_status = CASE WHEN o.may_be_first AND d.first_started_at IS NULL THEN o.status ELSE d.first_status END,
+			first_response = CASE WHEN o.may_be_first AND d.first_started_at IS NULL THEN o.response ELSE d.first_response END,
+			first_script_digest = CASE WHEN o.may_be_first AND d.first_started_at IS NULL THEN o.script_digest ELSE d.first_script_digest END,
+			first_sent_digest = CASE WHEN o.may_be_first AND d.first_started_at IS NULL THEN o.sent_digest ELSE d.first_sent_digest END
 		FROM o WHERE d.id = o.id AND d.lease_token = o.token
-		RETURNING d.id, d.event_id
+		RETURNING d.id, d.event_id, (o.may_be_first AND d.first_started_at = o.started_at) AS first
 	)
 	INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, status_code, error, outcome, response, script_digest, sent_digest, drop_at)
 	SELECT o.id, o.attempt, o.started_at, o.duration_ms, o.status, o.error, o.kind, o.response, o.script_digest, o.sent_digest, COALESCE(e.body_at, 'infinity')
-	FROM u JOIN o ON o.id = u.id JOIN events e ON e.id = u.event_id WHERE o.kind <> 'released' AND NOT o.first`
+	FROM u JOIN o ON o.id = u.id JOIN events e ON e.id = u.event_id WHERE o.kind <> 'released' AND NOT u.first`
 
 // queueOutcomes queues the statement that records outcomes, if any.
 func (s *Store) queueOutcomes(batch *pgx.Batch, outcomes []store.Outcome) error {
