@@ -250,7 +250,8 @@ func (a *Auth) WrapPublish(h http.Handler) http.Handler {
 // limit on wrong ones) and hands the others to next with their caller.
 func (a *Auth) check(next func(http.ResponseWriter, *http.Request, Caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok, limited := a.CheckFrom(a.client(r), Bearer(r))
+		token := Bearer(r)
+		c, ok, limited := a.CheckFrom(a.client(r), token)
 		if !ok && limited > 0 {
 			w.Header().Set("Retry-After", RetryAfter(limited))
 			jsonhttp.WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many requests with a wrong token from this address; retry later")
@@ -259,7 +260,7 @@ func (a *Auth) check(next func(http.ResponseWriter, *http.Request, Caller)) http
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oncehook"`)
 			msg := "a bearer token from api.tokens is required"
-			if Bearer(r) != "" {
+			if token != "" {
 				msg = "the bearer token is not one of api.tokens"
 			}
 			jsonhttp.WriteError(w, http.StatusUnauthorized, "unauthorized", msg)

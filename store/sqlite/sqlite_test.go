@@ -192,33 +192,3 @@ func TestTxConformance(t *testing.T) {
 		return storetest.Tx[*sql.Tx]{Tx: tx, Commit: tx.Commit, Rollback: tx.Rollback}
 	})
 }
-
-// A commit's statements no longer watch its context one by one (the
-// driver's goroutine per statement), but the transaction does: a commit
-// whose context has ended stores nothing and says so, and the store
-// commits the same events afterwards.
-func TestACommitWhoseContextEndedStoresNothing(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "test.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.Now()
-	batch := store.Batch{Events: []store.NewEvent{{Source: "s", Key: "evt_1", ContentType: "application/json", Body: []byte(`{}`),
-		ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"d"}}}, Lease: store.Lease{Max: 1, Now: now, For: time.Minute}}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.Commit(ctx, batch); err == nil {
-		t.Fatal("a commit whose context had ended succeeded")
-	}
-	ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
-	defer cancel()
-	time.Sleep(time.Millisecond)
-	if _, err := s.Commit(ctx, batch); err == nil {
-		t.Fatal("a commit past its deadline succeeded")
-	}
-	c, err := s.Commit(context.Background(), batch)
-	if err != nil || len(c.Claims) != 1 || c.Claims[0].Duplicate || len(c.Leased) != 1 {
-		t.Fatalf("the same event after the refused commits: %+v, %v; want it new, stored and handed off", c, err)
-	}
-}

@@ -102,6 +102,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"OrderOneInFlightPerEntityAcrossReplicas", replicas(testOrderAcrossReplicas)},
 		{"SkippedByTransformationIsDoneWithItsDigests", testSkippedByTransformation},
 		{"HistoryReadsTheSameWhereverAnAttemptIsKept", testHistoryInOrder},
+		{"ACommitWhoseContextEndedStoresNothing", testCommitContextEnded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1974,5 +1975,28 @@ func testHistoryInOrder(t *testing.T, s store.Store) {
 	}
 	if st := stats(t, s); st.Attempts != 6 || st.Delivered != 3 {
 		t.Errorf("stats %+v: want 6 attempts, 3 delivered", st)
+	}
+}
+
+// testCommitContextEnded: a commit whose context has ended (cancelled, or
+// past its deadline, as the group committer's timeout ends one) stores
+// nothing and says so, and the same events commit afterwards, new. SQLite
+// watches the context on the transaction, not statement by statement.
+func testCommitContextEnded(t *testing.T, s store.Store) {
+	batch := store.Batch{Events: []store.NewEvent{event("evt_late", "d")}, Lease: store.Lease{Max: 1, Now: base, For: time.Minute}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Commit(ctx, batch); err == nil {
+		t.Fatal("a commit whose context had ended succeeded")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	if _, err := s.Commit(ctx, batch); err == nil {
+		t.Fatal("a commit past its deadline succeeded")
+	}
+	c, err := s.Commit(context.Background(), batch)
+	if err != nil || len(c.Claims) != 1 || c.Claims[0].Duplicate || len(c.Leased) != 1 {
+		t.Fatalf("the same event after the refused commits: %+v, %v; want it new, stored and handed off", c, err)
 	}
 }
