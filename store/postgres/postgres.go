@@ -58,9 +58,11 @@ type Store struct {
 	id     string
 	schema string // where oncehook's tables are: the payload of its notifications
 
-	clock    func() time.Time
-	skew     atomic.Int64 // the database's clock minus this process's, in ns (see clock.go)
-	stopSkew context.CancelFunc
+	clock   func() time.Time
+	skew    atomic.Int64    // the database's clock minus this process's, in ns (see clock.go)
+	bg      context.Context // the store's own work in the background, until Close
+	stop    context.CancelFunc
+	analyze analyzer // see analyze.go
 
 	horizon      time.Duration
 	latestDrop   atomic.Int64 // the latest drop_at committed, in ns (see partitions.go)
@@ -142,9 +144,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := s.preparePartitions(ctx); err != nil {
 		s.log.Warn("could not make the day partitions ahead; the sweep will", "err", err)
 	}
-	var skewCtx context.Context
-	skewCtx, s.stopSkew = context.WithCancel(context.Background())
-	go s.trackSkew(skewCtx)
+	s.bg, s.stop = context.WithCancel(context.Background())
+	s.analyze.next.Store(analyzeFirst)
+	go s.trackSkew(s.bg)
 	return s, nil
 }
 
@@ -412,6 +414,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	if err != nil {
 		return store.Committed{}, failed("commit", err)
 	}
+	s.noteWritten(len(b.Events) + len(b.Outcomes))
 	out := s.committed(b.Events, rows, token, expires)
 	out.Effects = effects
 	// Ordered deliveries are never handed off here, and an ordered outcome
@@ -836,7 +839,8 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
-	s.stopSkew()
+	s.stop()
+	s.analyze.wg.Wait()
 	s.pool.Close()
 	return nil
 }
