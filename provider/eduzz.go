@@ -11,13 +11,13 @@ import (
 // and base64 is accepted too, since accepting both is no weaker.
 //
 // The key is the body id.
-type eduzz struct{ secrets [][]byte }
+type eduzz struct{ macs keyedHMACs }
 
 func newEduzz(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	return &eduzz{secrets: secretBytes(opts.Secrets)}, nil
+	return &eduzz{macs: newKeyedHMACs(sha256.New, secretBytes(opts.Secrets))}, nil
 }
 
 func (*eduzz) Name() string { return "eduzz" }
@@ -27,14 +27,11 @@ func (*eduzz) DefaultWindow() time.Duration { return 8 * 24 * time.Hour }
 
 func (p *eduzz) Verify(r *Request, _ time.Time) error {
 	header := r.Header.Get("x-signature")
-	sig := decodeHex(header)
-	if sig == nil {
-		sig = decodeBase64(header)
-	}
-	if sig == nil {
+	sig := p.macs.offered()
+	if !sig.addHex(header) && !sig.addBase64(header) {
 		return signatureError("missing or malformed x-signature")
 	}
-	if !signedBy(sha256.New, p.secrets, r.Body).matches(sig) {
+	if !p.macs.matchAny(&sig, r.Body) {
 		return signatureError("x-signature does not match")
 	}
 	return nil

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -139,7 +140,7 @@ func stripeVerifyBefore(secrets [][]byte, tolerance time.Duration, r *Request, n
 		case "t":
 			ts = v
 		case "v1":
-			if b := decodeHex(v); b != nil {
+			if b, err := hex.DecodeString(v); err == nil {
 				sigs = append(sigs, b)
 			}
 		}
@@ -147,7 +148,18 @@ func stripeVerifyBefore(secrets [][]byte, tolerance time.Duration, r *Request, n
 	if ts == "" || len(sigs) == 0 {
 		return signatureError("Stripe-Signature has no t= or no v1=")
 	}
-	if !signedBy(sha256.New, secrets, []byte(ts), []byte("."), r.Body).matches(sigs...) {
+	// A new HMAC per secret per request, as every preset did before
+	// keeping them keyed (keyedHMACs).
+	match := false
+	for _, s := range secrets {
+		want := hmacWith(sha256.New, s, []byte(ts), []byte("."), r.Body)
+		for _, sig := range sigs {
+			if hmac.Equal(want, sig) {
+				match = true
+			}
+		}
+	}
+	if !match {
 		return signatureError("no v1 signature matches")
 	}
 	return checkTimestamp(ts, now, tolerance)

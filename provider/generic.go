@@ -22,7 +22,7 @@ type GenericOptions struct {
 // It has no key of its own: the source must configure one (header, JSON path
 // or a composite), because only the user knows which field is stable.
 type generic struct {
-	secrets  [][]byte
+	macs     keyedHMACs
 	opts     GenericOptions
 	unsigned bool
 }
@@ -48,9 +48,7 @@ func newGeneric(opts Options) (Preset, error) {
 			return nil, fmt.Errorf("%w (or set unsigned: true to accept unsigned requests)", err)
 		}
 	}
-	for _, s := range opts.Secrets {
-		p.secrets = append(p.secrets, []byte(s))
-	}
+	p.macs = newKeyedHMACs(sha256.New, secretBytes(opts.Secrets))
 	return p, nil
 }
 
@@ -58,11 +56,13 @@ func (*generic) Name() string { return "generic" }
 
 func (*generic) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
-func (p *generic) decode(s string) []byte {
+// offer takes s as a signature in the configured encoding, and reports
+// whether it decoded.
+func (p *generic) offer(sig *offered, s string) bool {
 	if p.opts.Encoding == "base64" {
-		return decodeBase64(s)
+		return sig.addBase64(s)
 	}
-	return decodeHex(s)
+	return sig.addHex(s)
 }
 
 func (p *generic) Verify(r *Request, _ time.Time) error {
@@ -74,11 +74,11 @@ func (p *generic) Verify(r *Request, _ time.Time) error {
 		return signatureError("missing %s header", p.opts.Header)
 	}
 	raw, ok := strings.CutPrefix(strings.TrimSpace(header), p.opts.Prefix)
-	sig := p.decode(raw)
-	if !ok || sig == nil {
+	sig := p.macs.offered()
+	if !ok || !p.offer(&sig, raw) {
 		return signatureError("%s is not %s%s", p.opts.Header, p.opts.Prefix, p.opts.Encoding)
 	}
-	if !signedBy(sha256.New, p.secrets, r.Body).matches(sig) {
+	if !p.macs.matchAny(&sig, r.Body) {
 		return signatureError("%s does not match", p.opts.Header)
 	}
 	return nil

@@ -12,18 +12,14 @@ import (
 // The key is the X-GitHub-Delivery header, which GitHub keeps on redelivery.
 // The body is not parsed: GitHub can post form-encoded payloads too.
 type github struct {
-	secrets [][]byte
+	macs keyedHMACs
 }
 
 func newGitHub(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	p := &github{}
-	for _, s := range opts.Secrets {
-		p.secrets = append(p.secrets, []byte(s))
-	}
-	return p, nil
+	return &github{macs: hubMACs(opts)}, nil
 }
 
 func (*github) Name() string { return "github" }
@@ -39,7 +35,7 @@ func (*github) ForwardHeaders() []string {
 func (*github) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
 func (p *github) Verify(r *Request, _ time.Time) error {
-	return verifyHubSignature(r, p.secrets)
+	return verifyHubSignature(r, p.macs)
 }
 
 func (*github) Items(r *Request) ([]Item, error) {

@@ -6,39 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"hash"
 	"io"
 	"net/http"
 	"reflect"
 	"unicode"
 	"unicode/utf8"
 )
-
-// hmacWith returns HMAC-h(key, parts...).
-func hmacWith(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
-	m := hmac.New(h, key)
-	for _, p := range parts {
-		m.Write(p)
-	}
-	return m.Sum(nil)
-}
-
-// hmacs are the signatures every configured secret would give a message.
-type hmacs [][]byte
-
-// signedBy computes, for each secret, the HMAC-h of the message made of
-// parts, so that a signature can be checked against all of them (rotation).
-func signedBy(h func() hash.Hash, secrets [][]byte, parts ...[]byte) hmacs {
-	out := make(hmacs, len(secrets))
-	for i, s := range secrets {
-		out[i] = hmacWith(h, s, parts...)
-	}
-	return out
-}
-
-// matches reports whether any of sigs equals any expected signature,
-// comparing in constant time.
-func (expected hmacs) matches(sigs ...[]byte) bool { return anyMatch(expected, sigs) }
 
 // tokenMatches compares a static token (Hotmart's hottok, Asaas's access
 // token, a secret in the URL) with every secret in constant time. Both sides

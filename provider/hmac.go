@@ -2,44 +2,13 @@ package provider
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
-	"encoding/hex"
 	"hash"
 	"strconv"
 	"sync"
 	"time"
 )
-
-// anyMatch reports whether any candidate signature equals any expected one,
-// comparing in constant time. Candidates that do not decode never match.
-func anyMatch(expected [][]byte, candidates [][]byte) bool {
-	ok := false
-	for _, e := range expected {
-		for _, c := range candidates {
-			if hmac.Equal(e, c) {
-				ok = true // keep going: no early exit that timing could reveal
-			}
-		}
-	}
-	return ok
-}
-
-func decodeHex(s string) []byte {
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-func decodeBase64(s string) []byte {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil
-	}
-	return b
-}
 
 // checkTimestamp rejects a signed unix-seconds timestamp that is too old or
 // too far in the future.
@@ -58,41 +27,66 @@ func checkTimestamp(ts string, now time.Time, tolerance time.Duration) error {
 	return nil
 }
 
+// hmacWith returns HMAC-h(key, parts...): a signature as a provider makes
+// it (Sign). Verify never calls it: it would key a new HMAC per request,
+// which keyedHMACs does once per preset.
+func hmacWith(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
+	m := hmac.New(h, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
 // keyedHMACs are the HMACs of a preset's secrets (rotation), each kept
 // keyed between requests: hmac.New allocates and hashes the key's two
-// pads on every call, and Reset only restores them.
-type keyedHMACs []*sync.Pool
+// pads on every call, and Reset only restores them. Every HMAC preset
+// builds its keyedHMACs once, when it is built, and verifies with them.
+type keyedHMACs struct {
+	pools []*sync.Pool // one per secret: a pooled HMAC is never shared across secrets
+	size  int          // the HMAC's length, the only length that can match
+}
 
 // keyedHMAC is one secret's HMAC and room to feed and read it without
 // allocating.
 type keyedHMAC struct {
 	mac     hash.Hash
 	scratch [64]byte
-	sum     [64]byte
+	sum     [sha512.Size]byte
 }
 
 func newKeyedHMACs(h func() hash.Hash, secrets [][]byte) keyedHMACs {
-	out := make(keyedHMACs, len(secrets))
+	ks := keyedHMACs{pools: make([]*sync.Pool, len(secrets)), size: h().Size()}
 	for i, s := range secrets {
-		out[i] = &sync.Pool{New: func() any { return &keyedHMAC{mac: hmac.New(h, s)} }}
+		ks.pools[i] = &sync.Pool{New: func() any { return &keyedHMAC{mac: hmac.New(h, s)} }}
 	}
-	return out
+	return ks
 }
 
-// matchAny reports whether any of sigs is the HMAC, under any secret, of
-// the message made of prefix, sep and body, comparing in constant time
-// (as anyMatch: every pair is compared, no early exit).
-func (ks keyedHMACs) matchAny(sigs [][sha256.Size]byte, prefix, sep string, body []byte) bool {
+// offered returns an empty set of signatures for these HMACs.
+func (ks keyedHMACs) offered() offered { return offered{size: ks.size} }
+
+// matchAny reports whether any offered signature is the HMAC, under any
+// secret, of the message made of parts then body, comparing in constant
+// time: every secret's HMAC is computed and compared with every offered
+// signature, with no early exit that timing could reveal.
+func (ks keyedHMACs) matchAny(o *offered, body []byte, parts ...string) bool {
 	ok := false
-	for _, pool := range ks {
+	for _, pool := range ks.pools {
 		k := pool.Get().(*keyedHMAC)
 		k.mac.Reset()
-		k.writeString(prefix)
-		k.writeString(sep)
+		for _, p := range parts {
+			k.writeString(p)
+		}
 		k.mac.Write(body)
 		sum := k.mac.Sum(k.sum[:0])
-		for i := range sigs {
-			if hmac.Equal(sum, sigs[i][:]) {
+		for i := range min(o.kept, len(o.room)) {
+			if hmac.Equal(sum, o.room[i][:o.size]) {
+				ok = true
+			}
+		}
+		for _, sig := range o.more {
+			if hmac.Equal(sum, sig) {
 				ok = true
 			}
 		}
@@ -109,6 +103,68 @@ func (k *keyedHMAC) writeString(s string) {
 		k.mac.Write(k.scratch[:n])
 		s = s[n:]
 	}
+}
+
+// offered are the signatures a request carries, decoded on the caller's
+// stack. Only those as long as the HMAC are kept, since no other can
+// match; decoded counts every one that decoded, whatever its length (even
+// empty), for the presets that tell "no signature" from "no match".
+type offered struct {
+	size    int
+	decoded int
+	kept    int
+	room    [4][sha512.Size]byte
+	more    [][]byte // the kept ones beyond room: a header with many signatures
+}
+
+// keep returns where the next signature of the HMAC's length goes.
+func (o *offered) keep() []byte {
+	o.kept++
+	if o.kept <= len(o.room) {
+		return o.room[o.kept-1][:o.size]
+	}
+	o.more = append(o.more, make([]byte, o.size))
+	return o.more[len(o.more)-1]
+}
+
+// addHex takes s as hex, as hex.DecodeString would (an even number of hex
+// digits, none too), and reports whether it decoded.
+func (o *offered) addHex(s string) bool {
+	if !isHex(s) {
+		return false
+	}
+	o.decoded++
+	if len(s) == 2*o.size {
+		hexInto(o.keep(), s)
+	}
+	return true
+}
+
+// addBase64 takes s as standard base64, as base64.StdEncoding.DecodeString
+// would (padded; \r and \n skipped), and reports whether it decoded.
+func (o *offered) addBase64(s string) bool {
+	var src [128]byte
+	var dst [96]byte // base64.StdEncoding.DecodedLen(len(src))
+	var sig []byte
+	if len(s) <= len(src) {
+		n := copy(src[:], s)
+		m, err := base64.StdEncoding.Decode(dst[:], src[:n])
+		if err != nil {
+			return false
+		}
+		sig = dst[:m]
+	} else {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return false
+		}
+		sig = b
+	}
+	o.decoded++
+	if len(sig) == o.size {
+		copy(o.keep(), sig)
+	}
+	return true
 }
 
 // isHex reports whether s is what hex.DecodeString takes without error:

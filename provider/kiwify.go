@@ -13,13 +13,13 @@ import (
 // Kiwify documents no event id, so the key is order_id + webhook_event_type
 // + order_status. (Kiwify's banking webhooks are another scheme: their
 // envelope id changes on every retry, and they are signed with Ed25519.)
-type kiwify struct{ secrets [][]byte }
+type kiwify struct{ macs keyedHMACs }
 
 func newKiwify(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	return &kiwify{secrets: secretBytes(opts.Secrets)}, nil
+	return &kiwify{macs: newKeyedHMACs(sha1.New, secretBytes(opts.Secrets))}, nil
 }
 
 func (*kiwify) Name() string { return "kiwify" }
@@ -28,11 +28,11 @@ func (*kiwify) Name() string { return "kiwify" }
 func (*kiwify) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
 func (p *kiwify) Verify(r *Request, _ time.Time) error {
-	sig := decodeHex(r.URL.Query().Get("signature"))
-	if sig == nil {
+	sig := p.macs.offered()
+	if !sig.addHex(r.URL.Query().Get("signature")) {
 		return signatureError("missing or malformed signature query parameter")
 	}
-	if !signedBy(sha1.New, p.secrets, r.Body).matches(sig) {
+	if !p.macs.matchAny(&sig, r.Body) {
 		return signatureError("signature does not match")
 	}
 	return nil

@@ -22,7 +22,7 @@ import (
 // Mercado Pago documents no tolerance for ts and may resend over 15 days,
 // so ts is checked only when the source sets a tolerance.
 type mercadoPago struct {
-	secrets   [][]byte
+	macs      keyedHMACs
 	tolerance time.Duration
 }
 
@@ -30,7 +30,7 @@ func newMercadoPago(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	return &mercadoPago{secrets: secretBytes(opts.Secrets), tolerance: opts.Tolerance}, nil
+	return &mercadoPago{macs: newKeyedHMACs(sha256.New, secretBytes(opts.Secrets)), tolerance: opts.Tolerance}, nil
 }
 
 func (*mercadoPago) Name() string { return "mercadopago" }
@@ -79,24 +79,22 @@ type mpBody struct {
 func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 	header := r.Header.Get("x-signature")
 	var ts string
-	var sigs [][]byte
-	for _, part := range strings.Split(header, ",") {
+	sigs := p.macs.offered()
+	for part := range strings.SplitSeq(header, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		switch k {
 		case "ts":
 			ts = v
 		case "v1":
-			if b := decodeHex(v); b != nil {
-				sigs = append(sigs, b)
-			}
+			sigs.addHex(v)
 		}
 	}
-	if ts == "" || len(sigs) == 0 {
+	if ts == "" || sigs.decoded == 0 {
 		return signatureError("x-signature is missing ts= or v1=")
 	}
 	dataID := r.URL.Query().Get("data.id")
-	manifest := []byte(mpManifest(dataID, r.Header.Get("x-request-id"), ts))
-	if !signedBy(sha256.New, p.secrets, manifest).matches(sigs...) {
+	manifest := mpManifest(dataID, r.Header.Get("x-request-id"), ts)
+	if !p.macs.matchAny(&sigs, nil, manifest) {
 		return signatureError("x-signature does not match")
 	}
 	var body mpBody

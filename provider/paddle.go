@@ -17,7 +17,7 @@ import (
 // The key is the body's event_id. The trap: notification_id differs per
 // destination and per replay, so it is not the event.
 type paddle struct {
-	secrets   [][]byte
+	macs      keyedHMACs
 	tolerance time.Duration
 }
 
@@ -25,7 +25,7 @@ func newPaddle(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	p := &paddle{secrets: secretBytes(opts.Secrets), tolerance: opts.Tolerance}
+	p := &paddle{macs: newKeyedHMACs(sha256.New, secretBytes(opts.Secrets)), tolerance: opts.Tolerance}
 	if p.tolerance == 0 {
 		p.tolerance = 5 * time.Second
 	}
@@ -39,22 +39,20 @@ func (*paddle) DefaultWindow() time.Duration { return 4 * 24 * time.Hour }
 
 func (p *paddle) Verify(r *Request, now time.Time) error {
 	var ts string
-	var sigs [][]byte
-	for _, part := range strings.Split(r.Header.Get("Paddle-Signature"), ";") {
+	sigs := p.macs.offered()
+	for part := range strings.SplitSeq(r.Header.Get("Paddle-Signature"), ";") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		switch k {
 		case "ts":
 			ts = v
 		case "h1":
-			if b := decodeHex(v); b != nil {
-				sigs = append(sigs, b)
-			}
+			sigs.addHex(v)
 		}
 	}
-	if ts == "" || len(sigs) == 0 {
+	if ts == "" || sigs.decoded == 0 {
 		return signatureError("Paddle-Signature is missing ts= or h1=")
 	}
-	if !signedBy(sha256.New, p.secrets, []byte(ts+":"), r.Body).matches(sigs...) {
+	if !p.macs.matchAny(&sigs, r.Body, ts, ":") {
 		return signatureError("no h1 signature matches")
 	}
 	return checkTimestamp(ts, now, p.tolerance)

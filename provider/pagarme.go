@@ -13,13 +13,17 @@ import (
 //
 // The key is the body id (hook_... in v5). type + data.id is a business key,
 // not the event: one order emits several hooks.
-type pagarme struct{ secrets [][]byte }
+type pagarme struct {
+	secrets [][]byte // v5's secret in the path
+	macs    keyedHMACs
+}
 
 func newPagarme(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	return &pagarme{secrets: secretBytes(opts.Secrets)}, nil
+	secrets := secretBytes(opts.Secrets)
+	return &pagarme{secrets: secrets, macs: newKeyedHMACs(sha1.New, secrets)}, nil
 }
 
 func (*pagarme) Name() string { return "pagarme" }
@@ -35,11 +39,11 @@ func (p *pagarme) Verify(r *Request, _ time.Time) error {
 		return nil
 	}
 	hexSig, ok := strings.CutPrefix(r.Header.Get("X-Hub-Signature"), "sha1=")
-	sig := decodeHex(hexSig)
-	if !ok || sig == nil {
+	sig := p.macs.offered()
+	if !ok || !sig.addHex(hexSig) {
 		return signatureError("no X-Hub-Signature: sha1=<hex> and no secret in the path")
 	}
-	if !signedBy(sha1.New, p.secrets, r.Body).matches(sig) {
+	if !p.macs.matchAny(&sig, r.Body) {
 		return signatureError("X-Hub-Signature does not match")
 	}
 	return nil

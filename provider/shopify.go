@@ -17,13 +17,13 @@ import (
 // subscriptions to one topic each deliver, which the per-delivery webhook id
 // tells apart. The trap: the body's id is the resource (the order), shared by
 // every webhook about it.
-type shopify struct{ secrets [][]byte }
+type shopify struct{ macs keyedHMACs }
 
 func newShopify(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	return &shopify{secrets: secretBytes(opts.Secrets)}, nil
+	return &shopify{macs: newKeyedHMACs(sha256.New, secretBytes(opts.Secrets))}, nil
 }
 
 func (*shopify) Name() string { return "shopify" }
@@ -51,11 +51,11 @@ func (p *shopify) Verify(r *Request, _ time.Time) error {
 	if header == "" {
 		return signatureError("missing X-Shopify-Hmac-Sha256 header")
 	}
-	sig := decodeBase64(header)
-	if sig == nil {
+	sig := p.macs.offered()
+	if !sig.addBase64(header) {
 		return signatureError("X-Shopify-Hmac-Sha256 is not base64")
 	}
-	if !signedBy(sha256.New, p.secrets, r.Body).matches(sig) {
+	if !p.macs.matchAny(&sig, r.Body) {
 		return signatureError("X-Shopify-Hmac-Sha256 does not match")
 	}
 	return nil

@@ -21,7 +21,7 @@ import (
 // event_id, identical on Slack's retries; a form post (slash command,
 // interaction) is keyed on its trigger_id.
 type slack struct {
-	secrets   [][]byte
+	macs      keyedHMACs
 	tolerance time.Duration
 }
 
@@ -29,7 +29,7 @@ func newSlack(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	p := &slack{secrets: secretBytes(opts.Secrets), tolerance: opts.Tolerance}
+	p := &slack{macs: newKeyedHMACs(sha256.New, secretBytes(opts.Secrets)), tolerance: opts.Tolerance}
 	if p.tolerance == 0 {
 		p.tolerance = 5 * time.Minute
 	}
@@ -47,14 +47,14 @@ func (*slack) DefaultWindow() time.Duration { return 24 * time.Hour }
 func (p *slack) Verify(r *Request, now time.Time) error {
 	ts := r.Header.Get("X-Slack-Request-Timestamp")
 	hexSig, ok := strings.CutPrefix(r.Header.Get("X-Slack-Signature"), "v0=")
-	sig := decodeHex(hexSig)
-	if ts == "" || !ok || sig == nil {
+	sig := p.macs.offered()
+	if ts == "" || !ok || !sig.addHex(hexSig) {
 		return signatureError("missing X-Slack-Request-Timestamp or X-Slack-Signature: v0=<hex>")
 	}
 	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
 		return err
 	}
-	if !signedBy(sha256.New, p.secrets, []byte("v0:"+ts+":"), r.Body).matches(sig) {
+	if !p.macs.matchAny(&sig, r.Body, "v0:", ts, ":") {
 		return signatureError("X-Slack-Signature does not match")
 	}
 	return nil

@@ -19,7 +19,7 @@ import (
 //
 // The key is webhook-id, which the spec keeps the same across retries.
 type standardWebhooks struct {
-	secrets   [][]byte
+	macs      keyedHMACs
 	tolerance time.Duration
 }
 
@@ -50,13 +50,15 @@ func newStandardWebhooks(opts Options) (Preset, error) {
 	if p.tolerance == 0 {
 		p.tolerance = 5 * time.Minute
 	}
+	keys := make([][]byte, len(opts.Secrets))
 	for i, s := range opts.Secrets {
 		key, err := DecodeStandardSecret(s)
 		if err != nil {
 			return nil, errors.New("secrets[" + strconv.Itoa(i) + "]: " + err.Error())
 		}
-		p.secrets = append(p.secrets, key)
+		keys[i] = key
 	}
+	p.macs = newKeyedHMACs(sha256.New, keys)
 	return p, nil
 }
 
@@ -82,20 +84,18 @@ func (p *standardWebhooks) Verify(r *Request, now time.Time) error {
 	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
 		return err
 	}
-	var sigs [][]byte
-	for _, entry := range strings.Fields(header) {
+	sigs := p.macs.offered()
+	for entry := range strings.FieldsSeq(header) {
 		version, sig, ok := strings.Cut(entry, ",")
 		if !ok || version != "v1" {
 			continue // v1a (ed25519) and unknown versions are not ours to check
 		}
-		if b := decodeBase64(sig); b != nil {
-			sigs = append(sigs, b)
-		}
+		sigs.addBase64(sig)
 	}
-	if len(sigs) == 0 {
+	if sigs.decoded == 0 {
 		return signatureError("webhook-signature has no v1 entry")
 	}
-	if !signedBy(sha256.New, p.secrets, []byte(id), []byte("."), []byte(ts), []byte("."), r.Body).matches(sigs...) {
+	if !p.macs.matchAny(&sigs, r.Body, id, ".", ts, ".") {
 		return signatureError("no v1 signature matches")
 	}
 	return nil

@@ -49,9 +49,7 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 	// could match (32 bytes of hex) are decoded into sigs; any other hex
 	// (even empty) is a v1 that matches nothing, as before.
 	var ts string
-	var room [4][sha256.Size]byte
-	sigs := room[:0]
-	v1 := false
+	sigs := p.macs.offered()
 	for rest, more := header, true; more; {
 		var pair string
 		pair, rest, more = strings.Cut(rest, ",")
@@ -63,21 +61,13 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 		case "t":
 			ts = v
 		case "v1":
-			if !isHex(v) {
-				continue
-			}
-			v1 = true
-			if len(v) == 2*sha256.Size {
-				var sig [sha256.Size]byte
-				hexInto(sig[:], v)
-				sigs = append(sigs, sig)
-			}
+			sigs.addHex(v)
 		}
 	}
-	if ts == "" || !v1 {
+	if ts == "" || sigs.decoded == 0 {
 		return signatureError("Stripe-Signature has no t= or no v1=")
 	}
-	if !p.macs.matchAny(sigs, ts, ".", r.Body) {
+	if !p.macs.matchAny(&sigs, r.Body, ts, ".") {
 		return signatureError("no v1 signature matches")
 	}
 	return checkTimestamp(ts, now, p.tolerance)

@@ -30,7 +30,7 @@ import (
 // status is keyed on id + status; keying on id alone would drop the later
 // transitions as duplicates.
 type whatsapp struct {
-	secrets     [][]byte
+	macs        keyedHMACs
 	verifyToken string
 }
 
@@ -38,7 +38,7 @@ func newWhatsApp(opts Options) (Preset, error) {
 	if err := requireSecrets(opts); err != nil {
 		return nil, err
 	}
-	return &whatsapp{secrets: secretBytes(opts.Secrets), verifyToken: opts.VerifyToken}, nil
+	return &whatsapp{macs: hubMACs(opts), verifyToken: opts.VerifyToken}, nil
 }
 
 func (*whatsapp) Name() string { return "whatsapp" }
@@ -46,7 +46,7 @@ func (*whatsapp) Name() string { return "whatsapp" }
 // Meta retries for up to 7 days (older docs: 36 hours).
 func (*whatsapp) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
-func (p *whatsapp) Verify(r *Request, _ time.Time) error { return verifyHubSignature(r, p.secrets) }
+func (p *whatsapp) Verify(r *Request, _ time.Time) error { return verifyHubSignature(r, p.macs) }
 
 func (p *whatsapp) Handshake(r *Request, _ time.Time) (*Reply, bool, error) {
 	if r.Method != http.MethodGet {
