@@ -26,7 +26,7 @@ func (*eduzz) Name() string { return "eduzz" }
 func (*eduzz) DefaultWindow() time.Duration { return 8 * 24 * time.Hour }
 
 func (p *eduzz) Verify(r *Request, _ time.Time) error {
-	header := r.Header.Get("x-signature")
+	header := r.Header.Get("X-Signature") // x-signature; canonical, so Get need not allocate to canonicalise it
 	sig := p.macs.offered()
 	if !sig.addHex(header) && !sig.addBase64(header) {
 		return signatureError("missing or malformed x-signature")

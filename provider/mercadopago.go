@@ -77,7 +77,7 @@ type mpBody struct {
 }
 
 func (p *mercadoPago) Verify(r *Request, now time.Time) error {
-	header := r.Header.Get("x-signature")
+	header := r.Header.Get("X-Signature") // x-signature; canonical, so Get need not allocate to canonicalise it
 	var ts string
 	sigs := p.macs.offered()
 	for part := range strings.SplitSeq(header, ",") {
@@ -93,7 +93,7 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 		return signatureError("x-signature is missing ts= or v1=")
 	}
 	dataID := r.URL.Query().Get("data.id")
-	manifest := mpManifest(dataID, r.Header.Get("x-request-id"), ts)
+	manifest := mpManifest(dataID, r.Header.Get("X-Request-Id"), ts)
 	if !p.macs.matchAny(&sigs, nil, manifest) {
 		return signatureError("x-signature does not match")
 	}

@@ -68,10 +68,12 @@ func (*standardWebhooks) Name() string { return "standard-webhooks" }
 func (*standardWebhooks) DefaultWindow() time.Duration { return 4 * 24 * time.Hour }
 
 // headers returns id, timestamp and signature, from webhook-* or svix-*.
+// The names are written canonical (Webhook-Id for webhook-id): Get would
+// allocate to canonicalise a lower-case one, on every request.
 func standardHeaders(h http.Header) (id, ts, sig string) {
-	id, ts, sig = h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	id, ts, sig = h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature")
 	if id == "" && ts == "" && sig == "" {
-		id, ts, sig = h.Get("svix-id"), h.Get("svix-timestamp"), h.Get("svix-signature")
+		id, ts, sig = h.Get("Svix-Id"), h.Get("Svix-Timestamp"), h.Get("Svix-Signature")
 	}
 	return id, ts, sig
 }
