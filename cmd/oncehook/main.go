@@ -12,7 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
+
+	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 )
 
 const usage = `oncehook: every webhook event takes effect exactly once.
@@ -67,13 +71,28 @@ func main() {
 			os.Exit(3) // doctor --strict found something (as linters do)
 		}
 		if !errors.Is(err, errUsage) {
-			fmt.Fprintln(os.Stderr, "oncehook:", err)
+			fmt.Fprintln(os.Stderr, "oncehook:", cliError(err))
 		}
 		os.Exit(1)
 	}
 }
 
 var errUsage = errors.New("usage")
+
+// cliError says an operator action's refusal in the CLI's words: the
+// action's field all is the flag --all here, whether the store (--config)
+// or the API (--api) refused it.
+func cliError(err error) error {
+	var invalid *admin.InvalidError
+	var answer *api.Error
+	switch {
+	case errors.As(err, &invalid) && invalid.Field == "all":
+		return errors.New(strings.Replace(invalid.Msg, "set all", "pass --all", 1))
+	case errors.As(err, &answer) && answer.Body.Field == "all":
+		return errors.New(strings.Replace(answer.Body.Error, "set all", "pass --all", 1))
+	}
+	return err
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

@@ -286,6 +286,11 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 	if asJSON {
 		return printJSON(stdout, page)
 	}
+	if len(page.Events) == 0 {
+		// A header alone reads as a listing that broke; say what matched.
+		fmt.Fprintln(stdout, "no events match")
+		return nil
+	}
 	tw := table(stdout)
 	fmt.Fprintln(tw, "ID\tSOURCE\tKEY\tTYPE\tSTATE\tRECEIVED\tBYTES\tDELIVERIES")
 	for _, e := range page.Events {
@@ -318,10 +323,17 @@ func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON boo
 		}
 	case 2:
 		// By the provider's key, as a user has it from a log or a
-		// provider's dashboard; the stored key is the safe one.
+		// provider's dashboard; the stored key is the safe one. Failing
+		// that, the key as stored, as events ls prints it (café is
+		// stored caf%C3%A9, which SafeKey would encode again).
 		page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: provider.SafeKey(rest[1]), Limit: 1})
 		if err != nil {
 			return err
+		}
+		if len(page.Events) == 0 && provider.SafeKey(rest[1]) != rest[1] {
+			if page, err = op.Events(ctx, admin.EventFilter{Source: rest[0], Key: rest[1], Limit: 1}); err != nil {
+				return err
+			}
 		}
 		if len(page.Events) == 0 {
 			return fmt.Errorf("no event with key %q in source %q", rest[1], rest[0])
@@ -733,6 +745,11 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *of.json {
 		return printJSON(stdout, view)
+	}
+	if len(view.Sources) == 0 && len(view.Destinations) == 0 {
+		// Nothing printed at all reads as a command that failed.
+		fmt.Fprintf(stdout, "nothing counted since %s\n", ts(q.From))
+		return nil
 	}
 	tw := table(stdout)
 	if len(view.Sources) > 0 {
