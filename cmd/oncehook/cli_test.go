@@ -190,6 +190,14 @@ func TestSendSignsAsGitHubDoes(t *testing.T) {
 func TestReplayRefusesUnknownNames(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "sqlite://./events.db", "", "http://127.0.0.1:9")
+	// Before any store: replay says there is none (it creates none), and
+	// migrate, a deploy step, makes it.
+	if out, ok := oncehook(t, dir, nil, "replay", "--config", cfg, "--dead"); ok || !strings.Contains(out, "no store at") {
+		t.Fatalf("replay before any store (ok=%v):\n%s", ok, out)
+	}
+	if out, ok := oncehook(t, dir, nil, "migrate", "--config", cfg); !ok {
+		t.Fatalf("migrate: %s", out)
+	}
 	for _, args := range [][]string{{"--dead", "--destination", "nope"}, {"--source", "nosuch", "--key", "k"}} {
 		out, ok := oncehook(t, dir, nil, append([]string{"replay", "--config", cfg}, args...)...)
 		if ok || !strings.Contains(out, "no such") || !strings.Contains(out, "known:") {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -95,6 +96,17 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 // configService is the operator's service on cfg's store, its changes
 // audited as cli:<user>.
 func configService(ctx context.Context, cfg *config.Config) (*admin.Service, context.Context, func(), error) {
+	if cfg.StoreKind() == "sqlite" {
+		// Opening a SQLite store creates it: run from another folder, a
+		// relative path would make an empty store there and answer from
+		// it, as if nothing were stored. An operator's command only reads
+		// and changes a store that is there.
+		path := cfg.SQLitePath()
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			abs, _ := filepath.Abs(path)
+			return nil, ctx, nil, fmt.Errorf("no store at %s (store: %s; a relative path is read from the folder oncehook runs in): run from the gateway's folder, or use --api URL --token T", abs, cfg.Store)
+		}
+	}
 	st, err := openConfigStore(ctx, cfg)
 	if err != nil {
 		return nil, ctx, nil, err
@@ -322,23 +334,40 @@ func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON boo
 			return fmt.Errorf("event id %q: want a number, as events ls prints it (or: events show SOURCE KEY)", rest[0])
 		}
 	case 2:
-		// By the provider's key, as a user has it from a log or a
-		// provider's dashboard; the stored key is the safe one. Failing
-		// that, the key as stored, as events ls prints it (café is
-		// stored caf%C3%A9, which SafeKey would encode again).
-		page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: provider.SafeKey(rest[1]), Limit: 1})
+		// The key as stored, as events ls prints it and replay --key and
+		// ls --key take it; or as the provider sent it (from a log or its
+		// dashboard), which is stored in its safe form (café is stored
+		// caf%C3%A9). Two events can answer, one to each reading (keys
+		// %41 and %2541): then neither is picked, and the operator says
+		// which by its id (replay --key would act on the stored one).
+		find := func(key string) (int64, error) {
+			page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: key, Limit: 1})
+			if err != nil || len(page.Events) == 0 {
+				return 0, err
+			}
+			return page.Events[0].ID, nil
+		}
+		asStored, err := find(rest[1])
 		if err != nil {
 			return err
 		}
-		if len(page.Events) == 0 && provider.SafeKey(rest[1]) != rest[1] {
-			if page, err = op.Events(ctx, admin.EventFilter{Source: rest[0], Key: rest[1], Limit: 1}); err != nil {
+		asSent := asStored
+		if safe := provider.SafeKey(rest[1]); safe != rest[1] {
+			if asSent, err = find(safe); err != nil {
 				return err
 			}
 		}
-		if len(page.Events) == 0 {
+		switch {
+		case asStored == 0 && asSent == 0:
 			return fmt.Errorf("no event with key %q in source %q", rest[1], rest[0])
+		case asStored != 0 && asSent != 0 && asStored != asSent:
+			return fmt.Errorf("key %q in source %q names two events: %d, stored with this key (as events ls prints it), and %d, whose provider sent this key (stored as %q); show one by its id",
+				rest[1], rest[0], asStored, asSent, provider.SafeKey(rest[1]))
+		case asStored != 0:
+			id = asStored
+		default:
+			id = asSent
 		}
-		id = page.Events[0].ID
 	default:
 		return errors.New("usage: oncehook events show ID, or events show SOURCE KEY")
 	}

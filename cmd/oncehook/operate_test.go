@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -204,6 +205,32 @@ destinations:
 	}
 	if out := run(false, append([]string{"events", "show", "stripe", "evt_caf%C3%A8"}, store...)...); !strings.Contains(out, "no event with key") {
 		t.Fatalf("events show of a key not stored:\n%s", out)
+	}
+	// Two events, one for each reading of a key (sent as evt_%41, stored
+	// evt_%2541; and sent as evt_%2541): show does not pick one, and says
+	// which ids; the key as stored alone is the stored one.
+	post(`{"id":"evt_%41","kind":"ok"}`)
+	post(`{"id":"evt_%2541","kind":"ok"}`)
+	for _, how := range [][]string{store, api} {
+		if out := run(false, append([]string{"events", "show", "stripe", "evt_%2541"}, how...)...); !strings.Contains(out, "names two events") {
+			t.Fatalf("events show of a key that names two events (%s):\n%s", how[0], out)
+		}
+		if out := run(true, append([]string{"events", "show", "stripe", "evt_%252541"}, how...)...); !strings.Contains(out, `"id":"evt_%2541"`) {
+			t.Fatalf("events show of a key as stored (%s):\n%s", how[0], out)
+		}
+	}
+	// From another folder, a config whose store is a relative path names
+	// no store there: the command says so and creates none.
+	elsewhere := t.TempDir()
+	relative := filepath.Join(dir, "relative.yaml")
+	if err := os.WriteFile(relative, []byte(strings.Replace(yaml, "store: sqlite://"+dir+"/oncehook.db", "store: sqlite://./oncehook.db", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := oncehook(t, elsewhere, nil, "events", "ls", "--config", relative); ok || !strings.Contains(out, "no store at "+filepath.Join(elsewhere, "oncehook.db")) {
+		t.Fatalf("events ls with a relative store from another folder: ok=%v\n%s", ok, out)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "oncehook.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("events ls created a store where there was none: %v", err)
 	}
 	for _, how := range [][]string{store, api} {
 		if out := run(true, append([]string{"events", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no events match" {
