@@ -28,8 +28,11 @@ func (*eduzz) DefaultWindow() time.Duration { return 8 * 24 * time.Hour }
 func (p *eduzz) Verify(r *Request, _ time.Time) error {
 	header := r.Header.Get("X-Signature") // x-signature; canonical, so Get need not allocate to canonicalise it
 	sig := p.macs.offered()
+	if header == "" {
+		return signatureError("missing x-signature")
+	}
 	if !sig.addHex(header) && !sig.addBase64(header) {
-		return signatureError("missing or malformed x-signature")
+		return signatureError("x-signature is neither hex nor base64")
 	}
 	if !p.macs.matchAny(&sig, r.Body) {
 		return signatureError("x-signature does not match")

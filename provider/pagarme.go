@@ -41,6 +41,9 @@ func (p *pagarme) Verify(r *Request, _ time.Time) error {
 	hexSig, ok := strings.CutPrefix(r.Header.Get("X-Hub-Signature"), "sha1=")
 	sig := p.macs.offered()
 	if !ok || !sig.addHex(hexSig) {
+		if r.PathToken != "" {
+			return signatureError("the secret in the path is not one of the source's, and there is no X-Hub-Signature: sha1=<hex>")
+		}
 		return signatureError("no X-Hub-Signature: sha1=<hex> and no secret in the path")
 	}
 	if !p.macs.matchAny(&sig, r.Body) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -265,4 +266,30 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// Found from outside: each refusal says what was wrong with the request,
+// not a neighbouring fault (a malformed Slack signature read "missing", a
+// wrong secret in Pagar.me's path read "no secret in the path").
+func TestRefusalsSayWhatIsWrong(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	slack := map[string]string{"X-Slack-Request-Timestamp": "1700000000"}
+	cases := []struct {
+		preset string
+		r      *Request
+		want   string
+	}{
+		{"slack", req(`{}`, slack), "missing X-Slack-Request-Timestamp or X-Slack-Signature"},
+		{"slack", req(`{}`, map[string]string{"X-Slack-Request-Timestamp": "1700000000", "X-Slack-Signature": "V0=00"}), "X-Slack-Signature is not v0=<hex>"},
+		{"eduzz", req(`{}`, nil), "missing x-signature"},
+		{"eduzz", req(`{}`, map[string]string{"X-Signature": "not a signature"}), "x-signature is neither hex nor base64"},
+		{"pagarme", pathToken(req(`{}`, nil), "wrong"), "the secret in the path is not one of the source's"},
+		{"pagarme", req(`{}`, nil), "no X-Hub-Signature: sha1=<hex> and no secret in the path"},
+	}
+	for _, c := range cases {
+		err := mustNew(t, c.preset, Options{Secrets: []string{"s3cret"}}).Verify(c.r, now)
+		if !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a signature error saying %q", c.preset, err, c.want)
+		}
+	}
 }

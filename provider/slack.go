@@ -48,8 +48,11 @@ func (p *slack) Verify(r *Request, now time.Time) error {
 	ts := r.Header.Get("X-Slack-Request-Timestamp")
 	hexSig, ok := strings.CutPrefix(r.Header.Get("X-Slack-Signature"), "v0=")
 	sig := p.macs.offered()
-	if ts == "" || !ok || !sig.addHex(hexSig) {
-		return signatureError("missing X-Slack-Request-Timestamp or X-Slack-Signature: v0=<hex>")
+	switch header := r.Header.Get("X-Slack-Signature"); {
+	case ts == "" || header == "":
+		return signatureError("missing X-Slack-Request-Timestamp or X-Slack-Signature")
+	case !ok || !sig.addHex(hexSig):
+		return signatureError("X-Slack-Signature is not v0=<hex>")
 	}
 	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
 		return err
