@@ -233,6 +233,11 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 			out, ok := oncehook(t, dir, []string{"ONCEHOOK_API=", "ONCEHOOK_API_TOKEN="}, args...)
 			if !ok || !strings.Contains(strings.ToLower(out), "usage") {
 				t.Errorf("oncehook %s: exit 0 = %v, want 0 with its usage:\n%s", strings.Join(args, " "), ok, out)
+				continue
+			}
+			// Found from outside: show's help named only flags.
+			if len(c) == 2 && c[0] == "events" && c[1] == "show" && !strings.Contains(out, "ID | SOURCE KEY") {
+				t.Errorf("oncehook %s: want what it takes besides flags (ID | SOURCE KEY):\n%s", strings.Join(args, " "), out)
 			}
 		}
 	}

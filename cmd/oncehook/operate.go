@@ -213,6 +213,14 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 		return flag.ErrHelp
 	}
+	// What each takes besides flags, for its --help (the flag set's
+	// default names only the flags, all of the events commands' alike).
+	if synopsis, ok := eventsSynopsis[args[0]]; ok {
+		fs.Usage = func() {
+			fmt.Fprintf(stderr, "usage: oncehook events %s %s\n", args[0], synopsis)
+			fs.PrintDefaults()
+		}
+	}
 	rest, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -244,6 +252,15 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return replayEvents(ctx, op, rest, f, *ef.dryRun, asJSON, stdout)
 	}
 	return fmt.Errorf("events %s: want ls, show, replay, deliver or skip", args[0])
+}
+
+// eventsSynopsis is what each events command takes, as its --help says.
+var eventsSynopsis = map[string]string{
+	"ls":      "[--source S] [--state S] [--key K] [--type T] [--since D] [--limit N] [--cursor C] [flags]",
+	"show":    "ID | SOURCE KEY (a key as events ls prints it, or as the provider sent it; -- just before a key that starts with -) [flags]",
+	"replay":  "[ID] | filter flags (--all for every stored event) [--dry-run] [flags]",
+	"deliver": "ID --destination D [flags]",
+	"skip":    "ID --destination D [flags]",
 }
 
 // eventFlags are the flags of every events command: the operator's, a
@@ -550,6 +567,10 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if *of.json {
 			return printJSON(stdout, page)
+		}
+		if len(page.DeadLetters) == 0 {
+			fmt.Fprintln(stdout, "no dead letters match") // as events ls says it
+			return nil
 		}
 		tw := table(stdout)
 		fmt.Fprintln(tw, "EVENT\tSOURCE\tKEY\tDESTINATION\tATTEMPTS\tLAST\tDIED")

@@ -236,6 +236,9 @@ destinations:
 		if out := run(true, append([]string{"events", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no events match" {
 			t.Fatalf("events ls --source nope (%s):\n%s", how[0], out)
 		}
+		if out := run(true, append([]string{"dead", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no dead letters match" {
+			t.Fatalf("dead ls --source nope (%s):\n%s", how[0], out)
+		}
 		if out := run(true, append([]string{"stats", "--source", "nope"}, how...)...); !strings.Contains(out, "nothing counted since") {
 			t.Fatalf("stats --source nope (%s):\n%s", how[0], out)
 		}
