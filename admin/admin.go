@@ -963,7 +963,7 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 		}
 		if b, ok := breakers[out[i].Name]; ok {
 			v := &BreakerView{State: b.State, OpenedAt: b.OpenedAt.UTC(), Until: b.Until.UTC(), Opens: b.Opens, Reason: b.Reason,
-				Manual: b.Until.Sub(b.OpenedAt) >= manualBreaker/2}
+				Manual: b.Manual()}
 			if v.Manual {
 				v.OpenedBy = strings.TrimPrefix(b.Reason, openedBy)
 			}
@@ -1045,10 +1045,6 @@ func (s *Service) destination(ctx context.Context, name string) (DestinationView
 	return DestinationView{Name: name}, nil
 }
 
-// manualBreaker is how long a breaker an operator opened holds: until
-// the operator closes it.
-const manualBreaker = 100 * 365 * 24 * time.Hour
-
 // SetBreaker implements Operator.
 func (s *Service) SetBreaker(ctx context.Context, destination string, open bool) (DestinationView, error) {
 	if !s.known(destination) {
@@ -1059,7 +1055,7 @@ func (s *Service) SetBreaker(ctx context.Context, destination string, open bool)
 	var err error
 	if open {
 		actor := ActorOf(ctx)
-		_, _, err = flow.OpenBreaker(ctx, store.Breaker{Destination: destination, OpenedAt: now, Until: now.Add(manualBreaker), Opens: 1,
+		_, _, err = flow.OpenBreaker(ctx, store.Breaker{Destination: destination, OpenedAt: now, Until: now.Add(store.ManualBreaker), Opens: 1,
 			Reason: openedBy + actor}, s.audit(ctx, ActOpenBreaker, "destination "+destination))
 	} else {
 		err = flow.CloseBreaker(ctx, destination, now, s.audit(ctx, ActCloseBreaker, "destination "+destination))

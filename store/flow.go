@@ -65,3 +65,13 @@ type Breaker struct {
 	Opens       int       // how many times in a row it opened: the cool-down grows with it
 	Reason      string    // what opened it: the last failure, for the operator
 }
+
+// ManualBreaker is how long a breaker an operator opened by hand holds:
+// until the operator closes it.
+const ManualBreaker = 100 * 365 * 24 * time.Hour
+
+// Manual reports whether an operator opened b by hand (it holds until
+// closed by hand), rather than failures.
+func (b Breaker) Manual() bool {
+	return b.State != "" && b.Until.Sub(b.OpenedAt) >= ManualBreaker/2
+}

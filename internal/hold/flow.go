@@ -359,6 +359,23 @@ func (h *Holds) refreshBreakers(ctx context.Context) error {
 	for dest, f := range flows {
 		b, ok := stored[dest]
 		f.mu.Lock()
+		off := f.policy.Breaker.Off
+		f.mu.Unlock()
+		if ok && off && !b.Manual() {
+			// The breaker is off: one that failures opened before (a
+			// reload turned it off, or the config did across a restart)
+			// holds nothing. This process reports no outcome to it any
+			// more, so no probe would ever close it: close it now, in the
+			// audit log as the config's doing. One an operator opened by
+			// hand still holds until closed by hand.
+			audit := store.AuditEntry{Actor: "config", Action: "breaker_close", Target: "destination " + dest + " (breaker: off)"}
+			if err := h.flow.CloseBreaker(ctx, dest, now, audit); err != nil {
+				return fmt.Errorf("close breaker of %s (its breaker is off): %w", dest, err)
+			}
+			h.log.Info("breaker closed: the destination's breaker is off", "destination", dest)
+			ok = false
+		}
+		f.mu.Lock()
 		was := f.breaker.State
 		switch {
 		case !ok:

@@ -198,3 +198,71 @@ func TestProbeDeadlineAndAnOperatorsOpen(t *testing.T) {
 		t.Fatalf("after the operator's open and a late probe success: %+v, held %q", b, h.Held())
 	}
 }
+
+// A breaker that failures opened holds nothing once the destination's
+// breaker is turned off, by a reload or across a restart: with the breaker
+// off no outcome is counted, so no probe would ever close it, and the
+// destination stayed held (one probe a minute) however healthy it was. One
+// an operator opened by hand still holds.
+func TestBreakerTurnedOffReleasesWhatItHeld(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	on := map[string]hold.Policy{"crm": {Breaker: hold.BreakerPolicy{Failures: 1}}}
+	off := map[string]hold.Policy{"crm": {Breaker: hold.BreakerPolicy{Off: true}}}
+	h, err := hold.New(ctx, s, hold.Options{Policies: on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 500"})
+	if !slices.Contains(h.Held(), "crm") {
+		t.Fatal("the breaker did not open")
+	}
+	var woken atomic.Int32
+	h.OnRelease(func() { woken.Add(1) })
+	if err := h.Configure(ctx, off); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(h.Held(), "crm") || woken.Load() == 0 {
+		t.Fatalf("breaker: {off: true} reloaded, yet crm is held (%q) or nobody was woken", h.Held())
+	}
+	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
+		t.Fatal("not admitted with the breaker off")
+	}
+	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	if b, _ := s.Breakers(ctx); len(b) != 0 {
+		t.Fatalf("stored breakers with the breaker off: %+v", b)
+	}
+	if entries, err := s.ListAudit(ctx, 0, 10); err != nil || len(entries) != 1 || entries[0].Action != "breaker_close" || entries[0].Actor != "config" {
+		t.Fatalf("audit after the config closed the breaker: %+v, %v", entries, err)
+	}
+
+	// Across a restart: a breaker stored open, a gateway starting with it off.
+	h2, err := hold.New(ctx, s, hold.Options{Policies: on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 500"})
+	h3, err := hold.New(ctx, s, hold.Options{Policies: off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(h3.Held(), "crm") {
+		t.Fatal("started with breaker: {off: true}, yet held by a breaker opened before")
+	}
+
+	// Opened by hand: it holds, breaker off or not, until closed by hand.
+	now := time.Now()
+	if _, _, err := s.OpenBreaker(ctx, store.Breaker{Destination: "crm", OpenedAt: now, Until: now.Add(store.ManualBreaker), Opens: 1, Reason: "opened by ops"},
+		store.AuditEntry{Actor: "ops", Action: "breaker_open", Target: "destination crm"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h3.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(h3.Held(), "crm") {
+		t.Fatal("a breaker opened by hand stopped holding because the policy is off")
+	}
+	if b, _ := s.Breakers(ctx); b["crm"].State != store.BreakerOpen {
+		t.Fatalf("a breaker opened by hand was closed: %+v", b)
+	}
+}
