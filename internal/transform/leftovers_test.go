@@ -2,6 +2,7 @@ package transform
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,51 @@ func TestQueuedJobsDoNotPileUp(t *testing.T) {
 		if _, err := s.Run(context.Background(), stripeRequest(`{"id":"evt_1"}`), event("evt_1")); err != nil {
 			t.Fatalf("run %d: %v", i+1, err)
 		}
+	}
+}
+
+// TestAScriptCannotCloseItsWrapper: a script's top level is wrapped in a function that runs afresh for each
+// event; a script with one `}` too many closed that function early and ran the code after it once per runtime,
+// at the global level, where what it kept (a counter here) reached every later event the runtime ran: the same
+// event then gave different bytes on each attempt. Such a script must be refused when it is compiled, as a
+// syntax error, and a well-formed one whose strings and comments hold braces must still compile.
+func TestAScriptCannotCloseItsWrapper(t *testing.T) {
+	escapes := map[string]string{
+		"counter.js": `addHandler("transform", (r) => { counter.n++; r.body = {n: counter.n}; return r; });
+}
+var counter = {n: 0};
+function again() {`,
+		"lexical.js": `addHandler("transform", (r) => { seen.push(1); r.body = {n: seen.length}; return r; });
+}
+const seen = [];
+function __oncehook_factory(addHandler) {
+  addHandler("transform", (r) => { seen.push(1); r.body = {n: seen.length}; return r; });`,
+	}
+	for name, src := range escapes {
+		s, err := Compile(name, src, Options{Concurrency: 1})
+		if err == nil {
+			var bodies []string
+			for i := 0; i < 3; i++ {
+				out, err := s.Run(context.Background(), stripeRequest(`{"id":"evt_1"}`), event("evt_1"))
+				if err != nil {
+					t.Fatalf("%s: run: %v", name, err)
+				}
+				bodies = append(bodies, string(out.Body))
+			}
+			s.Close()
+			t.Errorf("%s compiled, and the same event gave %q", name, bodies)
+			continue
+		}
+		var se *Error
+		if !errors.As(err, &se) || se.Kind != KindSyntax || !strings.HasPrefix(err.Error(), name+":") ||
+			!strings.Contains(err.Error(), "}") {
+			t.Errorf("%s: want a syntax error that names the file and the brace, got %v", name, err)
+		}
+	}
+	fine := "// a } in a comment, /* and } here */\naddHandler(\"transform\", (r) => { r.body = {s: \"}\", t: `}${1}`, re: /}/.source}; return r; });\n"
+	s := mustCompile(t, "fine.js", fine, Options{Concurrency: 1})
+	out, err := s.Run(context.Background(), stripeRequest(`{}`), event("k"))
+	if err != nil || string(out.Body) != `{"s":"}","t":"}1","re":"}"}` {
+		t.Fatalf("fine.js: %s, %v", out.Body, err)
 	}
 }

@@ -195,6 +195,19 @@
   };
   defineProperty(g, "__oncehook_run", { value: run, writable: false, configurable: false, enumerable: false });
 
+  // __oncehook_source is the text of the script's top level as the engine parsed it. The Go side compares it
+  // with the wrapped script when it compiles: a script with a } too many closes the wrapper early, and the
+  // code after it would run once per runtime at the global level, keeping what it holds from one event to the
+  // next. The functions it calls are taken here, before any script runs.
+  const fnToString = Function.prototype.toString;
+  const apply = Reflect.apply;
+  const ownDescriptor = Object.getOwnPropertyDescriptor;
+  const source = function __oncehook_source() {
+    const d = ownDescriptor(g, "__oncehook_factory");
+    return d !== undefined && typeof d.value === "function" ? apply(fnToString, d.value, []) : "";
+  };
+  defineProperty(g, "__oncehook_source", { value: source, writable: false, configurable: false, enumerable: false });
+
   // Every object a script can reach without making it is frozen, deeply: not only the built-ins but their
   // methods (a function is an object: JSON.parse.n = 1 would outlive the run), their accessors, their
   // prototypes, the sandbox's own functions, and the intrinsics only syntax reaches (the iterators'

@@ -133,8 +133,33 @@ func Compile(name, source string, opts Options) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The wrapper's function must be the whole program: a script that closes it early (one } too many)
+	// runs what follows at the global level, once per runtime, and what that keeps reaches every later event.
+	wrapped := wrapperHead + source + wrapperTail
+	if got, err := vm2.Call("__oncehook_source"); err != nil || got != wrapped {
+		vm2.Close()
+		text, _ := got.(string)
+		return nil, s.unwrapped(source, text)
+	}
 	s.put(vm2)
 	return s, nil
+}
+
+// unwrapped is the syntax error of a script that closed the function its top level is wrapped in. When the
+// wrapper's function is the one the engine kept (its text a prefix of the wrapped script), its last byte is
+// the } that closed it, and the error names that brace's line and column.
+func (s *Script) unwrapped(source, factory string) error {
+	e := &Error{Script: s.name, Kind: KindSyntax, Message: "SyntaxError: a } closes the function oncehook runs the " +
+		"script's top level in (it has no { before it): the code after it would run outside it, once per runtime, " +
+		"and keep what it holds from one event to the next"}
+	at := len(factory) - len(wrapperHead) - 1 // the closing brace's offset in source
+	if strings.HasPrefix(factory, wrapperHead) && at >= 0 && at < len(source) &&
+		strings.HasPrefix(wrapperHead+source, factory) && source[at] == '}' {
+		before := source[:at]
+		e.Line = strings.Count(before, "\n") + 1
+		e.Column = len(before) - strings.LastIndexByte(before, '\n')
+	}
+	return e
 }
 
 // Name is the script's file (or inline name), as errors call it.
