@@ -107,5 +107,10 @@ func (s *Script) scriptError(kind Kind, err error, took time.Duration) *Error {
 	if e.Line == 1 && e.Column > s.prefixCols {
 		e.Column -= s.prefixCols
 	}
+	if kind == KindSyntax && s.lines > 0 && e.Line > s.lines {
+		// In the wrapper's tail: the script ended before what it opened was closed.
+		e.Line, e.Column = s.lines, 0
+		e.Message += " at the end of the script (a {, ( or [ left open?)"
+	}
 	return e
 }

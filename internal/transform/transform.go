@@ -88,8 +88,10 @@ type Script struct {
 	digest   string
 	opts     Options
 	bytecode []byte
-	// prefixCols is how many columns the wrapper adds to the script's first line.
+	// prefixCols is how many columns the wrapper adds to the script's first line; lines is the script's
+	// line count (the wrapper's tail is on the lines after it).
 	prefixCols int
+	lines      int
 
 	// slots admits Concurrency runs at once.
 	slots  chan struct{}
@@ -116,6 +118,7 @@ func Compile(name, source string, opts Options) (*Script, error) {
 		digest:     "sha256:" + hex.EncodeToString(sum[:]),
 		opts:       opts,
 		prefixCols: len(wrapperHead),
+		lines:      strings.Count(source, "\n") + 1,
 		slots:      make(chan struct{}, opts.Concurrency),
 	}
 	vm, err := newSandbox()

@@ -500,6 +500,13 @@ func TestSyntaxAndRuntimeErrorsNameFileAndLine(t *testing.T) {
 	if !errors.As(err, &se) || se.Line != 3 || !strings.HasPrefix(err.Error(), "transforms/capi.js:3:") || !strings.Contains(err.Error(), "TypeError") {
 		t.Errorf("runtime error: %v", err)
 	}
+	// A script that leaves a brace open ends inside the wrapper oncehook adds after it: the error names the
+	// script's last line and says so, never a line past the end of the file.
+	_, err = Compile("open.js", "addHandler('transform', (r) => {\n  return r;\n", Options{})
+	if !errors.As(err, &se) || se.Kind != KindSyntax || se.Line != 3 || !strings.HasPrefix(err.Error(), "open.js:3: SyntaxError: ") ||
+		!strings.Contains(err.Error(), "at the end of the script") {
+		t.Errorf("unclosed brace: %v", err)
+	}
 	_, err = Compile("empty.js", "const x = 1;", Options{})
 	if err != nil {
 		t.Fatal(err)
