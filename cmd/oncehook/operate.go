@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -317,7 +318,7 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 	}
 	if len(page.Events) == 0 {
 		// A header alone reads as a listing that broke; say what matched.
-		fmt.Fprintln(stdout, "no events match")
+		fmt.Fprintln(stdout, "no events match"+unknownNames(ctx, op, f.Source, ""))
 		return nil
 	}
 	tw := table(stdout)
@@ -338,6 +339,46 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 		fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
 	}
 	return nil
+}
+
+// unknownNames explains an empty listing whose filter names a source or
+// destination the config does not have: most often a typo, which would
+// otherwise read as "nothing happened there". It is a hint, not a
+// refusal: a source or destination removed from the config still lists
+// the events stored under it. "" when every name is known (or the names
+// cannot be read).
+func unknownNames(ctx context.Context, op admin.Operator, source, destination string) string {
+	var hint []string
+	if source != "" {
+		if sources, err := op.Sources(ctx); err == nil && !slices.ContainsFunc(sources, func(s admin.SourceView) bool { return s.Name == source }) {
+			known := make([]string, len(sources))
+			for i, s := range sources {
+				known[i] = s.Name
+			}
+			hint = append(hint, fmt.Sprintf("no source named %q in the config (sources: %s)", source, knownList(known)))
+		}
+	}
+	if destination != "" {
+		if dests, err := op.Destinations(ctx); err == nil && !slices.ContainsFunc(dests, func(d admin.DestinationView) bool { return d.Name == destination }) {
+			known := make([]string, len(dests))
+			for i, d := range dests {
+				known[i] = d.Name
+			}
+			hint = append(hint, fmt.Sprintf("no destination named %q in the config (destinations: %s)", destination, knownList(known)))
+		}
+	}
+	if len(hint) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(hint, "; ")
+}
+
+// knownList is names for a hint, or "none".
+func knownList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // showEvent prints one event, found by its id or by its source and key,
@@ -569,7 +610,7 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return printJSON(stdout, page)
 		}
 		if len(page.DeadLetters) == 0 {
-			fmt.Fprintln(stdout, "no dead letters match") // as events ls says it
+			fmt.Fprintln(stdout, "no dead letters match"+unknownNames(ctx, op, f.Source, f.Destination)) // as events ls says it
 			return nil
 		}
 		tw := table(stdout)
@@ -798,7 +839,7 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(view.Sources) == 0 && len(view.Destinations) == 0 {
 		// Nothing printed at all reads as a command that failed.
-		fmt.Fprintf(stdout, "nothing counted since %s\n", ts(q.From))
+		fmt.Fprintf(stdout, "nothing counted since %s%s\n", ts(q.From), unknownNames(ctx, op, q.Source, q.Destination))
 		return nil
 	}
 	tw := table(stdout)

@@ -233,14 +233,24 @@ destinations:
 		t.Fatalf("events ls created a store where there was none: %v", err)
 	}
 	for _, how := range [][]string{store, api} {
-		if out := run(true, append([]string{"events", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no events match" {
+		// A name the config does not have lists nothing, and says why:
+		// most often a typo.
+		noSource := `: no source named "nope" in the config (sources: stripe)`
+		if out := run(true, append([]string{"events", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no events match"+noSource {
 			t.Fatalf("events ls --source nope (%s):\n%s", how[0], out)
 		}
-		if out := run(true, append([]string{"dead", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no dead letters match" {
+		if out := run(true, append([]string{"dead", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no dead letters match"+noSource {
 			t.Fatalf("dead ls --source nope (%s):\n%s", how[0], out)
 		}
-		if out := run(true, append([]string{"stats", "--source", "nope"}, how...)...); !strings.Contains(out, "nothing counted since") {
+		if out := run(true, append([]string{"dead", "ls", "--destination", "nope"}, how...)...); !strings.Contains(out, `no dead letters match: no destination named "nope" in the config (destinations: `) {
+			t.Fatalf("dead ls --destination nope (%s):\n%s", how[0], out)
+		}
+		if out := run(true, append([]string{"stats", "--source", "nope"}, how...)...); !strings.Contains(out, "nothing counted since") || !strings.Contains(out, noSource) {
 			t.Fatalf("stats --source nope (%s):\n%s", how[0], out)
+		}
+		// A known name with nothing to show needs no hint.
+		if out := run(true, append([]string{"events", "ls", "--source", "stripe", "--key", "evt_never"}, how...)...); strings.TrimSpace(out) != "no events match" {
+			t.Fatalf("events ls of a known source with nothing to show (%s):\n%s", how[0], out)
 		}
 	}
 	if out := run(false, append([]string{"dead", "retry", "--destination", "nope"}, api...)...); !strings.Contains(out, "nope") || !strings.Contains(out, "not found") {
