@@ -329,3 +329,15 @@ api:
 		t.Fatalf("token publish %v", got)
 	}
 }
+
+// TestAnEmptySecretIsReportedOnce: the config's own check and the preset
+// both know an empty secret; the operator reads it once, at its field.
+func TestAnEmptySecretIsReportedOnce(t *testing.T) {
+	for _, preset := range []string{"stripe", "github", "slack", "standard-webhooks"} {
+		_, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: `+preset+`, secrets: [x, ""], destinations: [app]}]
+destinations: [{name: app, url: "http://x"}]`), env(nil))
+		if err == nil || strings.Count(err.Error(), "secrets[1]") != 1 || !strings.Contains(err.Error(), "sources[0].secrets[1]: empty") {
+			t.Errorf("%s: err = %v, want sources[0].secrets[1]: empty, once", preset, err)
+		}
+	}
+}

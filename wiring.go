@@ -267,6 +267,9 @@ func preset(f string, s *config.Source, fail func(field, format string, args ...
 		fail(f+".preset", "required (one of %v)", provider.Names())
 	case !slices.Contains(provider.Names(), s.Preset):
 		fail(f+".preset", "unknown preset %q%s (one of %v)", s.Preset, config.Suggest(s.Preset, provider.Names()), provider.Names())
+	case slices.Contains(s.Secrets, ""):
+		// The config's own check said so (sources[i].secrets[j]: empty),
+		// and compile runs both: the preset would say it a second time.
 	default:
 		p, err := provider.New(s.Preset, providerOptions(s))
 		if err != nil {
