@@ -79,9 +79,10 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-// cliError says an operator action's refusal in the CLI's words: the
-// action's field all is the flag --all here, whether the store (--config)
-// or the API (--api) refused it.
+// cliError says an operator action's refusal in the CLI's words, the same
+// whether the store (--config) or the API (--api) refused it: the
+// action's field all is the flag --all here, and the API's reason code
+// is left out.
 func cliError(err error) error {
 	var invalid *admin.InvalidError
 	var answer *api.Error
@@ -90,8 +91,19 @@ func cliError(err error) error {
 		return errors.New(strings.Replace(invalid.Msg, "set all", "pass --all", 1))
 	case errors.As(err, &answer) && answer.Body.Field == "all":
 		return errors.New(strings.Replace(answer.Body.Error, "set all", "pass --all", 1))
+	case errors.As(err, &answer) && answer.Body.Error != "" && isReasonCode(answer.Body.Reason):
+		// The API's message is the store's own (field included); its
+		// reason code (not_found) is for programs: --api reads as --config.
+		return errors.New(strings.Replace(err.Error(), answer.Error(), answer.Body.Error, 1))
 	}
 	return err
+}
+
+// isReasonCode reports whether reason is one of the API's codes
+// (not_found, invalid_request), not the status text put in for an answer
+// that was not the API's JSON (a proxy's 502 page), which says something.
+func isReasonCode(reason string) bool {
+	return reason != "" && strings.Trim(reason, "abcdefghijklmnopqrstuvwxyz_") == ""
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -256,6 +256,14 @@ destinations:
 	if out := run(false, append([]string{"dead", "retry", "--destination", "nope"}, api...)...); !strings.Contains(out, "nope") || !strings.Contains(out, "not found") {
 		t.Fatalf("dead retry of an unknown destination:\n%s", out)
 	}
+	// A refusal reads the same through the API as from the store: the
+	// API's reason code is for programs.
+	for _, args := range [][]string{{"dead", "retry", "--destination", "nope"}, {"events", "show", "999999"}, {"events", "ls", "--state", "bogus"}} {
+		fromStore, fromAPI := run(false, append(args, store...)...), run(false, append(args, api...)...)
+		if fromStore != fromAPI || strings.Contains(fromAPI, "(not_found)") || strings.Contains(fromAPI, "(invalid") {
+			t.Fatalf("oncehook %s: from the store\n%s\nfrom the API\n%s", strings.Join(args, " "), fromStore, fromAPI)
+		}
+	}
 	audit, err := gw.Admin().Audit(t.Context(), "", 10)
 	if err != nil {
 		t.Fatal(err)
