@@ -10,7 +10,7 @@ import (
 // Developer Hub key. Eduzz does not state the encoding: hex is what is seen,
 // and base64 is accepted too, since accepting both is no weaker.
 //
-// The key is the body id.
+// The key is the body id; the type, its event.
 type eduzz struct{ macs keyedHMACs }
 
 func newEduzz(opts Options) (Preset, error) {
@@ -40,12 +40,14 @@ func (p *eduzz) Verify(r *Request, _ time.Time) error {
 	return nil
 }
 
+// Items: the type is the body's event (nutror.lesson_started, in Eduzz's
+// own example), for filters and routes as every other preset's.
 func (*eduzz) Items(r *Request) ([]Item, error) {
-	id, err := bodyField(r.Body, "id")
+	v, err := bodyFields(r.Body, "id", "event")
 	if err != nil {
 		return nil, err
 	}
-	return single(id, r.Body), nil
+	return one(v[0], v[1], r.Body), nil
 }
 
 func (*eduzz) Sign(r *Request, secret string, _ time.Time, _ string) error {

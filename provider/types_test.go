@@ -31,6 +31,7 @@ func TestEventTypes(t *testing.T) {
 		{"slack", secret, req(`payload=%7B%22type%22%3A%22block_actions%22%2C%22trigger_id%22%3A%22t2%22%7D`, nil), []string{"block_actions"}},
 		{"standard-webhooks", Options{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, req(`{"type":"user.created","data":{"id":"u_1"}}`, map[string]string{"webhook-id": "msg_1"}), []string{"user.created"}},
 		{"evolution", secret, req(`{"event":"messages.upsert","instance":"i","data":{"key":{"id":"k1"}}}`, nil), []string{"messages.upsert"}},
+		{"eduzz", secret, req(`{"id":"z154l2pvk6jltotg0xy86glx","event":"nutror.lesson_started","data":{},"sentDate":"2023-08-31T18:34:23.023Z"}`, nil), []string{"nutror.lesson_started"}},
 		{"kiwify", secret, req(`{"order_id":"o1","webhook_event_type":"order_approved","order_status":"paid"}`, nil), []string{"order_approved"}},
 		{"pagarme", secret, req(`{"id":"hook_1","type":"order.paid","data":{"id":"or_1"}}`, nil), []string{"order.paid"}},
 		{"twilio", secret, req(`MessageSid=SM1&MessageStatus=delivered`, nil), []string{"message.delivered"}},
