@@ -81,7 +81,7 @@ func Compile(spec any) (*Filter, error) {
 			f.body, f.needsBody = m, true
 			f.need.add(m)
 		case "headers":
-			f.headers = m
+			f.headers = lowerNames(m)
 		case "query":
 			f.query = m
 		case "path":
@@ -108,6 +108,32 @@ func (f *Filter) Match(in *Input) bool {
 		return false
 	}
 	return true
+}
+
+// lowerNames lowers the header names a headers filter reads (X-GitHub-Event
+// is x-github-event, as headerDoc names it: header names are
+// case-insensitive), under $and, $or and $not too; what matches a header's
+// value is left as it is.
+func lowerNames(m matcher) matcher {
+	switch x := m.(type) {
+	case allOf:
+		out := make(allOf, len(x))
+		for i, e := range x {
+			out[i] = lowerNames(e)
+		}
+		return out
+	case anyOf:
+		out := make(anyOf, len(x))
+		for i, e := range x {
+			out[i] = lowerNames(e)
+		}
+		return out
+	case not:
+		return not{lowerNames(x.m)}
+	case field:
+		return field{name: strings.ToLower(x.name), m: x.m}
+	}
+	return m
 }
 
 // headerDoc is the headers as the filter sees them: lower-case names, the

@@ -105,6 +105,32 @@ func TestFilterReadsHeadersQueryAndPath(t *testing.T) {
 	}
 }
 
+// Header names are case-insensitive: a filter that names a header as its provider writes it
+// (X-GitHub-Event) matches it, where it silently matched nothing, as does one under $or and $not.
+func TestHeaderNamesMatchWhateverTheirCase(t *testing.T) {
+	in := &Input{Header: http.Header{"X-Github-Event": {"push"}, "X-Big": {"1"}}}
+	for _, c := range []struct {
+		filter string
+		want   bool
+	}{
+		{`{"headers":{"X-GitHub-Event":"push"}}`, true},
+		{`{"headers":{"x-github-event":"push","X-BIG":"1"}}`, true},
+		{`{"headers":{"X-GitHub-Event":"ping"}}`, false},
+		{`{"headers":{"$or":[{"X-GitHub-Event":"ping"},{"X-Big":{"$in":["1","2"]}}]}}`, true},
+		{`{"headers":{"$not":{"X-GitHub-Event":"push"}}}`, false},
+		{`{"headers":{"X-Missing":{"$exist":false}}}`, true},
+		{`{"body":{"X-Big":"1"}}`, false}, // a body's field names keep their case
+	} {
+		f, err := Compile(mustJSON(t, c.filter))
+		if err != nil {
+			t.Fatalf("%s: %v", c.filter, err)
+		}
+		if got := f.Match(in); got != c.want {
+			t.Errorf("%s: match = %v, want %v", c.filter, got, c.want)
+		}
+	}
+}
+
 // The config check compiles every filter and names the path of a bad one.
 func TestCompileNamesWhatIsWrong(t *testing.T) {
 	for _, c := range []struct{ filter, want string }{
