@@ -156,7 +156,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, unavailable("migrate", err)
+		// The pool connects lazily: this is Open's first contact with the
+		// database, for every command that opens the store, so it says
+		// connect (serve, stats or events ls, not migrate).
+		return nil, unavailable("connect", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLock)); err != nil {

@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,5 +292,25 @@ func TestTxPublishWakesListenersAtCommit(t *testing.T) {
 		t.Logf("woken %v after the commit began", time.Since(start))
 	case <-time.After(5 * time.Second):
 		t.Fatal("a committed publish did not wake the workers")
+	}
+}
+
+// A database that cannot be reached is reported as a connection failure,
+// unavailable, whatever command opened the store: `oncehook stats` with
+// PostgreSQL down said "postgres: migrate: ...", a step it never asked for.
+func TestAnUnreachableDatabaseSaysConnect(t *testing.T) {
+	testenv.Postgres(t) // skipped (failed under CI) without a server
+	u, err := url.Parse(testenv.PostgresBase())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/oncehook_no_such_database"
+	s, err := postgres.Open(context.Background(), u.String(), postgres.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a database that does not exist")
+	}
+	if !errors.Is(err, store.ErrUnavailable) || !strings.HasPrefix(err.Error(), "postgres: connect: ") || strings.Contains(err.Error(), "migrate") {
+		t.Fatalf("error %q, want postgres: connect: ... (unavailable)", err)
 	}
 }
