@@ -923,7 +923,15 @@ func printDoctor(stdout io.Writer, rep admin.DoctorReport) {
 			fmt.Fprintln(stdout, "  ok: keys look right")
 		}
 		for _, f := range s.Findings {
-			fmt.Fprintf(stdout, "  %s: %s\n    fields: %s\n    keys: %s\n", f.Kind, f.Message, strings.Join(f.Fields, ", "), strings.Join(f.Keys, ", "))
+			fmt.Fprintf(stdout, "  %s: %s\n", f.Kind, f.Message)
+			// Identical bodies under distinct keys differ in no field:
+			// a bare "fields:" line said nothing.
+			if len(f.Fields) > 0 {
+				fmt.Fprintf(stdout, "    fields: %s\n", strings.Join(f.Fields, ", "))
+			}
+			if len(f.Keys) > 0 {
+				fmt.Fprintf(stdout, "    keys: %s\n", strings.Join(f.Keys, ", "))
+			}
 		}
 	}
 }

@@ -51,3 +51,22 @@ func TestADeliveryPrintsWhereEachReplayBegan(t *testing.T) {
 		t.Errorf("a delivery never replayed:\n%s", out.String())
 	}
 }
+
+// Found from outside: GitHub events with one body under distinct delivery
+// ids (the key a header holds) made doctor print a bare "fields:" line:
+// identical bodies differ in no field, and the line said nothing.
+func TestDoctorPrintsOnlyTheFieldsItFound(t *testing.T) {
+	rep := admin.DoctorReport{Sources: []admin.SourceDiagnosis{{Source: "gh", SampledEvents: 7, Findings: []admin.Finding{
+		{Kind: admin.FindingPerDelivery, Message: "6 of 7 recent events share identical bodies", Fields: []string{}, Keys: []string{"d1", "d2"}},
+		{Kind: admin.FindingTooCoarse, Message: "duplicates differ in business fields", Fields: []string{"status"}, Keys: []string{"k1"}},
+	}}}}
+	var out strings.Builder
+	printDoctor(&out, rep)
+	got := out.String()
+	if strings.Contains(got, "fields: \n") || strings.Count(got, "fields:") != 1 || !strings.Contains(got, "    fields: status\n") {
+		t.Errorf("doctor printed an empty fields line, or lost one:\n%s", got)
+	}
+	if !strings.Contains(got, "    keys: d1, d2\n") || !strings.Contains(got, "    keys: k1\n") {
+		t.Errorf("doctor lost a finding's keys:\n%s", got)
+	}
+}
