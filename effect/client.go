@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/oncehook/oncehook/internal/jsonhttp"
@@ -53,7 +54,9 @@ func (c *Client) do(ctx context.Context, route jsonhttp.Route, key string, body 
 func errorFor(status int, a answer) error {
 	switch {
 	case status == http.StatusBadRequest:
-		return &InvalidError{Field: a.Field, Reason: a.Error}
+		// The API's error is an InvalidError's text already: keep its
+		// reason alone, or it would read "effect: result: effect: result: ...".
+		return &InvalidError{Field: a.Field, Reason: strings.TrimPrefix(a.Error, "effect: "+a.Field+": ")}
 	case status == http.StatusConflict && a.Reason == "busy":
 		return &BusyError{RetryAfter: a.RetryAfter}
 	case status == http.StatusConflict && a.Reason == "failed":

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // permanent marks an error that no retry fixes.
@@ -38,7 +40,11 @@ func IsPermanent(err error) bool {
 //     ends if the lease is lost, so that fn stops acting as an owner);
 //   - it completes key with fn's result, or, when fn fails, releases it
 //     for a later retry, or fails it for good when fn's error is
-//     Permanent.
+//     Permanent. A ledger out of reach (a gateway restarting) is tried
+//     again until the lease runs out, so that a result is not lost to a
+//     blip; a result the ledger refuses (over its result limit, or not
+//     JSON) fails the key for good, with the reason: the work ran, and a
+//     pending key would be handed to the next claimer to run it again.
 //
 // Another owner holding the lease is a *BusyError: call again after its
 // RetryAfter. fn is told the claim: a Reclaimed claim means a previous owner
@@ -59,6 +65,7 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	work, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	renewed := make(chan struct{})
+	until := c.LeaseExpiresAt // the lease's latest known expiry, read once the renewer is gone
 	go func() {
 		defer close(renewed)
 		t := time.NewTicker(lease / 3)
@@ -68,9 +75,13 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 			case <-work.Done():
 				return
 			case <-t.C:
-				if _, err := l.Renew(work, key, c.Token, lease); err != nil && work.Err() == nil {
+				exp, err := l.Renew(work, key, c.Token, lease)
+				if err != nil && work.Err() == nil {
 					stop(fmt.Errorf("effect %q: lease lost: %w", key, err))
 					return
+				}
+				if err == nil {
+					until = exp
 				}
 			}
 		}
@@ -79,33 +90,90 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	lost := context.Cause(work)
 	stop(nil)
 	<-renewed
-	if lost != nil && !errors.Is(lost, context.Canceled) {
-		return nil, false, lost
+	if errors.Is(lost, context.Canceled) {
+		lost = nil
 	}
 	// The outcome is recorded even when ctx ends now: a result that was
-	// produced must not be lost for a cancelled caller.
+	// produced must not be lost for a cancelled caller. The token fences
+	// every step, so recording is tried even when a renewal failed (the
+	// ledger may only have been out of reach): a lease really taken over
+	// answers ErrStaleToken.
 	done := context.WithoutCancel(ctx)
 	switch {
 	case fnErr == nil:
-		if err := l.Complete(done, key, c.Token, res); err != nil {
+		err := record(until, func() error { return l.Complete(done, key, c.Token, res) })
+		if errors.Is(err, ErrInvalid) {
+			// The work ran, but the ledger refuses its result (over the
+			// ledger's result limit, or not JSON). Leaving the key pending
+			// would hand it to the next claimer once the lease runs out, to
+			// do the work again: fail it for good instead, saying why.
+			reason := truncate("done, but its result could not be stored: " + err.Error())
+			if ferr := record(until, func() error { return l.Fail(done, key, c.Token, reason) }); ferr != nil {
+				return nil, false, errors.Join(err, ferr)
+			}
+			return nil, false, fmt.Errorf("effect %q: the work was done, but the ledger refused its result, so the key is failed for good: %w", key, err)
+		}
+		if err != nil {
+			if lost != nil {
+				return nil, false, errors.Join(lost, err)
+			}
 			return nil, false, err
 		}
 		return res, false, nil
+	case lost != nil:
+		return nil, false, lost
 	case IsPermanent(fnErr):
-		if err := l.Fail(done, key, c.Token, truncate(fnErr.Error())); err != nil {
+		if err := record(until, func() error { return l.Fail(done, key, c.Token, truncate(fnErr.Error())) }); err != nil {
 			return nil, false, errors.Join(fnErr, err)
 		}
 	default:
-		if err := l.Release(done, key, c.Token, truncate(fnErr.Error())); err != nil {
+		if err := record(until, func() error { return l.Release(done, key, c.Token, truncate(fnErr.Error())) }); err != nil {
 			return nil, false, errors.Join(fnErr, err)
 		}
 	}
 	return nil, false, fnErr
 }
 
-func truncate(s string) string {
-	if len(s) > MaxReason {
-		return s[:MaxReason]
+// record makes a call that records an owner's outcome, again and again
+// while the ledger cannot be reached (a gateway restarting, a network
+// cut), until the lease runs out: an outcome not recorded leaves the key
+// to the next claimer once the lease expires, to do the work again. An
+// answer of the ledger (a stale token, a refused request) is final.
+func record(until time.Time, call func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := call()
+		if err == nil || answered(err) || !time.Now().Add(wait).Before(until) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
 	}
-	return s
+}
+
+// answered reports whether err is the ledger's answer, rather than a
+// failure to reach it.
+func answered(err error) bool {
+	for _, e := range []error{ErrStaleToken, ErrInvalid, ErrNotFound, ErrConflict, ErrBusy, ErrFailed, ErrExpired, ErrFingerprint} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate makes s a reason the ledger takes: valid UTF-8 without NUL,
+// cut at a character's boundary to at most MaxReason bytes. A reason the
+// ledger refused would leave the key pending instead of released or
+// failed.
+func truncate(s string) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) <= MaxReason {
+		return s
+	}
+	cut := MaxReason
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

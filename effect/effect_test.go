@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -438,5 +440,86 @@ func TestHTTPResetIsAuditedOnce(t *testing.T) {
 	}
 	if len(log.Entries) != 1 || log.Entries[0].Action != "effect_reset" || log.Entries[0].Actor != "token:ops" || log.Entries[0].Count != 1 {
 		t.Fatalf("audit %+v, want one effect_reset by token:ops, count 1", log.Entries)
+	}
+}
+
+// Do never hands work that ran to the next claimer: a result the ledger
+// refuses (over effects.max_result, or not JSON) fails the key for good,
+// saying why, where it was left pending, so that each caller after the
+// lease ran the work again; and a reason the ledger would refuse (cut
+// inside a character, or holding a NUL) is made one it takes.
+func TestDoNeverRunsTheWorkAgainWhenTheLedgerRefusesItsOutcome(t *testing.T) {
+	gw, _ := startGateway(t)
+	ledgers := map[string]effect.Ledger{
+		"in process": gw.Effects(),
+		"over HTTP":  effect.NewClient(gw.APIURL, "ops-token-0123456789", nil),
+	}
+	huge := json.RawMessage(`"` + strings.Repeat("x", 70<<10) + `"`) // the gateway keeps at most 64 KiB
+	for name, l := range ledgers {
+		t.Run(name, func(t *testing.T) {
+			cases := map[string]func() (json.RawMessage, error){
+				"a result over max_result":  func() (json.RawMessage, error) { return huge, nil },
+				"a result that is not JSON": func() (json.RawMessage, error) { return json.RawMessage(`{"sent":`), nil },
+				"a long reason cut inside a character": func() (json.RawMessage, error) {
+					return nil, effect.Permanent(errors.New("a" + strings.Repeat("é", 3000)))
+				},
+				"a reason with a NUL": func() (json.RawMessage, error) { return nil, effect.Permanent(errors.New("bad\x00byte")) },
+			}
+			for what, work := range cases {
+				key := "refused:" + name + ":" + what
+				runs := 0
+				fn := func(context.Context, effect.Claim) (json.RawMessage, error) { runs++; return work() }
+				_, _, err := effect.Do(context.Background(), l, key, effect.ClaimOptions{Lease: time.Second}, fn)
+				if err == nil || strings.Contains(err.Error(), "effect: result: effect: result") {
+					t.Errorf("%s: Do answered %.200v; want an error that says it once", what, err)
+				}
+				time.Sleep(1100 * time.Millisecond) // the first owner's lease would have run out
+				_, _, err = effect.Do(context.Background(), l, key, effect.ClaimOptions{Lease: time.Second}, fn)
+				var failed *effect.FailedError
+				if runs != 1 || !errors.As(err, &failed) {
+					t.Errorf("%s: the work ran %d times, and a later Do answered %.200v; want once, and the key failed for good", what, runs, err)
+				}
+			}
+		})
+	}
+}
+
+// Do keeps a result across a ledger out of reach for a moment (a gateway
+// restarting as the work ends): it completes once the ledger answers, while
+// the lease lasts, instead of leaving the key to be done again.
+func TestDoKeepsAResultWhenTheLedgerIsOutOfReachForAMoment(t *testing.T) {
+	gw, _ := startGateway(t)
+	target, _ := url.Parse(gw.APIURL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	cut := 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := strings.HasSuffix(r.URL.Path, "/complete") && cut < 3
+		if drop {
+			cut++
+		}
+		mu.Unlock()
+		if drop { // the connection breaks before the gateway sees the request
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			conn.Close()
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	l := effect.NewClient(front.URL, "ops-token-0123456789", nil)
+	runs := 0
+	res, _, err := effect.Do(context.Background(), l, "blip:1", effect.ClaimOptions{Lease: 5 * time.Second},
+		func(context.Context, effect.Claim) (json.RawMessage, error) {
+			runs++
+			return json.RawMessage(`{"sent":1}`), nil
+		})
+	if err != nil || string(res) != `{"sent":1}` || cut != 3 {
+		t.Fatalf("Do across 3 broken connections: %s %v (%d cut); want the result", res, err, cut)
+	}
+	rec, err := gw.Effects().Get(context.Background(), "blip:1")
+	if err != nil || rec.State != "done" || string(rec.Result) != `{"sent":1}` || runs != 1 {
+		t.Fatalf("the record: %+v %v, %d runs; want done with the result, once", rec, err, runs)
 	}
 }
