@@ -402,7 +402,15 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 			m.opts.Logger.Warn("could not release an Idempotency-Key: it is held until its lease runs out", "key", key, "err", err)
 		}
 	default:
-		if err := m.ledger.Complete(ctx, key, c.Token, m.result(t)); err != nil {
+		err := m.ledger.Complete(ctx, key, c.Token, m.result(t))
+		if errors.Is(err, effect.ErrInvalid) {
+			// The ledger keeps less than MaxStored (its own result limit is
+			// smaller): the answer is not kept, as one over MaxStored is.
+			// A key left pending would run the request again after its lease.
+			m.opts.Logger.Warn("an answer is over the ledger's result limit: it is not kept, and a retry gets 422 answer_not_kept; set MaxStored to the ledger's limit", "key", key, "err", err)
+			err = m.ledger.Complete(ctx, key, c.Token, m.notKept(t))
+		}
+		if err != nil {
 			m.opts.Logger.Error("could not store an answer: its Idempotency-Key is held until its lease runs out, and runs again after", "key", key, "err", err)
 		}
 	}
@@ -421,7 +429,12 @@ func (m *middleware) result(t *tee) json.RawMessage {
 			return b
 		}
 	}
-	b, _ := json.Marshal(stored{Status: kept.Status, NotKept: true, Size: t.size})
+	return m.notKept(t)
+}
+
+// notKept is the stored marker of t's answer, sent once and not kept.
+func (m *middleware) notKept(t *tee) json.RawMessage {
+	b, _ := json.Marshal(stored{Status: t.statusCode(), NotKept: true, Size: t.size})
 	return b
 }
 

@@ -431,3 +431,30 @@ func TestLargeAnswerStreamsAndIsNotKept(t *testing.T) {
 		t.Fatalf("retry of an answer not kept: %+v, %d runs", again, runs.Load())
 	}
 }
+
+// A ledger that keeps less than the middleware's MaxStored (its
+// MaxResult, or a gateway's effects.max_result, set lower) refuses the
+// answer: it is then not kept, as one over MaxStored, where the key was
+// left held and the request ran again once its lease ran out.
+func TestAnswerOverTheLedgersLimitIsNotKeptAndRunsOnce(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var runs atomic.Int32
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, strings.Repeat("x", 5000))
+	})
+	u := proxied(t, effect.New(s, effect.Options{MaxResult: 4096}), idempotency.Options{Lease: time.Second}, up)
+	first := post(u, "k-1", "Bearer a", 5*time.Second)
+	time.Sleep(1200 * time.Millisecond) // past the first one's lease
+	again := post(u, "k-1", "Bearer a", 5*time.Second)
+	if first.status != http.StatusCreated || len(first.body) != 5000 || again.status != http.StatusUnprocessableEntity ||
+		!strings.Contains(again.body, "answer_not_kept") || runs.Load() != 1 {
+		t.Fatalf("first %d (%d bytes), retry %d %.200s; the upstream ran %d times: want 201, then 422 answer_not_kept, once",
+			first.status, len(first.body), again.status, again.body, runs.Load())
+	}
+}
