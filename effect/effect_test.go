@@ -523,3 +523,24 @@ func TestDoKeepsAResultWhenTheLedgerIsOutOfReachForAMoment(t *testing.T) {
 		t.Fatalf("the record: %+v %v, %d runs; want done with the result, once", rec, err, runs)
 	}
 }
+
+// "." and ".." are keys like any other over HTTP too: the client escapes
+// them, where the gateway cleaned them away and answered another route
+// (a claim of "." was "no such key").
+func TestHTTPDotKeys(t *testing.T) {
+	gw, _ := startGateway(t)
+	l := effect.NewClient(gw.APIURL, "ops-token-0123456789", nil)
+	ctx := context.Background()
+	for _, key := range []string{".", "..", "..."} {
+		c, err := l.Claim(ctx, key, effect.ClaimOptions{})
+		if err != nil {
+			t.Fatalf("claim %q: %v", key, err)
+		}
+		if err := l.Complete(ctx, key, c.Token, json.RawMessage(`{"k":1}`)); err != nil {
+			t.Fatalf("complete %q: %v", key, err)
+		}
+		if rec, err := gw.Effects().Get(ctx, key); err != nil || rec.State != "done" {
+			t.Fatalf("the record of %q: %+v %v", key, rec, err)
+		}
+	}
+}

@@ -74,7 +74,14 @@ func (r Route) With(args ...string) string {
 		if i < 0 || j < i {
 			panic(fmt.Sprintf("jsonhttp: route %s takes %d arguments", r.Path, strings.Count(r.Path, "{")))
 		}
-		p = p[:i] + url.PathEscape(a) + p[j+1:]
+		seg := url.PathEscape(a)
+		if a == "." || a == ".." {
+			// PathEscape keeps dots, and a "." or ".." segment is a
+			// relative path: a server cleans it away (ServeMux redirects
+			// /v1/effects/./claim to /v1/effects/claim).
+			seg = strings.ReplaceAll(a, ".", "%2E")
+		}
+		p = p[:i] + seg + p[j+1:]
 	}
 	return p
 }

@@ -22,6 +22,17 @@ func TestRouteWithEscapesEachArgument(t *testing.T) {
 	if key != "order 1/2" {
 		t.Fatalf("served key %q", key)
 	}
+	// A key that is a dot segment is escaped too: left as it is, the
+	// server cleans it away and redirects to another route ("." and ".."
+	// are keys like any other).
+	for _, k := range []string{".", "..", "a.b", "..."} {
+		key = ""
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, r.With(k), nil))
+		if key != k {
+			t.Errorf("With(%q) = %q: served key %q, answer %d; want the key", k, r.With(k), key, rec.Code)
+		}
+	}
 }
 
 func TestWriteJSONNeverLetsABrowserSniff(t *testing.T) {
