@@ -495,6 +495,9 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 
 // Event implements Operator.
 func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
+	if err := eventID(id); err != nil {
+		return EventDetail{}, err
+	}
 	e, err := s.admin.Event(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return EventDetail{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
@@ -543,6 +546,9 @@ func (s *Service) Event(ctx context.Context, id int64) (EventDetail, error) {
 
 // ReplayEvent implements Operator.
 func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
+	if err := eventID(id); err != nil {
+		return Count{}, err // id 0 would be no id at all: a replay of everything
+	}
 	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{ID: id}, Now: s.opts.Now(), Audit: s.audit(ctx, ActReplayEvent, fmt.Sprintf("event %d", id))})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
@@ -552,6 +558,16 @@ func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 	}
 	s.opts.Changed()
 	return Count{Count: n}, nil
+}
+
+// eventID refuses an id no event has (ids start at 1) as not found: to
+// the store, ID 0 in a query is no id at all, and a replay of "event 0"
+// replayed every stored event.
+func eventID(id int64) error {
+	if id < 1 {
+		return fmt.Errorf("event %d: %w", id, ErrNotFound)
+	}
+	return nil
 }
 
 // ResetOrder implements Operator.
@@ -581,6 +597,9 @@ func (s *Service) ResetOrder(ctx context.Context, source, entity, destination st
 
 // SkipEvent implements Operator.
 func (s *Service) SkipEvent(ctx context.Context, id int64, destination string) (Count, error) {
+	if err := eventID(id); err != nil {
+		return Count{}, err
+	}
 	if destination == "" {
 		return Count{}, invalid("destination", "missing")
 	}
@@ -598,6 +617,9 @@ func (s *Service) SkipEvent(ctx context.Context, id int64, destination string) (
 
 // DeliverEvent implements Operator.
 func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string) (Count, error) {
+	if err := eventID(id); err != nil {
+		return Count{}, err
+	}
 	if destination == "" {
 		return Count{}, invalid("destination", "missing")
 	}

@@ -31,8 +31,11 @@ func bind(w http.ResponseWriter, r *http.Request, in any) error {
 		switch fv := v.Field(i); fv.Kind() {
 		case reflect.Int64:
 			id, err := strconv.ParseInt(raw, 10, 64)
-			if err != nil || id <= 0 {
+			if err != nil {
 				return fmt.Errorf("event %q: %w", raw, admin.ErrNotFound)
+			}
+			if id <= 0 {
+				return fmt.Errorf("event %d: %w", id, admin.ErrNotFound) // as the Service says it
 			}
 			fv.SetInt(id)
 		default:

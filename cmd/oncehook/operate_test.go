@@ -258,6 +258,18 @@ destinations:
 	}
 	// A refusal reads the same through the API as from the store: the
 	// API's reason code is for programs.
+	// Event 0 is no event: to the store an id of 0 is no id at all, and
+	// "events replay 0" on the store replayed every stored event.
+	replayedBefore := countAudit(t, gw)
+	for _, args := range [][]string{{"events", "replay", "0"}, {"events", "show", "0"}, {"events", "skip", "0", "--destination", "app"}, {"events", "deliver", "0", "--destination", "app"}} {
+		fromStore, fromAPI := run(false, append(args, store...)...), run(false, append(args, api...)...)
+		if fromStore != fromAPI || !strings.Contains(fromStore, "event 0: not found") {
+			t.Fatalf("oncehook %s: from the store\n%s\nfrom the API\n%s", strings.Join(args, " "), fromStore, fromAPI)
+		}
+	}
+	if n := countAudit(t, gw); n != replayedBefore {
+		t.Fatalf("refused actions on event 0 left %d audit entries", n-replayedBefore)
+	}
 	for _, args := range [][]string{{"dead", "retry", "--destination", "nope"}, {"events", "show", "999999"}, {"events", "ls", "--state", "bogus"}} {
 		fromStore, fromAPI := run(false, append(args, store...)...), run(false, append(args, api...)...)
 		if fromStore != fromAPI || strings.Contains(fromAPI, "(not_found)") || strings.Contains(fromAPI, "(invalid") {
@@ -286,5 +298,22 @@ destinations:
 	}
 	if out, ok := oncehook(t, dir, nil, "events", "ls", "--api", gw.APIURL, "--token", "wrong-token-0000000"); ok || !strings.Contains(out, "bearer token") {
 		t.Errorf("wrong token: %v %s", ok, out)
+	}
+}
+
+// countAudit is how many entries gw's audit log holds.
+func countAudit(t *testing.T, gw *oncehooktest.Gateway) int {
+	t.Helper()
+	n, cursor := 0, ""
+	for {
+		page, err := gw.Admin().Audit(t.Context(), cursor, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Entries)
+		if page.NextCursor == "" {
+			return n
+		}
+		cursor = page.NextCursor
 	}
 }
