@@ -226,6 +226,9 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := eventsTakes(fs, args[0], rest); err != nil {
+		return err
+	}
 	f, err := ef.filter()
 	if err != nil {
 		return err
@@ -253,6 +256,43 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return replayEvents(ctx, op, rest, f, *ef.dryRun, asJSON, stdout)
 	}
 	return fmt.Errorf("events %s: want ls, show, replay, deliver or skip", args[0])
+}
+
+// eventFlagsFor are the events commands that take each flag of theirs
+// that not all of them take (the operator's flags, every one takes). The
+// events commands share one flag set; a flag one of them does not read
+// must be refused, not ignored: "events replay --destination D" replayed
+// to every destination, and "events ls --destination D" listed every event.
+var eventFlagsFor = map[string][]string{
+	"limit": {"ls", "list"}, "cursor": {"ls", "list"},
+	"dry-run": {"replay"}, "all": {"replay"},
+	"destination": {"deliver", "skip"},
+	// The filter: which events ls lists and a bulk replay requeues.
+	"source": {"ls", "list", "replay"}, "state": {"ls", "list", "replay"}, "key": {"ls", "list", "replay"},
+	"type": {"ls", "list", "replay"}, "key-prefix": {"ls", "list", "replay"}, "since": {"ls", "list", "replay"},
+	"from": {"ls", "list", "replay"}, "to": {"ls", "list", "replay"},
+}
+
+// eventsTakes refuses a flag that the events command verb does not read,
+// and a filter beside the id of one event to replay.
+func eventsTakes(fs *flag.FlagSet, verb string, rest []string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		takers, ok := eventFlagsFor[f.Name]
+		switch {
+		case err != nil || !ok:
+		case !slices.Contains(takers, verb):
+			takers = slices.DeleteFunc(slices.Clone(takers), func(v string) bool { return v == "list" })
+			do := "do"
+			if len(takers) == 1 {
+				do = "does"
+			}
+			err = fmt.Errorf("events %s does not take --%s (events %s %s)", verb, f.Name, strings.Join(takers, " and "), do)
+		case verb == "replay" && len(rest) > 0 && f.Name != "dry-run":
+			err = fmt.Errorf("events replay %s replays that one event: it takes no --%s (a filter without an id replays what it selects)", rest[0], f.Name)
+		}
+	})
+	return err
 }
 
 // eventsSynopsis is what each events command takes, as its --help says.

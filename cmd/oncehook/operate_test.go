@@ -258,6 +258,23 @@ destinations:
 	}
 	// A refusal reads the same through the API as from the store: the
 	// API's reason code is for programs.
+	// A flag an events command does not read is refused, not ignored: a
+	// replay "to one destination" went to all of them.
+	for args, want := range map[string]string{
+		"events replay --state dead --destination app": "events replay does not take --destination (events deliver and skip do)",
+		"events ls --destination app":                  "events ls does not take --destination",
+		"events ls --dry-run":                          "events ls does not take --dry-run (events replay does)",
+		"events show 1 --limit 5":                      "events show does not take --limit (events ls does)",
+		"events replay 1 --source stripe":              "events replay 1 replays that one event: it takes no --source",
+	} {
+		before := countAudit(t, gw)
+		if out := run(false, append(strings.Fields(args), store...)...); !strings.Contains(out, want) {
+			t.Fatalf("oncehook %s:\n%s\nwant %q", args, out, want)
+		}
+		if countAudit(t, gw) != before {
+			t.Fatalf("oncehook %s was refused and still acted", args)
+		}
+	}
 	// Event 0 is no event: to the store an id of 0 is no id at all, and
 	// "events replay 0" on the store replayed every stored event.
 	replayedBefore := countAudit(t, gw)
