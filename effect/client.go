@@ -56,7 +56,11 @@ func errorFor(status int, a answer) error {
 	case status == http.StatusBadRequest:
 		// The API's error is an InvalidError's text already: keep its
 		// reason alone, or it would read "effect: result: effect: result: ...".
-		return &InvalidError{Field: a.Field, Reason: strings.TrimPrefix(a.Error, "effect: "+a.Field+": ")}
+		reason := strings.TrimPrefix(a.Error, "effect: ")
+		if a.Field != "" {
+			reason = strings.TrimPrefix(reason, a.Field+": ")
+		}
+		return &InvalidError{Field: a.Field, Reason: reason}
 	case status == http.StatusConflict && a.Reason == "busy":
 		return &BusyError{RetryAfter: a.RetryAfter}
 	case status == http.StatusConflict && a.Reason == "failed":
@@ -155,6 +159,9 @@ func (c *Client) post(ctx context.Context, route jsonhttp.Route, key string, bod
 func (c *Client) Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error) {
 	if err := ValidKey(key); err != nil {
 		return time.Time{}, err
+	}
+	if lease == 0 {
+		lease = DefaultLease // as the in-process ledger takes it
 	}
 	status, a, _, err := c.do(ctx, routeRenew, key, map[string]any{"token": token, "lease": lease.String()})
 	if err != nil {

@@ -68,7 +68,7 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	until := c.LeaseExpiresAt // the lease's latest known expiry, read once the renewer is gone
 	go func() {
 		defer close(renewed)
-		t := time.NewTicker(lease / 3)
+		t := time.NewTicker(max(lease/3, time.Millisecond)) // a lease under 3ns would make a ticker panic
 		defer t.Stop()
 		for {
 			select {

@@ -544,3 +544,38 @@ func TestHTTPDotKeys(t *testing.T) {
 		}
 	}
 }
+
+// The HTTP client takes what the in-process ledger takes: a renewal by 0
+// is by the default lease (it was a 400 over HTTP), a refusal names its
+// field once, and Do with a lease of a few nanoseconds runs (its renewal
+// ticker panicked, taking the process down).
+func TestHTTPClientTakesWhatTheLocalLedgerTakes(t *testing.T) {
+	gw, _ := startGateway(t)
+	ledgers := map[string]effect.Ledger{
+		"in process": gw.Effects(),
+		"over HTTP":  effect.NewClient(gw.APIURL, "ops-token-0123456789", nil),
+	}
+	ctx := context.Background()
+	for name, l := range ledgers {
+		c, err := l.Claim(ctx, "renew0:"+name, effect.ClaimOptions{Lease: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		until, err := l.Renew(ctx, "renew0:"+name, c.Token, 0)
+		if left := time.Until(until); err != nil || left < 25*time.Second || left > 31*time.Second {
+			t.Errorf("%s: Renew(0): %v left, %v; want the default lease", name, left, err)
+		}
+		_, err = l.Renew(ctx, "renew0:"+name, c.Token, -time.Second)
+		var invalid *effect.InvalidError
+		if !errors.As(err, &invalid) || invalid.Field != "lease" || strings.Count(err.Error(), "lease") != 1 {
+			t.Errorf("%s: Renew(-1s): %v; want an InvalidError that names lease once", name, err)
+		}
+		res, _, err := effect.Do(ctx, l, "tiny:"+name, effect.ClaimOptions{Lease: 2}, func(context.Context, effect.Claim) (json.RawMessage, error) {
+			time.Sleep(5 * time.Millisecond)
+			return json.RawMessage(`1`), nil
+		})
+		if err != nil || string(res) != "1" {
+			t.Errorf("%s: Do with a 2ns lease: %s %v", name, res, err)
+		}
+	}
+}

@@ -31,7 +31,8 @@ type Ledger interface {
 	Release(ctx context.Context, key, token, reason string) error
 	// Fail marks key failed for good; only an operator's reset reopens it.
 	Fail(ctx context.Context, key, token, reason string) error
-	// Renew extends the lease for long work and returns its new expiry.
+	// Renew extends the lease for long work (by DefaultLease when lease is
+	// 0) and returns its new expiry.
 	Renew(ctx context.Context, key, token string, lease time.Duration) (time.Time, error)
 	// Get returns key's record, with its attempts, or ErrNotFound.
 	Get(ctx context.Context, key string) (Record, error)

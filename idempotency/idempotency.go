@@ -440,7 +440,7 @@ func (m *middleware) notKept(t *tee) json.RawMessage {
 
 // renew keeps the lease while ctx lasts; a lease it cannot keep ends ctx.
 func (m *middleware) renew(ctx context.Context, stop context.CancelCauseFunc, key, token string) error {
-	t := time.NewTicker(m.opts.Lease / 3)
+	t := time.NewTicker(max(m.opts.Lease/3, time.Millisecond)) // a lease under 3ns would make a ticker panic
 	defer t.Stop()
 	for {
 		select {

@@ -458,3 +458,17 @@ func TestAnswerOverTheLedgersLimitIsNotKeptAndRunsOnce(t *testing.T) {
 			first.status, len(first.body), again.status, again.body, runs.Load())
 	}
 }
+
+// A lease of a few nanoseconds does not take the server down: its
+// renewal ticker panicked in a goroutine of its own.
+func TestTinyLeaseDoesNotPanic(t *testing.T) {
+	var runs atomic.Int32
+	u := proxied(t, sqliteLedger(t), idempotency.Options{Lease: 2}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		time.Sleep(5 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if a := post(u, "tiny-1", "Bearer a", 5*time.Second); a.status != http.StatusCreated || runs.Load() != 1 {
+		t.Fatalf("with a 2ns lease: %+v, %d runs", a, runs.Load())
+	}
+}
