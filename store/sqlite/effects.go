@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/store"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Effects: the ledger's records live beside the events, and every operation
@@ -170,7 +172,21 @@ var _ store.TxDriver[*sql.Tx] = TxDriver{}
 // writes. Open that database with _txlock=immediate, so the transaction
 // holds the write lock from its start, as oncehook's writer does.
 func (TxDriver) ApplyEffect(ctx context.Context, tx *sql.Tx, op store.EffectOp) (store.EffectResult, error) {
-	return applyEffect(ctx, textDB{tx}, op)
+	res, err := applyEffect(ctx, textDB{tx}, op)
+	return res, deferredHint(err)
+}
+
+// deferredHint says what to change when a caller's transaction began
+// deferred: it read, another writer committed, and SQLite refuses its
+// write at once (SQLITE_BUSY_SNAPSHOT, which no busy timeout waits out).
+// "database is locked (517)" alone does not tell the caller that its
+// connection lacks _txlock=immediate.
+func deferredHint(err error) error {
+	var e *sqlite.Error
+	if errors.As(err, &e) && e.Code() == sqlite3.SQLITE_BUSY_SNAPSHOT {
+		return fmt.Errorf("%w (the transaction began deferred, and another writer committed since it read: open the database with _txlock=immediate, so a transaction holds the write lock from its start)", err)
+	}
+	return err
 }
 
 // Effect implements store.Store.
@@ -267,7 +283,7 @@ func (TxDriver) ClaimEvents(ctx context.Context, tx *sql.Tx, events []store.NewE
 	// No lease (Max 0): nothing is handed off, so the writer's own
 	// statements (s) are never reached.
 	claims, _, err := (*Store)(nil).claim(ctx, tx, st, events, store.Lease{}, "", &due)
-	return claims, err
+	return claims, deferredHint(err)
 }
 
 // outboxShard is the rollup rows a caller's transaction adds to: SQLite

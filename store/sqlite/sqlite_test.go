@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,4 +192,41 @@ func TestTxConformance(t *testing.T) {
 		}
 		return storetest.Tx[*sql.Tx]{Tx: tx, Commit: tx.Commit, Rollback: tx.Rollback}
 	})
+}
+
+// A caller's transaction opened without _txlock=immediate fails its first
+// write once another writer committed since it read (SQLITE_BUSY_SNAPSHOT):
+// the error says what to change, not only "database is locked (517)".
+func TestTxBegunDeferredSaysToOpenWithTxlockImmediate(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "test.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)") // no _txlock=immediate
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM effects`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(key string) store.EffectOp {
+		return store.EffectOp{Kind: store.EffectClaim, Key: key, Lease: time.Minute, Now: time.Now(), Retention: time.Hour}
+	}
+	if _, err := s.Commit(ctx, store.Batch{Effects: []store.EffectOp{claim("other")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sqlite.TxDriver{}.ApplyEffect(ctx, tx, claim("mine"))
+	if err == nil || !strings.Contains(err.Error(), "_txlock=immediate") {
+		t.Fatalf("a write in a deferred transaction after another commit: %v; want the error to name _txlock=immediate", err)
+	}
 }
