@@ -487,6 +487,10 @@ func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON boo
 	for _, d := range e.Deliveries {
 		printDelivery(stdout, d)
 	}
+	if len(e.Filtered) > 0 {
+		fmt.Fprintf(stdout, "passed over by %s (their types or filter): events deliver %d --destination D sends it to one\n",
+			strings.Join(e.Filtered, ", "), e.ID)
+	}
 	body := e.Body
 	if body == "" && len(e.BodyBase64) > 0 {
 		body = fmt.Sprintf("(%d bytes, not UTF-8; --json shows them)", len(e.BodyBase64))

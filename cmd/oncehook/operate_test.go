@@ -334,3 +334,42 @@ func countAudit(t *testing.T, gw *oncehooktest.Gateway) int {
 		cursor = page.NextCursor
 	}
 }
+
+// Found from outside: events show of an event a destination's route passed over names that destination, as
+// the API's "filtered" does, with the command that sends it there; before, a filtered event showed no
+// delivery and no reason.
+func TestEventsShowNamesTheDestinationsARoutePassedOver(t *testing.T) {
+	dir := t.TempDir()
+	sink := testenv.NewSink(t)
+	yaml := fmt.Sprintf(`store: sqlite://%s/oncehook.db
+sources:
+  - name: stripe
+    preset: stripe
+    secrets: [%s]
+    destinations: [{name: billing, types: ["invoice.*"]}, {name: crm, filter: {body: {type: {$startsWith: "customer."}}}}, audit]
+destinations:
+  - {name: billing, url: %s}
+  - {name: crm, url: %s}
+  - {name: audit, url: %s}
+`, dir, secret, sink.URL, sink.URL, sink.URL)
+	cfg := filepath.Join(dir, "oncehook.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := oncehooktest.Start(t, yaml)
+	req := testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", secret, []byte(`{"id":"evt_charge","type":"charge.succeeded"}`), "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
+		t.Fatal("audit never got the event")
+	}
+	out, ok := oncehook(t, dir, nil, "events", "show", "stripe", "evt_charge", "--config", cfg)
+	if !ok || !strings.Contains(out, "delivery to audit: delivered") ||
+		!strings.Contains(out, "passed over by billing, crm (their types or filter)") ||
+		!strings.Contains(out, "--destination D") {
+		t.Fatalf("events show of an event two routes passed over:\n%s", out)
+	}
+}
