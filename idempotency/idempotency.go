@@ -402,18 +402,52 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 			m.opts.Logger.Warn("could not release an Idempotency-Key: it is held until its lease runs out", "key", key, "err", err)
 		}
 	default:
-		err := m.ledger.Complete(ctx, key, c.Token, m.result(t))
+		// Tried again while the ledger is out of reach (a gateway
+		// restarting), for as long as the lease surely lasts (renewed at
+		// least every third of it): a key left held runs its request again
+		// once the lease runs out. The token fences every try.
+		until := time.Now().Add(m.opts.Lease * 2 / 3)
+		complete := func(result json.RawMessage) error {
+			return retry(ctx, until, func() error { return m.ledger.Complete(ctx, key, c.Token, result) })
+		}
+		err := complete(m.result(t))
 		if errors.Is(err, effect.ErrInvalid) {
 			// The ledger keeps less than MaxStored (its own result limit is
 			// smaller): the answer is not kept, as one over MaxStored is.
 			// A key left pending would run the request again after its lease.
 			m.opts.Logger.Warn("an answer is over the ledger's result limit: it is not kept, and a retry gets 422 answer_not_kept; set MaxStored to the ledger's limit", "key", key, "err", err)
-			err = m.ledger.Complete(ctx, key, c.Token, m.notKept(t))
+			err = complete(m.notKept(t))
 		}
 		if err != nil {
 			m.opts.Logger.Error("could not store an answer: its Idempotency-Key is held until its lease runs out, and runs again after", "key", key, "err", err)
 		}
 	}
+}
+
+// retry makes call again and again while it fails without an answer of
+// the ledger (the ledger could not be reached), until until or ctx's end.
+func retry(ctx context.Context, until time.Time, call func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := call()
+		if err == nil || answered(err) || !time.Now().Add(wait).Before(until) || ctx.Err() != nil {
+			return err
+		}
+		sleep(ctx, wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// answered reports whether err is the ledger's answer, rather than a
+// failure to reach it.
+func answered(err error) bool {
+	for _, e := range []error{effect.ErrStaleToken, effect.ErrInvalid, effect.ErrNotFound, effect.ErrConflict,
+		effect.ErrBusy, effect.ErrFailed, effect.ErrExpired, effect.ErrFingerprint} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // result is the stored form of t's answer, or its not-kept marker.

@@ -472,3 +472,45 @@ func TestTinyLeaseDoesNotPanic(t *testing.T) {
 		t.Fatalf("with a 2ns lease: %+v, %d runs", a, runs.Load())
 	}
 }
+
+// A ledger over HTTP out of reach for a moment as the answer is recorded
+// (a gateway restarting): the answer is stored once it answers again,
+// while the lease lasts, where the key was left held and the retry after
+// the lease ran the request again.
+func TestAnswerIsStoredAcrossALedgerOutOfReachForAMoment(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ledgerAPI := effect.Handler(effect.New(s, effect.Options{}), nil)
+	var mu sync.Mutex
+	cut := 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := strings.HasSuffix(r.URL.Path, "/complete") && cut < 3
+		if drop {
+			cut++
+		}
+		mu.Unlock()
+		if drop { // the connection breaks before the ledger sees the request
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			conn.Close()
+			return
+		}
+		ledgerAPI.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	var runs atomic.Int32
+	u := proxied(t, effect.NewClient(front.URL, "t", nil), idempotency.Options{Lease: 3 * time.Second}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"charge":1}`)
+	}))
+	first := post(u, "blip-1", "Bearer a", 10*time.Second)
+	time.Sleep(3200 * time.Millisecond) // past the lease
+	again := post(u, "blip-1", "Bearer a", 10*time.Second)
+	if first.status != http.StatusCreated || again.status != http.StatusCreated || again.replayed != "true" || runs.Load() != 1 || cut != 3 {
+		t.Fatalf("first %+v, retry %+v, %d runs, %d connections cut: want the answer stored and replayed, once", first, again, runs.Load(), cut)
+	}
+}
