@@ -90,7 +90,9 @@ func cliError(err error) error {
 	case errors.As(err, &invalid) && invalid.Field == "all":
 		return errors.New(strings.Replace(invalid.Msg, "set all", "pass --all", 1))
 	case errors.As(err, &answer) && answer.Body.Field == "all":
-		return errors.New(strings.Replace(answer.Body.Error, "set all", "pass --all", 1))
+		// The API's message names its field first (all: ...), which the
+		// flag's hint says.
+		return errors.New(strings.Replace(strings.TrimPrefix(answer.Body.Error, "all: "), "set all", "pass --all", 1))
 	case errors.As(err, &answer) && answer.Body.Error != "" && isReasonCode(answer.Body.Reason):
 		// The API's message is the store's own (field included); its
 		// reason code (not_found) is for programs: --api reads as --config.

@@ -287,7 +287,8 @@ destinations:
 	if n := countAudit(t, gw); n != replayedBefore {
 		t.Fatalf("refused actions on event 0 left %d audit entries", n-replayedBefore)
 	}
-	for _, args := range [][]string{{"dead", "retry", "--destination", "nope"}, {"events", "show", "999999"}, {"events", "ls", "--state", "bogus"}} {
+	for _, args := range [][]string{{"dead", "retry", "--destination", "nope"}, {"events", "show", "999999"}, {"events", "ls", "--state", "bogus"},
+		{"dead", "purge"}, {"events", "replay"}} {
 		fromStore, fromAPI := run(false, append(args, store...)...), run(false, append(args, api...)...)
 		if fromStore != fromAPI || strings.Contains(fromAPI, "(not_found)") || strings.Contains(fromAPI, "(invalid") {
 			t.Fatalf("oncehook %s: from the store\n%s\nfrom the API\n%s", strings.Join(args, " "), fromStore, fromAPI)
