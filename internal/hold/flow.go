@@ -241,8 +241,9 @@ func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval 
 		case <-t.C:
 		}
 	}
-	// Paused or its breaker opened while it waited: the attempt does not
-	// go (its slot passes, but nothing is due for a held destination).
+	// Paused, its breaker opened, or removed from the config while it
+	// waited: the attempt does not go (its slot passes, but nothing is due
+	// for a held destination).
 	if h.stopped(destination, f) {
 		return false, h.now()
 	}
@@ -250,9 +251,10 @@ func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval 
 }
 
 // stopped reports whether destination was paused, or its breaker opened,
-// since an attempt was admitted.
+// since an attempt was admitted, or a reload took it out of the config (f
+// is no longer its flow): a removed destination's deliveries are held.
 func (h *Holds) stopped(destination string, f *flow) bool {
-	if slices.Contains(*h.paused.Load(), destination) {
+	if slices.Contains(*h.paused.Load(), destination) || (*h.flows.Load())[destination] != f {
 		return true
 	}
 	f.mu.Lock()
