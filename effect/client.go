@@ -22,7 +22,9 @@ var _ Ledger = (*Client)(nil)
 // http://127.0.0.1:8081), authenticated with token. httpClient may be nil.
 func NewClient(baseURL, token string, httpClient *http.Client) *Client {
 	c := jsonhttp.NewClient(baseURL, token, httpClient)
-	c.MaxAnswer = 16 << 20
+	// A result may be 16 MiB (effects.max_result's bound), and a claim's or
+	// a record's answer holds it and more.
+	c.MaxAnswer = 32 << 20
 	return &Client{api: c}
 }
 
@@ -46,7 +48,11 @@ func (c *Client) do(ctx context.Context, route jsonhttp.Route, key string, body 
 		return 0, answer{}, nil, fmt.Errorf("effect: %w", err)
 	}
 	var a answer
-	json.Unmarshal(raw, &a)
+	if err := json.Unmarshal(raw, &a); err != nil && status < 300 {
+		// A success must read whole: a result taken as empty would be
+		// another result than the one stored.
+		return 0, answer{}, nil, fmt.Errorf("effect: the API's answer (%d) is not the JSON it should be: %w", status, err)
+	}
 	return status, a, raw, nil
 }
 

@@ -579,3 +579,28 @@ func TestHTTPClientTakesWhatTheLocalLedgerTakes(t *testing.T) {
 		}
 	}
 }
+
+// A result as large as effects.max_result may be (16 MiB) comes back over
+// HTTP whole: the client read 16 MiB of the answer, which holds the result
+// and more, and took the cut answer as a claim done with an empty result.
+func TestHTTPLargestResultComesBackWhole(t *testing.T) {
+	gw := oncehooktest.Start(t, strings.Replace(gatewayConfig, "max_result: 64KiB", "max_result: 16MiB", 1))
+	l := effect.NewClient(gw.APIURL, "ops-token-0123456789", nil)
+	ctx := context.Background()
+	result := json.RawMessage(`"` + strings.Repeat("x", 16<<20-2) + `"`)
+	c, err := l.Claim(ctx, "huge", effect.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(ctx, "huge", c.Token, result); err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.Claim(ctx, "huge", effect.ClaimOptions{})
+	if err != nil || !again.AlreadyDone || !bytes.Equal(again.Result, result) {
+		t.Fatalf("claim of a done key with a 16 MiB result: done %v, %d bytes, %v; want the result whole", again.AlreadyDone, len(again.Result), err)
+	}
+	rec, err := l.Get(ctx, "huge")
+	if err != nil || len(rec.Result) != len(result) {
+		t.Fatalf("its record: %d bytes, %v; want the result whole", len(rec.Result), err)
+	}
+}

@@ -141,9 +141,13 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.MaxAnswer))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.MaxAnswer+1))
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if int64(len(data)) > c.MaxAnswer {
+		// Cut, it would read as another answer (or none): say so instead.
+		return 0, nil, fmt.Errorf("%s %s: the answer is over %d bytes, more than this client reads", method, path, c.MaxAnswer)
 	}
 	return resp.StatusCode, data, nil
 }

@@ -1,8 +1,11 @@
 package jsonhttp
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +45,23 @@ func TestWriteJSONNeverLetsABrowserSniff(t *testing.T) {
 	if rec.Code != 404 || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Content-Type") != "application/json" ||
 		rec.Body.String() != `{"error":"no source named <script>","reason":"not_found"}`+"\n" {
 		t.Fatalf("%d %v %s", rec.Code, h, rec.Body)
+	}
+}
+
+// An answer over MaxAnswer is an error, not a cut answer that reads as
+// another one.
+func TestDoRefusesAnAnswerOverMaxAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"result":"`+strings.Repeat("x", 100)+`"}`)
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "t", nil)
+	c.MaxAnswer = 50
+	if status, body, err := c.Do(context.Background(), http.MethodGet, "/", nil, nil); err == nil {
+		t.Fatalf("a 113-byte answer with MaxAnswer 50: %d %q; want an error", status, body)
+	}
+	c.MaxAnswer = 113
+	if _, body, err := c.Do(context.Background(), http.MethodGet, "/", nil, nil); err != nil || len(body) != 113 {
+		t.Fatalf("a 113-byte answer with MaxAnswer 113: %d bytes, %v", len(body), err)
 	}
 }
