@@ -770,7 +770,7 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err != nil {
 		return Count{}, err
 	}
-	if err := s.knownNames(f.Source, f.Destination); err != nil {
+	if err := s.knownDead(ctx, q); err != nil {
 		return Count{}, err
 	}
 	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{Source: q.Source}, Destination: q.Destination, Dead: true,
@@ -787,7 +787,7 @@ func (s *Service) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err != nil {
 		return Count{}, err
 	}
-	if err := s.knownNames(f.Source, f.Destination); err != nil {
+	if err := s.knownDead(ctx, q); err != nil {
 		return Count{}, err
 	}
 	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, ActPurgeDead, f.String()))
@@ -1014,6 +1014,22 @@ func (s *Service) knownNames(source, destination string) error {
 		return fmt.Errorf("no such source %q (known: %s): %w", source, names(s.sources(), func(x Source) string { return x.Name }), ErrNotFound)
 	}
 	return nil
+}
+
+// knownDead is knownNames for the dead letters q selects, but a name the
+// config no longer has (a source or destination removed) is still known
+// while dead letters are stored under it: dead ls lists them, and they
+// must be retried or purged by that name, not with --all.
+func (s *Service) knownDead(ctx context.Context, q store.DeadQuery) error {
+	err := s.knownNames(q.Source, q.Destination)
+	if err == nil {
+		return nil
+	}
+	q.Limit = 1
+	if stored, lerr := s.admin.ListDeadLetters(ctx, q); lerr == nil && len(stored) > 0 {
+		return nil
+	}
+	return err
 }
 
 // names lists items' names for an error message.

@@ -20,6 +20,7 @@ import (
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
+	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -555,5 +556,53 @@ func TestAPIWhenTheStoreIsDown(t *testing.T) {
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || answer["reason"] != "unavailable" {
 			t.Errorf("%s %s with the store down: %d %v", c[0], c[1], resp.StatusCode, answer)
 		}
+	}
+}
+
+// A source or destination removed from the config keeps its dead letters
+// in the store, and dead ls lists them: retry and purge take the name
+// too, while a name with nothing stored under it is still a typo.
+func TestDeadLettersOfARemovedSourceAreActedOnByName(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "o.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	if _, err := store.ClaimEvents(ctx, st, []store.NewEvent{{Source: "old", Key: "evt_1", ContentType: "application/json", Body: []byte(`{}`),
+		ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Destinations: []string{"gone"}}}); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := store.LeaseDeliveries(ctx, st, now, time.Minute, 10)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease: %v %v", leased, err)
+	}
+	if err := store.CompleteDeliveries(ctx, st, []store.Outcome{{DeliveryID: leased[0].ID, LeaseToken: leased[0].LeaseToken, Kind: store.OutcomeDead,
+		Attempt: 1, StartedAt: now, StatusCode: 410}}); err != nil {
+		t.Fatal(err)
+	}
+	// The config now has neither.
+	svc, err := admin.New(admin.Options{Store: st, Sources: []admin.Source{{Name: "stripe", Preset: "stripe"}},
+		Destinations: []admin.Destination{{Name: "app", URL: "http://127.0.0.1:9"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []admin.DeadFilter{{Source: "olt"}, {Destination: "gon"}} {
+		if _, err := svc.RetryDeadLetters(ctx, f, true); !errors.Is(err, admin.ErrNotFound) {
+			t.Fatalf("retry %+v (a typo): %v, want not found", f, err)
+		}
+	}
+	for _, f := range []admin.DeadFilter{{Source: "old"}, {Destination: "gone"}, {Source: "old", Destination: "gone"}} {
+		if n, err := svc.RetryDeadLetters(ctx, f, true); err != nil || n.Count != 1 {
+			t.Fatalf("retry %+v: %+v %v, want the one dead letter stored under it", f, n, err)
+		}
+	}
+	if n, err := svc.PurgeDeadLetters(ctx, admin.DeadFilter{Source: "old"}, false); err != nil || n.Count != 1 {
+		t.Fatalf("purge: %+v %v", n, err)
+	}
+	// Purged: the name has nothing left under it, and is refused again.
+	if _, err := svc.PurgeDeadLetters(ctx, admin.DeadFilter{Source: "old"}, false); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("purge again: %v, want not found", err)
 	}
 }
