@@ -41,10 +41,11 @@ func IsPermanent(err error) bool {
 //   - it completes key with fn's result, or, when fn fails, releases it
 //     for a later retry, or fails it for good when fn's error is
 //     Permanent. A ledger out of reach (a gateway restarting) is tried
-//     again until the lease runs out, so that a result is not lost to a
-//     blip; a result the ledger refuses (over its result limit, or not
-//     JSON) fails the key for good, with the reason: the work ran, and a
-//     pending key would be handed to the next claimer to run it again.
+//     again until the lease runs out (for 30 s at most), so that a
+//     result is not lost to a blip; a result the ledger refuses (over its
+//     result limit, or not JSON) fails the key for good, with the reason:
+//     the work ran, and a pending key would be handed to the next claimer
+//     to run it again.
 //
 // Another owner holding the lease is a *BusyError: call again after its
 // RetryAfter. fn is told the claim: a Reclaimed claim means a previous owner
@@ -99,6 +100,11 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	// ledger may only have been out of reach): a lease really taken over
 	// answers ErrStaleToken.
 	done := context.WithoutCancel(ctx)
+	// A ledger gone for good (a gateway shut down) must not hold the
+	// caller for an hour's lease.
+	if limit := time.Now().Add(recordFor); until.After(limit) {
+		until = limit
+	}
 	switch {
 	case fnErr == nil:
 		err := record(until, func() error { return l.Complete(done, key, c.Token, res) })
@@ -133,6 +139,9 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	}
 	return nil, false, fnErr
 }
+
+// recordFor bounds how long Do tries to record an outcome.
+var recordFor = 30 * time.Second
 
 // record makes a call that records an owner's outcome, again and again
 // while the ledger cannot be reached (a gateway restarting, a network

@@ -604,3 +604,23 @@ func TestHTTPLargestResultComesBackWhole(t *testing.T) {
 		t.Fatalf("its record: %d bytes, %v; want the result whole", len(rec.Result), err)
 	}
 }
+
+// A ledger gone for good as the work ends (a gateway shut down) holds Do
+// for a bounded time, not for the rest of a long lease.
+func TestDoGivesUpRecordingWhenTheLedgerIsGone(t *testing.T) {
+	defer effect.SetRecordFor(time.Second)()
+	gw, _ := startGateway(t)
+	target, _ := url.Parse(gw.APIURL)
+	front := httptest.NewServer(httputil.NewSingleHostReverseProxy(target))
+	l := effect.NewClient(front.URL, "ops-token-0123456789", nil)
+	start := time.Now()
+	_, _, err := effect.Do(context.Background(), l, "gone:1", effect.ClaimOptions{Lease: 10 * time.Minute},
+		func(context.Context, effect.Claim) (json.RawMessage, error) {
+			front.CloseClientConnections()
+			front.Close()
+			return json.RawMessage(`1`), nil
+		})
+	if took := time.Since(start); err == nil || took > 5*time.Second {
+		t.Fatalf("Do with its ledger gone: %v after %s; want an error within the bound", err, took)
+	}
+}
