@@ -624,3 +624,41 @@ func TestDoGivesUpRecordingWhenTheLedgerIsGone(t *testing.T) {
 		t.Fatalf("Do with its ledger gone: %v after %s; want an error within the bound", err, took)
 	}
 }
+
+// A record's result reads over HTTP as it was stored, byte for byte, in
+// the record and in the reconciliation list, as a claim gives it back: an
+// encoder compacted it there.
+func TestHTTPRecordKeepsTheResultsBytes(t *testing.T) {
+	gw, a := startGateway(t)
+	l := effect.NewClient(gw.APIURL, "ops-token-0123456789", nil)
+	ctx := context.Background()
+	result := json.RawMessage(`{"a" :	[1, 2.50e0], "html": "<b>&</b>"}`)
+	c, err := l.Claim(ctx, "raw:1", effect.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(ctx, "raw:1", c.Token, result); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := l.Get(ctx, "raw:1")
+	if err != nil || string(rec.Result) != string(result) || rec.State != "done" || len(rec.Attempts) != 1 {
+		t.Fatalf("Get over HTTP: %+v (result %s), %v; want the result as stored", rec, rec.Result, err)
+	}
+	status, page, _ := a.call("GET", "/v1/effects?state=done&limit=1", "")
+	req, _ := http.NewRequest("GET", gw.APIURL+"/v1/effects?state=done&limit=1", nil)
+	req.Header.Set("Authorization", "Bearer ops-token-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var list struct {
+		Effects    []struct{ Result json.RawMessage } `json:"effects"`
+		NextCursor string                             `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(raw, &list); status != 200 || err != nil || len(list.Effects) != 1 ||
+		string(list.Effects[0].Result) != string(result) || list.NextCursor != "raw:1" || page["next_cursor"] != "raw:1" {
+		t.Fatalf("the list: %d %s %v; want the result as stored and the cursor", status, raw, err)
+	}
+}

@@ -1,6 +1,7 @@
 package effect
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -354,7 +355,24 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	jsonhttp.WriteJSON(w, http.StatusOK, rec)
+	jsonhttp.WriteRaw(w, http.StatusOK, append(recordJSON(rec), '\n'))
+}
+
+// recordJSON is rec as JSON with its result as it was stored, byte for
+// byte: an encoder would compact it.
+func recordJSON(rec Record) []byte {
+	result := rec.Result
+	rec.Result = nil
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(rec)
+	b := bytes.TrimRight(buf.Bytes(), "\n")
+	if result == nil {
+		return b
+	}
+	b = append(b[:len(b)-1], `,"result":`...)
+	return append(append(b, result...), '}')
 }
 
 // list answers the reconciliation list, a page at a time: next_cursor is
@@ -399,17 +417,20 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.answerError(w, r, err)
 		return
 	}
-	page := struct {
-		Effects    []Record `json:"effects"`
-		NextCursor string   `json:"next_cursor,omitempty"`
-	}{Effects: recs}
-	if page.Effects == nil {
-		page.Effects = []Record{}
+	// Written by hand, so that each result is given back as it was stored.
+	b := []byte(`{"effects":[`)
+	for i, rec := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, recordJSON(rec)...)
 	}
+	b = append(b, ']')
 	if len(recs) == query.Limit {
-		page.NextCursor = recs[len(recs)-1].Key
+		cursor, _ := json.Marshal(recs[len(recs)-1].Key)
+		b = append(append(b, `,"next_cursor":`...), cursor...)
 	}
-	jsonhttp.WriteJSON(w, http.StatusOK, page)
+	jsonhttp.WriteRaw(w, http.StatusOK, append(b, "}\n"...))
 }
 
 // The bodies the endpoints take; fields maps each JSON name to where it
