@@ -222,3 +222,68 @@ destinations:
 		t.Fatalf("%d deliveries for 20 events", len(crm.Deliveries()))
 	}
 }
+
+// A destination that sets no concurrency of its own shares the worker
+// with the others: a slow one (seconds an answer) takes three quarters of
+// delivery.concurrency at most, and the other destinations' events go
+// out at once beside it, at every pool size a user would set.
+func TestASlowDestinationLeavesTheOthersRoom(t *testing.T) {
+	for _, pool := range []int{4, 16, 64} {
+		t.Run(fmt.Sprintf("concurrency=%d", pool), func(t *testing.T) {
+			t.Parallel()
+			share := pool * 3 / 4
+			var now, most atomic.Int32
+			release := make(chan struct{})
+			slow, fast := testenv.NewSink(t), testenv.NewSink(t)
+			slow.Respond = func(w http.ResponseWriter, _ *http.Request, _ int) {
+				n := now.Add(1)
+				defer now.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				select { // an answer that takes its time (until the test is done with it)
+				case <-release:
+				case <-time.After(20 * time.Second):
+				}
+				w.WriteHeader(http.StatusOK)
+			}
+			gw := oncehooktest.Start(t, fmt.Sprintf(`
+store: sqlite://$DIR/oncehook.db
+delivery: {concurrency: %d, lease: 60s}
+sources:
+  - {name: reports, preset: stripe, secrets: [whsec_test], destinations: [slow]}
+  - {name: payments, preset: stripe, secrets: [whsec_test], destinations: [fast]}
+destinations:
+  - {name: slow, url: %s, timeout: 25s}
+  - {name: fast, url: %s}
+`, pool, slow.URL, fast.URL))
+			t.Cleanup(func() { close(release) })
+			post := func(source string, i int) {
+				body := fmt.Sprintf(`{"id":"evt_%s_%03d","object":"event"}`, source, i)
+				resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/"+source, "stripe", "whsec_test", []byte(body), ""))
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("intake: %v %v", resp, err)
+				}
+				resp.Body.Close()
+			}
+			for i := range pool + 8 {
+				post("reports", i)
+			}
+			if !testenv.WaitFor(10*time.Second, func() bool { return now.Load() == int32(share) }) {
+				t.Fatalf("%d attempts in flight to the slow destination, want its share %d", now.Load(), share)
+			}
+			start := time.Now()
+			for i := range 3 {
+				post("payments", i)
+			}
+			if !testenv.WaitFor(10*time.Second, func() bool { return len(fast.ByKey()) == 3 }) {
+				t.Fatalf("the other destination got %d of 3 while the slow one held its share", len(fast.ByKey()))
+			}
+			if waited := time.Since(start); waited > 3*time.Second {
+				t.Fatalf("the other destination's events waited %s behind the slow one", waited)
+			}
+			if m := most.Load(); m != int32(share) {
+				t.Fatalf("%d attempts at once to the slow destination, want %d (3/4 of %d)", m, share, pool)
+			}
+		})
+	}
+}

@@ -64,17 +64,36 @@ func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Scrip
 }
 
 // holdPolicies are the destinations' flow control: a rate where one is
-// set, and a breaker unless it is turned off.
+// set, a bound on the attempts in flight (its own, or its share of the
+// worker's: see sharedConcurrency), and a breaker unless it is turned off.
 func holdPolicies(cfg *config.Config) map[string]hold.Policy {
 	out := make(map[string]hold.Policy, len(cfg.Destinations))
 	for _, d := range cfg.Destinations {
 		b := d.Breaker
-		out[d.Name] = hold.Policy{Rate: d.Rate.N, Per: d.Rate.Per, Concurrency: d.Concurrency, Breaker: hold.BreakerPolicy{
+		concurrency := d.Concurrency
+		if concurrency == 0 && len(cfg.Destinations) > 1 {
+			concurrency = sharedConcurrency(cfg.Delivery.Concurrency)
+		}
+		out[d.Name] = hold.Policy{Rate: d.Rate.N, Per: d.Rate.Per, Concurrency: concurrency, Breaker: hold.BreakerPolicy{
 			Off: b.Off, Failures: b.Failures, FailureRatio: b.FailureRatio, Window: time.Duration(b.Window),
 			MinAttempts: b.MinAttempts, Cooldown: time.Duration(b.Cooldown), MaxCooldown: time.Duration(b.MaxCooldown),
 		}}
 	}
 	return out
+}
+
+// sharedConcurrency is a destination's bound on its attempts in flight
+// when it sets none and others share the worker with it: three quarters
+// of delivery.concurrency. The worker's slots are one pool; without a
+// share, one slow destination (answers in seconds, a script that runs to
+// its limit, a backlog waiting for a rate's slots) took every slot, and
+// the other destinations' events waited seconds behind it. The quarter
+// left keeps them flowing; alone, a destination has the whole pool.
+func sharedConcurrency(pool int) int {
+	if pool <= 0 {
+		pool = deliver.DefaultConcurrency
+	}
+	return max(1, pool*3/4)
 }
 
 func destinationNames(cfg *config.Config) []string {

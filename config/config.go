@@ -354,8 +354,10 @@ type Destination struct {
 	// no attempt.
 	Rate Rate `yaml:"rate"`
 	// Concurrency bounds the attempts in flight to this destination from
-	// one replica (delivery.concurrency bounds them all); unset: no bound
-	// of its own. A delivery waiting for a slot spends no attempt.
+	// one replica (delivery.concurrency bounds them all); unset: three
+	// quarters of delivery.concurrency when there are other destinations
+	// (so that a slow one leaves them room), none of its own when it is the
+	// only one. A delivery waiting for a slot spends no attempt.
 	Concurrency int `yaml:"concurrency"`
 	// Breaker holds the destination's deliveries while it is failing (on
 	// by default; see Breaker).

@@ -83,7 +83,8 @@ type Options struct {
 	// Writer commits outcomes and leases deliveries (required).
 	Writer       Writer
 	Destinations []Destination
-	// Concurrency is how many attempts run at once.
+	// Concurrency is how many attempts run at once (DefaultConcurrency
+	// when unset).
 	Concurrency int
 	// Lease is how long a worker owns a leased delivery.
 	Lease time.Duration
@@ -202,11 +203,15 @@ func (g *countingGroup) Load() int {
 	return g.n
 }
 
+// DefaultConcurrency is how many attempts a worker runs at once when its
+// options set no number.
+const DefaultConcurrency = 64
+
 // New creates a Worker. The store is only read (when is the next delivery
 // due); every write goes through opts.Writer.
 func New(s store.Store, opts Options) *Worker {
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 64
+		opts.Concurrency = DefaultConcurrency
 	}
 	if opts.Lease <= 0 {
 		var longest time.Duration
