@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
@@ -490,24 +491,9 @@ func TestDoNeverRunsTheWorkAgainWhenTheLedgerRefusesItsOutcome(t *testing.T) {
 func TestDoKeepsAResultWhenTheLedgerIsOutOfReachForAMoment(t *testing.T) {
 	gw, _ := startGateway(t)
 	target, _ := url.Parse(gw.APIURL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var mu sync.Mutex
-	cut := 0
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		drop := strings.HasSuffix(r.URL.Path, "/complete") && cut < 3
-		if drop {
-			cut++
-		}
-		mu.Unlock()
-		if drop { // the connection breaks before the gateway sees the request
-			conn, _, _ := http.NewResponseController(w).Hijack()
-			conn.Close()
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
+	// The first three completes' connections break before the gateway
+	// sees them.
+	front, cuts := testenv.CutFirst(t, httputil.NewSingleHostReverseProxy(target), "/complete", 3)
 	l := effect.NewClient(front.URL, "ops-token-0123456789", nil)
 	runs := 0
 	res, _, err := effect.Do(context.Background(), l, "blip:1", effect.ClaimOptions{Lease: 5 * time.Second},
@@ -515,8 +501,8 @@ func TestDoKeepsAResultWhenTheLedgerIsOutOfReachForAMoment(t *testing.T) {
 			runs++
 			return json.RawMessage(`{"sent":1}`), nil
 		})
-	if err != nil || string(res) != `{"sent":1}` || cut != 3 {
-		t.Fatalf("Do across 3 broken connections: %s %v (%d cut); want the result", res, err, cut)
+	if err != nil || string(res) != `{"sent":1}` || cuts() != 3 {
+		t.Fatalf("Do across 3 broken connections: %s %v (%d cut); want the result", res, err, cuts())
 	}
 	rec, err := gw.Effects().Get(context.Background(), "blip:1")
 	if err != nil || rec.State != "done" || string(rec.Result) != `{"sent":1}` || runs != 1 {

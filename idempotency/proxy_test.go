@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/idempotency"
+	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -484,23 +485,9 @@ func TestAnswerIsStoredAcrossALedgerOutOfReachForAMoment(t *testing.T) {
 	}
 	defer s.Close()
 	ledgerAPI := effect.Handler(effect.New(s, effect.Options{}), nil)
-	var mu sync.Mutex
-	cut := 0
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		drop := strings.HasSuffix(r.URL.Path, "/complete") && cut < 3
-		if drop {
-			cut++
-		}
-		mu.Unlock()
-		if drop { // the connection breaks before the ledger sees the request
-			conn, _, _ := http.NewResponseController(w).Hijack()
-			conn.Close()
-			return
-		}
-		ledgerAPI.ServeHTTP(w, r)
-	}))
-	defer front.Close()
+	// The first three completes' connections break before the ledger
+	// sees them.
+	front, cuts := testenv.CutFirst(t, ledgerAPI, "/complete", 3)
 	var runs atomic.Int32
 	u := proxied(t, effect.NewClient(front.URL, "t", nil), idempotency.Options{Lease: 3 * time.Second}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
@@ -510,7 +497,7 @@ func TestAnswerIsStoredAcrossALedgerOutOfReachForAMoment(t *testing.T) {
 	first := post(u, "blip-1", "Bearer a", 10*time.Second)
 	time.Sleep(3200 * time.Millisecond) // past the lease
 	again := post(u, "blip-1", "Bearer a", 10*time.Second)
-	if first.status != http.StatusCreated || again.status != http.StatusCreated || again.replayed != "true" || runs.Load() != 1 || cut != 3 {
-		t.Fatalf("first %+v, retry %+v, %d runs, %d connections cut: want the answer stored and replayed, once", first, again, runs.Load(), cut)
+	if first.status != http.StatusCreated || again.status != http.StatusCreated || again.replayed != "true" || runs.Load() != 1 || cuts() != 3 {
+		t.Fatalf("first %+v, retry %+v, %d runs, %d connections cut: want the answer stored and replayed, once", first, again, runs.Load(), cuts())
 	}
 }

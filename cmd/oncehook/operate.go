@@ -389,23 +389,11 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 // cannot be read).
 func unknownNames(ctx context.Context, op admin.Operator, source, destination string) string {
 	var hint []string
-	if source != "" {
-		if sources, err := op.Sources(ctx); err == nil && !slices.ContainsFunc(sources, func(s admin.SourceView) bool { return s.Name == source }) {
-			known := make([]string, len(sources))
-			for i, s := range sources {
-				known[i] = s.Name
-			}
-			hint = append(hint, fmt.Sprintf("no source named %q in the config (sources: %s)", source, knownList(known)))
-		}
+	if h := unknownName(ctx, "source", source, op.Sources, func(s admin.SourceView) string { return s.Name }); h != "" {
+		hint = append(hint, h)
 	}
-	if destination != "" {
-		if dests, err := op.Destinations(ctx); err == nil && !slices.ContainsFunc(dests, func(d admin.DestinationView) bool { return d.Name == destination }) {
-			known := make([]string, len(dests))
-			for i, d := range dests {
-				known[i] = d.Name
-			}
-			hint = append(hint, fmt.Sprintf("no destination named %q in the config (destinations: %s)", destination, knownList(known)))
-		}
+	if h := unknownName(ctx, "destination", destination, op.Destinations, func(d admin.DestinationView) string { return d.Name }); h != "" {
+		hint = append(hint, h)
 	}
 	if len(hint) == 0 {
 		return ""
@@ -413,12 +401,28 @@ func unknownNames(ctx context.Context, op admin.Operator, source, destination st
 	return ": " + strings.Join(hint, "; ")
 }
 
-// knownList is names for a hint, or "none".
-func knownList(names []string) string {
-	if len(names) == 0 {
-		return "none"
+// unknownName says that name (when set) is not among the kind's names
+// that list reads from the config, and which are; "" when it is, or when
+// they cannot be read.
+func unknownName[T any](ctx context.Context, kind, name string, list func(context.Context) ([]T, error), nameOf func(T) string) string {
+	if name == "" {
+		return ""
 	}
-	return strings.Join(names, ", ")
+	items, err := list(ctx)
+	if err != nil {
+		return ""
+	}
+	known := make([]string, len(items))
+	for i, it := range items {
+		known[i] = nameOf(it)
+	}
+	if slices.Contains(known, name) {
+		return ""
+	}
+	if len(known) == 0 {
+		known = []string{"none"}
+	}
+	return fmt.Sprintf("no %s named %q in the config (%ss: %s)", kind, name, kind, strings.Join(known, ", "))
 }
 
 // showEvent prints one event, found by its id or by its source and key,

@@ -170,3 +170,32 @@ func Writes() (calls, bytes int64) {
 	}
 	return calls, bytes
 }
+
+// CutFirst is a server in front of next that breaks the connection of the
+// first n requests whose path ends in suffix before next sees them (a
+// network cut, a server restarting), and passes every other request on;
+// cuts says how many it broke so far.
+func CutFirst(t testing.TB, next http.Handler, suffix string, n int) (front *httptest.Server, cuts func() int) {
+	var mu sync.Mutex
+	cut := 0
+	front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := strings.HasSuffix(r.URL.Path, suffix) && cut < n
+		if drop {
+			cut++
+		}
+		mu.Unlock()
+		if drop {
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			conn.Close()
+			return
+		}
+		next.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return cut
+	}
+}
