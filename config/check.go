@@ -210,6 +210,13 @@ func checkIdempotency(f string, idem Idempotency, fail failFunc) {
 	if idem.Timeout < 0 || idem.Lease < 0 || idem.Wait < 0 {
 		fail(f, "durations cannot be negative")
 	}
+	if idem.Lease > 0 && time.Duration(idem.Lease) < time.Second {
+		// Renewed every third of itself: a lease of milliseconds writes to
+		// the store hundreds of times a second per request, and one shorter
+		// than the store's round trip runs out between renewals, for a
+		// retry to run the upstream a second time.
+		fail(f+".lease", "%s: want at least 1s (it is renewed every third of itself)", time.Duration(idem.Lease))
+	}
 }
 
 // checkAlerts checks the alerts' thresholds and where they are sent.
