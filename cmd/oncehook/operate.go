@@ -188,6 +188,19 @@ func since(d time.Duration) time.Time {
 	return time.Now().Add(-d)
 }
 
+// spanAndPage refuses a --since that points ahead and a --limit below one:
+// both read as "no bound" further on (every event, the default page), not
+// as what was typed.
+func spanAndPage(since time.Duration, limit int) error {
+	if since < 0 {
+		return fmt.Errorf("--since %s: want a span back from now, e.g. 1h or 7d", since)
+	}
+	if limit < 1 {
+		return fmt.Errorf("--limit %d: want 1 to 500", limit)
+	}
+	return nil
+}
+
 func parseTimeFlag(name, v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
@@ -227,6 +240,9 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if err := eventsTakes(fs, args[0], rest); err != nil {
+		return err
+	}
+	if err := spanAndPage(*ef.since, *ef.limit); err != nil {
 		return err
 	}
 	f, err := ef.filter()
@@ -563,9 +579,13 @@ func replayEvents(ctx context.Context, op admin.Operator, rest []string, f admin
 	if asJSON {
 		return printJSON(stdout, n)
 	}
-	if n.DryRun {
+	switch {
+	case n.DryRun:
 		fmt.Fprintf(stdout, "would requeue %s (dry run)\n", plural(n.Count, "delivery", "deliveries"))
-	} else {
+	case n.Count == 0 && len(rest) == 1:
+		// One event, nothing requeued: say why, not a bare zero.
+		fmt.Fprintf(stdout, "requeued 0 deliveries: event %s has none to requeue now (a delivery whose attempt is in flight is left to it; one routed nowhere has none): see events show %s\n", rest[0], rest[0])
+	default:
 		fmt.Fprintf(stdout, "requeued %s\n", plural(n.Count, "delivery", "deliveries"))
 	}
 	return nil
@@ -649,6 +669,9 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := admin.DeadFilter{Destination: *destination, Source: *source, All: *all}
 	switch args[0] {
 	case "ls", "list":
+		if err := spanAndPage(0, *limit); err != nil {
+			return err
+		}
 		f.Limit, f.Cursor = *limit, *cursor
 		page, err := op.DeadLetters(ctx, f)
 		if err != nil {
@@ -863,6 +886,9 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("stats takes no argument (got %q)", rest[0])
+	}
+	if err := spanAndPage(*sinceF, 1); err != nil {
+		return err
 	}
 	q := admin.StatsQuery{Source: *source, Destination: *destination, From: since(*sinceF)}
 	switch *granularity {

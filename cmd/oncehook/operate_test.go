@@ -266,6 +266,10 @@ destinations:
 		"events ls --dry-run":                          "events ls does not take --dry-run (events replay does)",
 		"events show 1 --limit 5":                      "events show does not take --limit (events ls does)",
 		"events replay 1 --source stripe":              "events replay 1 replays that one event: it takes no --source",
+		"events ls --limit 0":                          "--limit 0: want 1 to 500",
+		"dead ls --limit 0":                            "--limit 0: want 1 to 500",
+		"events ls --since -1h":                        "--since -1h0m0s: want a span back from now",
+		"stats --since -1h":                            "--since -1h0m0s: want a span back from now",
 	} {
 		before := countAudit(t, gw)
 		if out := run(false, append(strings.Fields(args), store...)...); !strings.Contains(out, want) {

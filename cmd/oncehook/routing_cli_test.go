@@ -58,6 +58,11 @@ destinations:
 		t.Fatalf("events ls --state filtered:\n%s", out)
 	}
 	id := strings.Fields(run(true, append([]string{"events", "ls", "--state", "filtered"}, api...)...))[8] // the first row's ID
+	// A replay of it requeues nothing (its route passed over every
+	// destination), and says why rather than a bare zero.
+	if out := run(true, append([]string{"events", "replay", id}, api...)...); !strings.Contains(out, "requeued 0 deliveries: event "+id+" has none to requeue now") {
+		t.Fatalf("events replay of an event with no delivery:\n%s", out)
+	}
 	if out := run(true, append([]string{"events", "deliver", id, "--destination", "app"}, api...)...); !strings.Contains(out, "added a delivery") {
 		t.Fatalf("events deliver:\n%s", out)
 	}
