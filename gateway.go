@@ -508,6 +508,15 @@ const readyFresh = 5 * time.Second
 // probe: a small durable write. Reads are not enough: a full disk answers
 // them and refuses every commit.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
+	if stuck := g.committer.Stuck(); stuck > readyFresh {
+		// The store answers a ping but has not finished a commit for
+		// seconds (a lock held elsewhere): requests sent here would wait
+		// behind it, so they had better go to another replica.
+		g.log.Warn("not ready: a commit has waited for the store", "for", stuck.Round(time.Millisecond))
+		jsonhttp.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
+			"error": fmt.Sprintf("a commit has waited %s for the store", stuck.Round(time.Second))})
+		return
+	}
 	at, err := g.health.latest()
 	if time.Since(at) > readyFresh {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -1,6 +1,7 @@
 package oncehook_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/provider"
@@ -311,5 +313,63 @@ func sampleHeap(every time.Duration, from uint64) (stop func() (peak uint64)) {
 		close(done)
 		sampled.Wait()
 		return peak
+	}
+}
+
+// A commit that neither succeeds nor fails (another session holds a lock
+// on the events table) makes /readyz say 503 once it has waited some
+// seconds, though the store still takes the readiness probe's own write:
+// a load balancer sends the next requests to another replica instead of
+// queueing them behind it (they waited up to the 30 s commit timeout).
+// Released, the request it held is answered 200 and /readyz is 200 again.
+// (On SQLite the probe's write waits for the same lock and says so.)
+func TestReadinessSaysSoWhenACommitWaits(t *testing.T) {
+	pg := testenv.Postgres(t)
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, strings.Replace(stripeConfig(sink.URL, ""), "sqlite://$DIR/oncehook.db", pg, 1))
+	ready := func() int {
+		resp, err := http.Get(gw.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := ready(); s != 200 {
+		t.Fatalf("/readyz = %d before", s)
+	}
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE events IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan int, 1)
+	go func() {
+		held <- do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_held"), "")).Status
+	}()
+	start := time.Now()
+	if !testenv.WaitFor(9*time.Second, func() bool { return ready() == http.StatusServiceUnavailable }) {
+		t.Fatal("/readyz stayed 200 while a commit waited 9 s for the store")
+	}
+	if waited := time.Since(start); waited < 4*time.Second {
+		t.Fatalf("/readyz said 503 after %s: a commit of a few seconds is not stuck", waited)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-held; s != 200 {
+		t.Fatalf("the held request: %d, want 200 once the lock went", s)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return ready() == 200 }) {
+		t.Fatal("/readyz never recovered once the commit went through")
 	}
 }

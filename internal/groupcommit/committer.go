@@ -96,6 +96,12 @@ type Committer struct {
 	linger   time.Duration
 	log      *slog.Logger
 
+	// running holds the start of each commit in progress (one per
+	// writer), for Stuck.
+	runningMu sync.Mutex
+	running   map[uint64]time.Time
+	runs      uint64
+
 	// What the delivery worker asked for, taken by the next tick.
 	work     sync.Mutex
 	outcomes []store.Outcome
@@ -778,7 +784,18 @@ func (c *Committer) outcomesApart(outcomes []store.Outcome, shard string) {
 func (c *Committer) run(b store.Batch) (store.Committed, error) {
 	ctx, cancel := context.WithTimeout(c.stop, c.timeout)
 	defer cancel()
+	c.runningMu.Lock()
+	if c.running == nil {
+		c.running = map[uint64]time.Time{}
+	}
+	c.runs++
+	id := c.runs
+	c.running[id] = time.Now()
+	c.runningMu.Unlock()
 	res, err := c.commitFn(ctx, b)
+	c.runningMu.Lock()
+	delete(c.running, id)
+	c.runningMu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		if c.stop.Err() != nil {
 			return store.Committed{}, fmt.Errorf("groupcommit: cancelled at shutdown: %w: %w", store.ErrUnavailable, err)
@@ -789,6 +806,26 @@ func (c *Committer) run(b store.Batch) (store.Committed, error) {
 		err = errors.New("groupcommit: store returned a wrong number of claims or effect results")
 	}
 	return res, err
+}
+
+// Stuck is how long the oldest commit in progress has waited for the
+// store (0 when none is): a commit that neither succeeds nor fails (a
+// lock held elsewhere, a database that stopped answering mid-statement)
+// reports no outcome until its timeout, while the requests it carries,
+// and those queued behind it, wait. Readiness reads it.
+func (c *Committer) Stuck() time.Duration {
+	c.runningMu.Lock()
+	defer c.runningMu.Unlock()
+	var oldest time.Time
+	for _, at := range c.running {
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest)
 }
 
 // restoreCounts gives a tick's rollups and copies back to their
