@@ -246,14 +246,7 @@ func TestReadinessFollowsWhetherTheStoreCanCommit(t *testing.T) {
 		body := []byte(fmt.Sprintf(`{"id":%q,"object":"event","pad":%q}`, id, strings.Repeat("x", 256<<10)))
 		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, body, "")).Status
 	}
-	ready := func() int {
-		resp, err := http.Get(gw.URL + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	ready := func() int { return readyStatus(t, gw.URL) }
 	if s := send("evt_room"); s != 200 || ready() != 200 {
 		t.Fatalf("before the disk filled: intake %d", s)
 	}
@@ -327,14 +320,7 @@ func TestReadinessSaysSoWhenACommitWaits(t *testing.T) {
 	pg := testenv.Postgres(t)
 	sink := testenv.NewSink(t)
 	gw := startGateway(t, strings.Replace(stripeConfig(sink.URL, ""), "sqlite://$DIR/oncehook.db", pg, 1))
-	ready := func() int {
-		resp, err := http.Get(gw.URL + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	ready := func() int { return readyStatus(t, gw.URL) }
 	if s := ready(); s != 200 {
 		t.Fatalf("/readyz = %d before", s)
 	}
@@ -372,4 +358,15 @@ func TestReadinessSaysSoWhenACommitWaits(t *testing.T) {
 	if !testenv.WaitFor(5*time.Second, func() bool { return ready() == 200 }) {
 		t.Fatal("/readyz never recovered once the commit went through")
 	}
+}
+
+// readyStatus is the status /readyz answers at the gateway at url.
+func readyStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
