@@ -107,14 +107,14 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	}
 	switch {
 	case fnErr == nil:
-		err := record(until, func() error { return l.Complete(done, key, c.Token, res) })
+		err := RecordOutcome(done, until, func() error { return l.Complete(done, key, c.Token, res) })
 		if errors.Is(err, ErrInvalid) {
 			// The work ran, but the ledger refuses its result (over the
 			// ledger's result limit, or not JSON). Leaving the key pending
 			// would hand it to the next claimer once the lease runs out, to
 			// do the work again: fail it for good instead, saying why.
 			reason := truncate("done, but its result could not be stored: " + err.Error())
-			if ferr := record(until, func() error { return l.Fail(done, key, c.Token, reason) }); ferr != nil {
+			if ferr := RecordOutcome(done, until, func() error { return l.Fail(done, key, c.Token, reason) }); ferr != nil {
 				return nil, false, errors.Join(err, ferr)
 			}
 			return nil, false, fmt.Errorf("effect %q: the work was done, but the ledger refused its result, so the key is failed for good: %w", key, err)
@@ -129,11 +129,11 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 	case lost != nil:
 		return nil, false, lost
 	case IsPermanent(fnErr):
-		if err := record(until, func() error { return l.Fail(done, key, c.Token, truncate(fnErr.Error())) }); err != nil {
+		if err := RecordOutcome(done, until, func() error { return l.Fail(done, key, c.Token, truncate(fnErr.Error())) }); err != nil {
 			return nil, false, errors.Join(fnErr, err)
 		}
 	default:
-		if err := record(until, func() error { return l.Release(done, key, c.Token, truncate(fnErr.Error())) }); err != nil {
+		if err := RecordOutcome(done, until, func() error { return l.Release(done, key, c.Token, truncate(fnErr.Error())) }); err != nil {
 			return nil, false, errors.Join(fnErr, err)
 		}
 	}
@@ -143,19 +143,27 @@ func Do(ctx context.Context, l Ledger, key string, opts ClaimOptions, fn func(ct
 // recordFor bounds how long Do tries to record an outcome.
 var recordFor = 30 * time.Second
 
-// record makes a call that records an owner's outcome, again and again
-// while the ledger cannot be reached (a gateway restarting, a network
-// cut), until the lease runs out: an outcome not recorded leaves the key
-// to the next claimer once the lease expires, to do the work again. An
-// answer of the ledger (a stale token, a refused request) is final.
-func record(until time.Time, call func() error) error {
+// RecordOutcome makes call, an owner's step that records an outcome (Complete,
+// Fail, Release), again and again while it fails without an answer of the
+// ledger (the ledger could not be reached: a gateway restarting, a network
+// cut), backing off from 50 ms to 2 s, until until or ctx's end: an
+// outcome not recorded leaves the key to the next claimer once the lease
+// expires, to do the work again. An answer of the ledger (a stale token,
+// a refused request) is final. Do and the idempotency middleware record
+// with it; the token fences every try.
+func RecordOutcome(ctx context.Context, until time.Time, call func() error) error {
 	wait := 50 * time.Millisecond
 	for {
 		err := call()
-		if err == nil || answered(err) || !time.Now().Add(wait).Before(until) {
+		if err == nil || answered(err) || !time.Now().Add(wait).Before(until) || ctx.Err() != nil {
 			return err
 		}
-		time.Sleep(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
 		wait = min(2*wait, 2*time.Second)
 	}
 }

@@ -408,7 +408,7 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 		// once the lease runs out. The token fences every try.
 		until := time.Now().Add(m.opts.Lease * 2 / 3)
 		complete := func(result json.RawMessage) error {
-			return retry(ctx, until, func() error { return m.ledger.Complete(ctx, key, c.Token, result) })
+			return effect.RecordOutcome(ctx, until, func() error { return m.ledger.Complete(ctx, key, c.Token, result) })
 		}
 		err := complete(m.result(t))
 		if errors.Is(err, effect.ErrInvalid) {
@@ -422,32 +422,6 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 			m.opts.Logger.Error("could not store an answer: its Idempotency-Key is held until its lease runs out, and runs again after", "key", key, "err", err)
 		}
 	}
-}
-
-// retry makes call again and again while it fails without an answer of
-// the ledger (the ledger could not be reached), until until or ctx's end.
-func retry(ctx context.Context, until time.Time, call func() error) error {
-	wait := 50 * time.Millisecond
-	for {
-		err := call()
-		if err == nil || answered(err) || !time.Now().Add(wait).Before(until) || ctx.Err() != nil {
-			return err
-		}
-		sleep(ctx, wait)
-		wait = min(2*wait, 2*time.Second)
-	}
-}
-
-// answered reports whether err is the ledger's answer, rather than a
-// failure to reach it.
-func answered(err error) bool {
-	for _, e := range []error{effect.ErrStaleToken, effect.ErrInvalid, effect.ErrNotFound, effect.ErrConflict,
-		effect.ErrBusy, effect.ErrFailed, effect.ErrExpired, effect.ErrFingerprint} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // result is the stored form of t's answer, or its not-kept marker.
