@@ -188,15 +188,20 @@ func since(d time.Duration) time.Time {
 	return time.Now().Add(-d)
 }
 
-// spanAndPage refuses a --since that points ahead and a --limit below one:
-// both read as "no bound" further on (every event, the default page), not
-// as what was typed.
-func spanAndPage(since time.Duration, limit int) error {
-	if since < 0 {
-		return fmt.Errorf("--since %s: want a span back from now, e.g. 1h or 7d", since)
+// sinceBack refuses a --since that points ahead, which would read as no
+// bound (every event) further on.
+func sinceBack(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--since %s: want a span back from now, e.g. 1h or 7d", d)
 	}
-	if limit < 1 {
-		return fmt.Errorf("--limit %d: want 1 to 500", limit)
+	return nil
+}
+
+// pageLimit refuses a --limit below one, which would read as the default
+// page further on.
+func pageLimit(n int) error {
+	if n < 1 {
+		return fmt.Errorf("--limit %d: want 1 to 500", n)
 	}
 	return nil
 }
@@ -242,7 +247,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := eventsTakes(fs, args[0], rest); err != nil {
 		return err
 	}
-	if err := spanAndPage(*ef.since, *ef.limit); err != nil {
+	if err := errors.Join(sinceBack(*ef.since), pageLimit(*ef.limit)); err != nil {
 		return err
 	}
 	f, err := ef.filter()
@@ -669,7 +674,7 @@ func dead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := admin.DeadFilter{Destination: *destination, Source: *source, All: *all}
 	switch args[0] {
 	case "ls", "list":
-		if err := spanAndPage(0, *limit); err != nil {
+		if err := pageLimit(*limit); err != nil {
 			return err
 		}
 		f.Limit, f.Cursor = *limit, *cursor
@@ -887,7 +892,7 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("stats takes no argument (got %q)", rest[0])
 	}
-	if err := spanAndPage(*sinceF, 1); err != nil {
+	if err := sinceBack(*sinceF); err != nil {
 		return err
 	}
 	q := admin.StatsQuery{Source: *source, Destination: *destination, From: since(*sinceF)}
