@@ -371,7 +371,14 @@ destinations:
 	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
 		t.Fatal("audit never got the event")
 	}
-	out, ok := oncehook(t, dir, nil, "events", "show", "stripe", "evt_charge", "--config", cfg)
+	// The sink has it before the outcome's commit: show says pending
+	// until then.
+	var out string
+	var ok bool
+	testenv.WaitFor(10*time.Second, func() bool {
+		out, ok = oncehook(t, dir, nil, "events", "show", "stripe", "evt_charge", "--config", cfg)
+		return strings.Contains(out, "delivery to audit: delivered")
+	})
 	if !ok || !strings.Contains(out, "delivery to audit: delivered") ||
 		!strings.Contains(out, "passed over by billing, crm (their types or filter)") ||
 		!strings.Contains(out, "--destination D") {
