@@ -269,9 +269,6 @@ func (s *Service) counted(n int, dryRun bool) (Count, error) {
 
 // ---- events ----
 
-// Event states (see store.EventPending...).
-var eventStates = []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStale, store.EventStored, store.EventFiltered}
-
 // EventFilter selects events. Zero fields select everything.
 type EventFilter struct {
 	Source    string    `json:"source,omitempty"`
@@ -336,8 +333,8 @@ func (f EventFilter) query() (store.EventQuery, error) {
 	if len(f.Type) > 1024 {
 		return q, invalid("type", "too long")
 	}
-	if f.State != "" && !contains(eventStates, f.State) {
-		return q, invalid("state", "want one of %s", strings.Join(eventStates, ", "))
+	if states := store.EventStates(); f.State != "" && !contains(states, f.State) {
+		return q, invalid("state", "want one of %s", strings.Join(states, ", "))
 	}
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		return q, invalid("to", "must be after from")

@@ -134,12 +134,21 @@ const SkippedReason = "skipped by an operator: the entity's next event was relea
 // together.
 const (
 	EventPending   = "pending"   // a delivery is still to be made
-	EventDelivered = "delivered" // every delivery succeeded
+	EventDelivered = "delivered" // every delivery is done, and at least one succeeded
 	EventDead      = "dead"      // a delivery is a dead letter
 	EventStale     = "stale"     // a delivery was held back: older than its entity's delivered version (see Order)
 	EventStored    = "stored"    // the event has no destination
 	EventFiltered  = "filtered"  // no destination of its source wanted it (see NewEvent.Filtered)
+	// EventSkipped is an event whose every delivery its destination's
+	// transformation skipped: nothing was sent, which "delivered" would
+	// hide.
+	EventSkipped = "skipped"
 )
+
+// EventStates are the states an event lists in, the ones a filter takes.
+func EventStates() []string {
+	return []string{EventPending, EventDelivered, EventDead, EventStale, EventSkipped, EventStored, EventFiltered}
+}
 
 // EventQuery selects events. Zero fields select everything.
 type EventQuery struct {
@@ -147,7 +156,7 @@ type EventQuery struct {
 	Key       string // with Source: one event, by its key
 	Source    string
 	Type      string // the event type; a trailing * matches a prefix (invoice.*)
-	State     string // pending, delivered, dead or stored
+	State     string // one of EventStates
 	KeyPrefix string
 	From, To  time.Time // received in [From, To)
 	Before    int64     // the cursor: ids below this one

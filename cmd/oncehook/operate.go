@@ -24,6 +24,7 @@ import (
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/duration"
 	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/store"
 )
 
 // The operator's commands mirror the admin API: each works on the store
@@ -340,7 +341,7 @@ func addEventFlags(fs *flag.FlagSet) eventFlags {
 	return eventFlags{
 		operatorFlags: addOperatorFlags(fs),
 		source:        fs.String("source", "", "only this source's events"),
-		state:         fs.String("state", "", "only events in this state: pending, delivered, dead, stale, stored or filtered"),
+		state:         fs.String("state", "", "only events in this state: "+strings.Join(store.EventStates(), ", ")),
 		key:           fs.String("key", "", "only the event with this key"),
 		typ:           fs.String("type", "", "only events of this type (a trailing * matches a prefix: invoice.*)"),
 		prefix:        fs.String("key-prefix", "", "only keys starting with this"),

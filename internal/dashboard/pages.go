@@ -156,7 +156,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.render(w, r, http.StatusOK, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
-		"States": []string{store.EventPending, store.EventDelivered, store.EventDead, store.EventStale, store.EventStored}})
+		"States": store.EventStates()})
 }
 
 func eventID(r *http.Request) (int64, bool) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -1888,8 +1889,36 @@ func testSkippedByTransformation(t *testing.T, s store.Store) {
 	if err != nil || len(dead) != 0 {
 		t.Errorf("dead letters %+v %v: a skipped delivery is not one", dead, err)
 	}
-	if n, err := s.SweepExpired(ctx, base.Add(2*time.Hour), 100); err != nil || n != 2 {
-		t.Errorf("swept %d (%v) after the window, want both: a skipped delivery keeps nothing back", n, err)
+	// Listed, the event the script skipped says so: "delivered" would say
+	// it reached its destination. One that reached another destination as
+	// well is delivered.
+	mixed := mustClaim(t, s, event("mixed", "d", "e"))[0]
+	for _, d := range lease(t, s, base, time.Minute, 10) {
+		o := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StatusCode: 200, StartedAt: base}
+		if d.Destination == "d" {
+			o.Kind, o.StatusCode = store.OutcomeSkipped, 0
+		}
+		complete(t, s, o)
+	}
+	listed, err := a.ListEvents(ctx, store.EventQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, e := range listed {
+		states[e.Key] = e.State
+	}
+	if want := map[string]string{"skip": store.EventSkipped, "sent": store.EventDelivered, "mixed": store.EventDelivered}; !maps.Equal(states, want) {
+		t.Errorf("listed states %v, want %v", states, want)
+	}
+	if e, err := a.Event(ctx, mixed.EventID); err != nil || e.State != store.EventDelivered {
+		t.Errorf("the event delivered to one destination and skipped by the other: %q %v", e.State, err)
+	}
+	if got, err := a.ListEvents(ctx, store.EventQuery{State: store.EventSkipped, Limit: 10}); err != nil || len(got) != 1 || got[0].Key != "skip" {
+		t.Errorf("state skipped lists %+v %v, want the one event the script skipped", got, err)
+	}
+	if n, err := s.SweepExpired(ctx, base.Add(2*time.Hour), 100); err != nil || n != 3 {
+		t.Errorf("swept %d (%v) after the window, want all three: a skipped delivery keeps nothing back", n, err)
 	}
 }
 

@@ -22,7 +22,8 @@ const EventState = `CASE
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Dead) + `') THEN '` + store.EventDead + `'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Pending) + `') THEN '` + store.EventPending + `'
 	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Stale) + `') THEN '` + store.EventStale + `'
-	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN '` + store.EventDelivered + `'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.state = '` + string(store.Delivered) + `') THEN '` + store.EventDelivered + `'
+	WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) THEN '` + store.EventSkipped + `'
 	WHEN e.filtered <> '' THEN '` + store.EventFiltered + `'
 	ELSE '` + store.EventStored + `' END`
 
