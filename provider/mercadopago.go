@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -69,11 +71,86 @@ func mpManifest(dataID, requestID, ts string) string {
 }
 
 type mpBody struct {
-	Type   string `json:"type"`
-	Action string `json:"action"`
-	Data   struct {
-		ID keyText `json:"id"`
-	} `json:"data"`
+	Type   string
+	Action string
+	Data   struct{ ID keyText }
+}
+
+// readMPBody reads type, action and data.id with their names matched
+// exactly, as the destination's parser will read them. encoding/json
+// matches a struct's fields ignoring case, and the last of several wins:
+// decoded that way, {"data":{"id":"999","ID":"123456"}} passed the check
+// that the body's data.id is the signed 123456, and was delivered to a
+// destination that reads data.id as 999. The body is unsigned, and only
+// its data.id binds it to the signature: so ambiguous is set when data or
+// its id is given more than once, or spelled in another case (which a Go
+// destination would fold), and Verify refuses such a body.
+func readMPBody(body []byte) (b mpBody, ambiguous bool, err error) {
+	top, amb, err := exactMembers("body", body, "type", "action", "data")
+	if err != nil {
+		return b, false, err
+	}
+	for i, f := range []*string{&b.Type, &b.Action} {
+		if top[i] != nil {
+			if err := json.Unmarshal(top[i], f); err != nil {
+				return b, false, jsonError(`body field "`+[]string{"type", "action"}[i]+`"`, err)
+			}
+		}
+	}
+	ambiguous = amb[2]
+	if d := bytes.TrimSpace(top[2]); len(d) > 0 && string(d) != "null" {
+		data, amb, err := exactMembers(`body field "data"`, d, "id")
+		if err != nil {
+			return b, false, err
+		}
+		ambiguous = ambiguous || amb[0]
+		b.Data.ID.UnmarshalJSON(data[0])
+	}
+	return b, ambiguous, nil
+}
+
+// exactMembers returns the members named names of the JSON object obj
+// (what names it in errors), nil for one that is absent, and whether each
+// is ambiguous: given more than once, or also spelled in another case (as
+// encoding/json folds names). Anything after the object but white space
+// is malformed.
+func exactMembers(what string, obj []byte, names ...string) (vals []json.RawMessage, ambiguous []bool, err error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil {
+		return nil, nil, jsonError(what, err)
+	} else if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, nil, malformed("%s is JSON, but not an object", what)
+	}
+	vals, ambiguous = make([]json.RawMessage, len(names)), make([]bool, len(names))
+	seen := make([]bool, len(names))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, jsonError(what, err)
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, jsonError(what, err)
+		}
+		for i, n := range names {
+			if !strings.EqualFold(name, n) {
+				continue
+			}
+			ambiguous[i] = ambiguous[i] || seen[i] || name != n
+			seen[i] = true
+			if name == n {
+				vals[i] = v
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, jsonError(what, err)
+	}
+	if rest := bytes.TrimLeft(obj[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, nil, malformed("%s is not JSON: there is more after its value (at byte %d)", what, len(obj)-len(rest))
+	}
+	return vals, ambiguous, nil
 }
 
 func (p *mercadoPago) Verify(r *Request, now time.Time) error {
@@ -97,8 +174,10 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 	if !p.macs.matchAny(&sigs, nil, manifest) {
 		return signatureError("x-signature does not match")
 	}
-	var body mpBody
-	if err := decodeJSON(r.Body, &body); err == nil {
+	if body, ambiguous, err := readMPBody(r.Body); err == nil {
+		if ambiguous {
+			return signatureError("body gives data or data.id more than once, or in another case: a destination could read another id than the signed data.id %q", dataID)
+		}
 		if id := string(body.Data.ID); id != "" && !strings.EqualFold(id, dataID) {
 			return signatureError("body data.id %q is not the signed data.id %q", id, dataID)
 		}
@@ -117,8 +196,8 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 }
 
 func (*mercadoPago) Items(r *Request) ([]Item, error) {
-	var body mpBody
-	if err := decodeJSON(r.Body, &body); err != nil {
+	body, _, err := readMPBody(r.Body)
+	if err != nil {
 		return nil, err
 	}
 	id := string(body.Data.ID)
@@ -139,8 +218,8 @@ func (*mercadoPago) Items(r *Request) ([]Item, error) {
 // Sign puts data.id and type in the query, as Mercado Pago's notification
 // URL carries them, and signs the manifest with ts in milliseconds.
 func (*mercadoPago) Sign(r *Request, secret string, now time.Time, id string) error {
-	var body mpBody
-	if err := decodeJSON(r.Body, &body); err != nil {
+	body, _, err := readMPBody(r.Body)
+	if err != nil {
 		return err
 	}
 	q := r.URL.Query()

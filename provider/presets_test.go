@@ -181,6 +181,15 @@ func TestMoreRejections(t *testing.T) {
 			reqURL("POST", "https://x/in/mp?data.id=999999", `{"type":"payment","data":{"id":"123456"}}`, mpHeaders)},
 		{"mercadopago body data.id differs from the signed one", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
 			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"777"}}`, mpHeaders)},
+		// The body is unsigned: only its data.id binds it to the signature,
+		// so a second data.id that another parser would read instead of the
+		// signed one is refused. encoding/json folds case and takes the last.
+		{"mercadopago body data.id beside a signed ID", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
+			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"999999","ID":"123456"}}`, mpHeaders)},
+		{"mercadopago body data beside a signed Data", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
+			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"999999"},"Data":{"id":"123456"}}`, mpHeaders)},
+		{"mercadopago body data.id given twice", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
+			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"999999","id":"123456"}}`, mpHeaders)},
 		{"mercadopago stale with a tolerance set", "mercadopago", Options{Secrets: []string{"mp_test_secret"}, Tolerance: time.Hour}, mpAt.Add(2 * time.Hour),
 			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"123456"}}`, mpHeaders)},
 		{"slack stale", "slack", Options{Secrets: []string{"slack_test_signing_secret"}}, at.Add(6 * time.Minute),
