@@ -292,10 +292,13 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	if ct, ok := src.Preset.(provider.ContentTyper); ok {
 		contentType = ct.ContentType(preq)
 	}
-	if len(contentType) > maxContentType || !utf8.ValidString(contentType) {
+	if len(contentType) > maxContentType || !utf8.ValidString(contentType) || !headerValue(contentType) {
 		// It is stored and sent back out with every delivery: a value no
-		// store or destination would take must fail here, alone.
-		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes or not UTF-8"))
+		// store or destination would take must fail here, alone. An HTTP
+		// request cannot carry a line break or a control byte in it, but
+		// a queue's message property or an outbox publish can, and every
+		// attempt to send one would fail, to the dead letters.
+		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes, not UTF-8, or holds a control character"))
 	}
 	traceparent := env.Trace
 	if traceparent == "" {

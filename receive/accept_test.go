@@ -150,3 +150,57 @@ func TestAcceptWithTheStoreDownIsTemporary(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A Content-Type is stored and sent back out with every delivery, so one
+// that no HTTP request can carry (a line break, a control byte: a queue's
+// property or an outbox publish can hold them, an HTTP request cannot) is
+// refused as malformed and stores nothing (invariant 4), rather than
+// stored to fail every attempt and land in the dead letters (invariant
+// 12). A forwarded header with such a value is left out, as a long one is.
+func TestAContentTypeNoDeliveryCanCarryIsRefused(t *testing.T) {
+	h, st := acceptHandler(t)
+	ctx := context.Background()
+	for i, ct := range []string{"text/plain\r\nX-Evil: 1", "application/json\n", "text/plain\x00", "text/\x7fplain"} {
+		_, err := h.Accept(ctx, "orders", receive.Envelope{
+			Header: http.Header{"Content-Type": {ct}}, Body: fmt.Appendf(nil, `{"order_id":"ct-%d"}`, i), SkipVerify: true,
+		})
+		var rej *receive.Rejection
+		if !errors.As(err, &rej) || rej.Reason != receive.ReasonMalformed || rej.Temporary() {
+			t.Errorf("Content-Type %q: %v, want a permanent %s", ct, err, receive.ReasonMalformed)
+		}
+	}
+	if s, _ := st.Stats(ctx); s.Events != 0 {
+		t.Fatalf("stored %d events, want none", s.Events)
+	}
+	// What a header may hold beside visible ASCII (a tab, obs-text) is taken.
+	if _, err := h.Accept(ctx, "orders", receive.Envelope{
+		Header: http.Header{"Content-Type": {"text/plain;\tcharset=\"é\""}}, Body: []byte(`{"order_id":"ct-ok"}`), SkipVerify: true,
+	}); err != nil {
+		t.Fatalf("a Content-Type HTTP can carry: %v", err)
+	}
+
+	// GitHub's X-GitHub-Event is forwarded with every delivery: a value
+	// with a line break is left out, and the event is taken without it.
+	github, _ := provider.New("github", provider.Options{Secrets: []string{"s"}})
+	gh := receive.New(receive.Options{
+		Sources: []receive.Source{{Name: "gh", Preset: github, Window: time.Hour, Elsewhere: "a queue"}},
+		Claimer: &countingClaimer{Store: st},
+	})
+	resp, err := gh.Accept(ctx, "gh", receive.Envelope{Header: http.Header{
+		"X-Github-Event": {"push\r\nX-Evil: 1"}, "X-Github-Delivery": {"d-1"}, "Content-Type": {"application/json"},
+	}, Body: []byte(`{}`), SkipVerify: true})
+	if err != nil || resp.Status != receive.StatusAccepted {
+		t.Fatalf("github: %+v %v", resp, err)
+	}
+	list, err := st.ListEvents(ctx, store.EventQuery{Source: "gh", Key: resp.Events[0].Key, Limit: 1})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("stored %v %v", list, err)
+	}
+	ev, err := st.Event(ctx, list[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ev.Header.Values("X-Github-Event"); len(got) != 0 || ev.Header.Get("X-Github-Delivery") != "d-1" {
+		t.Fatalf("forwarded %v: want X-Github-Delivery alone", ev.Header)
+	}
+}

@@ -482,8 +482,9 @@ func reserveBeside(held *hold, n int) func(ctx context.Context, split int64) err
 }
 
 // forwardHeaders picks the preset's routing headers out of the request.
-// A value that is long or not UTF-8 is left out: it travels with every
-// delivery, and a destination (or the store) could refuse it.
+// A value that is long, not UTF-8 or not a valid header value is left
+// out: it travels with every delivery, and a destination (or the store,
+// or Go's HTTP client) could refuse it.
 func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 	f, ok := p.(provider.Forwarder)
 	if !ok {
@@ -492,7 +493,7 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 	var out http.Header
 	for _, name := range f.ForwardHeaders() {
 		for _, v := range h.Values(name) {
-			if len(v) > maxForwardValue || !utf8.ValidString(v) {
+			if len(v) > maxForwardValue || !utf8.ValidString(v) || !headerValue(v) {
 				continue
 			}
 			if out == nil {
@@ -503,6 +504,20 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// headerValue reports whether v may be sent as an HTTP header's value, as
+// Go's client checks before it sends one (httpguts.ValidHeaderFieldValue):
+// no control byte but a tab. A queue's message or an outbox publish can
+// hold what an HTTP request cannot, and what is stored to travel with
+// every delivery must be sendable, or each attempt fails.
+func headerValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // overloaded answers a request that could not get memory in time: 503,
