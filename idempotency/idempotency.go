@@ -98,7 +98,7 @@ type Options struct {
 	// the request is over; a *BodyError is answered as it says.
 	ReadBody func(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, done func(), err error)
 	// Headers are the answer's headers kept with it besides Content-Type,
-	// Content-Language, Location and Cache-Control.
+	// Content-Encoding, Content-Language, Vary, Location and Cache-Control.
 	Headers []string
 	// NotStarted are the statuses by which the handler says it did not
 	// start (default 429 and 503, which come with Retry-After): such an
@@ -155,7 +155,11 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Headers = append([]string{"Content-Type", "Content-Language", "Location", "Cache-Control"}, o.Headers...)
+	// Content-Encoding belongs to the body as much as Content-Type: a
+	// compressed body replayed without it reaches the client as garbage
+	// (Go's own client asks for gzip and decodes only what says it is).
+	// Vary tells caches which request headers chose that encoding.
+	o.Headers = append([]string{"Content-Type", "Content-Encoding", "Content-Language", "Vary", "Location", "Cache-Control"}, o.Headers...)
 }
 
 // AuthorizationClient is the default client: a digest of the request's

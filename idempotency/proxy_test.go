@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -499,5 +500,43 @@ func TestAnswerIsStoredAcrossALedgerOutOfReachForAMoment(t *testing.T) {
 	again := post(u, "blip-1", "Bearer a", 10*time.Second)
 	if first.status != http.StatusCreated || again.status != http.StatusCreated || again.replayed != "true" || runs.Load() != 1 || cuts() != 3 {
 		t.Fatalf("first %+v, retry %+v, %d runs, %d connections cut: want the answer stored and replayed, once", first, again, runs.Load(), cuts())
+	}
+}
+
+// An upstream that compresses its answer when the client accepts it (most
+// frameworks do) is answered to a retry as it was the first time: the body
+// with its Content-Encoding, so the client decodes it again. Go's own
+// client asks for gzip on its own and decodes it only when the answer says
+// so; without the header the retry got gzip bytes as JSON.
+func TestCompressedAnswerIsReplayedWithItsEncoding(t *testing.T) {
+	var runs atomic.Int32
+	url := proxied(t, sqliteLedger(t), idempotency.Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		body := fmt.Sprintf(`{"charge":"ch_%d"}`, runs.Add(1))
+		w.Header().Set("Content-Type", "application/json")
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, body)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Vary", "Accept-Encoding")
+		w.WriteHeader(http.StatusCreated)
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, body)
+		zw.Close()
+	}))
+	first := post(url, "order-gz", "Bearer shop", 5*time.Second)
+	if first.err != nil || first.status != http.StatusCreated || first.body != `{"charge":"ch_1"}` {
+		t.Fatalf("first: %+v", first)
+	}
+	for i := range 3 {
+		retry := post(url, "order-gz", "Bearer shop", 5*time.Second)
+		if retry.err != nil || retry.status != http.StatusCreated || retry.replayed != "true" || retry.body != first.body {
+			t.Fatalf("retry %d: status %d replayed %q body %q (%v); want the first answer %q", i+1, retry.status, retry.replayed, retry.body, retry.err, first.body)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the upstream ran %d times, want 1", n)
 	}
 }
