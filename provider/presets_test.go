@@ -392,3 +392,19 @@ func TestBuiltItemsStopAtTheBound(t *testing.T) {
 		}
 	}
 }
+
+// A Standard Webhooks secret is the base64 after whsec_: one with nothing
+// after it keys the HMAC with no bytes, which anybody can compute. It is
+// refused as an empty secret is, not taken to verify forgeries.
+func TestAStandardWebhooksSecretWithNoKeyIsRefused(t *testing.T) {
+	for _, preset := range []string{"standard-webhooks", "svix"} {
+		for _, secret := range []string{"whsec_", ""} {
+			if _, err := New(preset, Options{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", secret}}); err == nil || !strings.Contains(err.Error(), "secrets[1]") {
+				t.Errorf("%s with secret %q: New = %v, want an error naming secrets[1]", preset, secret, err)
+			}
+		}
+	}
+	if _, err := DecodeStandardSecret("whsec_"); err == nil {
+		t.Error(`DecodeStandardSecret("whsec_") = nil error; a destination would sign with an empty key`)
+	}
+}

@@ -25,12 +25,18 @@ type standardWebhooks struct {
 
 // DecodeStandardSecret turns a "whsec_<base64>" secret into its key bytes.
 // A secret without the prefix is taken as base64 too, as the spec's
-// libraries do.
+// libraries do. A secret with no key after the prefix is refused: an
+// HMAC keyed with no bytes is one anybody can compute, so "whsec_" (what
+// "whsec_${SECRET:-}" becomes when SECRET is empty) verified forgeries,
+// where an empty secret is refused by the config.
 func DecodeStandardSecret(secret string) ([]byte, error) {
 	raw := strings.TrimPrefix(secret, "whsec_")
 	key, err := base64.StdEncoding.DecodeString(raw)
 	if err != nil {
 		return nil, errors.New("secret is not whsec_<base64>")
+	}
+	if len(key) == 0 {
+		return nil, errors.New("secret is empty after whsec_: anybody could sign with it")
 	}
 	return key, nil
 }
