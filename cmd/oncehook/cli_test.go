@@ -242,3 +242,20 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		}
 	}
 }
+
+// migrate finds its config as every other command does: --config, else
+// $ONCEHOOK_CONFIG, else ./oncehook.yaml. The compose file and the image name
+// the config only through ONCEHOOK_CONFIG, so `oncehook migrate` run there as
+// a deploy step answered "open oncehook.yaml: no such file or directory".
+func TestMigrateReadsONCEHOOK_CONFIG(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "sqlite://"+filepath.Join(dir, "events.db"), "", "http://127.0.0.1:9")
+	elsewhere := t.TempDir() // no oncehook.yaml here
+	out, ok := oncehook(t, elsewhere, []string{"ONCEHOOK_CONFIG=" + cfg}, "migrate")
+	if !ok || !strings.Contains(out, "schema is up to date") {
+		t.Fatalf("migrate with ONCEHOOK_CONFIG (ok=%v):\n%s", ok, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "events.db")); err != nil {
+		t.Fatalf("the store ONCEHOOK_CONFIG names was not migrated: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
@@ -17,9 +18,17 @@ import (
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", defaultConfigPath, "config file")
+	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// The same lookup as every other command: a container or a compose file
+	// names its config only through $ONCEHOOK_CONFIG.
+	if *path == "" {
+		*path = os.Getenv(configEnv)
+	}
+	if *path == "" {
+		*path = defaultConfigPath
 	}
 	cfg, st, err := openStore(ctx, *path)
 	if err != nil {
