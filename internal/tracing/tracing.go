@@ -3,7 +3,7 @@
 // W3C trace-context propagator and the attribute names.
 //
 // Tracing is off unless the environment asks for it (an OTLP endpoint, or
-// OTEL_TRACES_EXPORTER=otlp): a gateway that nobody traces pays for no-op
+// OTEL_TRACES_EXPORTER=otlp, and not OTEL_SDK_DISABLED=true): a gateway that nobody traces pays for no-op
 // spans only.
 package tracing
 
@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -42,7 +43,13 @@ const (
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
 // Enabled reports whether the environment asks for traces.
+// OTEL_SDK_DISABLED=true (any case, as the specification reads booleans)
+// turns them off whatever else is set: it is how a platform that exports an
+// OTLP endpoint to every service turns one off. The Go SDK does not read it.
 func Enabled(getenv func(string) string) bool {
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
 	switch getenv("OTEL_TRACES_EXPORTER") {
 	case "none":
 		return false
