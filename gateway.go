@@ -304,6 +304,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writers int, linger time.
 	for _, a := range cfg.Upstreams {
 		h := upstreamProxy(a, g.effects, g.intake, int(cfg.Effects.MaxResult), g.metrics, log.With("component", "api", "api", a.Name))
 		if a.Prefix != "" {
+			h = underPrefix(h)
 			g.mux.Handle(a.Prefix, h)
 			g.mux.Handle(a.Prefix+"/", h)
 		} else {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,5 +325,65 @@ apis: [{name: pay, prefix: /pay, upstream: http://`+ln.Addr().String()+`, idempo
 				t.Errorf("%s with body %q: %d, want 502 (the upstream may have acted: the key is held)", method, body, code)
 			}
 		}
+	}
+}
+
+// A prefix is the part of the API a config puts on intake's listener, which
+// faces the internet: a path whose dot segments, spelt encoded (%2e%2e,
+// ..%2f, ..%5c) so that neither the mux nor the proxy resolves them, would
+// leave it on an upstream that decodes and resolves them (nginx and Apache
+// do) and reach what the prefix keeps out. Such a path is refused (400) and
+// never forwarded; other paths under the prefix, encoded or not, are.
+func TestIdempotencyProxyKeepsRequestsUnderItsPrefix(t *testing.T) {
+	var mu sync.Mutex
+	var reached []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.URL.RequestURI())
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer upstream.Close()
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+upstreams: [{name: payments, prefix: /payments, upstream: `+upstream.URL+`}]
+`)
+	host := strings.TrimPrefix(gw.URL, "http://")
+	send := func(target string) int {
+		t.Helper()
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer shop\r\nIdempotency-Key: k-%d\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", target, host, time.Now().UnixNano())
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, target := range []string{
+		"/payments/%2e%2e/internal/users",
+		"/payments/%2E%2E/internal/users",
+		"/payments/..%2finternal/users",
+		"/payments/.%2e/internal/users",
+		"/payments/x/..%5c..%5cinternal/users",
+		"/payments/%2e/charges",
+	} {
+		if code := send(target); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", target, code)
+		}
+	}
+	for _, target := range []string{"/payments/charges", "/payments/a%2fb", "/payments/..charges", "/payments/charges?next=../../x"} {
+		if code := send(target); code != http.StatusCreated {
+			t.Errorf("%s: %d, want 201 from the upstream", target, code)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != 4 || slices.ContainsFunc(reached, func(p string) bool { return strings.Contains(strings.ToLower(p), "internal") }) {
+		t.Fatalf("the upstream was sent %q", reached)
 	}
 }

@@ -493,6 +493,25 @@ func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Hand
 	})(rp)
 }
 
+// underPrefix refuses a path with a dot segment before it reaches the
+// upstream behind a prefix. The mux resolves "/x/../y" (it redirects), but
+// not one spelt encoded ("%2e%2e", "..%2f", "..%5c"), and the proxy
+// forwards a path as it came: an upstream that decodes and then resolves
+// it (nginx and Apache do; some take "\" for "/") would serve a path
+// outside the prefix, which is all of the API the config meant to put on
+// intake's listener. No client needs a dot segment, so any is refused.
+func underPrefix(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for seg := range strings.FieldsFuncSeq(r.URL.Path, func(c rune) bool { return c == '/' || c == '\\' }) {
+			if seg == "." || seg == ".." {
+				jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "the path holds a . or .. segment (perhaps encoded): it is refused, never forwarded", Reason: "invalid", Field: "path"})
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // bodyRefused is how an API on the API listener answers a body intake's
 // ReadBody refused (the proxy's, the publish endpoint's), setting the
 // headers that go with it.
