@@ -328,3 +328,24 @@ func TestMalformedBodiesAreExplainedWithoutGoInternals(t *testing.T) {
 		t.Errorf("a numeric id: key %q", k)
 	}
 }
+
+// Mercado Pago sends payment.updated for every change of one payment
+// (approved, then refunded): the same type, data.id and action, told apart
+// only by the notification's own id. Keyed without it, the refund was
+// answered "duplicate" and never delivered (invariant 12); a retry of one
+// notification keeps its key.
+func TestMercadoPagoUpdatesOfOnePaymentAreDistinctEvents(t *testing.T) {
+	mp := mustNew(t, "mercadopago", Options{Secrets: []string{"s"}})
+	approved := keyOf(t, mp, req(`{"id":112233445566,"type":"payment","action":"payment.updated","data":{"id":"1234567890"}}`, nil))
+	refunded := keyOf(t, mp, req(`{"id":112233449999,"type":"payment","action":"payment.updated","data":{"id":"1234567890"}}`, nil))
+	retried := keyOf(t, mp, req(`{"id":"112233445566","type":"payment","action":"payment.updated","data":{"id":"1234567890"}}`, nil))
+	if approved == refunded {
+		t.Fatalf("two updates of one payment got one key %q: the second would be answered duplicate and lost", approved)
+	}
+	if retried != approved {
+		t.Fatalf("a retry of one notification got %q, then %q", approved, retried)
+	}
+	if want := "payment:1234567890:payment.updated:112233445566"; approved != want {
+		t.Fatalf("key %q, want %q", approved, want)
+	}
+}

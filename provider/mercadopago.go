@@ -18,8 +18,14 @@ import (
 //
 // The body is not signed. So the body's data.id must equal the signed one
 // (otherwise a captured signature could carry any body), and the key is
-// type + data.id + action: the body's own id is not known to be stable
-// across retries, and payment.created and payment.updated share data.id.
+// type + data.id + action + the body's id: payment.created and
+// payment.updated share data.id, and so does every payment.updated of one
+// payment (approved, then refunded, then charged back), which only the
+// body's id, the notification's own, tells apart. Mercado Pago documents
+// it as the event's unique identifier that prevents duplicates; that it
+// is kept across retries is not documented, and were it not, a retry would
+// be delivered once more, where without it a refund was answered
+// "duplicate" and never delivered.
 //
 // Mercado Pago documents no tolerance for ts and may resend over 15 days,
 // so ts is checked only when the source sets a tolerance.
@@ -71,6 +77,7 @@ func mpManifest(dataID, requestID, ts string) string {
 }
 
 type mpBody struct {
+	ID     keyText // the notification's own id
 	Type   string
 	Action string
 	Data   struct{ ID keyText }
@@ -86,7 +93,7 @@ type mpBody struct {
 // its id is given more than once, or spelled in another case (which a Go
 // destination would fold), and Verify refuses such a body.
 func readMPBody(body []byte) (b mpBody, ambiguous bool, err error) {
-	top, amb, err := exactMembers("body", body, "type", "action", "data")
+	top, amb, err := exactMembers("body", body, "type", "action", "data", "id")
 	if err != nil {
 		return b, false, err
 	}
@@ -97,6 +104,7 @@ func readMPBody(body []byte) (b mpBody, ambiguous bool, err error) {
 			}
 		}
 	}
+	b.ID.UnmarshalJSON(top[3])
 	ambiguous = amb[2]
 	if d := bytes.TrimSpace(top[2]); len(d) > 0 && string(d) != "null" {
 		data, amb, err := exactMembers(`body field "data"`, d, "id")
@@ -204,8 +212,15 @@ func (*mercadoPago) Items(r *Request) ([]Item, error) {
 	if id == "" {
 		id = r.URL.Query().Get("data.id")
 	}
+	// Two, three or four parts, each escaped: a key of one shape never
+	// meets a key of another. The body's id is a part only beside an
+	// action, as Mercado Pago's webhooks always send both.
 	key := joinKey(body.Type, id)
-	if key != "" && body.Action != "" {
+	switch {
+	case key == "" || body.Action == "":
+	case body.ID != "":
+		key = joinKey(body.Type, id, body.Action, string(body.ID))
+	default:
 		key = joinKey(body.Type, id, body.Action)
 	}
 	typ := body.Action // payment.updated; without one, the type alone (payment)

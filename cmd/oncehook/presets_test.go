@@ -35,7 +35,7 @@ var presetCases = []presetCase{
 	{preset: "evolution", secret: "evo_e2e", body: `{"event":"messages.upsert","instance":"inst1","data":{"key":{"id":"3EB0E2E","remoteJid":"5511@s.whatsapp.net"}}}`, keys: []string{"messages.upsert:inst1:3EB0E2E"}},
 	{preset: "evolution", secret: "evo_e2e", path: "evolution/evo_e2e", body: `{"event":"messages.update","instance":"inst1","data":{"keyId":"3EB0E2E","status":"READ"}}`, keys: []string{"messages.update:inst1:3EB0E2E:READ"}},
 	{preset: "hotmart", secret: "hottok_e2e", body: `{"id":"42338ce6-e2e","event":"PURCHASE_APPROVED","data":{"purchase":{"transaction":"HP1"}}}`, keys: []string{"42338ce6-e2e"}},
-	{preset: "mercadopago", secret: "mp_e2e", id: "req-e2e", body: `{"id":1,"type":"payment","action":"payment.updated","data":{"id":"123456"}}`, keys: []string{"payment:123456:payment.updated"}},
+	{preset: "mercadopago", secret: "mp_e2e", id: "req-e2e", body: `{"id":1,"type":"payment","action":"payment.updated","data":{"id":"123456"}}`, keys: []string{"payment:123456:payment.updated:1"}},
 	{preset: "asaas", secret: "asaas_e2e", body: `{"id":"evt_05b7&368604920","event":"PAYMENT_RECEIVED"}`, keys: []string{"evt_05b7&368604920"}},
 	{preset: "slack", secret: "slack_e2e", body: `{"type":"event_callback","event_id":"Ev0E2E","event":{"type":"message"}}`, keys: []string{"Ev0E2E"}},
 	{preset: "paddle", secret: "pdl_e2e", body: `{"event_id":"evt_01e2e","event_type":"transaction.completed"}`, keys: []string{"evt_01e2e"}},
