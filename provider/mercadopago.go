@@ -180,6 +180,13 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 	dataID := r.URL.Query().Get("data.id")
 	manifest := mpManifest(dataID, r.Header.Get("X-Request-Id"), ts)
 	if !p.macs.matchAny(&sigs, nil, manifest) {
+		// Mercado Pago signs the data.id of the URL it calls, not the
+		// body's: a URL that lost its query on the way (a proxy's rewrite,
+		// a test sent by hand) fails every signature, and "does not match"
+		// alone sent its user looking at the secret.
+		if body, _, err := readMPBody(r.Body); err == nil && dataID == "" && body.Data.ID != "" {
+			return signatureError("x-signature does not match: the URL has no ?data.id=, which Mercado Pago signs (the body's data.id is %q): was the query dropped on the way?", string(body.Data.ID))
+		}
 		return signatureError("x-signature does not match")
 	}
 	if body, ambiguous, err := readMPBody(r.Body); err == nil {

@@ -408,3 +408,16 @@ func TestAStandardWebhooksSecretWithNoKeyIsRefused(t *testing.T) {
 		t.Error(`DecodeStandardSecret("whsec_") = nil error; a destination would sign with an empty key`)
 	}
 }
+
+// Mercado Pago signs the data.id in the URL it calls: a request whose
+// query was dropped on the way fails with an answer that says so, not
+// only "does not match", which sends its user to check the secret.
+func TestMercadoPagoWithoutTheQuerySaysWhy(t *testing.T) {
+	mp := mustNew(t, "mercadopago", Options{Secrets: []string{"mp_test_secret"}})
+	r := reqURL("POST", "https://x/in/mp", `{"type":"payment","action":"payment.updated","data":{"id":"123456"}}`, map[string]string{
+		"x-signature": "ts=1742505638683,v1=b1cc1a34bd2768e117d85d1b9babb722d32cfd2df1b359ef809170500556d3c7", "x-request-id": "bb56a2f1-6aae-46ac-982e-9dcd3581d08e"})
+	err := mp.Verify(r, time.UnixMilli(1742505638683))
+	if !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), "no ?data.id=") {
+		t.Fatalf("Verify = %v, want ErrSignature saying the URL has no ?data.id=", err)
+	}
+}
