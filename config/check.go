@@ -348,6 +348,14 @@ func (c *Config) Warnings() []string {
 		if len(s.Destinations) == 0 {
 			w = append(w, fmt.Sprintf("sources[%d] (%s) has no destinations: its events are stored and deduplicated, but delivered nowhere", i, s.Name))
 		}
+		// Meta registers a callback URL only once its GET handshake is
+		// answered, which needs verify_token; any other preset ignores it.
+		switch {
+		case s.Preset == "whatsapp" && s.VerifyToken == "":
+			w = append(w, fmt.Sprintf("sources[%d] (%s) has no verify_token: Meta's GET hub.challenge check, which registers the callback URL, is answered 401", i, s.Name))
+		case s.Preset != "whatsapp" && s.VerifyToken != "":
+			w = append(w, fmt.Sprintf("sources[%d].verify_token: only the whatsapp preset answers a hub.verify_token handshake; preset %s ignores it", i, s.Preset))
+		}
 		if s.BodyRetention > 0 && s.BodyRetention >= s.Window {
 			w = append(w, fmt.Sprintf("sources[%d].body_retention (%s) is not shorter than its window (%s): bodies go with their keys anyway", i,
 				time.Duration(s.BodyRetention), time.Duration(s.Window)))

@@ -169,6 +169,24 @@ sources: [{name: lonely, preset: stripe, secrets: [x]}]`), env(nil))
 	}
 }
 
+// A whatsapp source without verify_token cannot pass the GET check Meta
+// makes before it registers the URL, and verify_token on another preset
+// does nothing: validate says both before a provider finds out.
+func TestVerifyTokenWarnings(t *testing.T) {
+	cfg, err := config.Parse([]byte(`sources:
+  - {name: wa, preset: whatsapp, secrets: [x], destinations: [app]}
+  - {name: mp, preset: mercadopago, secrets: [x], verify_token: vt, destinations: [app]}
+  - {name: wa2, preset: whatsapp, secrets: [x], verify_token: vt, destinations: [app]}
+destinations: [{name: app, url: "http://x"}]`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(cfg.Warnings(), "\n")
+	if !strings.Contains(w, "sources[0] (wa) has no verify_token") || !strings.Contains(w, "sources[1].verify_token: only the whatsapp preset") || strings.Contains(w, "sources[2]") {
+		t.Fatalf("warnings: %q", w)
+	}
+}
+
 func TestValidateRedactsADestinationURL(t *testing.T) {
 	_, err := config.Parse([]byte(`
 sources: [{name: s, preset: stripe, secrets: [x], destinations: [d]}]
