@@ -58,6 +58,11 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "store"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {lease: 1ns}}]`, "upstreams[0].idempotency.lease: 1ns: want at least 1s"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {lease: 999ms}}]`, "upstreams[0].idempotency.lease: 999ms: want at least 1s"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {single_tenant: true, client_headers: [X-Api-Key]}}]`, "single_tenant"},
+		// A method is matched as a client sends it (POST): a lowercase one
+		// matched no request, and the API ran without its keys.
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {methods: [post, patch], require_key: true}}]`, `upstreams[0].idempotency.methods[0]: "post": methods are case-sensitive; did you mean POST?`},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {methods: [POST, Patch]}}]`, `upstreams[0].idempotency.methods[1]: "Patch": methods are case-sensitive; did you mean PATCH?`},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {methods: ["PO ST"]}}]`, `upstreams[0].idempotency.methods[0]: "PO ST": not a method`},
 		{`sources: [{name: o, outbox: true, secrets: [x]}]`, "sources[0].secrets"},
 		{`sources: [{name: o, outbox: true, preset: stripe}]`, "sources[0].preset"},
 		{`sources: [{name: o, outbox: true, on_missing_key: accept}]`, "sources[0].on_missing_key"},

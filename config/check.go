@@ -189,6 +189,17 @@ func (c *Config) checkUpstreams(fail failFunc) {
 // checkIdempotency checks an upstream API's Idempotency-Key policy; f is
 // its path.
 func checkIdempotency(f string, idem Idempotency, fail failFunc) {
+	for i, m := range idem.Methods {
+		at := fmt.Sprintf("%s.methods[%d]", f, i)
+		switch {
+		case !headerNameRE.MatchString(m): // a method is a token, as a header's name is
+			fail(at, "%q: not a method", m)
+		case m != strings.ToUpper(m):
+			// Matched as sent, and clients send POST: a lowercase method
+			// matches no request, so the API would run without its keys.
+			fail(at, "%q: methods are case-sensitive; did you mean %s?", m, strings.ToUpper(m))
+		}
+	}
 	for _, st := range idem.NotStarted {
 		if st < 400 || st > 599 {
 			fail(f+".not_started", "%d: want a 4xx or 5xx status", st)
