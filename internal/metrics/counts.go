@@ -70,8 +70,12 @@ func (c *SourceCounts) Add(metric string, v int64) {
 	case Requests:
 		c.Requests += v
 		switch what {
-		case Accepted, Duplicate, Handshake, Discarded:
+		case Accepted, Duplicate, Handshake:
 		default:
+			// Discarded too: it failed verification, and is answered 200
+			// only so that the provider does not pause. Left out, a source
+			// that discards showed nothing refused while a wrong secret
+			// threw every event away.
 			if c.Rejected == nil {
 				c.Rejected = map[string]int64{}
 			}
