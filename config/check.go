@@ -359,6 +359,12 @@ func (c *Config) Warnings() []string {
 		if len(s.Destinations) == 0 {
 			w = append(w, fmt.Sprintf("sources[%d] (%s) has no destinations: its events are stored and deduplicated, but delivered nowhere", i, s.Name))
 		}
+		// A batch is answered whole: one update without an id refuses the
+		// messages beside it too, and the provider retries them all until
+		// it gives up.
+		if (s.Preset == "whatsapp" || s.Preset == "evolution") && s.OnMissingKey == "reject" {
+			w = append(w, fmt.Sprintf("sources[%d].on_missing_key: reject: a %s batch with one update that has no id (a WhatsApp account_update, say) is refused whole, with the events beside it, every time the provider retries it", i, s.Preset))
+		}
 		// Meta registers a callback URL only once its GET handshake is
 		// answered, which needs verify_token; any other preset ignores it.
 		switch {

@@ -187,6 +187,22 @@ destinations: [{name: app, url: "http://x"}]`), env(nil))
 	}
 }
 
+// On a preset that splits batches, on_missing_key: reject refuses a whole
+// batch for one update without an id: validate says so.
+func TestRejectingKeylessEventsOfABatchIsAWarning(t *testing.T) {
+	cfg, err := config.Parse([]byte(`sources:
+  - {name: wa, preset: whatsapp, secrets: [x], verify_token: vt, on_missing_key: reject, destinations: [app]}
+  - {name: st, preset: stripe, secrets: [x], on_missing_key: reject, destinations: [app]}
+destinations: [{name: app, url: "http://x"}]`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(cfg.Warnings(), "\n")
+	if !strings.Contains(w, "sources[0].on_missing_key: reject: a whatsapp batch") || strings.Contains(w, "sources[1]") {
+		t.Fatalf("warnings: %q", w)
+	}
+}
+
 func TestValidateRedactsADestinationURL(t *testing.T) {
 	_, err := config.Parse([]byte(`
 sources: [{name: s, preset: stripe, secrets: [x], destinations: [d]}]

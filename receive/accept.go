@@ -304,9 +304,20 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	if traceparent == "" {
 		traceparent = tracing.Inject(ctx) // "" when not traced
 	}
-	events, ok := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
-	if !ok {
-		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, "no event key found in the request"))
+	events, keyless := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
+	if keyless >= 0 {
+		detail := "no event key found in the request"
+		if len(items) > 1 {
+			// A batch is answered whole: say which of its events has no
+			// key, and that the others were refused with it (a WhatsApp
+			// account_update beside the messages of one POST).
+			detail = "event " + strconv.Itoa(keyless+1) + " of the batch's " + strconv.Itoa(len(items))
+			if typ := items[keyless].Type; typ != "" {
+				detail += " (" + typ + ")"
+			}
+			detail += " has no key, and this source rejects events without one (on_missing_key: reject): the whole batch is refused"
+		}
+		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, detail))
 	}
 	return events, now, false, nil
 }

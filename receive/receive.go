@@ -625,9 +625,10 @@ func absoluteURL(r *http.Request) *url.URL {
 
 // newEvents makes the request's items into events: each with its key
 // (or a keyless one), its type, and the deliveries its source's routes
-// pick (package route decides). It is false when an item has no key and
-// the source rejects such events.
-func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) ([]store.NewEvent, bool) {
+// pick (package route decides). keyless is the index of the first item
+// that has no key when the source rejects such events (then there are no
+// events), else -1.
+func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) (_ []store.NewEvent, keyless int) {
 	forward := forwardHeaders(src.Preset, header)
 	events := make([]store.NewEvent, len(items))
 	var query url.Values // read once, when a route asks for it
@@ -658,13 +659,13 @@ func newEvents(src *Source, items []provider.Item, header http.Header, u *url.UR
 		}
 		if it.Key == "" {
 			if src.RejectMissingKey {
-				return nil, false
+				return nil, i
 			}
 			e.Key, e.Keyless = keylessKey(), true
 		}
 		events[i] = e
 	}
-	return events, true
+	return events, -1
 }
 
 // keylessKey names an event that has no provider key. It is unique, so the

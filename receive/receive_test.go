@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,5 +95,44 @@ func TestDuplicatesOfCommittedKeysSkipTheStore(t *testing.T) {
 		if st, _ := claimer.Stats(context.Background()); st.Events != 1 {
 			t.Errorf("stored %d events", st.Events)
 		}
+	}
+}
+
+// A WhatsApp POST can carry an update without an id (account_update)
+// beside messages that have one. On a source that rejects events without
+// a key, the batch is refused whole, and Meta retries it, messages and all:
+// the answer says which event has no key and that the batch went with it,
+// where it said only "no event key found in the request".
+func TestARejectedKeylessEventOfABatchIsNamed(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p, err := provider.New("whatsapp", provider.Options{Secrets: []string{"s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimer := &countingClaimer{Store: st}
+	h := receive.New(receive.Options{
+		Sources: []receive.Source{{Name: "wa", Preset: p, Window: time.Hour, RejectMissingKey: true}},
+		Claimer: claimer,
+	})
+	body := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"WABA","changes":[` +
+		`{"field":"messages","value":{"metadata":{"phone_number_id":"P1"},"messages":[{"from":"551","id":"wamid.1","type":"text"}]}},` +
+		`{"field":"account_update","value":{"event":"VERIFIED_ACCOUNT"}}]}]}`)
+	req := httptest.NewRequest(http.MethodPost, "/in/wa", bytes.NewReader(body))
+	req.SetPathValue("source", "wa")
+	provider.SignHTTP(p, req, body, "s", time.Now(), "")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var got receive.ErrorResponse
+	json.Unmarshal(rec.Body.Bytes(), &got)
+	if rec.Code != http.StatusUnprocessableEntity || got.Reason != receive.ReasonMissingKey ||
+		!strings.Contains(got.Error, "event 2 of the batch's 2 (account_update) has no key") || !strings.Contains(got.Error, "the whole batch is refused") {
+		t.Fatalf("got %d %+v, want 422 missing_key naming event 2 (account_update) and the batch refused with it", rec.Code, got)
+	}
+	if n := claimer.calls.Load(); n != 0 {
+		t.Fatalf("%d claims: a refused batch stores nothing", n)
 	}
 }
