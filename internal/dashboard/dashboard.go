@@ -591,6 +591,11 @@ var funcs = template.FuncMap{
 	},
 	"pair": func(a, b any) pair { return pair{a, b} },
 	"sub1": func(n int64) int64 { return n - 1 },
+	// restarted tells whether h[i] starts the count again: a replay or a
+	// dead letter's retry numbers a delivery's attempts from 1 anew.
+	"restarted": func(h []admin.AttemptDetail, i int) bool {
+		return i > 0 && h[i].Attempt <= h[i-1].Attempt
+	},
 	// target writes an audit entry's target in the reader's language: its
 	// leading word (event, destination, effect) or the whole of a bulk
 	// target ("all events") is the catalog's; the rest (an id, a name, a

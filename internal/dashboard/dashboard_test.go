@@ -16,6 +16,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/dashboard"
+	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store"
 )
@@ -438,5 +439,60 @@ destinations:
 		if r := row("slow"); !strings.Contains(r, want) || strings.Contains(r, "Active") {
 			t.Fatalf("after %s, want %q:\n%s", action, want, r)
 		}
+	}
+}
+
+// A dead letter retried starts its count again at 1. The event's page said
+// "Attempts: 2" over a table of four attempts numbered 1, 2, 1, 2, with
+// nothing between them: it now marks where the count started again and
+// says how many there were in all, as `oncehook events show` does.
+func TestEventPageMarksWhereARetryStartedTheCountAgain(t *testing.T) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(sink.Close)
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+token+`}]}
+sources:
+  - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [app]}
+destinations:
+  - {name: app, url: `+sink.URL+`, retry: {max_attempts: 2, base_delay: 10ms, max_delay: 20ms}}
+`)
+	post(t, gw.URL+"/in/stripe", `{"id":"evt_twice","type":"invoice.paid"}`)
+	dead := func() bool {
+		p, err := gw.Admin().DeadLetters(t.Context(), admin.DeadFilter{All: true})
+		return err == nil && len(p.DeadLetters) == 1
+	}
+	if !testenv.WaitFor(10*time.Second, dead) {
+		t.Fatal("the event never became a dead letter")
+	}
+	c, csrf := login(t, gw, token)
+	if resp, _ := postForm(t, c, gw.APIURL+"/ui/dead-letters/retry", url.Values{"csrf": {csrf}}, gw.APIURL); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("retry: %d", resp.StatusCode)
+	}
+	var id int64
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		e, err := gw.Admin().Events(t.Context(), admin.EventFilter{All: true})
+		if err != nil || len(e.Events) != 1 {
+			return false
+		}
+		id = e.Events[0].ID
+		d, err := gw.Admin().Event(t.Context(), id)
+		return err == nil && len(d.Deliveries) == 1 && len(d.Deliveries[0].History) == 4 && dead()
+	}) {
+		t.Fatal("the retried dead letter was not tried twice more")
+	}
+	_, page := get(t, c, fmt.Sprintf("%s/ui/events/%d", gw.APIURL, id))
+	if !strings.Contains(page, `<span class="attempts">2</span> (4 in all, counted again from 1 since a replay or retry)`) {
+		t.Fatalf("the delivery's count does not say how many in all:\n%s", page)
+	}
+	rows := regexp.MustCompile(`<tr class="(attempt|restarted)"`).FindAllStringSubmatch(page, -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1])
+	}
+	if strings.Join(got, " ") != "attempt attempt restarted attempt attempt" {
+		t.Fatalf("rows %q: want the count's restart marked between the 2nd and 3rd attempts\n%s", got, page)
 	}
 }
