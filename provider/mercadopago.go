@@ -120,45 +120,53 @@ func readMPBody(body []byte) (b mpBody, ambiguous bool, err error) {
 // exactMembers returns the members named names of the JSON object obj
 // (what names it in errors), nil for one that is absent, and whether each
 // is ambiguous: given more than once, or also spelled in another case (as
-// encoding/json folds names). Anything after the object but white space
-// is malformed.
+// encoding/json folds names). obj must be one JSON value with nothing but
+// white space around it. It walks obj with the scanner of jsonscan.go,
+// and the values it returns are obj's own bytes: it allocates nothing
+// beyond its answer, but to read a name written with escapes.
 func exactMembers(what string, obj []byte, names ...string) (vals []json.RawMessage, ambiguous []bool, err error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if tok, err := dec.Token(); err != nil {
-		return nil, nil, jsonError(what, err)
-	} else if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if !validJSON(obj) {
+		var v json.RawMessage
+		if err := decodeJSON(obj, &v); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, malformed("%s is not JSON", what)
+	}
+	i := skipSpace(obj, 0)
+	if obj[i] != '{' {
 		return nil, nil, malformed("%s is JSON, but not an object", what)
 	}
 	vals, ambiguous = make([]json.RawMessage, len(names)), make([]bool, len(names))
 	seen := make([]bool, len(names))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, jsonError(what, err)
+	if i = skipSpace(obj, i+1); obj[i] == '}' {
+		return vals, ambiguous, nil
+	}
+	for {
+		end := jsonString(obj, i)
+		name := obj[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			json.Unmarshal(obj[i:end], &s)
+			name = []byte(s)
 		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, jsonError(what, err)
-		}
-		for i, n := range names {
-			if !strings.EqualFold(name, n) {
+		i = skipSpace(obj, skipSpace(obj, end)+1) // past the ':'
+		vend := jsonValue(obj, i, 1)
+		for k, n := range names {
+			if !bytes.EqualFold(name, []byte(n)) {
 				continue
 			}
-			ambiguous[i] = ambiguous[i] || seen[i] || name != n
-			seen[i] = true
-			if name == n {
-				vals[i] = v
+			exact := string(name) == n
+			ambiguous[k] = ambiguous[k] || seen[k] || !exact
+			seen[k] = true
+			if exact {
+				vals[k] = obj[i:vend]
 			}
 		}
+		if i = skipSpace(obj, vend); obj[i] == '}' {
+			return vals, ambiguous, nil
+		}
+		i = skipSpace(obj, i+1) // past the ','
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, jsonError(what, err)
-	}
-	if rest := bytes.TrimLeft(obj[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return nil, nil, malformed("%s is not JSON: there is more after its value (at byte %d)", what, len(obj)-len(rest))
-	}
-	return vals, ambiguous, nil
 }
 
 func (p *mercadoPago) Verify(r *Request, now time.Time) error {

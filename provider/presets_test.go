@@ -57,6 +57,10 @@ func TestMoreVectors(t *testing.T) {
 			reqURL("POST", "https://x/in/mp?data.id=ORD01ABC&type=order", `{"action":"order.processed","type":"order","data":{"id":"ORD01ABC"}}`, map[string]string{
 				"x-signature": "ts=1742505638683,v1=4c956c10d995bfe419dabd10bff1519257f426d321462f34fee19bcb83d642fa", "x-request-id": "req-1"}),
 			"order:ORD01ABC:order.processed"},
+		{"mercadopago with a name written escaped", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
+			reqURL("POST", "https://x/in/mp?data.id=123456&type=payment", `{"action":"payment.updated","type":"payment","d\u0061ta":{"id" : "123456"}}`, map[string]string{
+				"x-signature": "ts=1742505638683,v1=b1cc1a34bd2768e117d85d1b9babb722d32cfd2df1b359ef809170500556d3c7", "x-request-id": "bb56a2f1-6aae-46ac-982e-9dcd3581d08e"}),
+			"payment:123456:payment.updated"},
 		{"mercadopago without request id", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
 			reqURL("POST", "https://x/in/mp?data.id=123456", `{"action":"payment.created","type":"payment","data":{"id":"123456"}}`, map[string]string{
 				"x-signature": "ts=1742505638683,v1=76ee0f650b950acb44959c82d76635213c2e07c74413f71a573cb743c0de463a"}),
@@ -188,6 +192,8 @@ func TestMoreRejections(t *testing.T) {
 			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"999999","ID":"123456"}}`, mpHeaders)},
 		{"mercadopago body data beside a signed Data", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
 			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"999999"},"Data":{"id":"123456"}}`, mpHeaders)},
+		{"mercadopago body data given twice, once escaped", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
+			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","d\u0061ta":{"id":"999999"},"data":{"id":"123456"}}`, mpHeaders)},
 		{"mercadopago body data.id given twice", "mercadopago", Options{Secrets: []string{"mp_test_secret"}}, mpAt,
 			reqURL("POST", "https://x/in/mp?data.id=123456", `{"type":"payment","data":{"id":"999999","id":"123456"}}`, mpHeaders)},
 		{"mercadopago stale with a tolerance set", "mercadopago", Options{Secrets: []string{"mp_test_secret"}, Tolerance: time.Hour}, mpAt.Add(2 * time.Hour),
