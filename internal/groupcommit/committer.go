@@ -305,7 +305,15 @@ func (c *Committer) Effects(ctx context.Context, ops []store.EffectOp) ([]store.
 	return r.effects, err
 }
 
+// submit queues req and waits for its commit's answer, at most CommitTimeout
+// in all: a request that comes while the writers are stuck on a hung store
+// must not wait for their commits to time out and then for its own (59 s on
+// PostgreSQL for the 30 s the answers promise). Timed out in the queue, req
+// may still be committed later; its answer was 503, and the provider's
+// retry is then a duplicate.
 func (c *Committer) submit(ctx context.Context, req *request) (result, error) {
+	deadline := time.NewTimer(c.timeout)
+	defer deadline.Stop()
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -317,12 +325,17 @@ func (c *Committer) submit(ctx context.Context, req *request) (result, error) {
 	case <-ctx.Done():
 		c.mu.RUnlock()
 		return result{}, ctx.Err()
+	case <-deadline.C:
+		c.mu.RUnlock()
+		return result{}, fmt.Errorf("%w after %s: the writers are busy", ErrTimeout, c.timeout)
 	}
 	select {
 	case r := <-req.done:
 		return r, r.err
 	case <-ctx.Done():
 		return result{}, ctx.Err()
+	case <-deadline.C:
+		return result{}, fmt.Errorf("%w after %s", ErrTimeout, c.timeout)
 	}
 }
 

@@ -295,6 +295,39 @@ func TestHungCommitTimesOutAndCloseIsBounded(t *testing.T) {
 	}
 }
 
+// CommitTimeout bounds a request's whole wait, from the moment it asks, as
+// the README's table of answers says (503 after 30 s): not the wait for its
+// own commit after the writer was free. With the store hung (a network that
+// drops packets), a request that came while the writer was stuck on an
+// earlier commit waited for that one to time out and then for its own: 59 s
+// on PostgreSQL for the documented 30.
+func TestARequestWaitsAtMostCommitTimeoutInAll(t *testing.T) {
+	const timeout = time.Second
+	c := groupcommit.New(func(ctx context.Context, _ store.Batch) (store.Committed, error) {
+		<-ctx.Done()
+		return store.Committed{}, ctx.Err()
+	}, groupcommit.Options{CommitTimeout: timeout, CloseTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(context.Background(), []store.NewEvent{ev("a")})
+		first <- err
+	}()
+	time.Sleep(600 * time.Millisecond) // the writer is stuck on a's commit
+	start := time.Now()
+	_, err := c.Claim(context.Background(), []store.NewEvent{ev("b")})
+	took := time.Since(start)
+	if !errors.Is(err, groupcommit.ErrTimeout) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrTimeout (unavailable: 503)", err)
+	}
+	if took > timeout+250*time.Millisecond {
+		t.Fatalf("the request was answered after %s, over CommitTimeout (%s)", took.Round(time.Millisecond), timeout)
+	}
+	if err := <-first; !errors.Is(err, groupcommit.ErrTimeout) {
+		t.Fatalf("the first request: %v", err)
+	}
+}
+
 // fakeWorker is a Receiver with a fixed amount of room.
 type fakeWorker struct {
 	mu     sync.Mutex
