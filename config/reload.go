@@ -88,15 +88,19 @@ func Reload(old, next *Config, check PartsCheck) (*Reloaded, error) {
 		}
 	}
 	var changed []string
-	changed = append(changed, diff("source", old.Sources, next.Sources, func(s Source) string { return s.Name })...)
-	changed = append(changed, diff("destination", old.Destinations, next.Destinations, func(d Destination) string { return d.Name })...)
-	changed = append(changed, diff("api token", old.API.Tokens, next.API.Tokens, func(t APIToken) string { return t.Name })...)
+	// A source's name is part of every key it claimed and of each
+	// delivery's Idempotency-Key: a source renamed starts with no keys, so
+	// a provider's resend of an event the old name took is new to it.
+	changed = append(changed, diff("source", old.Sources, next.Sources, func(s Source) string { return s.Name },
+		": its keys go with it (a resend of one of its events to another source is a new event there, delivered again)")...)
+	changed = append(changed, diff("destination", old.Destinations, next.Destinations, func(d Destination) string { return d.Name }, "")...)
+	changed = append(changed, diff("api token", old.API.Tokens, next.API.Tokens, func(t APIToken) string { return t.Name }, "")...)
 	return &Reloaded{Config: &e, Changed: changed, Restart: restart}, nil
 }
 
 // diff says, by name, which of next's items are new, changed or gone
-// from old: "source stripe added".
-func diff[T any](kind string, old, next []T, name func(T) string) []string {
+// from old: "source stripe added"; note ends the line of one removed.
+func diff[T any](kind string, old, next []T, name func(T) string, note string) []string {
 	var out []string
 	before := map[string]T{}
 	for _, o := range old {
@@ -114,7 +118,7 @@ func diff[T any](kind string, old, next []T, name func(T) string) []string {
 	}
 	for _, o := range old {
 		if _, gone := before[name(o)]; gone {
-			out = append(out, kind+" "+name(o)+" removed")
+			out = append(out, kind+" "+name(o)+" removed"+note)
 		}
 	}
 	return out

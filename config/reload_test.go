@@ -90,3 +90,25 @@ func TestBodyRetentionIsValidated(t *testing.T) {
 		t.Errorf("warnings %q: want body_retention past the window named", w)
 	}
 }
+
+// A source's name is part of every key it claims (and of each delivery's
+// Idempotency-Key), so a source renamed by a reload starts with no keys: a
+// provider's resend of an event the old name took is a new event under the
+// new one, delivered again under another Idempotency-Key. The reload says so
+// where it names the change; it said only "source stripe removed", and the
+// resend was delivered twice without a word.
+func TestReloadSaysARemovedSourcesKeysGoWithIt(t *testing.T) {
+	old := parse(t, running)
+	next := parse(t, strings.Replace(running, "{name: stripe,", "{name: stripe_v2,", 1))
+	r, err := config.Reload(old, next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(r.Changed, "\n")
+	if !strings.Contains(text, "source stripe_v2 added") || !strings.Contains(text, "source stripe removed") {
+		t.Fatalf("changed %q", r.Changed)
+	}
+	if !strings.Contains(text, "keys") || !strings.Contains(text, "new event") {
+		t.Errorf("changed %q: want the removed source's line to say its keys go with it", r.Changed)
+	}
+}
