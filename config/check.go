@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -22,6 +23,23 @@ func IsName(s string) bool { return nameRE.MatchString(s) }
 // headerNameRE is an HTTP header's (or a cookie's) name: RFC 9110 token
 // characters.
 var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+// checkHeaders checks headers sent with every request (a destination's,
+// the alerts'): a name that is not a token, or a value with a control
+// character other than the tab (a line break, a NUL), cannot be sent:
+// Go's client refuses the request, so every attempt would fail, the
+// breaker would hold the destination, and nothing would reach it.
+func checkHeaders(f string, h map[string]string, fail failFunc) {
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		if !headerNameRE.MatchString(name) {
+			fail(f, "%q: not a header name", name)
+			continue
+		}
+		if strings.ContainsFunc(h[name], func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+			fail(f, "%s: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
+		}
+	}
+}
 
 // Validate checks the configuration field by field and names the field at
 // fault. What only the parts can say (a source's preset, a filter, a
@@ -235,6 +253,7 @@ func (c *Config) checkAlerts(fail failFunc) {
 	if c.Alerts.URL != "" {
 		checkHTTPURL("alerts.url", c.Alerts.URL, fail)
 	}
+	checkHeaders("alerts.headers", c.Alerts.Headers, fail)
 	if c.Alerts.DuplicateFactor < 0 || (c.Alerts.DuplicateFactor > 0 && c.Alerts.DuplicateFactor <= 1) {
 		fail("alerts.duplicate_factor", "want more than 1 (an alert above the baseline itself would fire every other hour)")
 	}
@@ -259,6 +278,7 @@ func (c *Config) checkDestination(i int, dests map[string]bool, fail failFunc) {
 	default:
 		checkHTTPURL(f+".url", d.URL, fail)
 	}
+	checkHeaders(f+".headers", d.Headers, fail)
 	if d.Concurrency < 0 {
 		fail(f+".concurrency", "must be at least 1 (unset: no bound of its own)")
 	}

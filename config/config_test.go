@@ -244,3 +244,27 @@ func TestTLSNeedsBothFilesThatLoad(t *testing.T) {
 		}
 	}
 }
+
+// A destination's (or the alerts') headers go with every request: a name
+// or a value that HTTP cannot carry made every attempt fail in the client
+// ("invalid header field value"), the breaker hold the destination, and
+// nothing ever reach it. The config says so instead, naming the field.
+func TestHeadersNoRequestCanCarryAreRefused(t *testing.T) {
+	const base = "sources: [{name: s, outbox: true, destinations: [d]}]\n"
+	for _, c := range []struct{ text, field string }{
+		{`destinations: [{name: d, url: "http://127.0.0.1:9/", headers: {X-Env: "prod\r\nX-Evil: 1"}}]`, "destinations[0].headers"},
+		{`destinations: [{name: d, url: "http://127.0.0.1:9/", headers: {X-Env: "a\u0000b"}}]`, "destinations[0].headers"},
+		{`destinations: [{name: d, url: "http://127.0.0.1:9/", headers: {"X Env": "prod"}}]`, "destinations[0].headers"},
+		{`destinations: [{name: d, url: "http://127.0.0.1:9/", headers: {"": "prod"}}]`, "destinations[0].headers"},
+		{`destinations: [{name: d, publish: {nats: {url: "nats://127.0.0.1:4222", subject: x}}, headers: {X-Env: "a\nb"}}]`, "destinations[0].headers"},
+		{"destinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\nalerts: {url: \"http://127.0.0.1:9/\", headers: {Authorization: \"Bearer x\\n\"}}", "alerts.headers"},
+	} {
+		_, err := config.Parse([]byte(base+c.text), env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: err = %v, want an error naming %s", c.text, err, c.field)
+		}
+	}
+	if _, err := config.Parse([]byte(base+`destinations: [{name: d, url: "http://127.0.0.1:9/", headers: {X-Env: "prod;\tcafé"}}]`), env(nil)); err != nil {
+		t.Fatalf("a header HTTP can carry: %v", err)
+	}
+}
