@@ -496,3 +496,43 @@ destinations:
 		t.Fatalf("rows %q: want the count's restart marked between the 2nd and 3rd attempts\n%s", got, page)
 	}
 }
+
+// The events page's "Replay every event this filter selects", on the page
+// with no filter, replays every stored event to every destination. The
+// API asks for all: true then; the page sent it by itself, so one click on
+// the button beside "Count first" replayed everything. With no filter it
+// now asks for a confirmation, as purging dead letters does; counting
+// first needs none, and neither does a filtered replay.
+func TestReplayingEveryEventFromThePageAsksForConfirmation(t *testing.T) {
+	gw := startGateway(t)
+	for i := range 3 {
+		post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_all_%d","type":"invoice.paid"}`, i))
+	}
+	c, csrf := login(t, gw, token)
+	_, page := get(t, c, gw.APIURL+"/ui/events")
+	if !strings.Contains(page, `name="confirm" value="1" required`) {
+		t.Fatalf("the unfiltered events page replays everything without a confirmation:\n%s", page)
+	}
+	replay := func(form url.Values) (int, string) {
+		t.Helper()
+		form.Set("csrf", csrf)
+		form.Set("all", "1")
+		resp, _ := postForm(t, c, gw.APIURL+"/ui/events/all/replay", form, gw.APIURL)
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
+	if code, loc := replay(url.Values{}); code != http.StatusBadRequest {
+		t.Fatalf("every event, unconfirmed: %d %s, want 400", code, loc)
+	}
+	if code, loc := replay(url.Values{"dry_run": {"1"}}); code != http.StatusSeeOther || !strings.Contains(loc, "done=replay_dry%3A") {
+		t.Fatalf("counting every event: %d %s", code, loc)
+	}
+	if code, loc := replay(url.Values{"confirm": {"1"}}); code != http.StatusSeeOther || !strings.Contains(loc, "done=replay%3A") {
+		t.Fatalf("every event, confirmed: %d %s", code, loc)
+	}
+	if code, loc := replay(url.Values{"source": {"stripe"}, "key_prefix": {"evt_all_1"}}); code != http.StatusSeeOther || !strings.Contains(loc, "done=replay%3A") {
+		t.Fatalf("a filtered replay: %d %s", code, loc)
+	}
+	if _, page := get(t, c, gw.APIURL+"/ui/events?source=stripe"); strings.Contains(page, `name="confirm"`) {
+		t.Fatalf("a filtered page asks for a confirmation:\n%s", page)
+	}
+}

@@ -264,6 +264,12 @@ func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}
 	dry := r.PostFormValue("dry_run") != ""
 	f.All = r.PostFormValue("all") != ""
+	if f == (admin.EventFilter{All: f.All}) && !dry && r.PostFormValue("confirm") == "" {
+		// No filter is every event to every destination: the page asks
+		// to confirm it, as it does a purge (the API asks for all: true).
+		d.fail(w, r, http.StatusBadRequest, "bad_request")
+		return
+	}
 	n, err := d.opts.Service.ReplayEvents(r.Context(), f, dry)
 	if err != nil {
 		d.failErr(w, r, err)
