@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -312,6 +313,7 @@ func NewFailures(max int, window time.Duration, now func() time.Time) *Failures 
 // Fail counts one failure of client and returns 0 while client is within
 // the limit (this failure included), else how long until its window ends.
 func (f *Failures) Fail(client string) time.Duration {
+	client = network(client)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
@@ -328,6 +330,18 @@ func (f *Failures) Fail(client string) time.Duration {
 		return 0
 	}
 	return c.since.Add(f.window).Sub(now)
+}
+
+// network is what a client's failures are counted under: an IPv6
+// address's /64, which one host holds whole (it can give each connection
+// an address of its own), or the address itself.
+func network(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return client
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
 }
 
 func (f *Failures) forget(now time.Time) {

@@ -124,3 +124,28 @@ func TestUnauthorizedSaysWhetherATokenWasSent(t *testing.T) {
 		}
 	}
 }
+
+// One host on IPv6 holds a whole /64 and picks any address in it for each
+// connection: counted per address, it guessed tokens without a limit. The
+// addresses of one /64 share one count (an IPv4 address stays its own);
+// another /64 has its own, and the right token is still always accepted.
+func TestWrongTokensFromOneIPv6NetworkShareOneLimit(t *testing.T) {
+	a := NewWith([]Token{{Name: "ops", Value: "right-token-0123456789"}}, Options{MaxFailures: 3, FailureWindow: time.Minute})
+	for i := range 5 {
+		_, _, limited := a.CheckFrom(fmt.Sprintf("2001:db8:1:2::%x", i+1), "wrong")
+		if (limited > 0) != (i >= 3) {
+			t.Fatalf("wrong token %d from its own address in one /64: limited=%s", i+1, limited)
+		}
+	}
+	if _, ok, limited := a.CheckFrom("2001:db8:1:2::99", "right-token-0123456789"); !ok || limited != 0 {
+		t.Fatalf("the right token from the limited /64: %v %s", ok, limited)
+	}
+	if _, _, limited := a.CheckFrom("2001:db8:1:3::1", "wrong"); limited != 0 {
+		t.Fatalf("another /64 is limited: %s", limited)
+	}
+	for i := range 4 {
+		if _, _, limited := a.CheckFrom(fmt.Sprintf("192.0.2.%d", i+1), "wrong"); limited != 0 {
+			t.Fatalf("IPv4 %d: limited by its neighbours: %s", i+1, limited)
+		}
+	}
+}
