@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -604,5 +605,45 @@ func TestDeadLettersOfARemovedSourceAreActedOnByName(t *testing.T) {
 	// Purged: the name has nothing left under it, and is refused again.
 	if _, err := svc.PurgeDeadLetters(ctx, admin.DeadFilter{Source: "old"}, false); !errors.Is(err, admin.ErrNotFound) {
 		t.Fatalf("purge again: %v, want not found", err)
+	}
+}
+
+// The key doctor runs on every source's page, over the source's 300 latest
+// events. It read each of their bodies whole and flattened every field:
+// a source of 4 MiB events made each view of its page read and hold
+// gigabytes, seconds long. It now leaves out bodies over 64 KiB, as its
+// duplicate samples always did: what a key holds shows in small events.
+func TestDoctorReadsNoLargeBodies(t *testing.T) {
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+sources:
+  - {name: big, preset: stripe, secrets: [`+secret+`]}
+`)
+	now := time.Now()
+	var events []store.NewEvent
+	add := func(key string, body []byte) {
+		events = append(events, store.NewEvent{Source: "big", Key: key, ContentType: "application/json", Body: body, ReceivedAt: now, ExpiresAt: now.Add(time.Hour)})
+	}
+	for i := range 3 {
+		add(fmt.Sprintf("evt_small_%d", i), fmt.Appendf(nil, `{"id":"evt_small_%d","amount":%d}`, i, i))
+	}
+	for i := range 8 {
+		add(fmt.Sprintf("evt_big_%d", i), fmt.Appendf(nil, `{"id":"evt_big_%d","blob":[%s"x"]}`, i, strings.Repeat(`"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",`, 3<<20/48)))
+	}
+	if _, err := store.ClaimEvents(context.Background(), gw.Store(), events); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rep, err := api.NewClient(gw.APIURL, gw.APIToken, nil).Doctor(context.Background(), "big")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sources) != 1 || rep.Sources[0].SampledEvents != 3 {
+		t.Fatalf("sampled %+v, want the 3 small events", rep.Sources)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Fatalf("the doctor allocated %d MiB over 24 MiB of large bodies it needs none of", alloc>>20)
 	}
 }

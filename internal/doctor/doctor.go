@@ -189,7 +189,7 @@ func recentBodies(ctx context.Context, a store.Admin, source string) ([]sampledB
 	}
 	var bodies []sampledBody
 	for _, e := range list {
-		if e.Keyless {
+		if e.Keyless || e.Size > maxSampledBody {
 			continue
 		}
 		ev, err := a.Event(ctx, e.ID)
@@ -461,3 +461,10 @@ func perDelivery(path, value string) bool {
 
 // doctorSample is how many recent events of a source the doctor reads.
 const doctorSample = 300
+
+// maxSampledBody bounds the bodies the doctor reads (the gateway's
+// duplicate samples keep none larger either). It runs on each view of a
+// source's page: 300 bodies of up to max_body_size each (5 MiB by default,
+// 256 MiB at most), read and flattened whole, took seconds and gigabytes
+// per view. What a key holds shows as well in the small events.
+const maxSampledBody = 64 << 10
