@@ -259,3 +259,42 @@ func TestMigrateReadsONCEHOOK_CONFIG(t *testing.T) {
 		t.Fatalf("the store ONCEHOOK_CONFIG names was not migrated: %v", err)
 	}
 }
+
+// A command that takes only flags refuses a stray argument instead of
+// ignoring it. `oncehook validate new.yaml` (without --config) validated
+// ./oncehook.yaml instead and said "oncehook.yaml is valid", exit 0, however
+// broken new.yaml was; `serve new.yaml` ran the demo; `migrate new.yaml`
+// migrated whatever ./oncehook.yaml names.
+func TestAStrayArgumentIsRefusedNotIgnored(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "sqlite://"+filepath.Join(dir, "events.db"), "", "http://127.0.0.1:9") // ./oncehook.yaml, valid
+	if err := os.WriteFile(filepath.Join(dir, "new.yaml"), []byte("sources: [{name: s, presett: stripe}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"ONCEHOOK_CONFIG=", "ONCEHOOK_API=", "ONCEHOOK_API_TOKEN="}
+	for _, args := range [][]string{
+		{"validate", "new.yaml"},
+		{"serve", "--listen", "127.0.0.1:0", "new.yaml"},
+		{"migrate", "new.yaml"},
+		{"replay", "--dead", "new.yaml"},
+		{"health", "new.yaml"},
+		{"reload", "new.yaml"},
+		{"send", "--url", "http://127.0.0.1:9/in/s", "--preset", "stripe", "--secret", "x", "--body", "{}", "new.yaml"},
+	} {
+		out, ok := oncehook(t, dir, env, args...)
+		reads := args[0] != "reload" && args[0] != "send" // a config: point the file to --config
+		if ok || !strings.Contains(out, `takes no argument (got "new.yaml")`) || (reads && !strings.Contains(out, "--config new.yaml")) {
+			t.Errorf("oncehook %s: exit 0 = %v, want a refusal naming the argument (and --config):\n%s", strings.Join(args, " "), ok, out)
+		}
+	}
+	// init takes a path, and its --force after it too, as its refusal says.
+	if out, ok := oncehook(t, dir, env, "init", "new.yaml"); ok || !strings.Contains(out, "use --force") {
+		t.Fatalf("init over an existing file: %s", out)
+	}
+	if out, ok := oncehook(t, dir, env, "init", "new.yaml", "--force"); !ok || !strings.Contains(out, "wrote new.yaml") {
+		t.Fatalf("init new.yaml --force (ok=%v): %s", ok, out)
+	}
+	if out, ok := oncehook(t, dir, env, "init", "a.yaml", "b.yaml"); ok || !strings.Contains(out, "one path") {
+		t.Fatalf("init with two paths (ok=%v): %s", ok, out)
+	}
+}

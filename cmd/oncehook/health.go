@@ -25,7 +25,7 @@ func health(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	url := fs.String("url", "", "the intake listener's base URL (default: the config's listen, on loopback)")
 	probe := fs.String("probe", "readyz", "readyz (the store can commit) or livez (the process answers)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if _, err := parse(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	if *probe != "readyz" && *probe != "livez" {

@@ -19,7 +19,7 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	// The same lookup as every other command: a container or a compose file

@@ -165,6 +165,22 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// flagsOnly parses the flags of a command that takes no argument, before
+// or after them, and refuses any argument: ignored, one ran the command on
+// something else than it was given (`validate new.yaml` checked
+// ./oncehook.yaml and said it was valid; `serve new.yaml` ran the demo).
+// A file name where the command reads a config is pointed to --config.
+func flagsOnly(fs *flag.FlagSet, args []string) error {
+	rest, err := parse(fs, args)
+	if err != nil || len(rest) == 0 {
+		return err
+	}
+	if f := fs.Lookup("config"); f != nil && fs.Name() != "reload" && (strings.HasSuffix(rest[0], ".yaml") || strings.HasSuffix(rest[0], ".yml")) {
+		return fmt.Errorf("%s takes no argument (got %q); did you mean --config %s?", fs.Name(), rest[0], rest[0])
+	}
+	return fmt.Errorf("%s takes no argument (got %q)", fs.Name(), rest[0])
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -842,7 +858,7 @@ func reload(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	of := addOperatorFlags(fs)
-	if _, err := parse(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	if *of.api == "" {

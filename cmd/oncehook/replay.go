@@ -22,7 +22,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	key := fs.String("key", "", "the event's key")
 	retryDead := fs.Bool("dead", false, "replay every dead letter instead (as dead retry does)")
 	destination := fs.String("destination", "", "with --dead: only this destination's")
-	if err := parseFlags(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	if *retryDead == (*source != "" || *key != "") || (!*retryDead && (*source == "" || *key == "")) {

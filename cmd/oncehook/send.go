@@ -43,7 +43,7 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sigPrefix := fs.String("signature-prefix", "", "generic preset: prefix before the signature")
 	var headers headerFlags
 	fs.Var(&headers, "header", "extra header 'Name: value' (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	if *url == "" || *preset == "" {

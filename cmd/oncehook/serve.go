@@ -34,7 +34,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	demoFlag := fs.Bool("demo", false, "run the demo (a public secret) even where a config exists, or on a non-loopback address")
 	apiListen := fs.String("api-listen", "", "override the config's api.listen (the effects ledger, admin API and dashboard)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logLevel)
@@ -280,7 +280,7 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
 	cfg, source, err := resolveConfig(*path, false)
@@ -308,12 +308,18 @@ func initConfig(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	force := fs.Bool("force", false, "overwrite an existing file")
-	if err := parseFlags(fs, args); err != nil {
+	// Flags before or after the path: "init x.yaml --force", as the
+	// refusal below suggests, must not be read as a path and no --force.
+	rest, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
+	if len(rest) > 1 {
+		return fmt.Errorf("init takes one path (got %q)", rest)
+	}
 	path := defaultConfigPath
-	if fs.NArg() > 0 {
-		path = fs.Arg(0)
+	if len(rest) == 1 {
+		path = rest[0]
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if *force {
