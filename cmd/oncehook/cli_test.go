@@ -298,3 +298,12 @@ func TestAStrayArgumentIsRefusedNotIgnored(t *testing.T) {
 		t.Fatalf("init with two paths (ok=%v): %s", ok, out)
 	}
 }
+
+// reload is the running gateway's: its help must not offer --config as a way
+// to "work on its store directly", which it refuses.
+func TestReloadsHelpDoesNotOfferTheStore(t *testing.T) {
+	out, ok := oncehook(t, t.TempDir(), []string{"ONCEHOOK_API=", "ONCEHOOK_API_TOKEN="}, "reload", "--help")
+	if !ok || strings.Contains(out, "work on its store directly") || !strings.Contains(out, "SIGHUP") {
+		t.Fatalf("reload --help (ok=%v):\n%s", ok, out)
+	}
+}

@@ -851,13 +851,15 @@ func oldestPending(d admin.DestinationView) string {
 	return "-"
 }
 
-// stats prints the hourly (or daily) rollups.
 // reload asks a running gateway to read its config file anew (as SIGHUP
 // does): through its API only, since it is the gateway that reloads.
 func reload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	of := addOperatorFlags(fs)
+	// The other operator commands work on the config's store; a reload
+	// only on a running gateway, which reads its own file.
+	fs.Lookup("config").Usage = "not taken: the gateway reloads the file it runs; pass --api, or send it SIGHUP (kill -HUP <pid>)"
 	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
@@ -894,6 +896,7 @@ func reload(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// stats prints the hourly (or daily) rollups.
 func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	fs.SetOutput(stderr)
