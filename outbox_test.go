@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -280,5 +284,74 @@ destinations:
 		if d.Header.Get("X-Oncehook-Type") != "Purchase" {
 			t.Fatalf("delivery %s typed %q, want Purchase", d.Key, d.Header.Get("X-Oncehook-Type"))
 		}
+	}
+}
+
+// A caller's open transaction that published a copy of a key holds that
+// event's row (its copies count) until it ends. The gateway counted its
+// own copies of the key in a commit that claimed other requests' events:
+// that commit waited for the caller's transaction, and every request in
+// it with it (11 s, the transaction's length; past 5 s the replica is not
+// ready). One caller's transaction must hold no other request (invariant
+// 13): the gateway's copy of a row held elsewhere waits for a later
+// commit, and is still counted.
+func TestAnOpenOutboxTransactionHoldsNoOtherRequest(t *testing.T) {
+	sink := testenv.NewSink(t)
+	pg := testenv.Postgres(t)
+	gw := startGateway(t, `store: `+pg+`
+api:
+  tokens:
+    - {name: shop, token: `+shopToken+`, publish: [orders]}
+sources:
+  - {name: orders, outbox: true, destinations: [capi]}
+destinations:
+  - {name: capi, url: `+sink.URL+`}
+`)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	outbox := oncehook.GatewayOutbox(gw.Gateway, postgres.TxDriver{})
+	if status, body := publish(t, gw, shopToken, "orders", "held", `{}`); status != http.StatusAccepted {
+		t.Fatalf("first publish: %d %s", status, body)
+	}
+	// A copy the gateway answers from the keys it remembers, and counts
+	// in a commit of its own within a second; and the caller's copy, in
+	// a transaction it keeps open meanwhile.
+	if status, body := publish(t, gw, shopToken, "orders", "held", `{}`); status != http.StatusOK {
+		t.Fatalf("second publish: %d %s", status, body)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if p, err := outbox.PublishTx(ctx, tx, "orders", "held", []byte(`{}`), nil); err != nil || !p.Duplicate {
+		t.Fatalf("PublishTx in the open transaction: %+v %v, want a duplicate", p, err)
+	}
+	var slowest time.Duration
+	for i := range 30 { // 3 s: past the gateway's 1 s pace of counting copies
+		start := time.Now()
+		if status, body := publish(t, gw, shopToken, "orders", fmt.Sprintf("other-%d", i), `{}`); status != http.StatusAccepted {
+			t.Fatalf("publish other-%d: %d %s", i, status, body)
+		}
+		slowest = max(slowest, time.Since(start))
+		t.Logf("other-%d %v", i, time.Since(start))
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if slowest > 2*time.Second {
+		t.Errorf("a publish of another key waited %v for the caller's open transaction", slowest.Round(time.Millisecond))
+	}
+	// Both copies are counted, the caller's and the gateway's.
+	var copies int
+	if !testenv.WaitFor(5*time.Second, func() bool {
+		return pool.QueryRow(ctx, `SELECT copies FROM events WHERE source = 'orders' AND key = 'held'`).Scan(&copies) == nil && copies == 2
+	}) {
+		t.Fatalf("copies %d, want 2", copies)
 	}
 }

@@ -264,6 +264,12 @@ type Committed struct {
 	// did not lease (new ones it could not hand off, or an entity's next
 	// one its outcomes woke): the caller asks for due deliveries again.
 	OrderedDue bool
+	// Deferred are the batch's Copies whose events' rows another open
+	// transaction holds (a caller's outbox transaction that published a
+	// copy of the same key, and holds the row until it ends): not counted
+	// by this commit, which does not wait for that transaction, and
+	// given back to be counted by a later one.
+	Deferred []Copy
 }
 
 // Store is the contract a backend implements, whole. Every method that

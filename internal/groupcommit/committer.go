@@ -818,6 +818,11 @@ func (c *Committer) run(b store.Batch) (store.Committed, error) {
 	if err == nil && (len(res.Claims) != len(b.Events) || len(res.Effects) != len(b.Effects)) {
 		err = errors.New("groupcommit: store returned a wrong number of claims or effect results")
 	}
+	if err == nil && len(res.Deferred) > 0 && c.copies != nil {
+		// Copies whose rows another transaction holds: counted by a
+		// later commit, rather than this one waiting for it.
+		c.copies.Restore(res.Deferred)
+	}
 	return res, err
 }
 

@@ -281,7 +281,7 @@ func (TxDriver) AddCounts(ctx context.Context, tx pgx.Tx, stats []store.StatDelt
 	if len(stats) > 0 {
 		batch.Queue(outboxStatsSQL, statsArgs(stats)...)
 	}
-	(&Store{}).queueCopies(batch, copies)
+	(&Store{}).queueCopies(batch, copiesSQL, copies)
 	if batch.Len() == 0 {
 		return nil
 	}

@@ -382,7 +382,11 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		return store.Committed{}, err
 	}
 	queueStats(batch, b.Shard, b.Stats)
-	s.queueCopies(batch, b.Copies)
+	copiesAt := -1
+	if len(b.Copies) > 0 {
+		copiesAt = batch.Len()
+		s.queueCopies(batch, commitCopiesSQL, b.Copies)
+	}
 	outcomes := batch.Len()
 	claiming := len(b.Events) > 0 || (l.Max > 0 && l.Due)
 	if claiming {
@@ -392,13 +396,14 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 		return store.Committed{}, nil
 	}
 	var rows []commitRow
+	var deferred []store.Copy
 	var effects []store.EffectResult
 	// Without effects: one pipeline, one implicit transaction, one round
 	// trip. With effects, whose writes depend on what they read: the same
 	// pipeline, then each effect, in an explicit transaction.
 	send := func(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.BatchResults) error {
 		var err error
-		rows, err = sendCommit(ctx, sb, batch, outcomes, claiming)
+		rows, deferred, err = sendCommit(ctx, sb, batch, outcomes, copiesAt, claiming)
 		return err
 	}
 	err := withRetry(ctx, func() error {
@@ -420,6 +425,10 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	s.noteWritten(len(b.Events) + len(b.Outcomes))
 	out := s.committed(b.Events, rows, token, expires)
 	out.Effects = effects
+	for i := range deferred {
+		deferred[i].Last = s.fromDB(deferred[i].Last) // given back as it came, on the gateway's clock
+	}
+	out.Deferred = deferred
 	// Ordered deliveries are never handed off here, and an ordered outcome
 	// may have woken its entity's next: both are due for the lease step.
 	out.OrderedDue = slices.ContainsFunc(b.Events, func(e store.NewEvent) bool { return e.Order.Entity != "" }) ||
@@ -439,40 +448,57 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 
 // sendCommit sends a commit's pipeline with sb (the pool's, or a
 // transaction's): the first outcomes statements of batch record outcomes,
-// rollups and copies, and then, when claiming, commitSQL claims and leases;
-// its rows are returned.
-func sendCommit(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.BatchResults, batch *pgx.Batch, outcomes int, claiming bool) ([]commitRow, error) {
+// rollups and copies (the copies, commitCopiesSQL, at copiesAt: -1 for
+// none), and then, when claiming, commitSQL claims and leases; its rows
+// are returned, with the copies commitCopiesSQL left.
+func sendCommit(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.BatchResults, batch *pgx.Batch, outcomes, copiesAt int, claiming bool) ([]commitRow, []store.Copy, error) {
 	if batch.Len() == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	br := sb(ctx, batch)
 	defer br.Close()
-	for range outcomes {
+	var deferred []store.Copy
+	for i := range outcomes {
+		if i == copiesAt {
+			rs, err := br.Query()
+			if err != nil {
+				return nil, nil, err
+			}
+			deferred, err = pgx.CollectRows(rs, func(row pgx.CollectableRow) (store.Copy, error) {
+				var c store.Copy
+				err := row.Scan(&c.Source, &c.Key, &c.N, &c.Last)
+				return c, err
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		if _, err := br.Exec(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var rows []commitRow
 	if claiming {
 		rs, err := br.Query()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer rs.Close()
 		for rs.Next() {
 			var r commitRow
 			if err := rs.Scan(&r.kind, &r.eventID, &r.source, &r.key, &r.expires, &r.deliveryID, &r.destination, &r.attempt,
 				&r.contentType, &r.headers, &r.body, &r.received, &r.trace, &r.eventType); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			rows = append(rows, r)
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return rows, br.Close()
+	return rows, deferred, br.Close()
 }
 
 // commitArgs are commitSQL's arguments for events, with the lease l asks
