@@ -27,6 +27,14 @@ const defaultConfigPath = "oncehook.yaml"
 const configEnv = "ONCEHOOK_CONFIG"
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// SIGHUP reloads the config, and never stops the gateway: it is caught
+	// from the first moment, not once the store is open, since until then
+	// its default action ended the process (a `systemctl reload` right
+	// after a start, with PostgreSQL slow to answer), and systemd counts
+	// that death as clean, so Restart=on-failure left the gateway down.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: $"+configEnv+", else ./oncehook.yaml if present, else the demo)")
@@ -108,11 +116,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		gw.Close()
 		return err
 	}
-	// SIGHUP reloads the config file (as POST /v1/reload does); it no
-	// longer stops the gateway.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// SIGHUP reloads the config file (as POST /v1/reload does); one that
+	// came while starting is kept (hup, above) and reloads now.
 	go gw.ReloadOnSignal(ctx, hup)
 	log.Info("serving", "addr", ln.Addr().String(), "store", config.Redact(cfg.Store), "demo", demo)
 	err = gw.Serve(ctx, ln, apiLns...)
