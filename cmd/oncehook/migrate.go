@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
@@ -24,31 +23,20 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// The same lookup as every other command: a container or a compose file
 	// names its config only through $ONCEHOOK_CONFIG.
-	if *path == "" {
-		*path = os.Getenv(configEnv)
+	cfg, _, err := resolveConfig(*path, false)
+	if err != nil {
+		return err
 	}
-	if *path == "" {
-		*path = defaultConfigPath
+	if cfg == nil {
+		return fmt.Errorf("no config to migrate: pass --config, set %s, or write %s (oncehook init)", configEnv, defaultConfigPath)
 	}
-	cfg, st, err := openStore(ctx, *path)
+	st, err := openConfigStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	fmt.Fprintf(stdout, "%s store: schema is up to date\n", cfg.StoreKind())
 	return nil
-}
-
-// openStore loads the config at path and opens its store (which applies
-// pending migrations), for the commands that work on the store directly.
-// Redis is left out: these commands claim nothing.
-func openStore(ctx context.Context, path string) (*config.Config, store.Store, error) {
-	cfg, err := oncehook.LoadConfig(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := openConfigStore(ctx, cfg)
-	return cfg, st, err
 }
 
 // openConfigStore opens cfg's store (applying pending migrations), as the
