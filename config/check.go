@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/oncehook/oncehook/internal/lease"
 )
 
@@ -20,10 +22,6 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 // token or API (the check reports one that is not).
 func IsName(s string) bool { return nameRE.MatchString(s) }
 
-// headerNameRE is an HTTP header's (or a cookie's) name: RFC 9110 token
-// characters.
-var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
-
 // checkHeaders checks headers sent with every request (a destination's,
 // the alerts'): a name that is not a token, or a value with a control
 // character other than the tab (a line break, a NUL), cannot be sent:
@@ -31,11 +29,11 @@ var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 // breaker would hold the destination, and nothing would reach it.
 func checkHeaders(f string, h map[string]string, fail failFunc) {
 	for _, name := range slices.Sorted(maps.Keys(h)) {
-		if !headerNameRE.MatchString(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			fail(f, "%q: not a header name", name)
 			continue
 		}
-		if strings.ContainsFunc(h[name], func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+		if !httpguts.ValidHeaderFieldValue(h[name]) {
 			fail(f, "%s: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
 		}
 	}
@@ -210,7 +208,7 @@ func checkIdempotency(f string, idem Idempotency, fail failFunc) {
 	for i, m := range idem.Methods {
 		at := fmt.Sprintf("%s.methods[%d]", f, i)
 		switch {
-		case !headerNameRE.MatchString(m): // a method is a token, as a header's name is
+		case !httpguts.ValidHeaderFieldName(m): // a method is a token, as a header's name is
 			fail(at, "%q: not a method", m)
 		case m != strings.ToUpper(m):
 			// Matched as sent, and clients send POST: a lowercase method
@@ -224,12 +222,12 @@ func checkIdempotency(f string, idem Idempotency, fail failFunc) {
 		}
 	}
 	for _, h := range idem.ClientHeaders {
-		if !headerNameRE.MatchString(h) {
+		if !httpguts.ValidHeaderFieldName(h) {
 			fail(f+".client_headers", "%q: not a header name", h)
 		}
 	}
 	for _, c := range idem.ClientCookies {
-		if !headerNameRE.MatchString(c) {
+		if !httpguts.ValidHeaderFieldName(c) {
 			fail(f+".client_cookies", "%q: not a cookie name", c)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/tracing"
@@ -292,7 +293,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	if ct, ok := src.Preset.(provider.ContentTyper); ok {
 		contentType = ct.ContentType(preq)
 	}
-	if len(contentType) > maxContentType || !utf8.ValidString(contentType) || !headerValue(contentType) {
+	if len(contentType) > maxContentType || !utf8.ValidString(contentType) || !httpguts.ValidHeaderFieldValue(contentType) {
 		// It is stored and sent back out with every delivery: a value no
 		// store or destination would take must fail here, alone. An HTTP
 		// request cannot carry a line break or a control byte in it, but

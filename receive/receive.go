@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
@@ -493,7 +494,7 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 	var out http.Header
 	for _, name := range f.ForwardHeaders() {
 		for _, v := range h.Values(name) {
-			if len(v) > maxForwardValue || !utf8.ValidString(v) || !headerValue(v) {
+			if len(v) > maxForwardValue || !utf8.ValidString(v) || !httpguts.ValidHeaderFieldValue(v) {
 				continue
 			}
 			if out == nil {
@@ -504,20 +505,6 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 		}
 	}
 	return out
-}
-
-// headerValue reports whether v may be sent as an HTTP header's value, as
-// Go's client checks before it sends one (httpguts.ValidHeaderFieldValue):
-// no control byte but a tab. A queue's message or an outbox publish can
-// hold what an HTTP request cannot, and what is stored to travel with
-// every delivery must be sendable, or each attempt fails.
-func headerValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // overloaded answers a request that could not get memory in time: 503,

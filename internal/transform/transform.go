@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -36,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"modernc.org/quickjs"
 )
 
@@ -604,11 +604,11 @@ func (s *Script) outputHeaders(o output, r Request) (http.Header, string, error)
 			if err != nil {
 				return nil, "", s.invalid("header %q: %v", name, err)
 			}
-			if !validHeaderName(name) {
+			if !httpguts.ValidHeaderFieldName(name) { // as net/http's client checks it: a name it refuses would fail at the send
 				return nil, "", s.invalid("header name %q is not a valid HTTP header name", name)
 			}
 			for _, v := range vals {
-				if !validHeaderValue(v) {
+				if !httpguts.ValidHeaderFieldValue(v) { // likewise: a value it refuses fails as a network error, retried, where it is the script's
 					return nil, "", s.invalid("header %q: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
 				}
 			}
@@ -769,22 +769,6 @@ func queryValues(raw json.RawMessage) (url.Values, error) {
 		}
 	}
 	return q, nil
-}
-
-var headerName = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
-
-func validHeaderName(s string) bool { return headerName.MatchString(s) }
-
-// validHeaderValue is what net/http's client accepts (RFC 9110 field-value): no control character but the
-// tab. A value it refused would fail at the send, as a network error that is retried, where it is the
-// script's error.
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // Protected says whether a header is beyond a transformation's reach: the key the destination dedupes on
