@@ -558,6 +558,14 @@ func TestAPIWhenTheStoreIsDown(t *testing.T) {
 			t.Errorf("%s %s with the store down: %d %v", c[0], c[1], resp.StatusCode, answer)
 		}
 	}
+	// The same named error on both paths: the Service in this process
+	// (the CLI's --config) and its Client (--api).
+	ctx := context.Background()
+	for name, op := range map[string]admin.Operator{"service": svc, "client": api.NewClient(srv.URL, "t", nil)} {
+		if _, err := op.Events(ctx, admin.EventFilter{}); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s: events with the store down: %v; want store.ErrUnavailable", name, err)
+		}
+	}
 }
 
 // A source or destination removed from the config keeps its dead letters

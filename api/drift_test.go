@@ -2,13 +2,23 @@ package api_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/admin/admintest"
 	"github.com/oncehook/oncehook/api"
+	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/store"
 )
 
 // The table of actions (admin.Actions) is the API: each action is served
@@ -66,6 +76,59 @@ func TestEveryActionHasARouteAndAClientMethod(t *testing.T) {
 		}
 		if !reached {
 			t.Errorf("action %s: Client.%s does not call %s", a.Name, a.Method, a.Route.Pattern())
+		}
+	}
+}
+
+// failing is an Operator whose Sources fails with err (the other methods
+// are not called).
+type failing struct {
+	admin.Operator
+	err error
+}
+
+func (f failing) Sources(context.Context) ([]admin.SourceView, error) { return nil, f.err }
+
+// The named errors an Operator returns are the same named errors through
+// the API's Client: errors.Is(err, admin.ErrConflict) after a 409, and
+// store.ErrUnavailable after a 503, as on the Service itself (before, a
+// 409 and a 503 came back as errors that were neither). Every exported
+// Err of package admin is here: one added there fails this test until it
+// is, and the API answers it.
+func TestEveryNamedErrorOfAnOperatorSurvivesTheAPI(t *testing.T) {
+	named := map[string]error{
+		"admin.ErrNotFound": admin.ErrNotFound, "admin.ErrInvalid": admin.ErrInvalid,
+		"admin.ErrConflict": admin.ErrConflict, "admin.ErrGone": admin.ErrGone,
+		"store.ErrUnavailable": store.ErrUnavailable,
+		"effect.ErrNotFound":   effect.ErrNotFound, "effect.ErrConflict": effect.ErrConflict, "effect.ErrInvalid": effect.ErrInvalid,
+	}
+	files, err := filepath.Glob("../admin/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("admin's sources: %v", err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, obj := range file.Scope.Objects {
+			if obj.Kind == ast.Var && strings.HasPrefix(name, "Err") && named["admin."+name] == nil {
+				t.Errorf("admin.%s is not checked here: add it, and its answer to the API's table", name)
+			}
+		}
+	}
+	for name, want := range named {
+		mux := http.NewServeMux()
+		api.Register(mux, failing{err: fmt.Errorf("the service says: %w", want)}, nil)
+		srv := httptest.NewServer(mux)
+		_, err := api.NewClient(srv.URL, "t", nil).Sources(context.Background())
+		srv.Close()
+		var answer *api.Error
+		if !errors.Is(err, want) || !errors.As(err, &answer) || answer.Status == http.StatusInternalServerError {
+			t.Errorf("%s through the API: %v (%T); want an *api.Error that is %s", name, err, err, name)
 		}
 	}
 }

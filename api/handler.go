@@ -42,19 +42,38 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (%s)", e.Body.Error, e.Body.Reason)
 }
 
-// Unwrap lets a Client's caller test an answer with errors.Is(err,
-// admin.ErrNotFound) and errors.Is(err, admin.ErrInvalid), as it would the
-// Service's.
-func (e *Error) Unwrap() error {
-	switch e.Status {
-	case http.StatusNotFound:
-		return admin.ErrNotFound
-	case http.StatusBadRequest:
-		return admin.ErrInvalid
-	case http.StatusGone:
-		return admin.ErrGone
+// Unwrap lets a Client's caller test an answer with errors.Is as it would
+// the Service's own error (errors.Is(err, admin.ErrConflict) after a 409,
+// store.ErrUnavailable after a 503): the named errors its status answers
+// (see answers).
+func (e *Error) Unwrap() []error {
+	for _, a := range answers {
+		if a.status == e.Status {
+			return a.errs
+		}
 	}
 	return nil
+}
+
+// answer is the status and reason the API answers the named errors errs
+// with.
+type answer struct {
+	status int
+	reason string
+	errs   []error
+}
+
+// answers are an Operator's named errors and the answer the API gives
+// each, written once: the handler answers an error with the entry of the
+// first it wraps, and the Client's Error unwraps that status to the same
+// errors, so a caller tells them apart alike whether the operator's
+// service ran in its process (--config) or behind the API (--api).
+var answers = []answer{
+	{http.StatusBadRequest, "invalid", []error{admin.ErrInvalid, effect.ErrInvalid}},
+	{http.StatusNotFound, "not_found", []error{admin.ErrNotFound, effect.ErrNotFound}},
+	{http.StatusConflict, "conflict", []error{admin.ErrConflict, effect.ErrConflict}},
+	{http.StatusGone, "body_gone", []error{admin.ErrGone}},
+	{http.StatusServiceUnavailable, "unavailable", []error{store.ErrUnavailable}},
 }
 
 func fail(status int, reason, msg string) *Error {
@@ -125,28 +144,36 @@ func writeError(w http.ResponseWriter, e *Error) {
 	jsonhttp.WriteJSON(w, e.Status, e.Body)
 }
 
-// answerError maps an error to its answer.
+// answerError maps an error to its answer (see answers). A store that
+// did not answer in time is unavailable, as one that refused; an error
+// that is none of the named ones is the API's own, a 500.
 func (h *handler) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	var inv *admin.InvalidError
 	switch {
 	case errors.As(err, &inv):
 		jsonhttp.WriteFieldError(w, inv.Field, inv.Error())
-	case errors.Is(err, admin.ErrNotFound), errors.Is(err, effect.ErrNotFound):
-		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error())
+		return
 	case errors.Is(err, effect.ErrInvalid):
 		jsonhttp.WriteFieldError(w, "key", err.Error())
-	case errors.Is(err, effect.ErrConflict), errors.Is(err, admin.ErrConflict):
-		jsonhttp.WriteError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, admin.ErrGone):
-		jsonhttp.WriteError(w, http.StatusGone, "body_gone", err.Error())
-	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		h.log.Warn("admin API: store unavailable", "path", r.URL.Path, "err", err)
-		w.Header().Set("Retry-After", "1")
-		jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable")
-	default:
-		h.log.Error("admin API", "path", r.URL.Path, "err", err)
-		jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
+		return
+	case errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
+	for _, a := range answers {
+		if !slices.ContainsFunc(a.errs, func(e error) bool { return errors.Is(err, e) }) {
+			continue
+		}
+		msg := err.Error()
+		if a.status == http.StatusServiceUnavailable {
+			h.log.Warn("admin API: store unavailable", "path", r.URL.Path, "err", err)
+			w.Header().Set("Retry-After", "1")
+			msg = "the store is unavailable"
+		}
+		jsonhttp.WriteError(w, a.status, a.reason, msg)
+		return
+	}
+	h.log.Error("admin API", "path", r.URL.Path, "err", err)
+	jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "internal error")
 }
 
 // query reads a request's query, refusing parameters the endpoint does not
