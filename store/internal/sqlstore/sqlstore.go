@@ -54,12 +54,49 @@ func NewFilter(d Dialect, conds ...string) *Filter {
 	return &Filter{dialect: d, conds: conds}
 }
 
-// Add adds cond, whose ?s are args in order.
+// Add adds cond, whose placeholders, each a ?, are args in order. A ? in a
+// quoted string or name is not one, and ?? is a ? that stays (PostgreSQL's
+// JSON operators: "doc ?? ?" is the key in the argument, "doc ??| ?" any
+// of them), as JDBC writes it; SQLite has no such operator, and its ?? is
+// refused. A count of placeholders other than
+// len(args) is a bug in the caller's SQL, and panics: it would run with
+// its arguments in the wrong places.
 func (f *Filter) Add(cond string, args ...any) {
-	for _, a := range args {
-		cond = strings.Replace(cond, "?", f.Arg(a), 1)
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(cond); i++ {
+		c := cond[i]
+		switch {
+		case c == '\'' || c == '"':
+			// A quoted string or name, to its closing quote ('' and ""
+			// inside are quotes, which the loop steps over as an end and
+			// a start).
+			j := strings.IndexByte(cond[i+1:], c)
+			if j < 0 {
+				panic(fmt.Sprintf("sqlstore: %q has an unclosed %c", cond, c))
+			}
+			b.WriteString(cond[i : i+j+2])
+			i += j + 1
+		case c == '?' && i+1 < len(cond) && cond[i+1] == '?':
+			if !f.dialect.Numbered {
+				panic(fmt.Sprintf("sqlstore: %q: ?? is PostgreSQL's; in SQLite a ? is a placeholder", cond))
+			}
+			b.WriteByte('?')
+			i++
+		case c == '?':
+			if n == len(args) {
+				panic(fmt.Sprintf("sqlstore: %q has more placeholders than its %d arguments", cond, len(args)))
+			}
+			b.WriteString(f.Arg(args[n]))
+			n++
+		default:
+			b.WriteByte(c)
+		}
 	}
-	f.conds = append(f.conds, cond)
+	if n != len(args) {
+		panic(fmt.Sprintf("sqlstore: %q has %d placeholders for %d arguments", cond, n, len(args)))
+	}
+	f.conds = append(f.conds, b.String())
 }
 
 // Arg adds an argument for a placeholder outside the WHERE clause (a
