@@ -15,12 +15,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -150,8 +148,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Migrate applies every embedded migration not yet applied and returns the
-// versions it applied. Replicas starting together wait on an advisory lock,
+// Migrate applies every embedded migration not yet applied (see
+// sqlstore.Migrations for their numbering) and returns the versions it
+// applied. Replicas starting together wait on an advisory lock,
 // so exactly one applies each migration.
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 	conn, err := s.pool.Acquire(ctx)
@@ -174,35 +173,26 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 	if err := conn.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM oncehook_migrations").Scan(&current); err != nil {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	list, err := sqlstore.Migrations(migrations, "migrations")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	sort.Strings(names)
 	var applied []int
-	for _, name := range names {
-		version, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
-		if err != nil {
-			return nil, fmt.Errorf("postgres: migration %s: name must start with its version", name)
-		}
-		if version <= current {
+	for _, m := range list {
+		if m.Version <= current {
 			continue
 		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO oncehook_migrations (version) VALUES ($1)", version)
+			_, err := tx.Exec(ctx, "INSERT INTO oncehook_migrations (version) VALUES ($1)", m.Version)
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("postgres: migration %s: %w", name, err)
+			return nil, fmt.Errorf("postgres: migration %s: %w", m.Name, err)
 		}
-		applied = append(applied, version)
+		applied = append(applied, m.Version)
 	}
 	return applied, nil
 }

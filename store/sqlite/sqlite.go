@@ -18,7 +18,6 @@ import (
 	"io/fs"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -179,7 +179,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.bulk <= 0 {
 		s.bulk = 1000
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, migrations); err != nil {
 		write.Close()
 		return nil, err
 	}
@@ -202,40 +202,39 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// migrate applies, in order, every embedded migration not yet applied. The
-// version is kept in SQLite's user_version so no extra table is needed.
-func (s *Store) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+// migrate applies, in order, every embedded migration not yet applied
+// (see sqlstore.Migrations for their numbering). The highest version
+// applied is kept in SQLite's user_version, so no extra table is needed.
+// Until 0018 the files were numbered 1, 2, 3... without a gap, and
+// user_version counted them: the count and the highest number agree, so a
+// database migrated before reads the same here.
+func (s *Store) migrate(ctx context.Context, fsys fs.FS) error {
+	list, err := sqlstore.Migrations(fsys, "migrations")
 	if err != nil {
-		return err
+		return fmt.Errorf("sqlite: %w", err)
 	}
-	sort.Strings(names)
 	var version int
 	if err := s.write.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("sqlite: read schema version: %w", err)
 	}
-	for i, name := range names {
-		if i < version {
+	for _, m := range list {
+		if m.Version <= version {
 			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
 		}
 		tx, err := s.write.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
 		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
 		}
 	}
 	return nil
