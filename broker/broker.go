@@ -20,7 +20,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"math/rand/v2"
 	"net/http"
@@ -116,9 +115,8 @@ func DefaultContentType(h http.Header, body []byte) {
 	if h.Get("Content-Type") != "" {
 		return
 	}
-	b := bytes.TrimLeft(body, " \t\r\n")
-	if len(b) > 0 && (b[0] == '{' || b[0] == '[') {
-		h.Set("Content-Type", "application/json")
+	if ct := receive.DefaultContentType(body); ct != "" {
+		h.Set("Content-Type", ct)
 	}
 }
 

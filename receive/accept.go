@@ -7,11 +7,9 @@ import (
 	"net/url"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/tracing"
@@ -289,19 +287,20 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 			}
 		}
 	}
-	contentType := env.Header.Get("Content-Type")
+	given := env.Header.Get("Content-Type")
 	if ct, ok := src.Preset.(provider.ContentTyper); ok {
-		contentType = ct.ContentType(preq)
+		given = ct.ContentType(preq)
 	}
-	if len(contentType) > maxContentType || !utf8.ValidString(contentType) || !httpguts.ValidHeaderFieldValue(contentType) {
-		// It is stored and sent back out with every delivery: a value no
-		// store or destination would take must fail here, alone. An HTTP
-		// request cannot carry a line break or a control byte in it, but
-		// a queue's message property or an outbox publish can, and every
-		// attempt to send one would fail, to the dead letters.
-		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed, "Content-Type is longer than 256 bytes, not UTF-8, or holds a control character"))
+	// It is stored and sent back out with every delivery: one that no
+	// store or destination would take (an HTTP request cannot carry a
+	// line break or a control byte in it, but a queue's message or an
+	// outbox publish can) is left out, and the event taken without it.
+	contentType, leftOut := contentTypeOf(given, body)
+	if leftOut {
+		h.log.Info("Content-Type left out: over 256 bytes, not UTF-8, or holding a control character", "source", name,
+			"content_type", strconv.QuoteToASCII(bounded(given)), "stored", contentType, "client", env.Client)
 	}
-	traceparent := env.Trace
+	traceparent := traceOf(env.Trace)
 	if traceparent == "" {
 		traceparent = tracing.Inject(ctx) // "" when not traced
 	}

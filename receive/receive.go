@@ -32,7 +32,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
@@ -494,7 +493,7 @@ func forwardHeaders(p provider.Preset, h http.Header) http.Header {
 	var out http.Header
 	for _, name := range f.ForwardHeaders() {
 		for _, v := range h.Values(name) {
-			if len(v) > maxForwardValue || !utf8.ValidString(v) || !httpguts.ValidHeaderFieldValue(v) {
+			if !sendable(v, maxForwardValue) {
 				continue
 			}
 			if out == nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/redact"
-	"github.com/oncehook/oncehook/internal/tracing"
 	"github.com/oncehook/oncehook/receive"
 )
 
@@ -233,14 +232,9 @@ func (c *Consumer) handle(ctx context.Context, d amqp.Delivery) {
 // envelope is what Accept takes for d.
 func (c *Consumer) envelope(d *amqp.Delivery) receive.Envelope {
 	h := headerOf(d)
-	env := receive.Envelope{
-		Header: h, Body: d.Body, SkipVerify: !c.verify, Client: "amqp queue " + c.queue,
+	return receive.Envelope{
+		Header: h, Body: d.Body, Trace: h.Get("Traceparent"), SkipVerify: !c.verify, Client: "amqp queue " + c.queue,
 	}
-	if tp := h.Get("Traceparent"); tp != "" {
-		// Only a well-formed one is kept (as written back, normalized).
-		env.Trace = tracing.Inject(tracing.Extract(context.Background(), tp))
-	}
-	return env
 }
 
 // holdFor is how long to hold a message the store could not take: as long

@@ -102,6 +102,13 @@ func Inject(ctx context.Context) string {
 	return c["traceparent"]
 }
 
+// Parent is traceparent as W3C writes it (lower-case, normalised), or ""
+// when it is not one: what a transport carried in a header is anybody's,
+// and only a well-formed parent is kept, to be continued.
+func Parent(traceparent string) string {
+	return Inject(Extract(context.Background(), traceparent))
+}
+
 // Extract is Inject's inverse: a context carrying the stored parent.
 func Extract(ctx context.Context, traceparent string) context.Context {
 	if traceparent == "" {
