@@ -664,11 +664,13 @@ func keylessKey() string {
 }
 
 // place reads an event's place among its entity's events; the zero Order
-// (not ordered) when it has none.
+// (not ordered) when it has none. The entity is stored as every store
+// can hold it (store.StorableEntity): an id with a NUL, bytes that are not
+// UTF-8 or a megabyte of text still orders its events.
 func (o *Order) place(h http.Header, body []byte, now time.Time) store.Order {
 	p, ok := o.Rule.Read(h, body, now)
 	if !ok {
 		return store.Order{}
 	}
-	return store.Order{Entity: p.Entity, Mode: o.Mode, Version: p.Version, Versioned: p.Versioned, VersionText: p.VersionText, DeliverStale: o.DeliverStale}
+	return store.Order{Entity: store.StorableEntity(p.Entity), Mode: o.Mode, Version: p.Version, Versioned: p.Versioned, VersionText: p.VersionText, DeliverStale: o.DeliverStale}
 }

@@ -123,3 +123,68 @@ func TestAValueADeliveryCannotCarryIsLeftOutNotRefused(t *testing.T) {
 		}
 	})
 }
+
+// Invariant 23 for order entities (issue 41): an entity PostgreSQL cannot
+// store as it is (a NUL, a byte that is not UTF-8, a lone surrogate
+// escape, a megabyte of text) still orders its events, on both
+// backends: each is one entity (its older event is stale once its newer
+// one is delivered), distinct from every other, however alike they
+// look. Before, PostgreSQL refused the whole event (store_rejected: an
+// HTTP 500, a queue message terminated, a PublishTx rolled back).
+func TestAnEntityNoStoreCanHoldStillOrdersItsEvents(t *testing.T) {
+	rule, err := provider.ParseOrderRule("json:entity", "json:version", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entities := []string{`a\u0000b`, "a\xffb", `a\ud800b`, `a\udc00b`, `a\ufffdb`, `%a%00b`, "a%00b", strings.Repeat("m", 1_000_000), strings.Repeat("m", 1_000_001)}
+	onEachBackend(t, func(t *testing.T, st store.Store) {
+		h := queueHandler(t, st, &receive.Order{Rule: rule, Mode: store.OrderLatest})
+		ctx := context.Background()
+		take := func(key, entity string, version int) {
+			t.Helper()
+			body := fmt.Sprintf(`{"order_id":%q,"entity":"%s","version":%d}`, key, entity, version)
+			resp, err := h.Accept(ctx, "orders", receive.Envelope{Body: []byte(body), SkipVerify: true})
+			if err != nil || resp.Status != receive.StatusAccepted {
+				t.Fatalf("entity %.20q: %+v %v, want accepted", entity, resp, err)
+			}
+		}
+		for i, e := range entities {
+			take(fmt.Sprintf("new-%d", i), e, 2)
+		}
+		// One delivery of each entity at a time: every entity is its own.
+		first := leaseAll(t, st)
+		if len(first) != len(entities) {
+			t.Fatalf("leased %d deliveries, want one for each of the %d entities", len(first), len(entities))
+		}
+		seen := map[string]bool{}
+		var outcomes []store.Outcome
+		for _, d := range first {
+			if seen[d.Entity] || !d.Ordered {
+				t.Errorf("%s: entity %.40q (ordered %v) leased twice", d.Key, d.Entity, d.Ordered)
+			}
+			seen[d.Entity] = true
+			outcomes = append(outcomes, store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered,
+				Attempt: d.Attempt, StartedAt: time.Now(), Ordered: true})
+		}
+		if err := store.CompleteDeliveries(ctx, st, outcomes); err != nil {
+			t.Fatal(err)
+		}
+		// An older event of each is stale, a newer one is delivered.
+		for i, e := range entities {
+			take(fmt.Sprintf("old-%d", i), e, 1)
+			take(fmt.Sprintf("newer-%d", i), e, 3)
+		}
+		second := leaseAll(t, st)
+		for i := range entities {
+			if _, ok := second[fmt.Sprintf("newer-%d", i)]; !ok {
+				t.Errorf("entity %d: its newer event was not leased (%d leased)", i, len(second))
+			}
+			if _, ok := second[fmt.Sprintf("old-%d", i)]; ok {
+				t.Errorf("entity %d: its older event was leased, not stale", i)
+			}
+		}
+		if s, err := st.Stats(ctx); err != nil || s.Stale != int64(len(entities)) {
+			t.Errorf("stats %+v %v: want %d stale", s, err, len(entities))
+		}
+	})
+}

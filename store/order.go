@@ -2,10 +2,13 @@ package store
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Order per entity. Providers promise no order: a retry from hours ago
@@ -57,6 +60,9 @@ func (m OrderMode) Named() OrderMode {
 // Order is what a NewEvent says of its place among its entity's events.
 // An empty Entity means the event is not ordered.
 type Order struct {
+	// Entity is what the event is about, as StorableEntity writes it:
+	// a backend may refuse one it does not hold (PostgreSQL: a NUL, bytes
+	// that are not UTF-8, a value over its index's row).
 	Entity string
 	Mode   OrderMode
 	// Version orders two events of the entity; without one (Versioned
@@ -67,6 +73,66 @@ type Order struct {
 	// DeliverStale delivers a stale event anyway, marked stale (the
 	// destination is told the current version), instead of holding it back.
 	DeliverStale bool
+}
+
+// MaxEntityLen is the longest order entity stored as the provider wrote
+// it: a longer one is stored as its digest (StorableEntity). Every store
+// indexes entities, and PostgreSQL's index takes a row of at most about
+// 2.7 KB.
+const MaxEntityLen = 512
+
+// The marks that start an entity StorableEntity had to rewrite: an entity
+// written with its bytes percent-encoded, and one replaced by its digest.
+const (
+	entityEncoded = "%"
+	entityDigest  = "sha256:"
+)
+
+// StorableEntity is an order entity as every store keeps it, written once
+// for both backends (intake applies it to each event's entity):
+//
+//   - the entity as the provider wrote it, when any store can hold it as it
+//     is: UTF-8 without a NUL (what PostgreSQL's text takes), at most
+//     MaxEntityLen bytes (what its index takes), and not starting with
+//     "%" or "sha256:";
+//   - else "%" and the entity with every NUL, "%" and byte of an invalid
+//     UTF-8 sequence (a lone surrogate's, say) percent-encoded: "a\x00b"
+//     is "%a%00b", "5%\x00" is "%5%25%00";
+//   - else, when that is longer than MaxEntityLen, "sha256:" and the hex
+//     SHA-256 of the entity.
+//
+// Distinct entities stay distinct (the encoding is undone by decoding it,
+// a digest is SHA-256's), and one entity is always written the same, so
+// an entity no store could hold as it is still orders its events, on
+// either backend: how an entity is written is never a reason to lose its
+// event (invariant 23). What is stored is what the operator sees and
+// names (ResetOrder).
+func StorableEntity(entity string) string {
+	if len(entity) <= MaxEntityLen && utf8.ValidString(entity) && strings.IndexByte(entity, 0) < 0 &&
+		!strings.HasPrefix(entity, entityEncoded) && !strings.HasPrefix(entity, entityDigest) {
+		return entity
+	}
+	var b strings.Builder
+	b.Grow(len(entity) + len(entityEncoded) + 8)
+	b.WriteString(entityEncoded)
+	const hexdig = "0123456789ABCDEF"
+	for i := 0; i < len(entity) && b.Len() <= MaxEntityLen; {
+		r, size := utf8.DecodeRuneInString(entity[i:])
+		if c := entity[i]; c == 0 || c == '%' || (r == utf8.RuneError && size == 1) {
+			b.WriteByte('%')
+			b.WriteByte(hexdig[c>>4])
+			b.WriteByte(hexdig[c&15])
+			i++
+			continue
+		}
+		b.WriteString(entity[i : i+size])
+		i += size
+	}
+	if b.Len() > MaxEntityLen {
+		sum := sha256.Sum256([]byte(entity))
+		return entityDigest + hex.EncodeToString(sum[:])
+	}
+	return b.String()
 }
 
 // OrderKey is how an entity is stored: by its source, since two providers'
