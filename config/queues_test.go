@@ -117,6 +117,48 @@ func TestReloadRefusesAChangedConsumer(t *testing.T) {
 	}
 }
 
+// A reload refused for its consumers names every change that waits for a
+// restart, not only the first: each consumer added, changed or removed,
+// and each other field bound at start (found from outside: two consume:
+// sources and upstreams: changed, and only sources[3].consume was named).
+func TestReloadRefusedForConsumersNamesEveryRestart(t *testing.T) {
+	parse := func(text string) *config.Config {
+		t.Helper()
+		c, err := config.Parse([]byte(text), noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	queue := func(name, stream string) string {
+		return `  - {name: ` + name + `, key: ["json:id"], consume: {nats: {url: "nats://x:4222", stream: ` + stream + `}}}` + "\n"
+	}
+	web := "  - {name: web, preset: stripe, secrets: [x]}\n"
+	old := parse("sources:\n" + web + queue("a", "A") + queue("b", "B") + queue("c", "C") +
+		"upstreams: [{name: pay, prefix: /pay, upstream: \"http://127.0.0.1:9\"}]\n")
+	next := parse("sources:\n" + web + queue("a", "A2") + queue("b", "B2") + queue("d", "D") +
+		"upstreams: [{name: pay, prefix: /pay, upstream: \"http://127.0.0.1:10\"}]\nlisten: 127.0.0.1:9999\n")
+	_, err := config.Reload(old, next, nil)
+	if err == nil {
+		t.Fatal("refused nothing")
+	}
+	for _, want := range []string{"sources[1].consume: changed", "sources[2].consume: changed", "sources[3].consume: added",
+		"source c: removed", "upstreams: changed", "listen: changed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+	// And with errors of another kind, both: every reason to refuse at
+	// once.
+	bad := parse("sources:\n" + web + queue("a", "A2") + queue("b", "B") + queue("c", "C") +
+		"upstreams: [{name: pay, prefix: /pay, upstream: \"http://127.0.0.1:9\"}]\n")
+	bad.Sources[0].Destinations = []config.SourceDestination{{Name: "nowhere"}}
+	if _, err := config.Reload(old, bad, nil); err == nil || !strings.Contains(err.Error(), "sources[1].consume: changed") ||
+		!strings.Contains(err.Error(), "nowhere") {
+		t.Errorf("a consumer changed and a destination unknown: %v", err)
+	}
+}
+
 // A misspelled field inside an optional block (consume:, publish:, order:,
 // all pointers in Config) is named as any other: it was accepted silently,
 // so `durabel: x` made a second durable consumer under the default name,

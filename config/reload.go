@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 )
@@ -64,28 +65,17 @@ func Reload(old, next *Config, check PartsCheck) (*Reloaded, error) {
 	if len(old.API.Tokens) == 0 && len(next.API.Tokens) > 0 {
 		restart = append(restart, "api.tokens (the API listener is off: it had no tokens at start)")
 	}
-	if err := e.ValidateWith(check); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	// A queue source's consumer is bound at start: a consume: block that
-	// appears, changes or goes would leave the source half one transport
-	// and half another (a consumer's source is unsigned over HTTP), so
-	// such a reload is refused whole, never half applied.
-	consumed := map[string]*Consume{}
-	for _, s := range old.Sources {
-		consumed[s.Name] = s.Consume
-	}
-	for i, s := range e.Sources {
-		was, known := consumed[s.Name]
-		if (known && !reflect.DeepEqual(was, s.Consume)) || (!known && s.Consume != nil) {
-			return nil, fmt.Errorf("config: sources[%d].consume: a queue source's consumer is bound at start; restart to add, change or remove one", i)
+	errs := e.validate(nil, check)
+	if bound := consumersChanged(old, &e); len(bound) > 0 {
+		errs = append(errs, bound...)
+		// Refused for a consumer, the whole change waits for a restart:
+		// name what else it will take then, not only the first.
+		for _, f := range restart {
+			errs = append(errs, fmt.Errorf("%s: changed, and bound at start too: the restart takes it", f))
 		}
-		delete(consumed, s.Name)
 	}
-	for name, c := range consumed {
-		if c != nil {
-			return nil, fmt.Errorf("config: source %s consumes a queue, which is bound at start; restart to remove it", name)
-		}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(errs...))
 	}
 	var changed []string
 	// A source's name is part of every key it claimed and of each
@@ -96,6 +86,37 @@ func Reload(old, next *Config, check PartsCheck) (*Reloaded, error) {
 	changed = append(changed, diff("destination", old.Destinations, next.Destinations, func(d Destination) string { return d.Name }, "")...)
 	changed = append(changed, diff("api token", old.API.Tokens, next.API.Tokens, func(t APIToken) string { return t.Name }, "")...)
 	return &Reloaded{Config: &e, Changed: changed, Restart: restart}, nil
+}
+
+// consumersChanged names each queue source of next whose consumer differs
+// from old's: one error a source. A consumer is bound at start: a
+// consume: block that appears, changes or goes would leave the source half
+// one transport and half another (a consumer's source is unsigned over
+// HTTP), so such a reload is refused whole, never half applied.
+func consumersChanged(old, next *Config) []error {
+	var errs []error
+	consumed := map[string]*Consume{}
+	for _, s := range old.Sources {
+		consumed[s.Name] = s.Consume
+	}
+	for i, s := range next.Sources {
+		was, known := consumed[s.Name]
+		switch {
+		case known && was != nil && s.Consume == nil:
+			errs = append(errs, fmt.Errorf("sources[%d].consume: removed, and a queue source's consumer is bound at start; restart to remove it", i))
+		case known && !reflect.DeepEqual(was, s.Consume):
+			errs = append(errs, fmt.Errorf("sources[%d].consume: changed, and a queue source's consumer is bound at start; restart to change it", i))
+		case !known && s.Consume != nil:
+			errs = append(errs, fmt.Errorf("sources[%d].consume: added, and a queue source's consumer is bound at start; restart to add it", i))
+		}
+		delete(consumed, s.Name)
+	}
+	for _, s := range old.Sources {
+		if c, gone := consumed[s.Name]; gone && c != nil {
+			errs = append(errs, fmt.Errorf("source %s: removed, and it consumes a queue, which is bound at start; restart to remove it", s.Name))
+		}
+	}
+	return errs
 }
 
 // diff says, by name, which of next's items are new, changed or gone
