@@ -76,7 +76,16 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 			g.apply(ctx, r.Config, p, senders)
 			g.metrics.ReloadOK.Set(1)
 			g.metrics.ReloadAt.SetToCurrentTime()
-			g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
+			switch {
+			case len(v.Changed) > 0:
+				g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
+			case len(r.Restart) > 0:
+				// Not "changed=[]" above "listen changed": what changed
+				// waits for a restart (the warnings below name it).
+				g.log.Info("config reloaded", "config", v.Config, "applied", "nothing now: what changed takes effect at a restart", "restart", r.Restart)
+			default:
+				g.log.Info("config reloaded", "config", v.Config, "changed", "nothing")
+			}
 			for _, f := range r.Restart {
 				g.log.Warn("config reload: "+f+" changed, and takes effect only at a restart; the running value stays", "field", f)
 			}

@@ -448,6 +448,10 @@ func TestReloadRefusesAnInvalidConfigAndNamesWhatNeedsARestart(t *testing.T) {
 		!strings.Contains(out, "listen changed: it takes effect at a restart") {
 		t.Errorf("oncehook reload (ok=%v):\n%s", ok, out)
 	}
+	// Its log says so too, not "changed=[]" above "listen changed".
+	if log := p.stderr.String(); strings.Contains(log, "changed=[]") || !strings.Contains(log, `applied="nothing now: what changed takes effect at a restart" restart=[listen]`) {
+		t.Errorf("the gateway's log of a reload that applied nothing:\n%s", log)
+	}
 	if out, ok := oncehook(t, dir, nil, "reload", "--config", path); ok || !strings.Contains(out, "SIGHUP") {
 		t.Errorf("oncehook reload without --api (ok=%v):\n%s", ok, out)
 	}
