@@ -77,7 +77,7 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check
 	}
 	// Every error at once, each with its field and line: the environment
 	// references, then the fields' names and types, then what they say.
-	renamed, err := renameSections(root)
+	renamed, sections, err := renameSections(root)
 	if err != nil {
 		return nil, err
 	}
@@ -86,15 +86,15 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check
 	var faulty pathSet
 	errs := append(envErrs, checkNode(root, reflect.TypeFor[Config](), "", &faulty)...)
 	if slices.Contains(faulty, "") {
-		return nil, errors.Join(errs...) // a misspelled section
+		return nil, errors.Join(respell(sections, errs)...) // a misspelled section
 	}
 	cfg := Config{dir: dir, renamed: renamed}
 	if err := root.Decode(&cfg); err != nil {
-		return nil, errors.Join(append(errs, err)...)
+		return nil, errors.Join(respell(sections, append(errs, err))...)
 	}
 	cfg.renameValues()
 	if err := cfg.setDefaults(); err != nil {
-		return nil, errors.Join(append(errs, err)...)
+		return nil, errors.Join(respell(sections, append(errs, err))...)
 	}
 	for _, err := range cfg.validate(lines, check) {
 		// A field whose reference did not expand, or that is misspelled
@@ -105,7 +105,7 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errors.Join(respell(sections, errs)...)
 	}
 	return &cfg, nil
 }

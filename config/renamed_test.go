@@ -28,10 +28,25 @@ apis: [{name: pay, prefix: /pay, upstream: "http://x"}]
 		t.Fatalf("warnings %q: want both renames named", w)
 	}
 
-	// An error in a section under its old name still names its line.
-	_, err = config.Parse([]byte(`apis: [{name: pay, prefix: pay, upstream: "http://x"}]`), env(nil))
-	if err == nil || !strings.Contains(err.Error(), "upstreams[0].prefix") || !strings.Contains(err.Error(), "(line 1)") {
-		t.Fatalf("err %v: want upstreams[0].prefix at line 1", err)
+	// An error in a section under its old name names the field as the
+	// file writes it, and its line (it said upstreams[0].prefix, a field
+	// the file has nowhere); a field of another section keeps its name.
+	for text, want := range map[string][]string{
+		`apis: [{name: pay, prefix: pay, upstream: "http://x"}]`:                                                             {"apis[0].prefix", "(line 1)"},
+		"apis:\n  - {name: pay, prefix: /pay, upstream: \"http://x\"}\n  - {name: pay, prefix: /p2, upstream: \"http://x\"}": {"apis[1].name", "(line 3)"},
+		"apis:\n  - {name: pay, prefix: /pay, upstream: \"http://x\", upstrem: y}":                                           {"apis[0].upstrem: unknown field (line 2)"},
+		"apis: [{name: pay, prefix: /pay, upstream: \"http://x\"}]\nsources: [{name: s, preset: stripe, secrets: [x], upstreams: 1}]": {
+			"sources[0].upstreams: unknown field"},
+	} {
+		_, err = config.Parse([]byte(text), env(nil))
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: err %v: want %q", text, err, w)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "upstreams[") {
+			t.Errorf("%s: err %v names a field the file does not have", text, err)
+		}
 	}
 
 	// Both names at once is ambiguous: refused, naming both.
