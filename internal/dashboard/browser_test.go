@@ -90,6 +90,8 @@ sources:
   - {name: billing, preset: stripe, secrets: [`+secret+`], destinations: [{name: app, types: ["invoice.*"]}]}
 destinations:
   - {name: app, url: `+app.URL+`}
+upstreams:
+  - {name: payments, prefix: /payments, upstream: `+app.URL+`, idempotency: {single_tenant: true}}
 `)
 
 	// A known storm: 40 events, each sent 1 to 3 times, the copies of one
@@ -354,8 +356,18 @@ destinations:
 	if err := gw.Effects().Fail(step, "pix-reminder:HP123:24h", c.Token, "invalid phone number"); err != nil {
 		t.Fatal(err)
 	}
-	do("effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.CSS("h1")))
-	if page := text("main"); !strings.Contains(page, "capi:Purchase:order-987") || !strings.Contains(page, "invalid phone number") {
+	// And an answer of the API behind the proxy, which the page lists
+	// under the config's name for it, upstreams: (it said apis:).
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments/charges", strings.NewReader(`{"amount":4990}`))
+	req.Header.Set("Idempotency-Key", `"order-987"`)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /payments/charges through the proxy: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	do("effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.ID("api-answers")))
+	if page := text("main"); !strings.Contains(page, "capi:Purchase:order-987") || !strings.Contains(page, "invalid phone number") ||
+		!strings.Contains(text("#api-answers"), "order-987") || !strings.Contains(page, "(upstreams:)") || strings.Contains(page, "apis:") {
 		t.Fatalf("effects page: %s", page)
 	}
 	shot("dashboard-effects.png")
@@ -366,6 +378,11 @@ destinations:
 		t.Fatalf("pt-BR heading %q", h)
 	}
 	shot("dashboard-overview-pt.png")
+	do("pt-BR effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.ID("api-answers")))
+	if page := text("main"); !strings.Contains(page, "Respostas guardadas das APIs atrás do proxy (upstreams:)") || strings.Contains(page, "apis:") {
+		t.Fatalf("pt-BR effects page: %s", page)
+	}
+	shot("dashboard-effects-pt.png")
 	do("pt-BR kept", chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	if h := text("h1"); h != "Destinos" {
 		t.Fatalf("pt-BR not kept: %q", h)

@@ -3,12 +3,14 @@ package dashboard
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/alert"
 )
 
@@ -153,5 +155,40 @@ func TestNumbersTimesAndDaysPerLanguage(t *testing.T) {
 				t.Errorf("%s: alert %s reads %q", l.Code, k, got)
 			}
 		}
+	}
+}
+
+// A config section a page names, "(upstreams:)", is one the config has,
+// in every language: the effects page said "(apis:)", a name renamed a
+// release before (read with a warning, then refused).
+func TestPagesNameTheConfigAsItIs(t *testing.T) {
+	c, err := loadCatalog(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	typ := reflect.TypeFor[config.Config]()
+	for i := range typ.NumField() {
+		if name, _, _ := strings.Cut(typ.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+			sections[name] = true
+		}
+	}
+	if !sections["upstreams"] || !sections["sources"] {
+		t.Fatalf("config sections %v: the yaml tags were not read", sections)
+	}
+	named := regexp.MustCompile(`\(([a-z_]+):\)`)
+	seen := 0
+	for _, l := range c.langs {
+		for k, v := range l.msgs {
+			for _, m := range named.FindAllStringSubmatch(v, -1) {
+				seen++
+				if !sections[m[1]] {
+					t.Errorf("%s %q names the config section %s:, which the config does not have: %q", l.Code, k, m[1], v)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no translation names a config section: the pattern is wrong")
 	}
 }
