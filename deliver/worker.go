@@ -39,6 +39,7 @@ import (
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/tracing"
 	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/store"
@@ -67,6 +68,10 @@ type Destination struct {
 	// destination's: a dead letter with the script's error and line, and
 	// nothing the breaker counts.
 	Transform *transform.Script
+
+	// secrets are what its URL and headers carry that an answer quoting
+	// them must not show (SetDestinations reads them).
+	secrets *redact.Secrets
 }
 
 // Writer is where a worker's outcomes go and where it gets deliveries: the
@@ -285,6 +290,9 @@ func (w *Worker) SetDestinations(dests []Destination) {
 				continue
 			}
 			d.Sender = s
+		}
+		if u, err := url.Parse(d.URL); err == nil {
+			d.secrets = redact.SecretsOf(u, headerOf(d.Headers))
 		}
 		m[d.Name] = &d
 	}
@@ -598,7 +606,10 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 	if timedOut {
 		res.Error = fmt.Sprintf("timed out after %s", timeout)
 	}
-	// One place makes what any destination sent back fit to store and show.
+	// One place makes what any destination sent back fit to store and show:
+	// without the secrets it was sent with, which an answer may quote
+	// (an API that says which URL it refused), then cut to size.
+	res.Response, res.Error = hideSecrets(dest, msg, res.Response), hideSecrets(dest, msg, res.Error)
 	res.Response, res.Error = storable(res.Response, responseSnippet), storable(res.Error, 1024)
 	if w.opts.Gate != nil {
 		defer func() { w.opts.Gate.Report(ctx, dest.Name, gateOutcome(res)) }()
@@ -774,6 +785,31 @@ func storable(s string, limit int) string {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
 	return s + cut
+}
+
+// hideSecrets masks in text what dest's URL and headers carry that
+// redact.URL and redact.Header hide, and what msg carried besides, when a
+// transformation set its query or headers.
+func hideSecrets(dest *Destination, msg *Message, text string) string {
+	if text == "" {
+		return text
+	}
+	text = dest.secrets.Hide(text)
+	if dest.Transform != nil {
+		if u, err := url.Parse(dest.URL); err == nil {
+			text = redact.SecretsOf(TargetURL(u, msg), msg.Header).Hide(text)
+		}
+	}
+	return text
+}
+
+// headerOf is a destination's headers as an http.Header's map.
+func headerOf(h map[string]string) map[string][]string {
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		out[k] = []string{v}
+	}
+	return out
 }
 
 // responseSnippet is how much of a destination's answer is kept with the

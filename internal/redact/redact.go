@@ -5,8 +5,10 @@
 package redact
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
+	"sort"
 	"strings"
 )
 
@@ -137,4 +139,133 @@ func canonical(k string) string {
 		upper = c == '-'
 	}
 	return string(b)
+}
+
+// Secrets are what a request carries that URL and Header hide, as they
+// may come back in text: a destination's answer that quotes the URL it
+// was called at (?api_key=...) or the headers it got, and an error that
+// does. Hide masks them there, as URL masks them in the URL.
+type Secrets struct {
+	r *strings.Replacer
+	// partial are the forms a cut text may end with a start of.
+	partial []string
+}
+
+// minBare is the shortest value hidden wherever it stands in a text;
+// shorter ones (?v=2) are hidden only after their name (v=2), or every
+// "2" in an answer would go.
+const minBare = 6
+
+// minPartial is the shortest start of a secret hidden at the end of a
+// text cut in the middle of it.
+const minPartial = 4
+
+// SecretsOf returns the secrets of a request to u with header: what URL
+// hides of u (the password of its user info, or a user name alone but a
+// database role; the value of each query parameter but the harmless
+// ones) and what Header hides of header (each credential header's value,
+// and each word of it after its scheme: the token after "Bearer"). Nil
+// when there are none.
+func SecretsOf(u *url.URL, header map[string][]string) *Secrets {
+	var values []string
+	var pairs []string // name=value, hidden after its name whatever its length
+	if u != nil {
+		if u.User != nil {
+			pw, has := u.User.Password()
+			values = append(values, pw)
+			if !has || pw == "" {
+				if !roles[strings.ToLower(u.Scheme)] {
+					values = append(values, u.User.Username())
+				}
+			}
+		}
+		for _, kv := range strings.Split(u.RawQuery, "&") {
+			name, value, hasValue := strings.Cut(kv, "=")
+			n, err := url.QueryUnescape(name)
+			switch {
+			case kv == "":
+			case !hasValue:
+				values = append(values, name) // ?SECRET: a value with no name
+			case err == nil && harmless[strings.ToLower(n)]:
+			default:
+				if v, err := url.QueryUnescape(value); err == nil {
+					values = append(values, v)
+				}
+				values = append(values, value)
+				pairs = append(pairs, name, value)
+			}
+		}
+	}
+	for k, vs := range header {
+		if !credentialHeaders[canonical(k)] {
+			continue
+		}
+		for _, v := range vs {
+			values = append(values, v)
+			if f := strings.Fields(v); len(f) > 1 {
+				values = append(values, f[1:]...) // not the scheme
+			}
+		}
+	}
+	forms := map[string]bool{}
+	for _, v := range values {
+		if len(v) < minBare {
+			continue
+		}
+		// As written, escaped for a query or a path, and as JSON writes
+		// it (json_encode escapes a slash).
+		for _, f := range []string{v, url.QueryEscape(v), url.PathEscape(v), jsonEscaped(v), strings.ReplaceAll(v, "/", `\/`)} {
+			forms[f] = true
+		}
+	}
+	var olds []string
+	for f := range forms {
+		olds = append(olds, f)
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		olds = append(olds, pairs[i]+"="+pairs[i+1])
+	}
+	if len(olds) == 0 {
+		return nil
+	}
+	// The longest first: where two overlap, the whole one is hidden.
+	sort.Slice(olds, func(i, j int) bool {
+		return len(olds[i]) > len(olds[j]) || len(olds[i]) == len(olds[j]) && olds[i] < olds[j]
+	})
+	args := make([]string, 0, 2*len(olds))
+	s := &Secrets{}
+	for _, o := range olds {
+		if name, _, ok := strings.Cut(o, "="); ok && !forms[o] {
+			args = append(args, o, name+"="+Mask)
+			continue
+		}
+		args = append(args, o, Mask)
+		s.partial = append(s.partial, o)
+	}
+	s.r = strings.NewReplacer(args...)
+	return s
+}
+
+// jsonEscaped is v as it stands inside a JSON string.
+func jsonEscaped(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b[1 : len(b)-1])
+}
+
+// Hide returns text with every secret replaced by Mask, and a start of
+// one (4 bytes or more) that text ends with: a text cut to a length may
+// have cut a secret in two. A nil Secrets hides nothing.
+func (s *Secrets) Hide(text string) string {
+	if s == nil || text == "" {
+		return text
+	}
+	text = s.r.Replace(text)
+	for _, p := range s.partial {
+		for n := len(p) - 1; n >= minPartial; n-- {
+			if strings.HasSuffix(text, p[:n]) {
+				return text[:len(text)-n] + Mask
+			}
+		}
+	}
+	return text
 }

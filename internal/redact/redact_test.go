@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,36 @@ func TestErrorHidesTheURLInAClientError(t *testing.T) {
 	}
 	if redact.Error(nil) != nil {
 		t.Fatal("Error(nil) is not nil")
+	}
+}
+
+// An answer or an error that quotes the request's URL or headers shows
+// none of what URL and Header hide, in whatever form it quotes it.
+func TestSecretsAreHiddenInTextThatEchoesThem(t *testing.T) {
+	u, _ := url.Parse("https://u:PW-0123456@crm.example/hook?api_key=S3CRET%2Fkey&v=2&sslmode=disable&BARETOKEN1")
+	s := redact.SecretsOf(u, map[string][]string{"Authorization": {"Bearer tok-abcdef"}, "X-Team": {"team-visible"}})
+	cases := map[string]string{
+		`{"error":"bad key","url":"/hook?api_key=S3CRET%2Fkey&v=2&sslmode=disable&BARETOKEN1"}`: `{"error":"bad key","url":"/hook?api_key=xxxxx&v=xxxxx&sslmode=disable&xxxxx"}`,
+		`{"args":{"api_key":"S3CRET/key"}}`:                                                     `{"args":{"api_key":"xxxxx"}}`,
+		`{"args":{"api_key":"S3CRET\/key"}}`:                                                    `{"args":{"api_key":"xxxxx"}}`,
+		`key S3CRET%2Fkey and S3CRET/key`:                                                       `key xxxxx and xxxxx`,
+		`headers: Authorization: Bearer tok-abcdef`:                                             `headers: Authorization: xxxxx`,
+		`token tok-abcdef; team team-visible`:                                                   `token xxxxx; team team-visible`,
+		`user u, password PW-0123456`:                                                           `user u, password xxxxx`,
+		`v=2 is short: hidden after its name; 2 is not`:                                         `v=xxxxx is short: hidden after its name; 2 is not`,
+		// A text cut in the middle of a secret hides what is left of it.
+		`{"url":"/hook?api_key=S3CR`: `{"url":"/hook?api_key=xxxxx`,
+		`Bearer is a word; ok`:       `Bearer is a word; ok`,
+		``:                           ``,
+	}
+	for in, want := range cases {
+		if got := s.Hide(in); got != want {
+			t.Errorf("Hide(%s)\n = %s\nwant %s", in, got, want)
+		}
+	}
+	// Nothing to hide: the text as it is.
+	plain, _ := url.Parse("https://crm.example/hook?sslmode=disable")
+	if s := redact.SecretsOf(plain, map[string][]string{"X-Team": {"a"}}); s != nil || s.Hide("sslmode=disable") != "sslmode=disable" {
+		t.Errorf("a URL with nothing secret: %v", s)
 	}
 }
