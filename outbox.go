@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 )
@@ -94,8 +95,10 @@ type Published struct {
 var ErrNotOutbox = errors.New("not an outbox source (outbox: true)")
 
 // PublishTx publishes body as an event of source under key, in tx. key
-// empty: the source's key rules read it from body (and opts.Header); a
-// publish without a key is refused. Nothing is visible, nor delivered,
+// empty: opts.Header's Idempotency-Key, read as the proxy and POST
+// /v1/publish read it ("ord_q1" and ord_q1 are one key; the header given
+// twice is an error), else the source's key rules over body (and
+// opts.Header); a publish without a key is refused. Nothing is visible, nor delivered,
 // before tx commits; rolled back, it never was. If key was published and
 // committed before, the result is a Duplicate, and nothing else changes.
 //
@@ -121,6 +124,15 @@ func (o *Outbox[TTx]) PublishTx(ctx context.Context, tx TTx, source, key string,
 		ct = "application/json"
 	}
 	header.Set("Content-Type", ct)
+	if key == "" {
+		// A key given in opts.Header is read as every Idempotency-Key is
+		// (idempotency.ParseKey): "ord_q1" and ord_q1 are one event.
+		k, err := idempotency.KeyFrom(header)
+		if err != nil {
+			return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, err)
+		}
+		key = k
+	}
 	if key != "" {
 		header.Set("Idempotency-Key", key)
 	}

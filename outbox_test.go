@@ -122,6 +122,114 @@ func TestPublishOverHTTPAcceptsOnceAndAnswersDuplicates(t *testing.T) {
 	}
 }
 
+// An Idempotency-Key is read by one parser wherever it arrives: POST
+// /v1/publish and PublishTx's header take "ord_q1" (the IETF draft's
+// quoted string) and ord_q1 (bare, as most clients send it) for one key,
+// as the proxy does, so a client that changes spelling publishes no
+// second event; the header given twice, or a key the draft does not
+// allow, is 400 and stores nothing.
+func TestPublishReadsIdempotencyKeyAsTheProxyDoes(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw, path := outboxGateway(t, sink.URL)
+	body := `{"event_name":"Purchase","event_id":"ord_q1"}`
+	if status, got := publish(t, gw, shopToken, "orders", `"ord_q1"`, body); status != http.StatusAccepted || !strings.Contains(got, `"key":"ord_q1"`) {
+		t.Fatalf("quoted: %d %s, want 202 with the key ord_q1", status, got)
+	}
+	if status, got := publish(t, gw, shopToken, "orders", `ord_q1`, body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+		t.Fatalf("bare, after quoted: %d %s, want 200 duplicate", status, got)
+	}
+	if status, got := publish(t, gw, shopToken, "orders", ` "ord_q1" `, body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+		t.Fatalf("quoted with spaces: %d %s, want 200 duplicate", status, got)
+	}
+	// A quoted key with an escaped quote is that key, not its spelling.
+	if status, got := publish(t, gw, shopToken, "orders", `"say \"hi\""`, body); status != http.StatusAccepted || !strings.Contains(got, `"key":"say%20\"hi\""`) {
+		t.Fatalf("escaped quote: %d %s, want 202 with the key say \"hi\"", status, got)
+	}
+	for name, values := range map[string][]string{
+		"twice":        {"ord_q2", "ord_q3"},
+		"twice, same":  {"ord_q2", "ord_q2"},
+		"a list":       {`"ord_q2", "ord_q3"`},
+		"a bare list":  {`ord_q2,ord_q3`},
+		"empty":        {``},
+		"not a string": {`"caf` + "\u00e9" + `"`},
+		"unclosed":     {`"ord_q2`},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/v1/publish/orders", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+shopToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header["Idempotency-Key"] = values
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Error, Reason, Field string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || e.Reason != "invalid" || e.Field != "Idempotency-Key" || !strings.Contains(e.Error, "Idempotency-Key") {
+			t.Errorf("%s %q: %d %+v, want 400 invalid naming Idempotency-Key", name, values, resp.StatusCode, e)
+		}
+	}
+	if got := publishedCount(t, gw, "orders"); got != 2 {
+		t.Fatalf("%d events stored, want 2 (ord_q1 and say \"hi\"): a refused key stores nothing", got)
+	}
+	// PublishTx reads a key given in its header the same way.
+	db := shopDB(t, path)
+	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
+	ctx := context.Background()
+	for _, header := range []http.Header{{"Idempotency-Key": {`"ord_q1"`}}, {"Idempotency-Key": {`ord_q1`}}} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := outbox.PublishTx(ctx, tx, "orders", "", []byte(body), &oncehook.PublishOptions{Header: header})
+		if err != nil {
+			tx.Rollback()
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if p.Key != "ord_q1" || !p.Duplicate {
+			t.Fatalf("PublishTx with %v: %+v, want the duplicate ord_q1", header, p)
+		}
+	}
+	tx, _ := db.BeginTx(ctx, nil)
+	if _, err := outbox.PublishTx(ctx, tx, "orders", "", []byte(body), &oncehook.PublishOptions{Header: http.Header{"Idempotency-Key": {"a", "b"}}}); err == nil || !strings.Contains(err.Error(), "once") {
+		t.Errorf("PublishTx with two Idempotency-Key headers: %v, want an error saying to give it once", err)
+	}
+	tx.Rollback()
+	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) >= 2 }) {
+		t.Fatal("the published events were never delivered")
+	}
+	time.Sleep(200 * time.Millisecond)
+	keys := map[string]int{}
+	for _, d := range sink.Deliveries() {
+		keys[d.Key]++
+	}
+	if len(keys) != 2 || keys["orders:ord_q1"] != 1 {
+		t.Fatalf("deliveries by Idempotency-Key %v: want orders:ord_q1 once, and the escaped key once", keys)
+	}
+}
+
+// publishedCount is how many events of source the store holds.
+func publishedCount(t *testing.T, gw *gateway, source string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/v1/events?source="+source, nil)
+	req.Header.Set("Authorization", "Bearer "+opsToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Events)
+}
+
 // A publishing token may publish to the sources it names, and do nothing
 // else: not another source, not any other endpoint, not the dashboard.
 func TestPublishTokenMayOnlyPublishToItsSources(t *testing.T) {

@@ -3,6 +3,7 @@ package oncehook
 import (
 	"net/http"
 
+	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/receive"
@@ -13,8 +14,8 @@ import (
 const PublishRoute = "POST /v1/publish/{source}"
 
 // publish serves PublishRoute behind apiauth's WrapPublish: the body is
-// one event of an outbox source, its key the Idempotency-Key header (else
-// the source's key rules over the body). It is claimed through Accept,
+// one event of an outbox source, its key the Idempotency-Key header, read
+// as the proxy reads it (else the source's key rules over the body). It is claimed through Accept,
 // as intake claims a request's events, and answered only once durable:
 // 202 accepted, 200 duplicate (published before: nothing written, no
 // second delivery), or intake's rejections.
@@ -28,6 +29,14 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 	cfg := g.cfg.Load()
 	if !isOutbox(cfg, source) {
 		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonUnknownSource, "no outbox source named "+source+" (outbox: true)")
+		return
+	}
+	// The key is read as the proxy reads one (idempotency.ParseKey):
+	// "ord_q1" and ord_q1 are one event, and the header given twice is
+	// refused rather than one of its values taken.
+	key, err := idempotency.KeyFrom(r.Header)
+	if err != nil {
+		idempotency.RefuseKey(w, err)
 		return
 	}
 	body, done, err := g.intake.ReadBody(w, r, g.intake.MaxBodySize())
@@ -47,7 +56,7 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		client = "token:" + c.Name + " " + client
 	}
 	resp, err := g.intake.Accept(r.Context(), source, receive.Envelope{
-		Header: header, Body: body, SkipVerify: true, Key: r.Header.Get("Idempotency-Key"), Client: client,
+		Header: header, Body: body, SkipVerify: true, Key: key, Client: client,
 	})
 	if rej, ok := err.(*receive.Rejection); ok {
 		switch rej.Reason {

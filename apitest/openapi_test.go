@@ -216,7 +216,8 @@ destinations:
 	call("GET /v1/effects", "/v1/effects?bogus=1", "", 400)
 
 	// The outbox over HTTP (the operator's token may publish): new,
-	// duplicate, no key, not an outbox source.
+	// duplicate (spelt bare and quoted), a key the draft does not allow,
+	// no key, not an outbox source.
 	publish := func(path, key string, want int) {
 		t.Helper()
 		op := "POST /v1/publish/{source}"
@@ -250,6 +251,8 @@ destinations:
 	}
 	publish("/v1/publish/orders", "ord_1", 202)
 	publish("/v1/publish/orders", "ord_1", 200)
+	publish("/v1/publish/orders", `"ord_1"`, 200)
+	publish("/v1/publish/orders", `"ord_1`, 400)
 	publish("/v1/publish/orders", "", 422)
 	publish("/v1/publish/hooks", "ord_1", 404)
 

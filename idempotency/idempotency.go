@@ -249,9 +249,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := ParseKey(raw)
 	if err != nil {
-		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: err.Error(), Reason: "invalid", Field: Header})
+		RefuseKey(w, err)
 		return
 	}
+	// The handler (the upstream, behind the proxy) gets the key in the one
+	// form its every spelling takes, as it is held here: "ord_q1" and
+	// ord_q1 are one key to both.
+	r.Header[Header] = []string{FormatKey(key)}
 	client := ""
 	if !m.opts.SingleTenant {
 		if client = m.opts.Client(r); client == "" {
@@ -561,66 +565,6 @@ func (t *tee) statusCode() int {
 		return http.StatusOK
 	}
 	return t.status
-}
-
-// ParseKey reads an Idempotency-Key header, as the draft defines it: an
-// RFC 8941 sf-string ("8e03978e-40d5-43e8-bc93-6894a57f9324": printable
-// ASCII, where a backslash escapes only a quote or a backslash), or, as
-// many clients send it, bare: token characters only.
-func ParseKey(values []string) (string, error) {
-	if len(values) != 1 {
-		return "", errors.New("Idempotency-Key: give the header once")
-	}
-	v := strings.Trim(values[0], " \t")
-	var key string
-	if strings.HasPrefix(v, `"`) {
-		var b strings.Builder
-		closed := false
-		for i := 1; i < len(v) && !closed; i++ {
-			switch c := v[i]; {
-			case c == '\\':
-				if i+1 >= len(v) || (v[i+1] != '"' && v[i+1] != '\\') {
-					return "", errors.New(`Idempotency-Key: in a quoted key a backslash escapes only " or \ (an RFC 8941 string)`)
-				}
-				i++
-				b.WriteByte(v[i])
-			case c == '"':
-				if i != len(v)-1 {
-					return "", errors.New("Idempotency-Key: nothing may follow the closing quote")
-				}
-				closed = true
-			case c < 0x20 || c > 0x7e:
-				return "", errors.New("Idempotency-Key: printable ASCII only")
-			default:
-				b.WriteByte(c)
-			}
-		}
-		if !closed {
-			return "", errors.New("Idempotency-Key: the quoted key has no closing quote")
-		}
-		key = b.String()
-	} else {
-		for i := 0; i < len(v); i++ {
-			if !tokenChar(v[i]) {
-				return "", errors.New(`Idempotency-Key: a bare key holds only letters, digits and !#$%&'*+-.^_` + "`" + `|~:/; quote it ("...") for spaces or other characters`)
-			}
-		}
-		key = v
-	}
-	if key == "" || len(key) > 255 {
-		return "", errors.New("Idempotency-Key: want 1 to 255 characters")
-	}
-	return key, nil
-}
-
-// tokenChar is an RFC 9110 tchar, or ':' and '/' as an RFC 8941 token
-// allows.
-func tokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
 }
 
 // Fingerprint is what a key is held to: the method, path (with its query)

@@ -380,6 +380,51 @@ func TestKeyIsAStructuredFieldString(t *testing.T) {
 	}
 }
 
+// The upstream gets the key as the proxy holds it, whatever spelling the
+// client used: bare when it is made of token characters ("ord_q1" and
+// ord_q1 both reach it as ord_q1, and the second is the first's replay),
+// an RFC 8941 string otherwise; FormatKey's form reads back as the key.
+func TestUpstreamGetsTheKeyInOneForm(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	u := proxied(t, sqliteLedger(t), idempotency.Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, strings.Join(r.Header.Values(idempotency.Header), "|"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for _, c := range []struct{ sent, upstream string }{
+		{`"ord_q1"`, "ord_q1"},
+		{`ord_q1`, ""}, // a replay: the upstream is not asked again
+		{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{`"order 987"`, `"order 987"`},
+		{`"say \"hi\" \\ bye"`, `"say \"hi\" \\ bye"`},
+		{`"a,b"`, `"a,b"`},
+	} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		at := post(u, c.sent, "Bearer a", 5*time.Second)
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		switch {
+		case at.err != nil || at.status != http.StatusCreated:
+			t.Errorf("%s: %+v", c.sent, at)
+		case c.upstream == "" && (len(got) != 0 || at.replayed != "true"):
+			t.Errorf("%s after its quoted spelling: the upstream saw %q, replayed %q; want a replay", c.sent, got, at.replayed)
+		case c.upstream != "" && (len(got) != 1 || got[0] != c.upstream):
+			t.Errorf("%s: the upstream saw %q, want %q", c.sent, got, c.upstream)
+		}
+	}
+	// Every key ParseKey takes is written so that it reads back as itself.
+	for _, key := range []string{"k", "ord_q1", "a b", `"`, `\`, `"quoted"`, " lead", "trail ", "a,b", "x;y=1", "~!#$%&'*+-.^_|:/", strings.Repeat("z", 255)} {
+		if back, err := idempotency.ParseKey([]string{idempotency.FormatKey(key)}); err != nil || back != key {
+			t.Errorf("FormatKey(%q) = %s reads back as %q, %v", key, idempotency.FormatKey(key), back, err)
+		}
+	}
+}
+
 // An answer over the stored-answer limit streams to the client as the
 // upstream sends it, with memory flat, and is not kept: the key is done,
 // and a retry gets 422 answer_not_kept instead of running it again.
