@@ -57,6 +57,9 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "store"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {client_cookies: ["a;b"]}}]`, "upstreams[0].idempotency.client_cookies"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {lease: 1ns}}]`, "upstreams[0].idempotency.lease: 1ns: want at least 1s"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {lease: 999ms}}]`, "upstreams[0].idempotency.lease: 999ms: want at least 1s"},
+		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {lease: 2h}}]`, "upstreams[0].idempotency.lease: 2h0m0s: at most effects.max_lease (1h0m0s)"},
+		{`effects: {max_lease: 10m}
+upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {lease: 11m}}]`, "upstreams[0].idempotency.lease: 11m0s: at most effects.max_lease (10m0s)"},
 		{`upstreams: [{name: p, prefix: /p, upstream: "http://x", idempotency: {single_tenant: true, client_headers: [X-Api-Key]}}]`, "single_tenant"},
 		// A method is matched as a client sends it (POST): a lowercase one
 		// matched no request, and the API ran without its keys.

@@ -220,6 +220,7 @@ type middleware struct {
 	ledger effect.Ledger
 	opts   Options
 	next   http.Handler
+	pace   pace // how long requests take, for a 409's Retry-After
 }
 
 // stored is an answer as the ledger keeps it.
@@ -300,8 +301,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					continue
 				}
 			}
-			secs := max(1, int(time.Until(busy.RetryAfter).Seconds()+0.999))
-			w.Header().Set("Retry-After", strconv.Itoa(min(secs, 60)))
+			w.Header().Set("Retry-After", strconv.Itoa(m.retryAfter(r.Context(), ledgerKey, busy.RetryAfter)))
 			jsonhttp.WriteError(w, http.StatusConflict, "in_progress", "a request with this Idempotency-Key is still being processed: retry later")
 			return
 		case errors.Is(err, effect.ErrFingerprint):
@@ -377,12 +377,17 @@ func (m *middleware) own(w http.ResponseWriter, r *http.Request, key string, c e
 	f := &fate{}
 	t := &tee{w: w, client: r.Context(), limit: m.opts.MaxStored}
 	var panicked any
+	m.pace.start(key, time.Now())
 	func() {
 		defer func() { panicked = recover() }()
 		m.next.ServeHTTP(t, r.WithContext(context.WithValue(work, fateKey{}, f)))
 	}()
 	stop(nil)
 	leaseErr := <-lost
+	// Only a stored answer tells how long a request takes: one released
+	// (not started) or left unanswered would make typical what is not.
+	stored := leaseErr == nil && panicked == nil && !f.unanswered && !f.notStarted && !slices.Contains(m.opts.NotStarted, t.statusCode())
+	m.pace.end(key, stored, time.Now())
 	// The outcome is recorded even when the client is gone.
 	ctx, cancelRecord := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancelRecord()

@@ -235,3 +235,129 @@ func TestLedgerDownAnswers503AndRunsNothing(t *testing.T) {
 		t.Fatalf("ledger down: %+v, handler ran %d times", got, a.runs.Load())
 	}
 }
+
+// A 409's Retry-After is how long the running request is likely still to
+// take, not what is left of its lease (59 s for a 3 s call with the
+// default lease of a minute): the first request of an API is given as
+// long again as it has run, a later one what a typical request took less
+// what it has run, a replica that did not see it start times it from its
+// claim in the ledger, and none is told to wait past its lease.
+func TestRetryAfterIsHowLongTheRequestIsLikelyToTake(t *testing.T) {
+	secs := func(d time.Duration) int { return max(1, int((d+time.Second-1)/time.Second)) }
+	for name, ledger := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, took := range []time.Duration{1200 * time.Millisecond, 3 * time.Second} {
+				up := &gatedHandler{}
+				opts := idempotency.Options{Name: fmt.Sprintf("pace%s", took)}
+				front := httptest.NewServer(idempotency.New(ledger, opts)(up))
+				replica := httptest.NewServer(idempotency.New(ledger, opts)(up))
+				// probe sends key, and again about at into its run, to
+				// front and to the replica: their Retry-After, and how long
+				// the request had run when they were sent and answered.
+				// The request is let go once it has run hold.
+				probe := func(key string, at, hold time.Duration) (here, there int, sent, answered, ran time.Duration) {
+					done := make(chan answer, 1)
+					go func() { done <- call(t, front.URL, "POST", key, "Bearer c", `{}`) }()
+					start := up.wait(key)
+					time.Sleep(at - time.Since(start))
+					sent = time.Since(start)
+					a := call(t, front.URL, "POST", key, "Bearer c", `{}`)
+					b := call(t, replica.URL, "POST", key, "Bearer c", `{}`)
+					answered = time.Since(start)
+					time.Sleep(hold - time.Since(start))
+					ran = up.release(key)
+					if first := <-done; first.status != http.StatusCreated {
+						t.Fatalf("the first request of %s: %+v", key, first)
+					}
+					if a.status != http.StatusConflict || b.status != http.StatusConflict {
+						t.Fatalf("%s while it runs: %+v and, at the replica, %+v; want 409 twice", key, a, b)
+					}
+					fmt.Sscan(a.retryAt, &here)
+					fmt.Sscan(b.retryAt, &there)
+					return here, there, sent, answered, ran
+				}
+				// The API's first request: as long again as it has run, at
+				// least a second, here and at the replica (from its claim).
+				here, there, sent, answered, typical := probe("first", took/3, took)
+				if lo, hi := secs(sent), secs(answered); here < lo || here > hi || there < lo || there > hi+1 {
+					t.Errorf("%s, the first request, %s to %s into it: Retry-After %d here and %d at the replica; want %d to %d", took, sent, answered, here, there, lo, hi)
+				}
+				// Once one has been answered, what it took less what the
+				// running one has run; the replica, which answered none,
+				// still says as long again as it has run.
+				here, there, sent, answered, _ = probe("second", took/3, took)
+				if lo, hi := secs(typical-answered), secs(typical-sent)+1; here < lo || here > hi || there < secs(sent) || there > secs(answered)+1 {
+					t.Errorf("%s, typically %s, %s to %s into the second request: Retry-After %d here and %d at the replica; want %d to %d, and %d to %d", took, typical, sent, answered, here, there, lo, hi, secs(sent), secs(answered)+1)
+				}
+				front.Close()
+				replica.Close()
+			}
+			// A request that runs past what its lease has left: never a
+			// wait past the lease (renewed every third of it).
+			up := &gatedHandler{}
+			srv := httptest.NewServer(idempotency.New(ledger, idempotency.Options{Name: "short-lease", Lease: 2 * time.Second})(up))
+			defer srv.Close()
+			done := make(chan answer, 1)
+			go func() { done <- call(t, srv.URL, "POST", "long", "Bearer c", `{}`) }()
+			up.wait("long")
+			time.Sleep(4 * time.Second)
+			a := call(t, srv.URL, "POST", "long", "Bearer c", `{}`)
+			up.release("long")
+			<-done
+			var got int
+			fmt.Sscan(a.retryAt, &got)
+			if a.status != http.StatusConflict || got < 1 || got > 2 {
+				t.Errorf("4 s into a request under a 2 s lease: %+v; want 409 with Retry-After 1 or 2", a)
+			}
+		})
+	}
+}
+
+// gatedHandler answers 201 once the test releases the request of its key.
+type gatedHandler struct {
+	mu    sync.Mutex
+	calls map[string]*gatedCall
+}
+
+type gatedCall struct {
+	start   time.Time
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *gatedHandler) call(key string) *gatedCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = map[string]*gatedCall{}
+	}
+	c, ok := h.calls[key]
+	if !ok {
+		c = &gatedCall{started: make(chan struct{}), release: make(chan struct{})}
+		h.calls[key] = c
+	}
+	return c
+}
+
+// wait returns when the request of key started.
+func (h *gatedHandler) wait(key string) time.Time {
+	c := h.call(key)
+	<-c.started
+	return c.start
+}
+
+// release lets the request of key answer, and says how long it ran.
+func (h *gatedHandler) release(key string) time.Duration {
+	c := h.call(key)
+	close(c.release)
+	return time.Since(c.start)
+}
+
+func (h *gatedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := h.call(r.Header.Get(idempotency.Header))
+	c.start = time.Now()
+	close(c.started)
+	<-c.release
+	w.WriteHeader(http.StatusCreated)
+}
