@@ -80,25 +80,40 @@ func main() {
 var errUsage = errors.New("usage")
 
 // cliError says an operator action's refusal in the CLI's words, the same
-// whether the store (--config) or the API (--api) refused it: the
-// action's field all is the flag --all here, and the API's reason code
-// is left out.
+// whether the store (--config) or the API (--api) refused it: the field at
+// fault is named as the flag that sets it (key_prefix is --key-prefix,
+// all is --all), and the API's reason code is left out.
 func cliError(err error) error {
+	said, field, err := refusal(err)
+	msg, named := strings.CutPrefix(said, field+": ")
+	if field == "" || !named {
+		return err
+	}
+	flag := "--" + strings.ReplaceAll(field, "_", "-")
+	msg = strings.Replace(msg, "set "+field, "pass "+flag, 1)
+	if strings.Contains(msg, flag) {
+		// It names the flag itself ("the filter is empty: pass --all ...").
+		return errors.New(strings.Replace(err.Error(), said, msg, 1))
+	}
+	return errors.New(strings.Replace(err.Error(), said, flag+": "+msg, 1))
+}
+
+// refusal reads an operator action's refusal, whoever refused it: what
+// the action said ("field: message", or a message naming no field), the
+// field at fault, and err with the API's reason code left out ("" and
+// err as it is when err is no refusal of the action).
+func refusal(err error) (said, field string, _ error) {
 	var invalid *admin.InvalidError
 	var answer *api.Error
 	switch {
-	case errors.As(err, &invalid) && invalid.Field == "all":
-		return errors.New(strings.Replace(invalid.Msg, "set all", "pass --all", 1))
-	case errors.As(err, &answer) && answer.Body.Field == "all":
-		// The API's message names its field first (all: ...), which the
-		// flag's hint says.
-		return errors.New(strings.Replace(strings.TrimPrefix(answer.Body.Error, "all: "), "set all", "pass --all", 1))
+	case errors.As(err, &invalid):
+		return invalid.Error(), invalid.Field, err
 	case errors.As(err, &answer) && answer.Body.Error != "" && isReasonCode(answer.Body.Reason):
 		// The API's message is the store's own (field included); its
 		// reason code (not_found) is for programs: --api reads as --config.
-		return errors.New(strings.Replace(err.Error(), answer.Error(), answer.Body.Error, 1))
+		return answer.Body.Error, answer.Body.Field, errors.New(strings.Replace(err.Error(), answer.Error(), answer.Body.Error, 1))
 	}
-	return err
+	return "", "", err
 }
 
 // isReasonCode reports whether reason is one of the API's codes

@@ -285,7 +285,7 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		f.Limit, f.Cursor = *ef.limit, *ef.cursor
 		return listEvents(ctx, op, f, asJSON, stdout)
 	case "show":
-		return showEvent(ctx, op, rest, asJSON, stdout)
+		return showEvent(ctx, op, rest, asJSON, stdout, stderr)
 	case "deliver":
 		return deliverEvent(ctx, op, rest, *ef.destination, asJSON, stdout)
 	case "skip":
@@ -465,7 +465,7 @@ func unknownName[T any](ctx context.Context, kind, name string, list func(contex
 
 // showEvent prints one event, found by its id or by its source and key,
 // with its deliveries' attempts and its payload.
-func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON bool, stdout io.Writer) error {
+func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON bool, stdout, stderr io.Writer) error {
 	var id int64
 	switch len(rest) {
 	case 1:
@@ -475,11 +475,12 @@ func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON boo
 		}
 	case 2:
 		// The key as stored, as events ls prints it and replay --key and
-		// ls --key take it; or as the provider sent it (from a log or its
-		// dashboard), which is stored in its safe form (café is stored
-		// caf%C3%A9). Two events can answer, one to each reading (keys
-		// %41 and %2541): then neither is picked, and the operator says
-		// which by its id (replay --key would act on the stored one).
+		// ls --key take it; or, when no event has it, as the provider
+		// sent it (from a log or its dashboard), which is stored in its
+		// safe form (café is stored caf%C3%A9). Two events can answer,
+		// one to each reading (keys %41 and %2541): the key as events ls
+		// prints it is the one shown, as replay --key acts on it, and the
+		// other is named, by its id.
 		find := func(key string) (int64, error) {
 			page, err := op.Events(ctx, admin.EventFilter{Source: rest[0], Key: key, Limit: 1})
 			if err != nil || len(page.Events) == 0 {
@@ -501,8 +502,9 @@ func showEvent(ctx context.Context, op admin.Operator, rest []string, asJSON boo
 		case asStored == 0 && asSent == 0:
 			return fmt.Errorf("no event with key %q in source %q", rest[1], rest[0])
 		case asStored != 0 && asSent != 0 && asStored != asSent:
-			return fmt.Errorf("key %q in source %q names two events: %d, stored with this key (as events ls prints it), and %d, whose provider sent this key (stored as %q); show one by its id",
-				rest[1], rest[0], asStored, asSent, provider.SafeKey(rest[1]))
+			fmt.Fprintf(stderr, "note: event %d, stored with key %q, is shown; event %d is the one whose provider sent %q (stored as %q): events show %d\n",
+				asStored, rest[1], asSent, rest[1], provider.SafeKey(rest[1]), asSent)
+			id = asStored
 		case asStored != 0:
 			id = asStored
 		default:
@@ -930,6 +932,10 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer done()
 	view, err := op.Stats(ctx, q)
+	if said, field, _ := refusal(err); field == "from" {
+		// The span's start is --since's: the flag the user set.
+		return fmt.Errorf("--since: %s (of --granularity %s)", strings.TrimPrefix(said, "from: "), *granularity)
+	}
 	if err != nil {
 		return err
 	}

@@ -207,13 +207,14 @@ destinations:
 		t.Fatalf("events show of a key not stored:\n%s", out)
 	}
 	// Two events, one for each reading of a key (sent as evt_%41, stored
-	// evt_%2541; and sent as evt_%2541): show does not pick one, and says
-	// which ids; the key as stored alone is the stored one.
+	// evt_%2541; and sent as evt_%2541): show takes the key as events ls
+	// prints it, and names the other by its id (it refused both).
 	post(`{"id":"evt_%41","kind":"ok"}`)
 	post(`{"id":"evt_%2541","kind":"ok"}`)
 	for _, how := range [][]string{store, api} {
-		if out := run(false, append([]string{"events", "show", "stripe", "evt_%2541"}, how...)...); !strings.Contains(out, "names two events") {
-			t.Fatalf("events show of a key that names two events (%s):\n%s", how[0], out)
+		if out := run(true, append([]string{"events", "show", "stripe", "evt_%2541"}, how...)...); !strings.Contains(out, `"id":"evt_%41"`) ||
+			!strings.Contains(out, "is shown; event") || !strings.Contains(out, `whose provider sent "evt_%2541"`) {
+			t.Fatalf("events show of a key as events ls prints it, which another event's provider sent (%s):\n%s", how[0], out)
 		}
 		if out := run(true, append([]string{"events", "show", "stripe", "evt_%252541"}, how...)...); !strings.Contains(out, `"id":"evt_%2541"`) {
 			t.Fatalf("events show of a key as stored (%s):\n%s", how[0], out)
@@ -270,6 +271,11 @@ destinations:
 		"dead ls --limit 0":                            "--limit 0: want 1 to 500",
 		"events ls --since -1h":                        "--since -1h0m0s: want a span back from now",
 		"stats --since -1h":                            "--since -1h0m0s: want a span back from now",
+		// A refusal names the flag, not the API's field (to, key_prefix).
+		"events ls --from 2026-12-04T00:00:00Z --to 2026-12-03T00:00:00Z": "--to: must be after from",
+		"stats --since 3000d":                    "--since: at most 2160 spans at a time (of --granularity 1h)",
+		"dead ls --cursor zz":                    "--cursor: not a cursor this API gave",
+		"order reset --source stripe --entity x": "--source: stripe does not order its events",
 	} {
 		before := countAudit(t, gw)
 		if out := run(false, append(strings.Fields(args), store...)...); !strings.Contains(out, want) {
@@ -292,7 +298,8 @@ destinations:
 		t.Fatalf("refused actions on event 0 left %d audit entries", n-replayedBefore)
 	}
 	for _, args := range [][]string{{"dead", "retry", "--destination", "nope"}, {"events", "show", "999999"}, {"events", "ls", "--state", "bogus"},
-		{"dead", "purge"}, {"events", "replay"}} {
+		{"dead", "purge"}, {"events", "replay"}, {"stats", "--since", "3000d"}, {"dead", "ls", "--cursor", "zz"},
+		{"events", "ls", "--from", "2026-12-04T00:00:00Z", "--to", "2026-12-03T00:00:00Z"}} {
 		fromStore, fromAPI := run(false, append(args, store...)...), run(false, append(args, api...)...)
 		if fromStore != fromAPI || strings.Contains(fromAPI, "(not_found)") || strings.Contains(fromAPI, "(invalid") {
 			t.Fatalf("oncehook %s: from the store\n%s\nfrom the API\n%s", strings.Join(args, " "), fromStore, fromAPI)
