@@ -223,9 +223,15 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		{"destinations", "open-breaker"}, {"destinations", "close-breaker"},
 		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"},
 	}
+	subcommands := map[string][]string{
+		"events":       {"ls", "show", "replay", "deliver", "skip"},
+		"dead":         {"ls", "retry", "purge"},
+		"destinations": {"ls", "pause", "resume", "open-breaker", "close-breaker"},
+		"transform":    {"test"},
+	}
 	for _, c := range commands {
 		helps := []string{"--help"}
-		if len(c) == 1 && (c[0] == "events" || c[0] == "dead" || c[0] == "stats") {
+		if len(c) == 1 && (c[0] == "events" || c[0] == "dead" || c[0] == "stats" || c[0] == "destinations") {
 			helps = append(helps, "-h") // the flag package's own spelling
 		}
 		for _, h := range helps {
@@ -234,6 +240,13 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 			if !ok || !strings.Contains(strings.ToLower(out), "usage") {
 				t.Errorf("oncehook %s: exit 0 = %v, want 0 with its usage:\n%s", strings.Join(args, " "), ok, out)
 				continue
+			}
+			// Found from outside: destinations --help named no
+			// subcommand; each command's help names all of its own.
+			for _, sub := range subcommands[strings.Join(c, " ")] {
+				if !strings.Contains(out, sub) {
+					t.Errorf("oncehook %s: want its subcommand %s named:\n%s", strings.Join(args, " "), sub, out)
+				}
 			}
 			// Found from outside: show's help named only flags.
 			if len(c) == 2 && c[0] == "events" && c[1] == "show" && !strings.Contains(out, "ID | SOURCE KEY") {

@@ -756,6 +756,14 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("destinations", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	of := addOperatorFlags(fs)
+	fs.Usage = func() {
+		// Its subcommands, which the flag set's default usage leaves out.
+		fmt.Fprint(stderr, `usage: oncehook destinations [ls]               each destination's queue: pending, in flight, dead, held
+       oncehook destinations pause|resume NAME  hold a destination's deliveries (intake keeps accepting), and let them go
+       oncehook destinations open-breaker|close-breaker NAME  its circuit breaker, by hand
+`)
+		fs.PrintDefaults()
+	}
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
