@@ -394,7 +394,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	}
 	g.api.Handle(dashboard.Prefix, g.dashboard)
 	g.api.Handle(dashboard.Prefix+"/", g.dashboard)
-	g.api.HandleFunc("GET /healthz", healthz)
+	g.probes(g.api)
 	g.api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "nothing here: the API is under /v1")
 	})
@@ -407,9 +407,7 @@ func (g *Gateway) buildIntakeMux() {
 	g.mux.HandleFunc("/", g.intake.NotFound)
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
-	g.mux.HandleFunc("GET /healthz", healthz)
-	g.mux.HandleFunc("GET /livez", healthz) // Kubernetes' name for it: the process answers
-	g.mux.HandleFunc("GET /readyz", g.ready)
+	g.probes(g.mux)
 	if g.cfg.Load().Metrics.Listen == "" {
 		g.mux.Handle("GET /metrics", g.MetricsHandler())
 	}
@@ -452,12 +450,28 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// HealthRoutes are the probes, served alike on the intake listener and on
+// the API's (a probe may point at either): GET /livez, the process answers
+// (GET /healthz is its older name); GET /readyz, the store can commit.
+func HealthRoutes() []string { return []string{"GET /healthz", "GET /livez", "GET /readyz"} }
+
+// probes mounts HealthRoutes on mux.
+func (g *Gateway) probes(mux *http.ServeMux) {
+	for _, r := range HealthRoutes() {
+		if r == "GET /readyz" {
+			mux.HandleFunc(r, g.ready)
+		} else {
+			mux.HandleFunc(r, healthz)
+		}
+	}
+}
+
 func healthz(w http.ResponseWriter, _ *http.Request) {
 	jsonhttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// Handler is the gateway's HTTP API: POST /in/{source}, GET /healthz,
-// GET /readyz and GET /metrics.
+// Handler is the gateway's intake: POST /in/{source}, the probes
+// (HealthRoutes) and GET /metrics.
 func (g *Gateway) Handler() http.Handler { return g.mux }
 
 // Store is the gateway's store, for reading what it holds.

@@ -60,6 +60,7 @@ func TestSpecNamesEveryRouteAndNoOther(t *testing.T) {
 	}
 	served := append(api.Routes(), effect.Routes()...)
 	served = append(served, oncehook.PublishRoute)
+	served = append(served, oncehook.HealthRoutes()...)
 	sort.Strings(served)
 	inSpec := operations(t, spec)
 	for _, r := range served {
@@ -168,6 +169,9 @@ destinations:
 		}
 		return b
 	}
+	call("GET /livez", "/livez", "", 200)
+	call("GET /healthz", "/healthz", "", 200)
+	call("GET /readyz", "/readyz", "", 200)
 	call("GET /v1/sources", "/v1/sources", "", 200)
 	call("GET /v1/stats", "/v1/stats?granularity=1h", "", 200)
 	call("GET /v1/events", "/v1/events?source=hooks", "", 200)
