@@ -123,11 +123,12 @@ func TestASendersResultIsTheOutcomeAndTheBreakersCount(t *testing.T) {
 func TestMessageHeadersStandApart(t *testing.T) {
 	m := deliver.NewMessage(&deliver.Destination{Name: "app"}, store.LeasedDelivery{
 		Source: "src", Key: "evt_1", Type: "invoice.paid", Destination: "app", Attempt: 2, Stale: true, CurrentVersion: "7"})
-	for _, k := range []string{"Idempotency-Key", "X-Oncehook-Source", "X-Oncehook-Type", "X-Oncehook-Attempt", deliver.StaleHeader} {
+	for _, k := range []string{"Idempotency-Key", deliver.DeliveryIDHeader, "X-Oncehook-Source", "X-Oncehook-Type", "X-Oncehook-Attempt", deliver.StaleHeader} {
 		m.Header.Add(k, "added")
 	}
 	want := map[string][]string{
-		"Idempotency-Key": {"src:evt_1", "added"}, "X-Oncehook-Source": {"src", "added"}, "X-Oncehook-Type": {"invoice.paid", "added"},
+		"Idempotency-Key": {"src:evt_1", "added"}, deliver.DeliveryIDHeader: {deliver.DeliveryID("src", "evt_1", "app"), "added"},
+		"X-Oncehook-Source": {"src", "added"}, "X-Oncehook-Type": {"invoice.paid", "added"},
 		"X-Oncehook-Attempt": {"2", "added"}, deliver.StaleHeader: {"true", "added"}, deliver.CurrentVersionHeader: {"7"},
 	}
 	for k, v := range want {

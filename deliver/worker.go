@@ -491,6 +491,29 @@ func headerSafe(v string) string {
 // attempts and replays, and the same value the provider's key gave.
 func IdempotencyKey(source, key string) string { return source + ":" + key }
 
+// DeliveryIDHeader carries the delivery's own id (DeliveryID): one per
+// destination of an event, where Idempotency-Key and webhook-id are the
+// event's, the same at each of its destinations.
+const DeliveryIDHeader = "X-Oncehook-Delivery-Id"
+
+// DeliveryID is the id of the delivery of source's event key to
+// destination: stable across its attempts and replays (invariant 8, for
+// the delivery), and different for each destination, so an app behind
+// several destinations that dedupes on it keeps each delivery once. It is
+// derived from the three names rather than the store's row id, which
+// starts again on a new database and repeats across gateways: an app that
+// keeps the ids it has seen would then take a new delivery for a repeat.
+// The three are joined unambiguously (a source name holds no ":", and a
+// stored key no NUL).
+func DeliveryID(source, key, destination string) string {
+	var in [320]byte // most names and keys fit: no allocation but the id
+	sum := sha256.Sum256(append(append(append(append(append(in[:0], source...), ':'), key...), 0), destination...))
+	var id [4 + 32]byte
+	copy(id[:], "dlv_")
+	hex.Encode(id[4:], sum[:16])
+	return string(id[:])
+}
+
 // MessageID is the Standard Webhooks webhook-id of an event's deliveries. It
 // is derived from the key (which may contain dots the spec forbids in ids)
 // so it too is stable across attempts and replays.
@@ -835,7 +858,7 @@ func NewMessage(dest *Destination, d store.LeasedDelivery) *Message {
 		Source: d.Source, Key: d.Key, Type: d.Type, Destination: d.Destination, Attempt: d.Attempt,
 		IdempotencyKey: IdempotencyKey(d.Source, d.Key), ContentType: d.ContentType, Body: d.Body,
 		ReceivedAt: d.ReceivedAt, Entity: d.Entity,
-		Header: make(http.Header, len(d.Header)+len(dest.Headers)+6),
+		Header: make(http.Header, len(d.Header)+len(dest.Headers)+7),
 	}
 	h := m.Header
 	for k, v := range d.Header { // the provider's routing headers, as received
@@ -846,8 +869,9 @@ func NewMessage(dest *Destination, d store.LeasedDelivery) *Message {
 	}
 	// oncehook's own, as Set would put them (their names are canonical),
 	// their values in one array rather than one each.
-	own := ownHeaders{h: h, vals: make([]string, 0, 6)}
+	own := ownHeaders{h: h, vals: make([]string, 0, 7)}
 	own.set("Idempotency-Key", m.IdempotencyKey)
+	own.set(DeliveryIDHeader, DeliveryID(d.Source, d.Key, d.Destination))
 	own.set("X-Oncehook-Source", d.Source)
 	if d.Type != "" {
 		own.set("X-Oncehook-Type", headerSafe(d.Type))

@@ -22,6 +22,7 @@ import (
 type Delivery struct {
 	Key     string // Idempotency-Key
 	Attempt string // X-Oncehook-Attempt
+	Path    string // the request's URL path
 	Header  http.Header
 	Body    []byte
 	At      time.Time
@@ -49,7 +50,7 @@ func (s *Sink) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	s.deliveries = append(s.deliveries, Delivery{
-		Key: r.Header.Get("Idempotency-Key"), Attempt: r.Header.Get("X-Oncehook-Attempt"),
+		Key: r.Header.Get("Idempotency-Key"), Attempt: r.Header.Get("X-Oncehook-Attempt"), Path: r.URL.Path,
 		Header: r.Header.Clone(), Body: body, At: time.Now(),
 	})
 	n := len(s.deliveries)
