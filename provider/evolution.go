@@ -67,6 +67,10 @@ func (p *evolution) Verify(r *Request, now time.Time) error {
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, jwt.ErrTokenExpired) || errors.Is(err, jwt.ErrTokenNotValidYet) || errors.Is(err, jwt.ErrTokenUsedBeforeIssued) {
+			// jwt checks the claims only once the signature matched.
+			return ageError("bearer token rejected: %v", err)
+		}
 		lastErr = err
 	}
 	return signatureError("bearer token rejected: %v", lastErr)

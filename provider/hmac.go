@@ -11,7 +11,8 @@ import (
 )
 
 // checkTimestamp rejects a signed unix-seconds timestamp that is too old or
-// too far in the future.
+// too far in the future, with ErrSignatureAge: a preset calls it once the
+// signature matched.
 func checkTimestamp(ts string, now time.Time, tolerance time.Duration) error {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
@@ -19,13 +20,24 @@ func checkTimestamp(ts string, now time.Time, tolerance time.Duration) error {
 	}
 	d := now.Sub(time.Unix(sec, 0))
 	if d > tolerance {
-		return signatureError("timestamp is %s old, beyond the %s tolerance", d.Truncate(time.Second), tolerance)
+		return ageError("timestamp is %s old, beyond the %s tolerance", d.Truncate(time.Second), tolerance)
 	}
 	if -d > tolerance {
-		return signatureError("timestamp is %s in the future, beyond the %s tolerance", (-d).Truncate(time.Second), tolerance)
+		return ageError("timestamp is %s in the future, beyond the %s tolerance", (-d).Truncate(time.Second), tolerance)
 	}
 	return nil
 }
+
+// ageError is an ErrSignatureAge, which is an ErrSignature too, and says
+// only what an ErrSignature says.
+func ageError(format string, args ...any) error {
+	return signatureAge{signatureError(format, args...)}
+}
+
+type signatureAge struct{ error }
+
+func (e signatureAge) Is(target error) bool { return target == ErrSignatureAge }
+func (e signatureAge) Unwrap() error        { return e.error }
 
 // hmacWith returns HMAC-h(key, parts...): a signature as a provider makes
 // it (Sign). Verify never calls it: it would key a new HMAC per request,

@@ -23,6 +23,15 @@ import (
 // signature, or a signed timestamp outside the tolerance. Intake answers 401.
 var ErrSignature = errors.New("signature rejected")
 
+// ErrSignatureAge means the signature matched, but the timestamp it signs
+// is outside the tolerance (too old, or too far ahead): the request is the
+// provider's, made then. It wraps ErrSignature, so HTTP intake answers it
+// 401 as any other (the provider signs each retry anew); a queue's message
+// that waited in a backlog is nobody's to sign again, and intake takes it
+// (receive.Envelope.Queued). Every preset checks the signature before the
+// timestamp, so a forged request never gets this error.
+var ErrSignatureAge = errors.New("signature too old or too far ahead")
+
 // ErrMalformed means the body cannot be read as the preset requires (for
 // example invalid JSON where the key is in the body). Intake answers 400.
 var ErrMalformed = errors.New("malformed body")

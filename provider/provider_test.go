@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -206,6 +207,56 @@ func TestSignRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// A request signed an hour ago says ErrSignatureAge only when its
+// signature matches (it is the provider's, made then: a queue's backlog
+// takes it); a wrong signature as old says ErrSignature alone, whatever
+// the preset checks first. Every preset that signs a timestamp, both
+// ways (an hour old, an hour ahead).
+func TestOnlyAMatchingSignatureIsTooOld(t *testing.T) {
+	now := time.Now()
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			secret := "s3cret"
+			if name == "standard-webhooks" || name == "svix" {
+				secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+			}
+			p := mustNew(t, name, Options{Secrets: []string{secret}, Key: keyFor(name), Tolerance: time.Minute})
+			body, _ := sampleBody(name)
+			signed := func(secret string, at time.Time) *Request {
+				r := &Request{Method: http.MethodPost, URL: mustURL("https://hooks.example.com/in/x"), Header: http.Header{}, Body: body}
+				if err := p.Sign(r, secret, at, "msg_1"); err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			other := "other"
+			if name == "standard-webhooks" || name == "svix" {
+				other = "whsec_" + base64.StdEncoding.EncodeToString([]byte("another secret of 24 b"))
+			}
+			for _, at := range []time.Time{now.Add(-time.Hour), now.Add(time.Hour)} {
+				err := p.Verify(signed(secret, at), now)
+				if err == nil {
+					if timestamped[name] {
+						t.Fatalf("signed at %v: verified an hour away", at)
+					}
+					continue
+				}
+				if !timestamped[name] || !errors.Is(err, ErrSignatureAge) || !errors.Is(err, ErrSignature) {
+					t.Fatalf("signed at %v with the secret: %v (timestamped: %v)", at, err, timestamped[name])
+				}
+				if err := p.Verify(signed(other, at), now); !errors.Is(err, ErrSignature) || errors.Is(err, ErrSignatureAge) {
+					t.Fatalf("signed at %v with another secret: %v, want ErrSignature, not ErrSignatureAge", at, err)
+				}
+			}
+		})
+	}
+}
+
+// timestamped are the presets whose signature covers a time that
+// Verify checks (Evolution: its JWT's exp and iat; Mercado Pago: only
+// with a tolerance set).
+var timestamped = map[string]bool{"evolution": true, "stripe": true, "paddle": true, "slack": true, "standard-webhooks": true, "svix": true, "mercadopago": true}
 
 // sampleBody is a realistic body for a preset, and the same with one
 // meaningful change.

@@ -54,13 +54,10 @@ func (p *slack) Verify(r *Request, now time.Time) error {
 	case !ok || !sig.addHex(hexSig):
 		return signatureError("X-Slack-Signature is not v0=<hex>")
 	}
-	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
-		return err
-	}
 	if !p.macs.matchAny(&sig, r.Body, "v0:", ts, ":") {
 		return signatureError("X-Slack-Signature does not match")
 	}
-	return nil
+	return checkTimestamp(ts, now, p.tolerance)
 }
 
 type slackEnvelope struct {

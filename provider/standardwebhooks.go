@@ -89,9 +89,6 @@ func (p *standardWebhooks) Verify(r *Request, now time.Time) error {
 	if id == "" || ts == "" || header == "" {
 		return signatureError("missing webhook-id, webhook-timestamp or webhook-signature")
 	}
-	if err := checkTimestamp(ts, now, p.tolerance); err != nil {
-		return err
-	}
 	sigs := p.macs.offered()
 	for entry := range strings.FieldsSeq(header) {
 		version, sig, ok := strings.Cut(entry, ",")
@@ -106,7 +103,7 @@ func (p *standardWebhooks) Verify(r *Request, now time.Time) error {
 	if !p.macs.matchAny(&sigs, r.Body, id, ".", ts, ".") {
 		return signatureError("no v1 signature matches")
 	}
-	return nil
+	return checkTimestamp(ts, now, p.tolerance)
 }
 
 func (*standardWebhooks) Items(r *Request) ([]Item, error) {
