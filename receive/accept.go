@@ -28,6 +28,17 @@ type Envelope struct {
 	Body []byte
 	// ReceivedAt is when the transport took it (zero: now).
 	ReceivedAt time.Time
+	// Enqueued is when a broker took the message, by the broker's own
+	// clock (zero: it gave none): a signature's age is measured against
+	// it, not against ReceivedAt, so that a backlog (messages published
+	// while the gateway was down) is not "too old" when it is consumed.
+	Enqueued time.Time
+	// Queued says the envelope waited in a queue, and nobody will sign it
+	// again: a signature that matches but whose timestamp is outside the
+	// tolerance (against Enqueued, else ReceivedAt) is taken, logged and
+	// counted as aged, never refused for its age alone (invariant 23). A
+	// signature that does not match is refused as ever.
+	Queued bool
 	// Trace is the W3C traceparent the events' deliveries continue; empty:
 	// the span in Accept's context, if any.
 	Trace string
@@ -108,11 +119,11 @@ func (h *Handler) Accept(ctx context.Context, source string, env Envelope) (Resp
 
 // accept is Accept for a source in hand.
 func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Response, *Rejection) {
-	events, now, discarded, rej := h.events(ctx, src, env)
+	events, now, verdict, rej := h.events(ctx, src, env)
 	if rej != nil {
 		return Response{}, rej
 	}
-	if discarded {
+	if verdict == discarded {
 		return Response{Status: StatusDiscarded, Events: []EventResult{}}, nil
 	}
 	name := src.Name
@@ -162,6 +173,9 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 		}
 	}
 
+	if verdict == aged {
+		h.metrics.SignatureAged(name) // taken: counted once it is stored
+	}
 	resp := h.verdicts(src, events, claims, now, h.metrics, h.onDup)
 	if h.tracer != nil {
 		trace.SpanFromContext(ctx).SetAttributes(tracing.Verdict.String(resp.Status), tracing.Events.Int(len(events)))
@@ -206,10 +220,18 @@ func (h *Handler) Verdicts(source string, events []store.NewEvent, claims []stor
 	return resp, tally.Hourly.Take(), tally.Copies.Take()
 }
 
+// verified is what verification said of an envelope it did not refuse.
+type verified int
+
+const (
+	authentic verified = iota // verified, or the transport vouched for it
+	aged                      // a queued message whose signature matched, signed outside the tolerance
+	discarded                 // failed, on a source that discards those
+)
+
 // events is steps 2 and 3 of Accept, for a source in hand: the
-// transport has read the body (step 1). discarded is an envelope that
-// failed verification on a source that discards those.
-func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []store.NewEvent, now time.Time, discarded bool, _ *Rejection) {
+// transport has read the body (step 1).
+func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []store.NewEvent, now time.Time, _ verified, _ *Rejection) {
 	name := src.Name
 	now = env.ReceivedAt
 	if now.IsZero() {
@@ -227,19 +249,13 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	if int64(len(env.Body)) > h.maxBody {
 		// HTTP reads no more than this; a queue's message may be larger
 		// than the broker's own limit is here, and a publish too.
-		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
+		return nil, now, authentic, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
 	}
 
 	// 2. Authenticity, before anything in the body is trusted or parsed.
-	if !env.SkipVerify {
-		if err := src.Preset.Verify(preq, now); err != nil {
-			if src.DiscardUnauthorized {
-				h.count(ctx, name, ReasonDiscarded)
-				h.log.Info("request discarded", "source", name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
-				return nil, now, true, nil
-			}
-			return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
-		}
+	verdict, rej := h.verify(ctx, src, env, preq, now)
+	if rej != nil || verdict == discarded {
+		return nil, now, verdict, rej
 	}
 
 	// 3. Split into events and take each one's key.
@@ -260,11 +276,11 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 		default:
 			rej = rejection(http.StatusBadRequest, ReasonMalformed, "could not read the events")
 		}
-		return nil, now, false, h.rejected(ctx, name, env.Client, rej)
+		return nil, now, verdict, h.rejected(ctx, name, env.Client, rej)
 	}
 	if env.Key != "" {
 		if len(items) != 1 {
-			return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
+			return nil, now, verdict, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
 				"a key given with the body names one event; this body is "+strconv.Itoa(len(items))))
 		}
 		items[0].Key = env.Key
@@ -273,7 +289,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	// stored: it is bounded, and counted against the transport's budget.
 	if split := splitBytes(body, items); split > 0 {
 		if split > maxExpansion*int64(len(body))+expansionSlack {
-			return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+			return nil, now, verdict, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
 				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
 					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)"))
 		}
@@ -283,7 +299,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 				if !errors.As(err, &rej) {
 					rej = rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
 				}
-				return nil, now, false, h.rejected(ctx, name, env.Client, rej)
+				return nil, now, verdict, h.rejected(ctx, name, env.Client, rej)
 			}
 		}
 	}
@@ -317,9 +333,45 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 			}
 			detail += " has no key, and this source rejects events without one (on_missing_key: reject): the whole batch is refused"
 		}
-		return nil, now, false, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, detail))
+		return nil, now, verdict, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, detail))
 	}
-	return events, now, false, nil
+	return events, now, verdict, nil
+}
+
+// verify is step 2: env's signature, checked by its source's preset
+// (unless the transport vouched for it). A queued message's signature is
+// as old as when its broker took it (Enqueued), not as when it was
+// consumed; one that matches but was signed outside the tolerance even so
+// (a relay that held it, a provider's or broker's clock astray, a replay
+// by someone the broker lets publish, which the key's window still
+// answers as a duplicate) is taken as aged: nobody will sign it again,
+// and refusing it would lose it for its age alone.
+func (h *Handler) verify(ctx context.Context, src *Source, env Envelope, preq *provider.Request, now time.Time) (verified, *Rejection) {
+	if env.SkipVerify {
+		return authentic, nil
+	}
+	at := now
+	if env.Queued && !env.Enqueued.IsZero() {
+		at = env.Enqueued
+	}
+	err := src.Preset.Verify(preq, at)
+	switch {
+	case err == nil:
+		return authentic, nil
+	case env.Queued && errors.Is(err, provider.ErrSignatureAge):
+		clock := "the broker's"
+		if env.Enqueued.IsZero() {
+			clock = "oncehook's (the broker gave none)"
+		}
+		h.log.Warn("message taken with a signature outside the tolerance: its signature matches", "source", src.Name,
+			"detail", bounded(err.Error()), "measured_against", clock, "client", env.Client)
+		return aged, nil
+	case src.DiscardUnauthorized:
+		h.count(ctx, src.Name, ReasonDiscarded)
+		h.log.Info("request discarded", "source", src.Name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
+		return discarded, nil
+	}
+	return authentic, h.rejected(ctx, src.Name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
 }
 
 // verdicts turns claims into the answer, and counts each event's verdict

@@ -233,7 +233,8 @@ func (c *Consumer) handle(ctx context.Context, d amqp.Delivery) {
 func (c *Consumer) envelope(d *amqp.Delivery) receive.Envelope {
 	h := headerOf(d)
 	return receive.Envelope{
-		Header: h, Body: d.Body, Trace: h.Get("Traceparent"), SkipVerify: !c.verify, Client: "amqp queue " + c.queue,
+		Header: h, Body: d.Body, Enqueued: enqueued(d), Queued: true, Trace: h.Get("Traceparent"),
+		SkipVerify: !c.verify, Client: "amqp queue " + c.queue,
 	}
 }
 

@@ -41,6 +41,38 @@ func headerOf(d *amqp.Delivery) http.Header {
 	return h
 }
 
+// enqueued is when the broker took d, as far as d says: RabbitMQ stamps
+// nothing by default. With its incoming timestamp interceptor
+// (message_interceptors.incoming.set_header_timestamp.overwrite in
+// rabbitmq.conf, RabbitMQ 3.12 and later; the rabbitmq_message_timestamp
+// plugin before) a message carries the broker's clock in the
+// timestamp_in_ms header (milliseconds) and the timestamp property
+// (seconds); without it, the timestamp property is whatever the
+// publisher set, if anything. Zero: neither, and a signature's age is
+// measured against when the message is consumed.
+func enqueued(d *amqp.Delivery) time.Time {
+	var ms int64
+	switch v := d.Headers["timestamp_in_ms"].(type) {
+	case int64:
+		ms = v
+	case int32:
+		ms = int64(v)
+	case int:
+		ms = int64(v)
+	case uint64:
+		ms = int64(v)
+	case time.Time:
+		ms = v.UnixMilli()
+	}
+	if ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	if !d.Timestamp.IsZero() && d.Timestamp.Unix() > 0 {
+		return d.Timestamp
+	}
+	return time.Time{}
+}
+
 // fieldValues is an AMQP field value as header values: text as it is,
 // numbers and booleans as Go prints them, a timestamp in RFC 3339, an
 // array as one value per element. A nested table has no header form and

@@ -340,7 +340,11 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, p *partition, e *
 	}
 }
 
-// envelope is the record as intake takes it.
+// envelope is the record as intake takes it. A signature's age is
+// measured against the record's timestamp: the producer's clock when it
+// produced the record (the topic's message.timestamp.type CreateTime, the
+// default) or the broker's when it appended it (LogAppendTime); a record
+// of the old format without one is measured against when it is consumed.
 func (c *Consumer) envelope(r *kgo.Record) receive.Envelope {
 	h := make(http.Header, len(r.Headers)+2)
 	for _, kv := range r.Headers {
@@ -351,10 +355,14 @@ func (c *Consumer) envelope(r *kgo.Record) receive.Envelope {
 		h.Set("Kafka-Key", string(r.Key))
 	}
 	broker.DefaultContentType(h, r.Value)
-	return receive.Envelope{
-		Header: h, Body: r.Value, ReceivedAt: time.Now(), Trace: h.Get("Traceparent"),
+	env := receive.Envelope{
+		Header: h, Body: r.Value, ReceivedAt: time.Now(), Queued: true, Trace: h.Get("Traceparent"),
 		SkipVerify: !c.verify, Client: "kafka:" + r.Topic,
 	}
+	if r.Attrs.TimestampType() >= 0 && r.Timestamp.UnixMilli() > 0 {
+		env.Enqueued = r.Timestamp
+	}
+	return env
 }
 
 // revoked is kgo's OnPartitionsRevoked: the group takes these partitions

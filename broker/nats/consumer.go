@@ -289,7 +289,7 @@ func (c *Consumer) take(ctx context.Context, msg jetstream.Msg) {
 	meta, _ := msg.Metadata()
 	ctx, cancel := context.WithTimeout(ctx, c.ackWait*5/6)
 	defer cancel()
-	_, err := c.accept.Accept(ctx, c.source, c.envelope(msg))
+	_, err := c.accept.Accept(ctx, c.source, c.envelope(msg, meta))
 	if err == nil {
 		// Committed (accepted or duplicate). A lost ack is a redelivery,
 		// and that is a duplicate.
@@ -326,8 +326,10 @@ func (c *Consumer) take(ctx context.Context, msg jetstream.Msg) {
 }
 
 // envelope is what Accept needs of a message: its headers under canonical
-// keys, its bytes as they are, and where it came from.
-func (c *Consumer) envelope(msg jetstream.Msg) receive.Envelope {
+// keys, its bytes as they are, where it came from, and when the stream
+// stored it (its metadata's timestamp, the server's clock): a signature's
+// age is measured against that, not against when it is consumed.
+func (c *Consumer) envelope(msg jetstream.Msg, meta *jetstream.MsgMetadata) receive.Envelope {
 	h := make(http.Header, len(msg.Headers())+1)
 	for k, v := range msg.Headers() {
 		k = textproto.CanonicalMIMEHeaderKey(k)
@@ -335,14 +337,19 @@ func (c *Consumer) envelope(msg jetstream.Msg) receive.Envelope {
 	}
 	body := msg.Data()
 	broker.DefaultContentType(h, body)
-	return receive.Envelope{
+	env := receive.Envelope{
 		Header:     h,
 		Body:       body,
 		ReceivedAt: c.now(),
+		Queued:     true,
 		Trace:      h.Get("Traceparent"),
 		SkipVerify: !c.verify,
 		Client:     "nats:" + c.stream,
 	}
+	if meta != nil {
+		env.Enqueued = meta.Timestamp
+	}
+	return env
 }
 
 // nakDelay is how long JetStream waits before delivering again a message

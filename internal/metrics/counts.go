@@ -35,6 +35,11 @@ type SourceCounts struct {
 	// delivered outside the order. Zero for a source without order.
 	Stale     int64 `json:"stale,omitempty"`
 	Unordered int64 `json:"unordered,omitempty"`
+	// SignatureAged counts the queue's messages taken though their
+	// signature, which matched, was made outside the tolerance as the
+	// broker's clock tells: a relay that held them, a clock astray, or
+	// a replay (which the key's window answers as a duplicate).
+	SignatureAged int64 `json:"signature_aged,omitempty"`
 }
 
 // Add counts v of a source's rollup metric.
@@ -61,6 +66,10 @@ func (c *SourceCounts) Add(metric string, v int64) {
 			c.Stale += v
 		case Unordered:
 			c.Unordered += v
+		}
+	case Signature:
+		if what == Aged {
+			c.SignatureAged += v
 		}
 	case Types:
 		if c.Types == nil {

@@ -85,6 +85,14 @@ func (m *Metrics) Unordered(source string) {
 	m.Hourly.addRollup(store.ScopeSource, source, Order, Unordered, 1)
 }
 
+// SignatureAged counts a queue's message taken with a signature that
+// matched but was made outside the tolerance, as its broker's clock
+// tells (a backlog is not; see receive.Envelope.Queued), in the hourly
+// rollups: signature.aged.
+func (m *Metrics) SignatureAged(source string) {
+	m.Hourly.addRollup(store.ScopeSource, source, Signature, Aged, 1)
+}
+
 // Filtered counts a stored event that no destination of its source
 // wanted, in the hourly rollups.
 func (m *Metrics) Filtered(source string) {

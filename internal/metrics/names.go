@@ -44,6 +44,11 @@ const (
 	Stale     = "stale"
 	Unordered = "unordered"
 	Attempts  = "attempts"
+	// Signature counts signatures taken though they were made outside
+	// the tolerance: signature.aged (a queue's message; see
+	// receive.Envelope.Queued).
+	Signature = "signature"
+	Aged      = "aged"
 
 	Answers         = "answers"        // an API's answers: answers.new, answers.replayed
 	LatencyCount    = "latency.count"  // successful deliveries
