@@ -234,6 +234,17 @@ func build(cfg *config.Config, fail func(field, format string, args ...any)) *pa
 	for i := range cfg.Sources {
 		p.sources[i] = receiveSource(fmt.Sprintf("sources[%d]", i), &cfg.Sources[i], fail)
 	}
+	maxLease := time.Duration(cfg.Effects.MaxLease)
+	if maxLease <= 0 {
+		maxLease = effect.DefaultMaxLease
+	}
+	for i, a := range cfg.Upstreams {
+		// A key's lease is an effects-ledger lease: one over the ledger's
+		// bound would make every request with a key 503.
+		if l := time.Duration(a.Idempotency.Lease); l > maxLease {
+			fail(fmt.Sprintf("upstreams[%d].idempotency.lease", i), "%s: at most effects.max_lease (%s), which bounds every lease of the ledger it is kept in", l, maxLease)
+		}
+	}
 	return p
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/lease"
 )
 
@@ -200,15 +199,6 @@ func (c *Config) checkUpstreams(fail failFunc) {
 		}
 		checkHTTPURL(f+".upstream", a.Upstream, fail)
 		checkIdempotency(f+".idempotency", a.Idempotency, fail)
-		// The key's lease is an effects-ledger lease: one over the
-		// ledger's bound would make every request with a key 503.
-		maxLease := time.Duration(c.Effects.MaxLease)
-		if maxLease <= 0 {
-			maxLease = effect.DefaultMaxLease
-		}
-		if l := time.Duration(a.Idempotency.Lease); l > maxLease {
-			fail(f+".idempotency.lease", "%s: at most effects.max_lease (%s), which bounds every lease of the ledger it is kept in", l, maxLease)
-		}
 	}
 }
 
