@@ -96,21 +96,23 @@ type Gateway struct {
 	worker      *deliver.Worker
 	intake      *receive.Handler
 	mux         *http.ServeMux
-	effects     *effect.Local
-	admin       *admin.Service
-	alerts      *alert.Alerter
-	dashboard   *dashboard.Dashboard
-	api         *http.ServeMux
-	health      writeHealth
-	holds       *hold.Holds
-	auth        *apiauth.Auth
-	queues      *metrics.StoreCollector // nil: the store has no operator queries
-	reloading   sync.Mutex              // one Reload at a time
-	upstreams   []upstream              // the user's APIs on listeners of their own
-	maintain    *maintain.Maintainer
-	consumers   []broker.Consumer // the queue sources' (consume:)
-	publishers  *publishers       // the queue destinations' (publish:), kept across reloads
-	tls         *tls.Config       // every listener's, when the config names a certificate
+	// intakeHandler is mux behind intake's check of the path (receive.Handler.Paths).
+	intakeHandler http.Handler
+	effects       *effect.Local
+	admin         *admin.Service
+	alerts        *alert.Alerter
+	dashboard     *dashboard.Dashboard
+	api           *http.ServeMux
+	health        writeHealth
+	holds         *hold.Holds
+	auth          *apiauth.Auth
+	queues        *metrics.StoreCollector // nil: the store has no operator queries
+	reloading     sync.Mutex              // one Reload at a time
+	upstreams     []upstream              // the user's APIs on listeners of their own
+	maintain      *maintain.Maintainer
+	consumers     []broker.Consumer // the queue sources' (consume:)
+	publishers    *publishers       // the queue destinations' (publish:), kept across reloads
+	tls           *tls.Config       // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
 	closeErr  error
@@ -408,6 +410,7 @@ func (g *Gateway) buildIntakeMux() {
 	g.mux.Handle("/in/{source}", g.intake)
 	g.mux.Handle("/in/{source}/{token}", g.intake) // a secret in the path, for providers that send no header
 	g.probes(g.mux)
+	g.intakeHandler = g.intake.Paths(g.mux)
 	if g.cfg.Load().Metrics.Listen == "" {
 		g.mux.Handle("GET /metrics", g.MetricsHandler())
 	}
@@ -472,7 +475,7 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 
 // Handler is the gateway's intake: POST /in/{source}, the probes
 // (HealthRoutes) and GET /metrics.
-func (g *Gateway) Handler() http.Handler { return g.mux }
+func (g *Gateway) Handler() http.Handler { return g.intakeHandler }
 
 // Store is the gateway's store, for reading what it holds.
 func (g *Gateway) Store() store.Store { return g.store }
@@ -594,7 +597,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 			ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		}
 	}
-	servers := []*http.Server{newServer(g.mux)}
+	servers := []*http.Server{newServer(g.intakeHandler)}
 	listeners := []net.Listener{ln}
 	for _, l := range api {
 		servers = append(servers, newServer(g.api))
@@ -618,8 +621,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); g.Run(bgCtx) }()
 
-	for i := range listeners {
-		listeners[i] = g.withTLS(listeners[i])
+	// Intake answers what net/http refuses before any handler (a header
+	// over its limit) itself: counted, in its one error shape.
+	listeners[0] = g.intake.Listener(listeners[0], g.tls)
+	for i := range listeners[1:] {
+		listeners[i+1] = g.withTLS(listeners[i+1])
 	}
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {

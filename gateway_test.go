@@ -383,3 +383,33 @@ func TestStoreUnavailableAnswers503(t *testing.T) {
 	}
 	probes(http.StatusServiceUnavailable)
 }
+
+// Found from outside (#41): //in/stripe and /in/../in/stripe got
+// net/http's 307 to the clean path, and a 2 MB header its plain-text
+// 431, none of them counted. Intake answers them in its one error shape
+// and counts them by reason, as its other rejections.
+func TestUncleanPathsAndOversizedHeadersAreIntakesRejections(t *testing.T) {
+	sink := testenv.NewSink(t)
+	gw := startGateway(t, stripeConfig(sink.URL, ""))
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"//in/stripe", "/in/../in/stripe"} {
+		a := do(t, noRedirect, testenv.SignedRequest(t, gw.URL+p, "stripe", stripeSecret, stripeEvent("evt_unclean"), ""))
+		if a.Status != http.StatusBadRequest || a.Error.Reason != "bad_path" {
+			t.Errorf("POST %s: %d %+v; want 400 bad_path", p, a.Status, a.Error)
+		}
+	}
+	req := testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", stripeSecret, stripeEvent("evt_big_header"), "")
+	req.Header.Set("X-Padding", strings.Repeat("a", 2<<20))
+	if a := do(t, http.DefaultClient, req); a.Status != http.StatusRequestHeaderFieldsTooLarge || a.Error.Reason != "header_too_large" {
+		t.Errorf("a 2 MB header: %d %+v; want 431 header_too_large", a.Status, a.Error)
+	}
+	if n := metric(t, gw, `oncehook_requests_total{outcome="bad_path",source=""}`); n != 2 {
+		t.Errorf("%d unclean paths counted, want 2", n)
+	}
+	if n := metric(t, gw, `oncehook_requests_total{outcome="header_too_large",source=""}`); n != 1 {
+		t.Errorf("%d oversized headers counted, want 1", n)
+	}
+	if stats(t, gw).Events != 0 {
+		t.Errorf("a refused request stored an event: %+v", stats(t, gw))
+	}
+}

@@ -622,4 +622,14 @@ func TestServeOverTLS(t *testing.T) {
 	if resp, err := http.Get(strings.Replace(m[1], "https://", "http://", 1) + "/healthz"); err == nil && resp.StatusCode == 200 {
 		t.Fatal("plain HTTP answered on a TLS listener")
 	}
+	// Over TLS too, a header over net/http's limit is intake's answer,
+	// counted; and plain HTTP is told it reached an HTTPS listener.
+	req = testenv.SignedRequest(t, m[1]+"/in/stripe", "stripe", secret, []byte(`{"id":"evt_tls_big","object":"event"}`), "")
+	req.Header.Set("X-Padding", strings.Repeat("a", 2<<20))
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("a 2 MB header over TLS: %v %v", resp, err)
+	}
+	if resp, err := http.Get(strings.Replace(m[1], "https://", "http://", 1) + "/healthz"); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("plain HTTP to the TLS listener: %v %v, want net/http's 400", resp, err)
+	}
 }
