@@ -131,6 +131,7 @@ func stripeVerifyBefore(secrets [][]byte, tolerance time.Duration, r *Request, n
 	}
 	var ts string
 	var sigs [][]byte
+	given := 0
 	for _, pair := range strings.Split(header, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		if !ok {
@@ -140,13 +141,21 @@ func stripeVerifyBefore(secrets [][]byte, tolerance time.Duration, r *Request, n
 		case "t":
 			ts = v
 		case "v1":
+			given++
 			if b, err := hex.DecodeString(v); err == nil {
 				sigs = append(sigs, b)
 			}
 		}
 	}
-	if ts == "" || len(sigs) == 0 {
-		return signatureError("Stripe-Signature has no t= or no v1=")
+	// (Its messages since #41: no t=, no v1=, and a v1= that is not hex
+	// are three answers, no longer one.)
+	switch {
+	case ts == "":
+		return signatureError("Stripe-Signature has no t=")
+	case given == 0:
+		return signatureError("Stripe-Signature has no v1=")
+	case len(sigs) == 0:
+		return signatureError("Stripe-Signature's v1= is not valid hex")
 	}
 	// A new HMAC per secret per request, as every preset did before
 	// keeping them keyed (keyedHMACs).

@@ -119,14 +119,34 @@ func (k *keyedHMAC) writeString(s string) {
 
 // offered are the signatures a request carries, decoded on the caller's
 // stack. Only those as long as the HMAC are kept, since no other can
-// match; decoded counts every one that decoded, whatever its length (even
-// empty), for the presets that tell "no signature" from "no match".
+// match; given counts every one the request gave, and decoded every one
+// that decoded, whatever its length (even empty), for the presets that
+// tell "no signature" and "not hex" from "no match" (see lacking).
 type offered struct {
 	size    int
+	given   int
 	decoded int
 	kept    int
 	room    [4][sha512.Size]byte
 	more    [][]byte // the kept ones beyond room: a header with many signatures
+}
+
+// lacking says what header (named as the provider names it) lacks: its
+// timestamp (ts, written tsField) or a signature (written sigField); or
+// that every signature it gave is not valid encoding (hex, base64). Nil
+// when it has a timestamp and a signature that decoded, which may still
+// not match. A signature that is not hex is not a missing one: the
+// operator looking at "no v1=" checks the wrong thing.
+func (o *offered) lacking(header, ts, tsField, sigField, encoding string) error {
+	switch {
+	case ts == "" && tsField != "":
+		return signatureError("%s has no %s", header, tsField)
+	case o.given == 0:
+		return signatureError("%s has no %s", header, sigField)
+	case o.decoded == 0:
+		return signatureError("%s's %s is not valid %s", header, sigField, encoding)
+	}
+	return nil
 }
 
 // keep returns where the next signature of the HMAC's length goes.
@@ -142,6 +162,7 @@ func (o *offered) keep() []byte {
 // addHex takes s as hex, as hex.DecodeString would (an even number of hex
 // digits, none too), and reports whether it decoded.
 func (o *offered) addHex(s string) bool {
+	o.given++
 	if !isHex(s) {
 		return false
 	}
@@ -155,6 +176,7 @@ func (o *offered) addHex(s string) bool {
 // addBase64 takes s as standard base64, as base64.StdEncoding.DecodeString
 // would (padded; \r and \n skipped), and reports whether it decoded.
 func (o *offered) addBase64(s string) bool {
+	o.given++
 	var src [128]byte
 	var dst [96]byte // base64.StdEncoding.DecodedLen(len(src))
 	var sig []byte

@@ -182,8 +182,8 @@ func (p *mercadoPago) Verify(r *Request, now time.Time) error {
 			sigs.addHex(v)
 		}
 	}
-	if ts == "" || sigs.decoded == 0 {
-		return signatureError("x-signature is missing ts= or v1=")
+	if err := sigs.lacking("x-signature", ts, "ts=", "v1=", "hex"); err != nil {
+		return err
 	}
 	dataID := r.URL.Query().Get("data.id")
 	manifest := mpManifest(dataID, r.Header.Get("X-Request-Id"), ts)

@@ -49,8 +49,8 @@ func (p *paddle) Verify(r *Request, now time.Time) error {
 			sigs.addHex(v)
 		}
 	}
-	if ts == "" || sigs.decoded == 0 {
-		return signatureError("Paddle-Signature is missing ts= or h1=")
+	if err := sigs.lacking("Paddle-Signature", ts, "ts=", "h1=", "hex"); err != nil {
+		return err
 	}
 	if !p.macs.matchAny(&sigs, r.Body, ts, ":") {
 		return signatureError("no h1 signature matches")

@@ -97,8 +97,8 @@ func (p *standardWebhooks) Verify(r *Request, now time.Time) error {
 		}
 		sigs.addBase64(sig)
 	}
-	if sigs.decoded == 0 {
-		return signatureError("webhook-signature has no v1 entry")
+	if err := sigs.lacking("webhook-signature", "", "", "v1 entry", "base64"); err != nil {
+		return err
 	}
 	if !p.macs.matchAny(&sigs, r.Body, id, ".", ts, ".") {
 		return signatureError("no v1 signature matches")

@@ -64,8 +64,8 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 			sigs.addHex(v)
 		}
 	}
-	if ts == "" || sigs.decoded == 0 {
-		return signatureError("Stripe-Signature has no t= or no v1=")
+	if err := sigs.lacking("Stripe-Signature", ts, "t=", "v1=", "hex"); err != nil {
+		return err
 	}
 	if !p.macs.matchAny(&sigs, r.Body, ts, ".") {
 		return signatureError("no v1 signature matches")
