@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -151,9 +152,13 @@ const MaxTypeLen = 200
 
 // eventType joins the parts of an event type a provider sent (GitHub's
 // event and action: pull_request.opened), leaving out the empty ones. A
-// type that is not text a person can read (over MaxTypeLen bytes, not
-// UTF-8, or holding a control character) is no type: filters and the
-// rollups see the event as untyped rather than store a hostile string.
+// type that is not text a person can read (not UTF-8, or holding a control
+// or invisible formatting character) is kept with those bytes
+// percent-encoded (invoice.paid%0D%0A), and one over MaxTypeLen bytes is
+// cut there: a type routes its event (types: [invoice.*]), so it is never
+// dropped for how it is written (invariant 23), and what is stored, shown
+// and sent as X-Oncehook-Type is never a hostile string (a line break, a
+// bidi override).
 func eventType(parts ...string) string {
 	var t string
 	for _, p := range parts {
@@ -165,15 +170,53 @@ func eventType(parts ...string) string {
 			t += "." + p
 		}
 	}
-	if len(t) > MaxTypeLen || !utf8.ValidString(t) {
-		return ""
+	if len(t) <= MaxTypeLen && readable(t) {
+		return t
 	}
-	for _, r := range t {
-		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
-			return ""
+	return readableType(t)
+}
+
+// readable reports whether s is UTF-8 without a control or invisible
+// formatting character.
+func readable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unreadable(r) {
+			return false
 		}
 	}
-	return t
+	return true
+}
+
+func unreadable(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// readableType is t with every byte of an unreadable character (or of no
+// UTF-8 character) percent-encoded, cut to MaxTypeLen bytes at a
+// character, never inside an escape.
+func readableType(t string) string {
+	const hexdig = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(t); {
+		r, size := utf8.DecodeRuneInString(t[i:])
+		piece := t[i : i+size]
+		if r == utf8.RuneError && size == 1 || unreadable(r) {
+			var esc []byte
+			for j := 0; j < size; j++ {
+				esc = append(esc, '%', hexdig[t[i+j]>>4], hexdig[t[i+j]&15])
+			}
+			piece = string(esc)
+		}
+		if b.Len()+len(piece) > MaxTypeLen {
+			break
+		}
+		b.WriteString(piece)
+		i += size
+	}
+	return b.String()
 }
 
 // bodyFields returns top-level fields of a JSON body as key text.

@@ -70,11 +70,27 @@ func TestEventTypes(t *testing.T) {
 	}
 }
 
-// A type is text a person reads: a hostile one is no type at all.
-func TestEventTypeRefusesWhatIsNoName(t *testing.T) {
-	for _, bad := range []string{"a\x00b", "a\nb", "bidi\u202e", strings.Repeat("x", MaxTypeLen+1), "\xff"} {
-		if got := eventType(bad); got != "" {
-			t.Errorf("eventType(%q) = %q, want none", bad, got)
+// A type is text a person reads: a hostile one is kept with what is not
+// readable percent-encoded, and cut to MaxTypeLen bytes, never dropped
+// (found from outside: a type with CR/LF was dropped silently, and the
+// event went untyped past every types: route).
+func TestEventTypeKeepsAHostileTypeReadable(t *testing.T) {
+	long := strings.Repeat("x", MaxTypeLen+1)
+	for bad, want := range map[string]string{
+		"invoice.paid\r\n":                       "invoice.paid%0D%0A",
+		"a\x00b":                                 "a%00b",
+		"a\nb":                                   "a%0Ab",
+		"bidi\u202e":                             "bidi%E2%80%AE",
+		"\xff":                                   "%FF",
+		"pedido.atualização":                     "pedido.atualização",
+		"50%off":                                 "50%off",
+		long:                                     long[:MaxTypeLen],
+		strings.Repeat("é", MaxTypeLen):          strings.Repeat("é", MaxTypeLen/2),
+		strings.Repeat("x", MaxTypeLen-2) + "\n": strings.Repeat("x", MaxTypeLen-2), // never half an escape
+	} {
+		got := eventType(bad)
+		if got != want || len(got) > MaxTypeLen || !readable(got) {
+			t.Errorf("eventType(%q) = %q, want %q", bad, got, want)
 		}
 	}
 	if got := eventType("pull_request", "", "opened"); got != "pull_request.opened" {
