@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/kinds"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -18,7 +19,7 @@ func env(vars map[string]string) func(string) (string, bool) {
 }
 
 func TestSampleParsesWithItsSecretsSet(t *testing.T) {
-	cfg, err := oncehook.ParseConfig([]byte(config.Sample), env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x", "GITHUB_WEBHOOK_SECRET": "gh", "ONCEHOOK_API_TOKEN": "0123456789abcdef0123"}))
+	cfg, err := oncehook.ParseConfig([]byte(config.Sample), env(map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x", "GITHUB_WEBHOOK_SECRET": "gh", "ONCEHOOK_API_TOKEN": "0123456789abcdef0123"}), kinds.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ api: {tokens: [{name: shop, token: 0123456789abcdef, publish: [ghost]}]}`, "api.
 api: {tokens: [{name: shop, token: 0123456789abcdef, read_only: true, publish: [o]}]}`, "api.tokens[0].publish"},
 	}
 	for _, c := range cases {
-		_, err := oncehook.ParseConfig([]byte(c.yaml), env(nil))
+		_, err := oncehook.ParseConfig([]byte(c.yaml), env(nil), kinds.All())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config:\n%s\nerr = %v, want it to mention %q", c.yaml, err, c.want)
 		}
@@ -102,7 +103,7 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "max_inflight_bytes"},
 sources: [{name: s, preset: stripe, secrets: [x]}]`, "trusted_proxies"},
 	}
 	for _, c := range cases {
-		_, err := oncehook.ParseConfig([]byte(c.yaml), env(nil))
+		_, err := oncehook.ParseConfig([]byte(c.yaml), env(nil), kinds.All())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config:\n%s\nerr = %v, want it to name %q", c.yaml, err, c.want)
 		}
@@ -110,7 +111,7 @@ sources: [{name: s, preset: stripe, secrets: [x]}]`, "trusted_proxies"},
 	cfg, err := oncehook.ParseConfig([]byte(`delivery: {lease: 15s}
 trusted_proxies: [10.0.0.0/8, 192.168.1.1]
 sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
-destinations: [{name: app, url: "http://x", timeout: 10s}]`), env(nil))
+destinations: [{name: app, url: "http://x", timeout: 10s}]`), env(nil), kinds.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ destinations:
     timeout: 9s
 delivery:
   lease: 10s
-`), env)
+`), env, kinds.All())
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -162,13 +163,13 @@ delivery:
 	if _, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
 destinations: [{name: app, url: "http://h", timeout: 9s}]
 delivery: {lease: 12s}
-`), env); err != nil {
+`), env, kinds.All()); err != nil {
 		t.Fatalf("the advised lease: %v", err)
 	}
 	if _, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
 destinations: [{name: app, url: "http://h", timeout: 9s}]
 delivery: {lease: 11s}
-`), env); err == nil || !strings.Contains(err.Error(), "use at least 12s") {
+`), env, kinds.All()); err == nil || !strings.Contains(err.Error(), "use at least 12s") {
 		t.Fatalf("a lease of 11s for 9s: %v", err)
 	}
 }
@@ -187,7 +188,7 @@ sources:
         filter: {body: {type: {$startsWith: "charge.dispute."}, data: {object: {amount: {$gte: 10000}}}}}
       - audit
 destinations: [{name: billing, url: "http://x"}, {name: fraud, url: "http://x"}, {name: audit, url: "http://x"}]
-`), env(nil))
+`), env(nil), kinds.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ destinations: [{name: billing, url: "http://x"}, {name: fraud, url: "http://x"},
 		{`[{name: nope}]`, `no destination named "nope"`},
 	} {
 		_, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: `+c.yaml+`}]
-destinations: [{name: app, url: "http://x"}]`), env(nil))
+destinations: [{name: app, url: "http://x"}]`), env(nil), kinds.All())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want it to say %q", c.yaml, err, c.want)
 		}
@@ -217,7 +218,7 @@ func TestOrderDefaultsAndErrors(t *testing.T) {
   - {name: stripe, preset: stripe, secrets: [whsec_x], order: {}}
   - {name: shop, preset: shopify, secrets: [s], order: {mode: fifo, version: arrival}}
   - {name: hot, preset: hotmart, secrets: [h], order: {on_stale: deliver}}
-`), env(nil))
+`), env(nil), kinds.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestOrderDefaultsAndErrors(t *testing.T) {
 		`{name: s, preset: stripe, secrets: [w], order: {version_unit: seconds}}`:      "version_unit",
 		`{name: s, preset: stripe, secrets: [w], order: {max_ahead: 0s}}`:              "must be positive",
 	} {
-		_, err := oncehook.ParseConfig([]byte("sources:\n  - "+yaml+"\n"), env(nil))
+		_, err := oncehook.ParseConfig([]byte("sources:\n  - "+yaml+"\n"), env(nil), kinds.All())
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want an error naming %s", yaml, err, field)
 		}
@@ -271,7 +272,7 @@ destinations:
   - {name: hook, url: "http://h", timeout: 1s, timeout: 2s}
 delivery:
   lease: 10s
-`), env)
+`), env, kinds.All())
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -305,7 +306,7 @@ delivery:
 		_, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: stripe, secrets: [x], destinations: [app]}]
 destinations: [{name: app, url: "http://h", timeout: 30s}]
 delivery: {lease: `+lease+`}
-`), env)
+`), env, kinds.All())
 		if (err == nil) != ok {
 			t.Errorf("lease %s for a 30s timeout: %v", lease, err)
 		}
@@ -324,7 +325,7 @@ destinations: [{name: capi, url: "http://x"}]
 api:
   tokens:
     - {name: shop, token: "0123456789abcdef", publish: [orders]}
-`), env(nil))
+`), env(nil), kinds.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ api:
 func TestAnEmptySecretIsReportedOnce(t *testing.T) {
 	for _, preset := range []string{"stripe", "github", "slack", "standard-webhooks"} {
 		_, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: `+preset+`, secrets: [x, ""], destinations: [app]}]
-destinations: [{name: app, url: "http://x"}]`), env(nil))
+destinations: [{name: app, url: "http://x"}]`), env(nil), kinds.All())
 		if err == nil || strings.Count(err.Error(), "secrets[1]") != 1 || !strings.Contains(err.Error(), "sources[0].secrets[1]: empty") {
 			t.Errorf("%s: err = %v, want sources[0].secrets[1]: empty, once", preset, err)
 		}

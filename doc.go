@@ -23,11 +23,14 @@
 //
 // The quickest way in is the binary: `oncehook serve` with no configuration
 // starts on SQLite in the working directory with a demo source. From Go, load
-// a config and run a Gateway:
+// a config and run a Gateway with the kinds of store and broker it may use
+// (this package imports none: kinds.All() is every one oncehook ships, and
+// a build that names fewer links no other client):
 //
-//	cfg, err := oncehook.LoadConfig("oncehook.yaml") // checked whole: each field, and the parts built from it
+//	k := oncehook.Kinds{Stores: []store.Kind{sqlite.Kind()}} // or kinds.All()
+//	cfg, err := oncehook.LoadConfig("oncehook.yaml", k) // checked whole: each field, the kinds, the parts built from it
 //	if err != nil { ... }
-//	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: logger})
+//	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Kinds: k, Logger: logger})
 //	if err != nil { ... }
 //	ln, err := net.Listen("tcp", cfg.Listen)
 //	if err != nil { ... }

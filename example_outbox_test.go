@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -39,7 +40,11 @@ destinations:
 		panic(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{})
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{
+		// The kinds this program uses: its build holds no other client
+		// (the binary passes kinds.All()).
+		Kinds: oncehook.Kinds{Stores: []store.Kind{sqlite.Kind()}},
+	})
 	if err != nil {
 		panic(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/provider"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
 )
 
 // A gateway in front of a service: the same Stripe event sent twice is
@@ -45,7 +47,11 @@ destinations:
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{})
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{
+		// The kinds this program uses: its build holds no other client
+		// (the binary passes kinds.All()).
+		Kinds: oncehook.Kinds{Stores: []store.Kind{sqlite.Kind()}},
+	})
 	if err != nil {
 		panic(err)
 	}

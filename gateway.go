@@ -45,6 +45,9 @@ import (
 
 // Options are what a Gateway takes beyond its configuration.
 type Options struct {
+	// Kinds are the stores and brokers the gateway may use (see Kinds):
+	// the config's store and every broker it names must be among them.
+	Kinds  Kinds
 	Logger *slog.Logger
 	// DemoSink mounts POST /_demo/sink, a destination that logs what it
 	// receives; `oncehook serve` without a config delivers there.
@@ -167,7 +170,7 @@ func (h *writeHealth) latest() (time.Time, error) {
 // runs until Serve (or Run).
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
 	opts.defaults()
-	p, err := compile(cfg)
+	p, err := compile(cfg, opts.Kinds)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -179,7 +182,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 		m.Hourly = metrics.NewHourly(nil)
 	}
 	m.Copies = metrics.NewCopies()
-	st, writers, linger, err := openStore(ctx, cfg, opts.Logger, m)
+	st, writer, err := opts.Kinds.openFronted(ctx, cfg, opts.Logger, m)
 	if err != nil {
 		p.close()
 		return nil, err
@@ -198,7 +201,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	if opts.TracerProvider != nil {
 		g.tracer = opts.TracerProvider.Tracer(tracing.Name)
 	}
-	if err := g.build(ctx, p, writers, linger); err != nil {
+	if err := g.build(ctx, p, writer); err != nil {
 		p.close()
 		st.Close()
 		return nil, err
@@ -221,7 +224,7 @@ func (o *Options) defaults() {
 // build makes every part, each from the config by its own constructor
 // (wiring.go translates the config), in the order they depend on each
 // other: holds, writer, worker, ledger, operator surface, intake, upkeep.
-func (g *Gateway) build(ctx context.Context, p *parts, writers int, linger time.Duration) error {
+func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer) error {
 	cfg, log := g.cfg.Load(), g.log
 	var err error
 	if cfg.TLS.Enabled() {
@@ -237,8 +240,8 @@ func (g *Gateway) build(ctx context.Context, p *parts, writers int, linger time.
 	// its leases share commits, and a new event's deliveries are handed to
 	// the worker in memory at the commit that stores them.
 	lease := time.Duration(cfg.Delivery.Lease)
-	g.committer = groupcommit.New(g.store.Commit, g.writerOptions(writers, linger, lease))
-	g.publishers = newPublishers(log)
+	g.committer = groupcommit.New(g.store.Commit, g.writerOptions(writer, lease))
+	g.publishers = newPublishers(g.opts.Kinds, log)
 	senders, keep, err := g.publishers.prepare(cfg)
 	if err != nil {
 		return err
@@ -292,7 +295,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writers int, linger time.
 		Seen: seen.New(g.opts.HotKeys), OnDuplicate: samples.Add,
 		Logger: log.With("component", "receive"), Metrics: g.metrics, Tracer: g.tracer,
 	})
-	if g.consumers, err = buildConsumers(cfg, g.intake, log); err != nil {
+	if g.consumers, err = buildConsumers(cfg, g.opts.Kinds, g.intake, log); err != nil {
 		g.publishers.Close()
 		return err
 	}
@@ -345,14 +348,14 @@ func idlePoll(cfg *config.Config, st store.Store) time.Duration {
 
 // writerOptions are the group committer's: the hourly rollups and the
 // duplicate counts ride its commits, under this process's own rows.
-func (g *Gateway) writerOptions(writers int, linger, lease time.Duration) groupcommit.Options {
+func (g *Gateway) writerOptions(writer store.Writer, lease time.Duration) groupcommit.Options {
 	var rollups groupcommit.Stats
 	if g.metrics.Hourly != nil {
 		rollups = g.metrics.Hourly
 	}
 	return groupcommit.Options{
-		Writers: writers,
-		Linger:  linger,
+		Writers: writer.Writers,
+		Linger:  writer.Linger,
 		Observe: func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
 		Outcome: g.health.record,
 		Lease:   lease,

@@ -45,10 +45,12 @@ type Outbox[TTx any] struct {
 
 // NewOutbox returns the outbox of cfg's sources, for transactions of the
 // driver's kind. It opens nothing: the caller's transactions are on the
-// gateway's database. cfg is validated (and its defaults set, as Load
-// does); a reload of the gateway's config is not seen: build another.
+// gateway's database, so it needs no store or broker kind (the brokers
+// and store the config names are the gateway's to check). cfg is
+// validated (and its defaults set, as Load does); a reload of the
+// gateway's config is not seen: build another.
 func NewOutbox[TTx any](cfg *config.Config, driver store.TxDriver[TTx]) (*Outbox[TTx], error) {
-	p, err := compile(cfg)
+	p, err := compileWith(cfg, checker{partsOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -21,8 +21,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/oncehook/oncehook/broker"
 	oamqp "github.com/oncehook/oncehook/broker/amqp"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -191,7 +191,7 @@ func BenchmarkRabbitMQPublish(b *testing.B) {
 	// mandatory, the channel pool, the return check).
 	b.Run("publisher", func(b *testing.B) {
 		base, _, _, queue := benchQueue(b)
-		s, err := oamqp.NewPublisher(config.Destination{Name: "rabbit", Publish: &config.Publish{AMQP: &config.AMQPPublish{URL: base, RoutingKey: queue}}}, nil)
+		s, err := oamqp.NewPublisher(broker.Destination{Name: "rabbit"}, oamqp.PublishSettings{URL: base, RoutingKey: queue})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -272,3 +272,55 @@ destinations:
 	time.Sleep(300 * time.Millisecond)
 	sink.CheckEachOnce(t)
 }
+
+// Issue 41 item 14: a queue's messages count against max_inflight_bytes
+// as request bodies do (200 messages of 4 MiB once held 420 MB with 64 MiB
+// set). While the store cannot commit, every message taken waits in
+// Accept: a NATS source then holds at most what its share of the budget
+// holds (3 messages of 600 KiB in 2 MiB), not every message its broker
+// hands out, and the rest wait in the stream. Once the store is back,
+// every message is taken and delivered once.
+func TestQueueMessagesCountAgainstMaxInflightBytes(t *testing.T) {
+	url := testenv.NATS(t)
+	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	sink := testenv.NewSink(t)
+	dir := t.TempDir()
+	gw := oncehooktest.Start(t, `
+store: sqlite://`+filepath.Join(dir, "oncehook.db")+`
+max_body_size: 1MiB
+max_inflight_bytes: 2MiB
+sources:
+  - name: orders
+    consume: {nats: {url: `+url+`, stream: `+stream+`, ack_wait: 20s}}
+    key: ["json:order_id"]
+    destinations: [app]
+destinations:
+  - {name: app, url: `+sink.URL+`}
+`)
+	if !testenv.WaitFor(10*time.Second, func() bool { return gw.ConsumerStatus()[0].Connected }) {
+		t.Fatalf("not consuming: %+v", gw.ConsumerStatus())
+	}
+	unlock := sqlitetest.Lock(t, filepath.Join(dir, "oncehook.db"))
+	const orders, size = 24, 600 << 10
+	pad := strings.Repeat("x", size)
+	for i := range orders {
+		if _, err := js.Publish(context.Background(), prefix+".orders", fmt.Appendf(nil, `{"order_id":"o-%03d","pad":"%s"}`, i, pad)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	most := int64(0)
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		most = max(most, gw.ConsumerStatus()[0].InFlight)
+	}
+	if most == 0 || most > 3 {
+		t.Fatalf("while the store could not commit, the source held up to %d messages of %d KiB; want 1 to 3 (2 MiB of max_inflight_bytes)", most, size>>10)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == orders }) {
+		t.Fatalf("after the store came back: %d of %d delivered", len(sink.ByKey()), orders)
+	}
+	time.Sleep(300 * time.Millisecond)
+	sink.CheckEachOnce(t)
+}

@@ -40,7 +40,7 @@ func TestREADMENatsExamplesKeyEveryMessageByItsOrderID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("example %d: %v", i, err)
 		}
-		p, err := compile(cfg)
+		p, err := compile(cfg, testKinds())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,9 +44,9 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 	g.reloading.Lock()
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
 	var p *parts
-	r, err := config.Reload(g.cfg.Load(), next, func(c *config.Config, fail func(field, format string, args ...any)) {
+	r, err := config.Reload(g.cfg.Load(), next, checker{kinds: g.opts.Kinds, parts: func(c *config.Config, fail config.FailFunc) {
 		p = build(c, fail)
-	})
+	}})
 	var senders map[string]deliver.Sender
 	keep := func(bool) {}
 	if err == nil {
@@ -129,7 +129,7 @@ func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, func(bool),
 	if g.opts.ConfigFile == "" {
 		return v, nil, errors.New("no config file: this gateway was given its config, not a file to read")
 	}
-	next, err := config.LoadWith(g.opts.ConfigFile, checkParts)
+	next, err := LoadConfig(g.opts.ConfigFile, g.opts.Kinds)
 	if err != nil {
 		return v, nil, g.refused(err)
 	}

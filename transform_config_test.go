@@ -11,9 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/broker"
+	"github.com/oncehook/oncehook/broker/nats"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/transform"
+	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
 )
+
+// testKinds are the kinds this package's own tests use (package kinds,
+// which has them all, imports this one).
+func testKinds() Kinds {
+	return Kinds{Stores: []store.Kind{sqlite.Kind()}, Brokers: []broker.Kind{nats.Kind()}}
+}
 
 func writeConfig(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -56,11 +66,11 @@ const capiJS = `addHandler("transform", (request, context) => {
 // from the config itself; both are compiled when the config is checked.
 func TestTransformsAreReadBesideTheConfigAndCompiled(t *testing.T) {
 	path := writeConfig(t, map[string]string{"oncehook.yaml": withTransform, "transforms/capi.js": capiJS})
-	cfg, err := LoadConfig(path)
+	cfg, err := LoadConfig(path, testKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := compile(cfg)
+	p, err := compile(cfg, testKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +105,7 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 		"oncehook.yaml":      withTransform,
 		"transforms/capi.js": "addHandler(\"transform\", (request) => {\n  request.body = { ;\n  return request;\n});\n",
 	})
-	_, err := LoadConfig(path)
+	_, err := LoadConfig(path, testKinds())
 	if err == nil {
 		t.Fatal("a script that does not compile was taken")
 	}
@@ -106,7 +116,7 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 		}
 	}
 	path = writeConfig(t, map[string]string{"oncehook.yaml": withTransform})
-	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "read the script") {
+	if _, err := LoadConfig(path, testKinds()); err == nil || !strings.Contains(err.Error(), "read the script") {
 		t.Errorf("a missing script: %v", err)
 	}
 	_, err = config.Parse([]byte(strings.Replace(withTransform, "transform: transforms/capi.js", "transform: {file: a.js, inline: x, colour: red}", 1)), func(string) (string, bool) { return "", false })
@@ -119,26 +129,26 @@ func TestATransformsSyntaxErrorNamesFileAndLine(t *testing.T) {
 // one that does not compile, keeping the running config.
 func TestAReloadSwapsScriptsAndABadScriptRefusesIt(t *testing.T) {
 	path := writeConfig(t, map[string]string{"oncehook.yaml": withTransform, "transforms/capi.js": capiJS})
-	old, err := LoadConfig(path)
+	old, err := LoadConfig(path, testKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(filepath.Dir(path), "transforms/capi.js")
-	same, err := LoadConfig(path)
+	same, err := LoadConfig(path, testKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := config.Reload(old, same, checkParts); err != nil || len(r.Changed) != 0 {
+	if r, err := config.Reload(old, same, checker{kinds: testKinds(), parts: checkParts}); err != nil || len(r.Changed) != 0 {
 		t.Errorf("the same script again: %+v %v, want nothing changed", r, err)
 	}
 	if err := os.WriteFile(script, []byte(strings.Replace(capiJS, "Purchase", "Lead", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	next, err := LoadConfig(path)
+	next, err := LoadConfig(path, testKinds())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := config.Reload(old, next, checkParts)
+	r, err := config.Reload(old, next, checker{kinds: testKinds(), parts: checkParts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +161,7 @@ func TestAReloadSwapsScriptsAndABadScriptRefusesIt(t *testing.T) {
 	if err := os.WriteFile(script, []byte("addHandler(\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "transforms/capi.js:") {
+	if _, err := LoadConfig(path, testKinds()); err == nil || !strings.Contains(err.Error(), "transforms/capi.js:") {
 		t.Errorf("a bad script on reload: %v, want refused naming the script", err)
 	}
 }

@@ -5,68 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncehook/oncehook/broker"
-	"github.com/oncehook/oncehook/broker/amqp"
-	"github.com/oncehook/oncehook/broker/kafka"
-	natsbroker "github.com/oncehook/oncehook/broker/nats"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 )
 
 // The transports beside HTTP: each broker's consumer (a source's consume:)
-// and publisher (a destination's publish:), built from its config by one
-// constructor. A new broker is one package under broker/ and one entry in
-// each table.
-
-// consumerKind builds the consumer of a source whose consume: names its
-// broker. It must not wait for the broker: a broker that is down at start
-// is reconnected to by Run, and says so in its Status.
-type consumerKind func(src config.Source, accept broker.Accepter, log *slog.Logger) (broker.Consumer, error)
-
-// publisherKind builds the sender of a destination whose publish: names
-// its broker. It must not wait for the broker either: a publish to a
-// broker that is down is a failed attempt, and its deliveries are held
-// behind the breaker, never dropped.
-type publisherKind func(d config.Destination, log *slog.Logger) (deliver.Sender, error)
-
-func consumerKinds() map[string]consumerKind {
-	return map[string]consumerKind{
-		"amqp":  amqp.NewConsumer,
-		"kafka": kafka.NewConsumer,
-		"nats":  natsbroker.NewConsumer,
-	}
-}
-
-func publisherKinds() map[string]publisherKind {
-	return map[string]publisherKind{
-		"amqp":  amqp.NewPublisher,
-		"kafka": kafka.NewPublisher,
-		"nats":  natsbroker.NewPublisher,
-	}
-}
+// and publisher (a destination's publish:), built from its config by its
+// kind (Kinds.Brokers). A new broker is one package under broker/ and one
+// registration line in package kinds.
 
 // buildConsumers makes a consumer for each source that consumes a queue.
-func buildConsumers(cfg *config.Config, accept broker.Accepter, log *slog.Logger) ([]broker.Consumer, error) {
-	kinds := consumerKinds()
+func buildConsumers(cfg *config.Config, kinds Kinds, accept broker.Accepter, log *slog.Logger) ([]broker.Consumer, error) {
 	var out []broker.Consumer
 	for i, s := range cfg.Sources {
 		if s.Consume == nil {
 			continue
 		}
-		kind := s.Consume.Kind()
-		build, ok := kinds[kind]
-		if !ok {
-			return nil, fmt.Errorf("sources[%d].consume: this build has no %s consumer", i, kind)
+		name := s.Consume.Broker
+		kind := kinds.broker(name)
+		if kind == nil {
+			return nil, fmt.Errorf("sources[%d].consume: this build has no %s consumer", i, name)
 		}
-		c, err := build(s, accept, log.With("component", "consume", "source", s.Name, "broker", kind))
+		c, err := kind.NewConsumer(broker.Source{
+			Name: s.Name, Verify: s.Consume.Verify, Accept: accept,
+			Logger: log.With("component", "consume", "source", s.Name, "broker", name),
+		}, s.Consume.Settings)
 		if err != nil {
-			return nil, fmt.Errorf("sources[%d].consume.%s: %w", i, kind, err)
+			return nil, fmt.Errorf("sources[%d].consume.%s: %w", i, name, err)
 		}
 		out = append(out, c)
 	}
@@ -79,16 +50,17 @@ func buildConsumers(cfg *config.Config, accept broker.Accepter, log *slog.Logger
 type publishers struct {
 	mu     sync.Mutex
 	byName map[string]publisher
+	kinds  Kinds
 	log    *slog.Logger
 }
 
 type publisher struct {
-	cfg    config.Publish
+	cfg    *config.Publish
 	sender deliver.Sender
 }
 
-func newPublishers(log *slog.Logger) *publishers {
-	return &publishers{byName: map[string]publisher{}, log: log}
+func newPublishers(kinds Kinds, log *slog.Logger) *publishers {
+	return &publishers{byName: map[string]publisher{}, kinds: kinds, log: log}
 }
 
 // prepare builds the senders cfg's destinations need beyond those it
@@ -98,7 +70,6 @@ func newPublishers(log *slog.Logger) *publishers {
 func (p *publishers) prepare(cfg *config.Config) (map[string]deliver.Sender, func(apply bool), error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	kinds := publisherKinds()
 	next := map[string]publisher{}
 	var fresh []deliver.Sender
 	fail := func(err error) (map[string]deliver.Sender, func(bool), error) {
@@ -111,26 +82,24 @@ func (p *publishers) prepare(cfg *config.Config) (map[string]deliver.Sender, fun
 		if d.Publish == nil {
 			continue
 		}
-		if old, ok := p.byName[d.Name]; ok && reflect.DeepEqual(old.cfg, *d.Publish) {
+		if old, ok := p.byName[d.Name]; ok && old.cfg.Same(d.Publish) {
 			next[d.Name] = old
 			continue
 		}
-		kind := d.Publish.Kind()
-		build, ok := kinds[kind]
-		if !ok {
-			return fail(fmt.Errorf("destinations[%d].publish: this build has no %s publisher", i, kind))
+		name := d.Publish.Broker
+		kind := p.kinds.broker(name)
+		if kind == nil {
+			return fail(fmt.Errorf("destinations[%d].publish: this build has no %s publisher", i, name))
 		}
-		s, err := build(d, p.log.With("component", "publish", "destination", d.Name, "broker", kind))
+		s, err := kind.NewPublisher(broker.Destination{
+			Name: d.Name, Lease: time.Duration(cfg.Delivery.Lease),
+			Logger: p.log.With("component", "publish", "destination", d.Name, "broker", name),
+		}, d.Publish.Settings)
 		if err != nil {
-			return fail(fmt.Errorf("destinations[%d].publish.%s: %w", i, kind, err))
-		}
-		if l, ok := s.(interface{ SetLease(time.Duration) }); ok {
-			// A publisher whose broker dedupes by message id checks its
-			// window against the lease (a takeover re-publishes after it).
-			l.SetLease(time.Duration(cfg.Delivery.Lease))
+			return fail(fmt.Errorf("destinations[%d].publish.%s: %w", i, name, err))
 		}
 		fresh = append(fresh, s)
-		next[d.Name] = publisher{cfg: *d.Publish, sender: s}
+		next[d.Name] = publisher{cfg: d.Publish, sender: s}
 	}
 	senders := make(map[string]deliver.Sender, len(next))
 	for name, pub := range next {

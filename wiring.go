@@ -33,9 +33,6 @@ import (
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
-	"github.com/oncehook/oncehook/store/postgres"
-	"github.com/oncehook/oncehook/store/redis"
-	"github.com/oncehook/oncehook/store/sqlite"
 )
 
 // The config, translated into each part's options: one function a part,
@@ -158,9 +155,15 @@ func (p *parts) close() {
 // check a config by building its parts, so that what validates is what
 // runs. It fills in the defaults a preset decides (its window, its
 // order's entity and version) and each script's digest, in cfg.
-func compile(cfg *config.Config) (*parts, error) {
+func compile(cfg *config.Config, kinds Kinds) (*parts, error) {
+	return compileWith(cfg, checker{kinds: kinds})
+}
+
+// compileWith is compile with c's kinds (c.parts is build).
+func compileWith(cfg *config.Config, c checker) (*parts, error) {
 	var p *parts
-	err := cfg.ValidateWith(func(c *config.Config, fail func(field, format string, args ...any)) { p = build(c, fail) })
+	c.parts = func(c *config.Config, fail config.FailFunc) { p = build(c, fail) }
+	err := cfg.ValidateWith(c)
 	if err != nil {
 		if p != nil {
 			p.close()
@@ -171,17 +174,19 @@ func compile(cfg *config.Config) (*parts, error) {
 }
 
 // LoadConfig reads the config file at path and checks it whole: each
-// field (config.Load), and the parts built from it (a source's preset, a
-// filter, a transformation: see compile), every error at once with its
-// line. It fills in what a preset decides (a source's window), as New
-// does. Serve, validate and the operator's commands read a config so.
-func LoadConfig(path string) (*config.Config, error) {
-	return config.LoadWith(path, checkParts)
+// field (config.Load), what the kinds it names say (a broker's settings,
+// the store's URL: kinds has the ones a gateway may use), and the parts
+// built from it (a source's preset, a filter, a transformation: see
+// compile), every error at once with its line. It fills in what a preset
+// decides (a source's window), as New does. Serve, validate and the
+// operator's commands read a config so.
+func LoadConfig(path string, kinds Kinds) (*config.Config, error) {
+	return config.LoadWith(path, checker{kinds: kinds, parts: checkParts})
 }
 
 // ParseConfig is LoadConfig for a config's text (see config.Parse).
-func ParseConfig(text []byte, lookupEnv func(string) (string, bool)) (*config.Config, error) {
-	return config.ParseWith(text, lookupEnv, checkParts)
+func ParseConfig(text []byte, lookupEnv func(string) (string, bool), kinds Kinds) (*config.Config, error) {
+	return config.ParseWith(text, lookupEnv, checker{kinds: kinds, parts: checkParts})
 }
 
 // Catalog is the sources and destinations of a checked config
@@ -189,19 +194,19 @@ func ParseConfig(text []byte, lookupEnv func(string) (string, bool)) (*config.Co
 func Catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) { return catalog(cfg) }
 
 // Transformations compiles the destinations' transformations of a checked
-// config (LoadConfig), by destination name, as the worker runs them. The
-// caller closes each.
-func Transformations(cfg *config.Config) (map[string]*transform.Script, error) {
-	p, err := compile(cfg)
+// config (LoadConfig with the same kinds), by destination name, as the
+// worker runs them. The caller closes each.
+func Transformations(cfg *config.Config, kinds Kinds) (map[string]*transform.Script, error) {
+	p, err := compile(cfg, kinds)
 	if err != nil {
 		return nil, err
 	}
 	return p.scripts, nil
 }
 
-// checkParts is compile as a config.PartsCheck, for LoadConfig and
+// checkParts is compile's check of the parts, for LoadConfig and
 // ParseConfig: the parts it builds go.
-func checkParts(c *config.Config, fail func(field, format string, args ...any)) {
+func checkParts(c *config.Config, fail config.FailFunc) {
 	build(c, fail).close()
 }
 
@@ -398,56 +403,6 @@ func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
 		dests[i] = admin.Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target()}
 	}
 	return sources, dests
-}
-
-// openStore opens the configured backend, with Redis in front when set, and
-// says how its group committer should run. SQLite's single writer lingers
-// 300µs under load for bigger commits (35% → 41% of bare net/http on the
-// bench machine); PostgreSQL did not gain from it. Writers: SQLite has one; on
-// PostgreSQL two transactions overlap one's commit with the other's work
-// (measured: 1 writer 11.8k events/s, 2: 11.4k, 4: 9.6k, 8: 8.9k on the
-// 2-core bench machine, where fewer writers make bigger batches; with the
-// database on another host, overlap matters more).
-func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (st store.Store, writers int, linger time.Duration, err error) {
-	writers, linger = 1, 300*time.Microsecond
-	if cfg.StoreKind() == "postgres" {
-		writers, linger = 2, 0
-	}
-	if st, err = OpenStore(ctx, cfg, log); err != nil {
-		return nil, 0, 0, err
-	}
-	if cfg.Redis != "" {
-		hot, err := redis.Open(cfg.Redis, st, redis.Options{
-			Logger:  log.With("component", "redis"),
-			OnHit:   func(n int) { m.RedisHits.Add(float64(n)) },
-			OnError: func(op string, _ error) { m.RedisErrors.WithLabelValues(op).Inc() },
-		})
-		if err != nil {
-			st.Close()
-			return nil, 0, 0, err
-		}
-		st = hot
-	}
-	return st, writers, linger, nil
-}
-
-// OpenStore opens the config's backend, SQLite or PostgreSQL, applying its
-// pending migrations: the one place a store is opened, for the gateway and
-// for the commands that work on the store directly (migrate, replay, the
-// operator's commands). Redis is not in front: the gateway adds it; the
-// commands claim nothing.
-func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.StoreKind() == "postgres" {
-		var horizon time.Duration // the longest window: how far ahead a body may be due
-		for _, src := range cfg.Sources {
-			horizon = max(horizon, time.Duration(src.Window))
-		}
-		return postgres.Open(ctx, cfg.Store, postgres.Options{Logger: log.With("component", "store"), Horizon: horizon})
-	}
-	return sqlite.Open(ctx, cfg.SQLitePath(), sqlite.Options{Synchronous: cfg.SQLite.Synchronous})
 }
 
 // idempotencyPrefix is the ledger's key prefix of an API's answers.

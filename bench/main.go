@@ -78,6 +78,7 @@ import (
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
@@ -1385,7 +1386,7 @@ sources:
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gopts := oncehook.Options{HotKeys: o.hotKeys, SweepInterval: o.sweep, NoRollups: o.noRollups}
+	gopts := oncehook.Options{Kinds: kinds.All(), HotKeys: o.hotKeys, SweepInterval: o.sweep, NoRollups: o.noRollups}
 	if o.traced {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
 		gopts.TracerProvider = tp

@@ -3,8 +3,11 @@
 // Kafka) hands each message to intake's transport-neutral core (Accept)
 // and acknowledges it only once its claim has committed; a destination
 // that publishes to one is a deliver.Sender. Each broker is one package
-// below this one (broker/nats, broker/amqp, broker/kafka) with one
-// constructor for each side, registered in the gateway's wiring.
+// below this one (broker/nats, broker/amqp, broker/kafka): a Kind, which
+// reads and checks its own config blocks and builds each side from them,
+// registered by the build that has it (the binary's: package kinds).
+// What every consumer shares, from taking a message to the verdict on it
+// (Intake, Decide), is here, once.
 //
 // What acknowledged means (invariant 19): a message is acked to its broker
 // only after the transaction holding its events has committed, as a
@@ -28,12 +31,6 @@ import (
 
 	"github.com/oncehook/oncehook/receive"
 )
-
-// Accepter takes an envelope for a source and answers after the durable
-// commit: receive.Handler is one.
-type Accepter interface {
-	Accept(ctx context.Context, source string, env receive.Envelope) (receive.Response, error)
-}
 
 // Consumer consumes one source's messages.
 type Consumer interface {

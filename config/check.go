@@ -40,38 +40,67 @@ func checkHeaders(f string, h map[string]string, fail failFunc) {
 }
 
 // Validate checks the configuration field by field and names the field at
-// fault. What only the parts can say (a source's preset, a filter, a
-// transformation) is ValidateWith's.
+// fault. What only the parts and the kinds a build has can say (a source's
+// preset, a filter, a transformation, a broker's settings, the store's
+// URL) is ValidateWith's.
 func (c *Config) Validate() error { return c.ValidateWith(nil) }
 
-// PartsCheck checks what only the parts a config configures can say of
-// it: that a source's preset takes its options, that its order's rules
-// and its destinations' filters compile, that a transformation compiles;
-// and it fills in the defaults they decide (a preset's window). It reports
-// each field at fault through fail, as the config's own checks do. The
-// root package's wiring is the one PartsCheck, so that what validates is
-// what runs; config stays plain data and imports none of the parts.
-type PartsCheck func(c *Config, fail func(field, format string, args ...any))
+// FailFunc reports a field at fault: fail("sources[0].window", "must be
+// positive").
+type FailFunc = func(field, format string, args ...any)
 
-// ValidateWith is Validate, then check (when set) on what the fields say.
-func (c *Config) ValidateWith(check PartsCheck) error {
+// A Checker checks what config cannot say alone, as a build has it: the
+// kinds a config names (a broker reads and checks its own block, a store
+// kind its URL) and the parts it builds (that a source's preset takes its
+// options, that its order's rules and its destinations' filters compile,
+// that a transformation compiles), filling in the defaults they decide (a
+// preset's window). It reports each field at fault through fail, as the
+// config's own checks do. The root package's wiring is the one Checker,
+// so that what validates is what runs; config stays plain data and
+// imports no kind and no part.
+type Checker interface {
+	// Brokers names the broker kinds the build has; nil: none is read
+	// (a check for what builds no consumer or publisher, as the
+	// outbox's), and their blocks wait, unread, for a check that does.
+	Brokers() []string
+	// ConsumeSettings is a new, empty consume: block of broker, to read
+	// a config's into; nil when the build has no such consumer.
+	ConsumeSettings(broker string) ConsumeSettings
+	// PublishSettings is a new, empty publish: block of broker; nil
+	// when the build has no such publisher.
+	PublishSettings(broker string) PublishSettings
+	// CheckStore checks the store's URL (and what is in front of it,
+	// redis:) with the store kind its scheme names.
+	CheckStore(c *Config, fail FailFunc)
+	// CheckParts checks what only the parts can say, last.
+	CheckParts(c *Config, fail FailFunc)
+}
+
+// ValidateWith is Validate, with check (when set) on what the kinds and
+// parts say.
+func (c *Config) ValidateWith(check Checker) error {
 	return errors.Join(c.validate(nil, check)...)
 }
 
-// failFunc reports a field at fault: fail("sources[0].window", "must be
-// positive").
-type failFunc func(field, format string, args ...any)
+// failFunc is FailFunc, for config's own checks.
+type failFunc = FailFunc
 
 // validate is ValidateWith, each error also naming the line of its field
 // (or of the nearest enclosing field written in the file) when lines is
 // set. The checks run section by section, in the order of the errors they
 // report, and the parts' check last.
-func (c *Config) validate(lines fieldLines, check PartsCheck) []error {
+func (c *Config) validate(lines fieldLines, check Checker) []error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s%s", field, fmt.Sprintf(format, args...), lines.at(field)))
 	}
+	// A broker's block is read here, by its kind: what is wrong with its
+	// fields comes with their own lines, as the config's other fields'.
+	report := func(err error) { errs = append(errs, err) }
 	c.checkServer(fail)
+	if check != nil {
+		check.CheckStore(c, fail)
+	}
 	c.checkTokens(fail)
 	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
 		fail("effects", "limits and retention cannot be negative")
@@ -83,17 +112,17 @@ func (c *Config) validate(lines fieldLines, check PartsCheck) []error {
 	c.checkAlerts(fail)
 	dests := map[string]bool{}
 	for i := range c.Destinations {
-		c.checkDestination(i, dests, fail)
+		c.checkDestination(i, dests, check, report, fail)
 	}
 	if len(c.Sources) == 0 && len(c.Upstreams) == 0 {
 		fail("sources", "at least one source (or one of upstreams) is required")
 	}
 	sources := map[string]bool{}
 	for i := range c.Sources {
-		c.checkSource(i, sources, dests, fail)
+		c.checkSource(i, sources, dests, check, report, fail)
 	}
 	if check != nil {
-		check(c, fail)
+		check.CheckParts(c, fail)
 	}
 	return errs
 }
@@ -119,18 +148,7 @@ func checkHTTPURL(field, raw string, fail failFunc) {
 
 // checkServer checks what the listeners and the store are.
 func (c *Config) checkServer(fail failFunc) {
-	switch c.StoreKind() {
-	case "sqlite":
-		if p := c.SQLitePath(); p == "" || p == ":memory:" || strings.HasPrefix(p, "file::memory:") || strings.Contains(p, "mode=memory") {
-			fail("store", "%q: want sqlite://path/to/file.db (an empty path or an in-memory database is not durable: every 200 would be a lie)", c.Store)
-		}
-	case "postgres":
-	default:
-		fail("store", "%q: want sqlite://path or postgres://...", Redact(c.Store))
-	}
-	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
-		fail("redis", "%q: want redis://host:port/db", Redact(c.Redis))
-	}
+	// The store's URL is its kind's to check (Checker.CheckStore).
 	if c.MaxBodySize > MaxMaxBodySize {
 		fail("max_body_size", "%d bytes: at most 256MiB", c.MaxBodySize)
 	}
@@ -264,7 +282,7 @@ func (c *Config) checkAlerts(fail failFunc) {
 }
 
 // checkDestination checks destinations[i], whose name goes into dests.
-func (c *Config) checkDestination(i int, dests map[string]bool, fail failFunc) {
+func (c *Config) checkDestination(i int, dests map[string]bool, kinds Checker, report func(error), fail failFunc) {
 	d := c.Destinations[i]
 	f := fmt.Sprintf("destinations[%d]", i)
 	checkName(f+".name", d.Name, dests, fail)
@@ -272,7 +290,7 @@ func (c *Config) checkDestination(i int, dests map[string]bool, fail failFunc) {
 	case d.Publish != nil && d.URL != "":
 		fail(f+".url", "a destination either has a url or publishes to a queue (publish:), not both")
 	case d.Publish != nil:
-		validatePublish(d.Publish, f, fail)
+		readPublish(d.Publish, f, kinds, report, fail)
 	default:
 		checkHTTPURL(f+".url", d.URL, fail)
 	}
@@ -301,12 +319,12 @@ func (c *Config) checkDestination(i int, dests map[string]bool, fail failFunc) {
 
 // checkSource checks sources[i], whose name goes into sources; dests are
 // the destinations' names.
-func (c *Config) checkSource(i int, sources, dests map[string]bool, fail failFunc) {
+func (c *Config) checkSource(i int, sources, dests map[string]bool, kinds Checker, report func(error), fail failFunc) {
 	s := c.Sources[i]
 	f := fmt.Sprintf("sources[%d]", i)
 	checkName(f+".name", s.Name, sources, fail)
 	if s.Consume != nil {
-		validateConsume(s.Consume, f, fail)
+		readConsume(s.Consume, f, kinds, report, fail)
 	}
 	if s.Outbox {
 		checkOutbox(f, s, fail)
@@ -362,7 +380,7 @@ func checkOutbox(f string, s Source, fail failFunc) {
 // serve and validate print them.
 func (c *Config) Warnings() []string {
 	var w []string
-	if c.StoreKind() == "sqlite" {
+	if c.StoreScheme() == "sqlite" { // the sqlite: section's own settings
 		switch strings.ToUpper(c.SQLite.Synchronous) {
 		case "OFF":
 			w = append(w, "sqlite.synchronous: OFF: a crash of the machine (not only of oncehook) can lose events already answered 200")

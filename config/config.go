@@ -284,14 +284,14 @@ type Source struct {
 func (s *Source) HTTP() bool { return s.Consume == nil && !s.Outbox }
 
 // Elsewhere names where the source's events come from when it is not
-// POST /in/{name}, for people ("the NATS stream ORDERS", "the outbox");
+// POST /in/{name}, for people ("the nats stream ORDERS", "the outbox");
 // "" for an HTTP source.
 func (s *Source) Elsewhere() string {
 	if s.Outbox {
 		return "the outbox (PublishTx, or POST /v1/publish/" + s.Name + " on the API listener)"
 	}
 	if s.Consume != nil {
-		return "the " + s.Consume.Broker() + " " + s.Consume.Where()
+		return "the " + s.Consume.Broker + " " + s.Consume.Where()
 	}
 	return ""
 }
@@ -502,20 +502,14 @@ func (s *Source) DestinationNames() []string {
 	return out
 }
 
-// StoreKind is "sqlite", "postgres", or "" for an unknown store URL.
-func (c *Config) StoreKind() string {
-	switch {
-	case strings.HasPrefix(c.Store, "sqlite://"):
-		return "sqlite"
-	case strings.HasPrefix(c.Store, "postgres://"), strings.HasPrefix(c.Store, "postgresql://"):
-		return "postgres"
+// StoreScheme is the scheme of the store's URL, which names its kind:
+// sqlite, postgres, ... ("" when it has none).
+func (c *Config) StoreScheme() string {
+	scheme, _, ok := strings.Cut(c.Store, "://")
+	if !ok {
+		return ""
 	}
-	return ""
-}
-
-// SQLitePath returns the file path of a sqlite:// store URL.
-func (c *Config) SQLitePath() string {
-	return strings.TrimPrefix(c.Store, "sqlite://")
+	return scheme
 }
 
 // TrustedProxyPrefixes parses trusted_proxies: addresses or CIDR prefixes.

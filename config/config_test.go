@@ -150,7 +150,7 @@ func TestDurationsMustMakeSense(t *testing.T) {
 // 200 for events stored nowhere.
 func TestSQLiteStoreMustBeAFile(t *testing.T) {
 	for _, store := range []string{"sqlite://", "sqlite://${DB_PATH}", "sqlite://:memory:", "sqlite://file::memory:?cache=shared", "sqlite://file:x.db?mode=memory"} {
-		_, err := config.Parse([]byte("store: '"+store+"'\nsources: [{name: s, preset: stripe, secrets: [x]}]"), env(map[string]string{"DB_PATH": ""}))
+		_, err := parseWithKinds([]byte("store: '"+store+"'\nsources: [{name: s, preset: stripe, secrets: [x]}]"), env(map[string]string{"DB_PATH": ""}))
 		if err == nil || !strings.Contains(err.Error(), "store:") {
 			t.Errorf("store %s: err = %v, want a config error on store", store, err)
 		}

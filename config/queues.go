@@ -2,321 +2,341 @@ package config
 
 import (
 	"fmt"
-	"net/url"
+	"reflect"
+	"slices"
 	"strings"
-	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Consume makes a source a queue's consumer: its events are the messages
 // of one broker's stream, queue or topic, claimed as intake claims a
 // request's and acknowledged to the broker only once the claim has
-// committed (invariant 19). Exactly one broker is set.
+// committed (invariant 19). Exactly one broker is named, by its block
+// (`consume: {nats: {url: ..., stream: ...}}`): config knows no broker,
+// and the broker's kind reads and checks what its block says (see
+// Checker), so a new broker is its own package and one registration line.
 type Consume struct {
-	NATS  *NATSConsume  `yaml:"nats"`
-	AMQP  *AMQPConsume  `yaml:"amqp"`
-	Kafka *KafkaConsume `yaml:"kafka"`
+	// Broker is the kind the block names: nats, amqp, kafka.
+	Broker string
+	// Settings is the broker's block, read and checked by its kind: nil
+	// until the config is checked with a build's kinds (ParseWith,
+	// ValidateWith), or set by a caller that builds a config in code.
+	Settings ConsumeSettings
 	// Verify checks each message's signature with the source's preset, as
 	// intake checks a request's (a queue that carries a provider's signed
 	// events). Off by default: the broker's own credentials authenticate
 	// who may publish.
-	Verify bool `yaml:"verify"`
-}
+	Verify bool
 
-// Kind names the broker: nats, amqp or kafka ("" when none is set).
-func (c *Consume) Kind() string {
-	switch {
-	case c == nil:
-		return ""
-	case c.NATS != nil:
-		return "nats"
-	case c.AMQP != nil:
-		return "amqp"
-	case c.Kafka != nil:
-		return "kafka"
-	}
-	return ""
-}
-
-// Where names what the source consumes, for people ("stream ORDERS",
-// "queue payments", "topic clicks"); "" when it consumes nothing.
-func (c *Consume) Where() string {
-	switch {
-	case c == nil:
-		return ""
-	case c.NATS != nil:
-		return "stream " + c.NATS.Stream
-	case c.AMQP != nil:
-		return "queue " + c.AMQP.Queue
-	case c.Kafka != nil:
-		return "topic " + c.Kafka.Topic
-	}
-	return ""
-}
-
-// Broker is the broker's name, for people: NATS JetStream, RabbitMQ or
-// Kafka ("" when none).
-func (c *Consume) Broker() string {
-	switch c.Kind() {
-	case "nats":
-		return "NATS JetStream"
-	case "amqp":
-		return "RabbitMQ"
-	case "kafka":
-		return "Kafka"
-	}
-	return ""
-}
-
-// NATSConsume is a JetStream durable pull consumer.
-type NATSConsume struct {
-	URL     string `yaml:"url"`
-	Stream  string `yaml:"stream"`
-	Subject string `yaml:"subject"` // the consumer's filter subject; empty: the whole stream
-	Durable string `yaml:"durable"` // the durable consumer's name (default: oncehook-<source>)
-	// MaxAckPending bounds the messages handed out and not yet acked
-	// (default 256): a backlog of millions never grows memory.
-	MaxAckPending int `yaml:"max_ack_pending"`
-	// AckWait is how long JetStream waits for a message's answer before
-	// it delivers it again (default 30s): what a gateway that died holding
-	// messages costs in delay. A message's claim is given a little less.
-	AckWait Duration `yaml:"ack_wait"`
-}
-
-// AMQPConsume is a RabbitMQ (AMQP 0-9-1) queue's consumer.
-type AMQPConsume struct {
-	URL   string `yaml:"url"`
-	Queue string `yaml:"queue"`
-	// Prefetch bounds the messages delivered and not yet acked (basic.qos,
-	// default 256).
-	Prefetch int `yaml:"prefetch"`
-}
-
-// KafkaConsume is a Kafka consumer group's member.
-type KafkaConsume struct {
-	Brokers []string `yaml:"brokers"`
-	Topic   string   `yaml:"topic"`
-	Group   string   `yaml:"group"` // default: oncehook-<source>
-	// MaxInFlight bounds the records fetched and not yet claimed
-	// (default 1024).
-	MaxInFlight int `yaml:"max_in_flight"`
-	// SessionTimeout is how long the group waits for a member that stopped
-	// heartbeating (killed, cut off) before its partitions move to another
-	// (default 45s, franz-go's; the brokers bound it by their
-	// group.min/max.session.timeout.ms).
-	SessionTimeout Duration `yaml:"session_timeout"`
+	block
 }
 
 // Publish makes a destination a queue: each delivery is a publish,
 // acknowledged by the broker, with <source>:<key> as its message id, an
 // attempt like a POST (retries, dead letters, holds). Exactly one broker
-// is set.
+// is named, by its block, as Consume's is.
 type Publish struct {
-	NATS  *NATSPublish  `yaml:"nats"`
-	AMQP  *AMQPPublish  `yaml:"amqp"`
-	Kafka *KafkaPublish `yaml:"kafka"`
+	// Broker is the kind the block names: nats, amqp, kafka.
+	Broker string
+	// Settings is the broker's block, read and checked by its kind (see
+	// Consume.Settings).
+	Settings PublishSettings
+
+	block
 }
 
-// Kind names the broker: nats, amqp or kafka ("" when none is set).
-func (p *Publish) Kind() string {
-	switch {
-	case p == nil:
+// ConsumeSettings is one broker's consume: block, read by its kind: what
+// it needs to consume (a URL, a stream, a queue, a topic) and its bounds.
+type ConsumeSettings interface {
+	// Check reports every field at fault through fail, each under f (the
+	// block's path: sources[0].consume.nats).
+	Check(f string, fail FailFunc)
+	// Where names what is consumed, for people, without credentials:
+	// "stream ORDERS", "queue payments", "topic clicks".
+	Where() string
+}
+
+// PublishSettings is one broker's publish: block, read by its kind.
+type PublishSettings interface {
+	// Check reports every field at fault through fail, each under f (the
+	// block's path: destinations[0].publish.nats).
+	Check(f string, fail FailFunc)
+	// Target names what is published to, for people, without
+	// credentials: "subject events.{source}.{type}".
+	Target() string
+}
+
+// block is a queue block as written: the broker's settings until its kind
+// reads them, and any other broker named beside it (an error).
+type block struct {
+	node   *yaml.Node
+	others []string
+}
+
+// Kind names the broker ("" for none).
+func (c *Consume) Kind() string {
+	if c == nil {
 		return ""
-	case p.NATS != nil:
-		return "nats"
-	case p.AMQP != nil:
-		return "amqp"
-	case p.Kafka != nil:
-		return "kafka"
 	}
-	return ""
+	return c.Broker
+}
+
+// Where names what the source consumes, for people ("stream ORDERS");
+// "" when it consumes nothing or its settings are not read yet.
+func (c *Consume) Where() string {
+	if c == nil || c.Settings == nil {
+		return ""
+	}
+	return c.Settings.Where()
+}
+
+// Kind names the broker ("" for none).
+func (p *Publish) Kind() string {
+	if p == nil {
+		return ""
+	}
+	return p.Broker
 }
 
 // Target names what the destination publishes to, for people, without
 // credentials ("subject events.{source}.{type}"); "" for none.
 func (p *Publish) Target() string {
-	switch {
-	case p == nil:
+	if p == nil || p.Settings == nil {
 		return ""
-	case p.NATS != nil:
-		return "subject " + p.NATS.Subject
-	case p.AMQP != nil:
-		ex := p.AMQP.Exchange
-		if ex == "" {
-			ex = "(default)"
-		}
-		return "exchange " + ex + ", routing key " + p.AMQP.RoutingKey
-	case p.Kafka != nil:
-		return "topic " + p.Kafka.Topic
 	}
-	return ""
+	return p.Settings.Target()
 }
 
-// NATSPublish publishes to JetStream, waiting for the stream's ack.
-type NATSPublish struct {
-	URL string `yaml:"url"`
-	// Subject may name the event's {source} and {type}.
-	Subject string `yaml:"subject"`
+// UnmarshalYAML reads `{<broker>: {...}, verify: bool}`; the broker's
+// block waits for its kind (readConsume).
+func (c *Consume) UnmarshalYAML(n *yaml.Node) error {
+	var err error
+	c.Broker, c.block, err = readBlock(n, func(key string, v *yaml.Node) (bool, error) {
+		if key != "verify" {
+			return false, nil
+		}
+		return true, v.Decode(&c.Verify)
+	})
+	return err
 }
 
-// AMQPPublish publishes persistent messages with publisher confirms.
-type AMQPPublish struct {
-	URL        string `yaml:"url"`
-	Exchange   string `yaml:"exchange"`    // "": the default exchange (routing_key is then the queue)
-	RoutingKey string `yaml:"routing_key"` // may name {source} and {type}
+// UnmarshalYAML reads `{<broker>: {...}}`; the broker's block waits for
+// its kind (readPublish).
+func (p *Publish) UnmarshalYAML(n *yaml.Node) error {
+	var err error
+	p.Broker, p.block, err = readBlock(n, func(string, *yaml.Node) (bool, error) { return false, nil })
+	return err
 }
 
-// KafkaPublish produces to a topic with an idempotent producer, acks=all.
-type KafkaPublish struct {
-	Brokers []string `yaml:"brokers"`
-	Topic   string   `yaml:"topic"`
-}
-
-// validateConsume checks a source's consume block; f is the source's path.
-func validateConsume(c *Consume, f string, fail failFunc) {
-	n := 0
-	for _, set := range []bool{c.NATS != nil, c.AMQP != nil, c.Kafka != nil} {
-		if set {
-			n++
-		}
+// readBlock reads a queue block's mapping: own takes the keys that are
+// not a broker's; the first other key names the broker.
+func readBlock(n *yaml.Node, own func(key string, v *yaml.Node) (bool, error)) (string, block, error) {
+	var b block
+	broker := ""
+	if n.Kind != yaml.MappingNode {
+		return "", b, fmt.Errorf("line %d: want a mapping of fields", n.Line)
 	}
-	if n != 1 {
-		fail(f+".consume", "name exactly one broker: nats, amqp or kafka")
-		return
-	}
-	switch {
-	case c.NATS != nil:
-		checkBrokerURL(c.NATS.URL, f+".consume.nats.url", []string{"nats", "tls"}, fail)
-		if c.NATS.Stream == "" {
-			fail(f+".consume.nats.stream", "required: the JetStream stream to consume")
-		}
-		if c.NATS.MaxAckPending < 0 {
-			fail(f+".consume.nats.max_ack_pending", "cannot be negative")
-		}
-		if w := time.Duration(c.NATS.AckWait); w != 0 && w < time.Second {
-			fail(f+".consume.nats.ack_wait", "%s: at least 1s (a claim waits for its commit within it)", w)
-		}
-		if strings.ContainsAny(c.NATS.Stream, " \t\r\n.*>/\\") {
-			fail(f+".consume.nats.stream", "%q: a JetStream stream's name has no whitespace, '.', '*', '>', '/' or '\\'", c.NATS.Stream)
-		}
-		if strings.ContainsAny(c.NATS.Durable, " \t\r\n.*>/\\") {
-			fail(f+".consume.nats.durable", "%q: a JetStream consumer's name has no whitespace, '.', '*', '>', '/' or '\\'", c.NATS.Durable)
-		}
-		if c.NATS.Subject != "" && !natsSubject(c.NATS.Subject, true) {
-			fail(f+".consume.nats.subject", "%q: want a NATS subject (dot-separated tokens, no whitespace; '*' and '>' as whole tokens, '>' last)", c.NATS.Subject)
-		}
-	case c.AMQP != nil:
-		checkBrokerURL(c.AMQP.URL, f+".consume.amqp.url", []string{"amqp", "amqps"}, fail)
-		if c.AMQP.Queue == "" {
-			fail(f+".consume.amqp.queue", "required: the queue to consume")
-		}
-		if c.AMQP.Prefetch < 0 || c.AMQP.Prefetch > 65535 {
-			// basic.qos carries it in 16 bits: a larger one would wrap.
-			fail(f+".consume.amqp.prefetch", "%d: want 1 to 65535 (unset: 256)", c.AMQP.Prefetch)
-		}
-		if len(c.AMQP.Queue) > 255 {
-			fail(f+".consume.amqp.queue", "%d bytes: AMQP names are at most 255", len(c.AMQP.Queue))
-		}
-	case c.Kafka != nil:
-		checkBrokers(c.Kafka.Brokers, f+".consume.kafka.brokers", fail)
-		if c.Kafka.Topic == "" {
-			fail(f+".consume.kafka.topic", "required: the topic to consume")
-		}
-		if c.Kafka.MaxInFlight < 0 {
-			fail(f+".consume.kafka.max_in_flight", "cannot be negative")
-		}
-		if st := c.Kafka.SessionTimeout; st != 0 && time.Duration(st) <= 3*time.Second {
-			fail(f+".consume.kafka.session_timeout", "%s: want more than the member's 3s heartbeat (Kafka's brokers allow 6s and up by default)", time.Duration(st))
-		}
-	}
-}
-
-// validatePublish checks a destination's publish block; f is its path.
-func validatePublish(p *Publish, f string, fail failFunc) {
-	n := 0
-	for _, set := range []bool{p.NATS != nil, p.AMQP != nil, p.Kafka != nil} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		fail(f+".publish", "name exactly one broker: nats, amqp or kafka")
-		return
-	}
-	switch {
-	case p.NATS != nil:
-		checkBrokerURL(p.NATS.URL, f+".publish.nats.url", []string{"nats", "tls"}, fail)
-		switch rest := strings.NewReplacer("{source}", "x", "{type}", "x").Replace(p.NATS.Subject); {
-		case p.NATS.Subject == "":
-			fail(f+".publish.nats.subject", "required: the subject to publish to (it may name {source} and {type})")
-		case strings.ContainsAny(rest, "{}"):
-			fail(f+".publish.nats.subject", "%q: the only placeholders are {source} and {type}", p.NATS.Subject)
-		case !natsSubject(rest, false):
-			fail(f+".publish.nats.subject", "%q: want a NATS subject to publish to (dot-separated tokens, no whitespace, no wildcard '*' or '>')", p.NATS.Subject)
-		}
-	case p.AMQP != nil:
-		checkBrokerURL(p.AMQP.URL, f+".publish.amqp.url", []string{"amqp", "amqps"}, fail)
-		if p.AMQP.Exchange == "" && p.AMQP.RoutingKey == "" {
-			fail(f+".publish.amqp.routing_key", "required with the default exchange: the queue to publish to")
-		}
-		if len(p.AMQP.Exchange) > 255 {
-			fail(f+".publish.amqp.exchange", "%d bytes: AMQP names are at most 255", len(p.AMQP.Exchange))
-		}
-		// With {source} or {type} in it, the key's length is known per
-		// event (an overlong one is a permanent failure of that event).
-		if k := p.AMQP.RoutingKey; len(k) > 255 && !strings.Contains(k, "{source}") && !strings.Contains(k, "{type}") {
-			fail(f+".publish.amqp.routing_key", "%d bytes: a routing key is at most 255", len(k))
-		}
-	case p.Kafka != nil:
-		checkBrokers(p.Kafka.Brokers, f+".publish.kafka.brokers", fail)
-		if p.Kafka.Topic == "" {
-			fail(f+".publish.kafka.topic", "required: the topic to produce to")
-		}
-	}
-}
-
-func checkBrokerURL(raw, field string, schemes []string, fail failFunc) {
-	u, err := url.Parse(raw)
-	ok := err == nil && u.Host != ""
-	if ok {
-		ok = false
-		for _, s := range schemes {
-			ok = ok || u.Scheme == s
-		}
-	}
-	if !ok {
-		fail(field, "%q: want a %s:// URL", Redact(raw), strings.Join(schemes, ":// or "))
-	}
-}
-
-func checkBrokers(brokers []string, field string, fail failFunc) {
-	if len(brokers) == 0 {
-		fail(field, "required: at least one host:port")
-	}
-	for i, b := range brokers {
-		if h, p, ok := strings.Cut(b, ":"); !ok || h == "" || p == "" {
-			fail(fmt.Sprintf("%s[%d]", field, i), "%q: want host:port", b)
-		}
-	}
-}
-
-// natsSubject reports whether s is a NATS subject: non-empty tokens
-// separated by dots, no whitespace; with wildcards, '*' may stand for a
-// token and '>' for the last ones (a filter), and without, neither may
-// (a publish).
-func natsSubject(s string, wildcards bool) bool {
-	if s == "" || strings.ContainsAny(s, " \t\r\n") {
-		return false
-	}
-	tokens := strings.Split(s, ".")
-	for i, t := range tokens {
-		switch {
-		case t == "":
-			return false
-		case t == "*" || t == ">":
-			if !wildcards || (t == ">" && i != len(tokens)-1) {
-				return false
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i].Value, n.Content[i+1]
+		if ok, err := own(key, v); ok || err != nil {
+			if err != nil {
+				return "", b, err
 			}
+			continue
+		}
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			continue // an empty block names no broker
+		}
+		if broker == "" {
+			broker, b.node = key, v
+		} else {
+			b.others = append(b.others, key)
 		}
 	}
-	return true
+	return broker, b, nil
+}
+
+// checkQueueNode checks a consume: or publish: block's shape where the
+// fields are checked (checkNode): a broker's block is a mapping, read by
+// its kind later (readSettings); verify (consume's own) is a bool; any
+// other key is a misspelling, named with the closest known one.
+func checkQueueNode(n *yaml.Node, consume bool, path string, faulty *pathSet, kinds Checker) []error {
+	if n.Kind != yaml.MappingNode {
+		err := fmt.Errorf("%s: want a mapping of fields (line %d)", path, n.Line)
+		*faulty = append(*faulty, path)
+		*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+		return []error{err}
+	}
+	known := []string{}
+	if kinds != nil {
+		known = append(known, kinds.Brokers()...)
+	}
+	if consume {
+		known = append(known, "verify")
+	}
+	var errs []error
+	seen := map[string]bool{}
+	kept := n.Content[:0:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, n.Content[i+1]
+		switch {
+		case seen[key]:
+			errs = append(errs, fmt.Errorf("%s: given twice (line %d)", join(path, key), n.Content[i].Line))
+			*faulty = append(*faulty, join(path, key))
+			continue
+		case consume && key == "verify":
+			errs = append(errs, checkNode(val, reflect.TypeFor[bool](), join(path, key), faulty, kinds)...)
+		case val.Kind == yaml.MappingNode && (kinds == nil || slices.Contains(kinds.Brokers(), key)):
+			// A broker's block: its kind checks its fields (readSettings).
+		case val.Kind == yaml.ScalarNode && val.Tag == "!!null" && kinds != nil && slices.Contains(kinds.Brokers(), key):
+			// An empty block names no broker: validate says so.
+		default:
+			errs = append(errs, fmt.Errorf("%s: unknown field (line %d)%s", join(path, key), n.Content[i].Line, Suggest(key, known)))
+			*faulty = append(*faulty, path)
+		}
+		seen[key] = true
+		kept = append(kept, n.Content[i], val)
+	}
+	n.Content = kept
+	return errs
+}
+
+// readConsume reads a source's consume block with its broker's kind and
+// has the kind check it; f is the source's path. Errors in the block's
+// fields (a misspelled one, a value of the wrong type) are reported as
+// the config's own are, with their lines, and what the kind's check would
+// say of the same fields is left out as their echo.
+func readConsume(c *Consume, f string, kinds Checker, report func(error), fail FailFunc) {
+	f += ".consume"
+	if !oneBroker(c.Broker, c.others, f, kinds, fail) {
+		return
+	}
+	if c.Settings == nil {
+		if kinds == nil || kinds.Brokers() == nil {
+			return // read with no brokers (Parse): the block waits for them
+		}
+		s := kinds.ConsumeSettings(c.Broker)
+		if s == nil {
+			fail(f+"."+c.Broker, "this build has no %s consumer (it has %s)%s", c.Broker, strings.Join(kinds.Brokers(), ", "), Suggest(c.Broker, kinds.Brokers()))
+			return
+		}
+		faulty, ok := readSettings(c.node, s, f+"."+c.Broker, kinds, report)
+		if !ok {
+			return
+		}
+		c.Settings, c.node = s, nil
+		fail = faulty.filter(fail)
+	}
+	c.Settings.Check(f+"."+c.Broker, fail)
+}
+
+// readPublish is readConsume for a destination's publish block; f is the
+// destination's path.
+func readPublish(p *Publish, f string, kinds Checker, report func(error), fail FailFunc) {
+	f += ".publish"
+	if !oneBroker(p.Broker, p.others, f, kinds, fail) {
+		return
+	}
+	if p.Settings == nil {
+		if kinds == nil || kinds.Brokers() == nil {
+			return
+		}
+		s := kinds.PublishSettings(p.Broker)
+		if s == nil {
+			fail(f+"."+p.Broker, "this build has no %s publisher (it has %s)%s", p.Broker, strings.Join(kinds.Brokers(), ", "), Suggest(p.Broker, kinds.Brokers()))
+			return
+		}
+		faulty, ok := readSettings(p.node, s, f+"."+p.Broker, kinds, report)
+		if !ok {
+			return
+		}
+		p.Settings, p.node = s, nil
+		fail = faulty.filter(fail)
+	}
+	p.Settings.Check(f+"."+p.Broker, fail)
+}
+
+// oneBroker reports a block that names no broker, or more than one.
+func oneBroker(broker string, others []string, f string, kinds Checker, fail FailFunc) bool {
+	if broker != "" && len(others) == 0 {
+		return true
+	}
+	names := "a broker"
+	if kinds != nil && kinds.Brokers() != nil {
+		names = orList(kinds.Brokers())
+	}
+	fail(f, "name exactly one broker: %s", names)
+	return false
+}
+
+// orList is "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// readSettings checks a broker's block against its kind's settings type
+// (checkNode: unknown fields, values of the wrong type) and decodes it
+// into s. It reports the block's errors through report and returns the
+// fields at fault; ok is false when the block cannot be read at all.
+func readSettings(n *yaml.Node, s any, path string, kinds Checker, report func(error)) (faulty pathSet, ok bool) {
+	if n == nil {
+		return nil, true // an empty block: its kind says what is required
+	}
+	for _, err := range checkNode(n, reflect.TypeOf(s), path, &faulty, kinds) {
+		report(err)
+	}
+	if err := n.Decode(s); err != nil {
+		report(fmt.Errorf("%s: %v", path, err))
+		return faulty, false
+	}
+	return faulty, true
+}
+
+// filter is fail without what it would say of a field already reported.
+func (s pathSet) filter(fail FailFunc) FailFunc {
+	if len(s) == 0 {
+		return fail
+	}
+	return func(field, format string, args ...any) {
+		if !s.covers(field + ": ") {
+			fail(field, format, args...)
+		}
+	}
+}
+
+// sameBlock reports whether two queue blocks say the same: a reload
+// compares them (a consumer is bound at start), and a publisher whose
+// block did not change keeps its connection.
+func sameBlock(a, b *block, as, bs any) bool {
+	if as != nil || bs != nil {
+		return reflect.DeepEqual(as, bs)
+	}
+	var x, y any
+	if a.node != nil {
+		_ = a.node.Decode(&x)
+	}
+	if b.node != nil {
+		_ = b.node.Decode(&y)
+	}
+	return reflect.DeepEqual(x, y) && slices.Equal(a.others, b.others)
+}
+
+// Same reports whether c and o consume the same (nil for none).
+func (c *Consume) Same(o *Consume) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return c.Broker == o.Broker && c.Verify == o.Verify && sameBlock(&c.block, &o.block, any(c.Settings), any(o.Settings))
+}
+
+// Same reports whether p and o publish the same (nil for none).
+func (p *Publish) Same(o *Publish) bool {
+	if p == nil || o == nil {
+		return p == o
+	}
+	return p.Broker == o.Broker && sameBlock(&p.block, &o.block, any(p.Settings), any(o.Settings))
 }

@@ -3,8 +3,6 @@ package config_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/oncehook/oncehook/config"
 )
 
 // A RabbitMQ source or destination that could never work is refused where
@@ -23,12 +21,12 @@ destinations: [{name: r, publish: {amqp: {url: "amqp://x", exchange: e, routing_
 		{`sources: [{name: s, preset: stripe, secrets: [x], destinations: [r]}]
 destinations: [{name: r, url: "http://x", publish: {amqp: {url: "amqp://x", routing_key: q}}}]`, "destinations[0].url"},
 	} {
-		_, err := config.Parse([]byte(c.yaml), func(string) (string, bool) { return "", false })
+		_, err := parseWithKinds([]byte(c.yaml), func(string) (string, bool) { return "", false })
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config:\n%s\nerr = %v, want it to name %q", c.yaml, err, c.want)
 		}
 	}
-	cfg, err := config.Parse([]byte(`sources:
+	cfg, err := parseWithKinds([]byte(`sources:
   - {name: s, consume: {amqp: {url: "amqps://u:p@rabbit:5671/vh", queue: q}}, key: ["json:id"], destinations: [r]}
 destinations:
   - {name: r, publish: {amqp: {url: "amqp://x", exchange: events, routing_key: "{source}.{type}"}}}

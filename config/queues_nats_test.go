@@ -3,8 +3,6 @@ package config_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/oncehook/oncehook/config"
 )
 
 // A NATS source's stream, durable and filter, and a NATS destination's
@@ -20,7 +18,7 @@ destinations:
   - name: bus
     publish: {nats: {url: nats://127.0.0.1:4222, subject: "events.{source}.{type}"}}
 `
-	if _, err := config.Parse([]byte(ok), env(nil)); err != nil {
+	if _, err := parseWithKinds([]byte(ok), env(nil)); err != nil {
 		t.Fatalf("a valid NATS source and destination: %v", err)
 	}
 	for _, c := range []struct{ from, to, want string }{
@@ -35,7 +33,7 @@ destinations:
 		{`"events.{source}.{type}"`, `"events. {type}"`, "publish.nats.subject"},
 	} {
 		yaml := strings.Replace(ok, c.from, c.to, 1)
-		_, err := config.Parse([]byte(yaml), env(nil))
+		_, err := parseWithKinds([]byte(yaml), env(nil))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want one naming %s", c.to, err, c.want)
 		}

@@ -4,16 +4,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/kinds"
 )
 
 func noEnv(string) (string, bool) { return "", false }
+
+// parseWithKinds reads text as the gateway does, with every kind oncehook
+// ships: config knows no broker and no store, and their kinds check their
+// own blocks (a broker's settings) and the store's URL.
+func parseWithKinds(text []byte, lookupEnv func(string) (string, bool)) (*config.Config, error) {
+	return oncehook.ParseConfig(text, lookupEnv, kinds.All())
+}
 
 // The issue's own examples parse as written: a source that consumes a
 // queue needs no preset (its key and type rules read the messages, and
 // its HTTP endpoint is off), and a destination that publishes needs no url.
 func TestQueueSourcesAndDestinationsParse(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	cfg, err := parseWithKinds([]byte(`
 sources:
   - name: orders
     consume: {nats: {url: nats://127.0.0.1:4222, stream: ORDERS, subject: "orders.>", durable: oncehook}}
@@ -67,7 +76,7 @@ func TestQueueBlocksNameTheFieldAtFault(t *testing.T) {
 		{`consume: {}`, "sources[0].consume"},
 		{`consume: {nats: {url: "nats://x:4222", stream: S}, kafka: {brokers: ["b:1"], topic: t}}`, "sources[0].consume"},
 	} {
-		_, err := config.Parse([]byte("sources:\n  - name: q\n    key: [\"json:id\"]\n    "+c.yaml+"\n"), noEnv)
+		_, err := parseWithKinds([]byte("sources:\n  - name: q\n    key: [\"json:id\"]\n    "+c.yaml+"\n"), noEnv)
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: %v, want %s named", c.yaml, err, c.field)
 		}
@@ -79,7 +88,7 @@ func TestQueueBlocksNameTheFieldAtFault(t *testing.T) {
 		{`publish: {nats: {url: "nats://x:4222", subject: s}}` + "\n    url: http://x/", "destinations[0].url"},
 		{`url: "nats://x:4222"`, "destinations[0].url"},
 	} {
-		_, err := config.Parse([]byte("sources: [{name: s, preset: stripe, secrets: [x], destinations: [d]}]\ndestinations:\n  - name: d\n    "+c.yaml+"\n"), noEnv)
+		_, err := parseWithKinds([]byte("sources: [{name: s, preset: stripe, secrets: [x], destinations: [d]}]\ndestinations:\n  - name: d\n    "+c.yaml+"\n"), noEnv)
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: %v, want %s named", c.yaml, err, c.field)
 		}
@@ -174,7 +183,7 @@ func TestMisspelledFieldsInOptionalBlocksAreNamed(t *testing.T) {
 		{`sources: [{name: o, outbox: true, order: {entiti: "json:x"}}]`,
 			"sources[0].order.entiti: unknown field (line 1); did you mean entity?"},
 	} {
-		_, err := config.Parse([]byte(c.yaml), func(string) (string, bool) { return "", false })
+		_, err := parseWithKinds([]byte(c.yaml), func(string) (string, bool) { return "", false })
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s:\n got %v\nwant %s", c.yaml, err, c.want)
 		}

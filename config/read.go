@@ -17,7 +17,7 @@ import (
 func Load(path string) (*Config, error) { return LoadWith(path, nil) }
 
 // LoadWith is Load, with the parts' check (see ParseWith).
-func LoadWith(path string, check PartsCheck) (*Config, error) {
+func LoadWith(path string, check Checker) (*Config, error) {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -56,11 +56,11 @@ func Parse(text []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 //
 // A destination's transform file is read relative to the working
 // directory here; LoadWith reads it relative to the config file's folder.
-func ParseWith(text []byte, lookupEnv func(string) (string, bool), check PartsCheck) (*Config, error) {
+func ParseWith(text []byte, lookupEnv func(string) (string, bool), check Checker) (*Config, error) {
 	return parse(text, lookupEnv, "", check)
 }
 
-func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check PartsCheck) (*Config, error) {
+func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check Checker) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(text, &doc); err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func parse(text []byte, lookupEnv func(string) (string, bool), dir string, check
 	lines := linesOf(root)
 	envErrs, envPaths := expandEnv(root, lookupEnv)
 	var faulty pathSet
-	errs := append(envErrs, checkNode(root, reflect.TypeFor[Config](), "", &faulty)...)
+	errs := append(envErrs, checkNode(root, reflect.TypeFor[Config](), "", &faulty, check)...)
 	if slices.Contains(faulty, "") {
 		return nil, errors.Join(respell(sections, errs)...) // a misspelled section
 	}
@@ -183,7 +183,7 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // fault to faulty (for a misspelled field, its record: "" for the top
 // level) and mends the document so that the rest still decodes: a value
 // of the wrong type becomes unset, a field given twice keeps its first.
-func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []error {
+func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet, kinds Checker) []error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -205,17 +205,20 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 		// the block it points to: its misspelled fields are named too.
 		t = t.Elem()
 	}
+	if t == reflect.TypeFor[Consume]() || t == reflect.TypeFor[Publish]() {
+		return checkQueueNode(n, t == reflect.TypeFor[Consume](), path, faulty, kinds)
+	}
 	if t == reflect.TypeFor[Transform]() {
 		if n.Kind == yaml.ScalarNode {
-			return checkNode(n, reflect.TypeFor[string](), path, faulty)
+			return checkNode(n, reflect.TypeFor[string](), path, faulty, kinds)
 		}
-		return checkNode(n, reflect.TypeFor[transformFields](), path, faulty)
+		return checkNode(n, reflect.TypeFor[transformFields](), path, faulty, kinds)
 	}
 	if t == reflect.TypeFor[SourceDestination]() {
 		if n.Kind == yaml.ScalarNode {
-			return checkNode(n, reflect.TypeFor[string](), path, faulty)
+			return checkNode(n, reflect.TypeFor[string](), path, faulty, kinds)
 		}
-		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path, faulty)
+		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path, faulty, kinds)
 	}
 	if t == reflect.TypeFor[[]string]() && n.Kind == yaml.ScalarNode && (strings.HasSuffix(path, ".key") || strings.HasSuffix(path, ".type")) {
 		// A source's one key or type rule may be written alone
@@ -237,14 +240,14 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 		if n.Kind != yaml.MappingNode {
 			return fail("want a mapping of fields")
 		}
-		return checkFields(n, t, path, faulty)
+		return checkFields(n, t, path, faulty, kinds)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return fail("want a list")
 		}
 		var errs []error
 		for i, c := range n.Content {
-			errs = append(errs, checkNode(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), faulty)...)
+			errs = append(errs, checkNode(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), faulty, kinds)...)
 		}
 		return errs
 	case reflect.Map:
@@ -253,7 +256,7 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 		}
 		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, checkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), faulty)...)
+			errs = append(errs, checkNode(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), faulty, kinds)...)
 		}
 		return errs
 	case reflect.String:
@@ -281,7 +284,7 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []err
 // checkFields checks a mapping n that decodes into the struct type t:
 // every field known (or named with its closest known one), none given
 // twice, each of its own type (checkNode).
-func checkFields(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []error {
+func checkFields(n *yaml.Node, t reflect.Type, path string, faulty *pathSet, kinds Checker) []error {
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -304,7 +307,7 @@ func checkFields(n *yaml.Node, t reflect.Type, path string, faulty *pathSet) []e
 			*faulty = append(*faulty, join(path, key))
 			continue // the decoder refuses a key given twice
 		default:
-			errs = append(errs, checkNode(val, ft, join(path, key), faulty)...)
+			errs = append(errs, checkNode(val, ft, join(path, key), faulty, kinds)...)
 		}
 		seen[key] = true
 		kept = append(kept, n.Content[i], val)

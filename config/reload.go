@@ -27,10 +27,10 @@ type Reloaded struct {
 // of each, and restart names the fields whose value next changes, for the
 // reload to say that they wait for a restart.
 //
-// Effective is validated in full, with check (see PartsCheck): a new
+// Effective is validated in full, with check (see Checker): a new
 // destination whose timeout outlives the running lease is refused here, as
 // it would be at start.
-func Reload(old, next *Config, check PartsCheck) (*Reloaded, error) {
+func Reload(old, next *Config, check Checker) (*Reloaded, error) {
 	var restart []string
 	e := *next
 	bound := []struct {
@@ -104,7 +104,7 @@ func consumersChanged(old, next *Config) []error {
 		switch {
 		case known && was != nil && s.Consume == nil:
 			errs = append(errs, fmt.Errorf("sources[%d].consume: removed, and a queue source's consumer is bound at start; restart to remove it", i))
-		case known && !reflect.DeepEqual(was, s.Consume):
+		case known && !was.Same(s.Consume):
 			errs = append(errs, fmt.Errorf("sources[%d].consume: changed, and a queue source's consumer is bound at start; restart to change it", i))
 		case !known && s.Consume != nil:
 			errs = append(errs, fmt.Errorf("sources[%d].consume: added, and a queue source's consumer is bound at start; restart to add it", i))

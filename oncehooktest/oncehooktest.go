@@ -30,6 +30,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/kinds"
 )
 
 // Gateway is a running gateway. It stops when the test ends.
@@ -55,8 +56,12 @@ func Start(t testing.TB, yaml string) *Gateway {
 }
 
 // StartWith is Start with gateway options (a short SweepInterval, say).
+// Without Kinds, the gateway has every kind oncehook ships (kinds.All).
 func StartWith(t testing.TB, yaml string, opts oncehook.Options) *Gateway {
 	t.Helper()
+	if opts.Kinds.Stores == nil && opts.Kinds.Brokers == nil {
+		opts.Kinds = kinds.All()
+	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 5 * time.Second
 	}

@@ -533,3 +533,66 @@ func splitBytes(body []byte, items []provider.Item) int64 {
 	}
 	return n
 }
+
+// Held is what one message a transport already holds in memory (a
+// queue's) has reserved of intake's in-flight budget: its body, and what a
+// batch's split adds beside it. The zero Held reserves nothing.
+type Held struct {
+	hold *hold
+	n    int
+}
+
+// Hold reserves n bytes of source's share of the in-flight budget
+// (max_inflight_bytes) for a message of that size a transport took from
+// its broker, waiting for room while ctx lasts: a queue's consumer that
+// waits here stops taking messages, so its broker holds the backlog, not
+// this process's memory. The bytes are counted as a request's body is,
+// against the same total, so queues and HTTP intake together stay within
+// it. A message over max_body_size reserves nothing (Accept refuses it),
+// nor one for a source the running config does not have. The error is
+// ctx's, when it ended first.
+func (h *Handler) Hold(ctx context.Context, source string, n int) (*Held, error) {
+	s := h.table.Load().shares
+	if s.sources[source] == nil || int64(n) > h.maxBody {
+		return &Held{}, nil
+	}
+	held := h.inflight.hold(s, source)
+	for {
+		err := held.acquire(ctx, int64(n))
+		if err == nil {
+			return &Held{hold: held, n: n}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// Not in the budget's wait: a message is never refused for it,
+		// it waits on (and its broker keeps the rest).
+	}
+}
+
+// Reserve is Envelope.Reserve for the message: a batch's split is taken
+// from its source's share, beside its body.
+func (m *Held) Reserve(ctx context.Context, split int64) error {
+	if m.hold == nil {
+		return nil
+	}
+	return reserveBeside(m.hold, m.n)(ctx, split)
+}
+
+// Release gives back everything the message holds.
+func (m *Held) Release() {
+	if m.hold != nil {
+		m.hold.release()
+	}
+}
+
+// Share is how many bytes source's messages and requests may hold at
+// once: its share of max_inflight_bytes (0 for a source the running
+// config does not have). A consumer bounds what its broker's client
+// buffers by it.
+func (h *Handler) Share(source string) int64 {
+	if s := h.table.Load().shares; s.sources[source] != nil {
+		return s.size
+	}
+	return 0
+}

@@ -14,7 +14,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/oncehook/oncehook/broker"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -30,7 +29,7 @@ type Consumer struct {
 	queue    string
 	verify   bool
 	prefetch int
-	accept   broker.Accepter
+	in       *broker.Intake
 	log      *slog.Logger
 	health   *broker.Health
 	now      func() time.Time
@@ -47,13 +46,9 @@ type Consumer struct {
 	failingFrom time.Time // when the store began failing (zero: it is not)
 }
 
-// NewConsumer is the consumer of src's consume.amqp queue. It does not
-// dial: Run connects, and reconnects with backoff.
-func NewConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (broker.Consumer, error) {
-	if src.Consume == nil || src.Consume.AMQP == nil {
-		return nil, errors.New("no consume.amqp block")
-	}
-	c := src.Consume.AMQP
+// NewConsumer is src's consumer, from its consume.amqp settings
+// (checked). It does not dial: Run connects, and reconnects with backoff.
+func NewConsumer(src broker.Source, c ConsumeSettings) (*Consumer, error) {
 	if c.Queue == "" {
 		return nil, errors.New("queue: required")
 	}
@@ -64,12 +59,9 @@ func NewConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (b
 	if prefetch == 0 {
 		prefetch = DefaultPrefetch
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &Consumer{
-		source: src.Name, url: c.URL, queue: c.Queue, verify: src.Consume.Verify, prefetch: prefetch,
-		accept: accept, log: log, now: time.Now,
+		source: src.Name, url: c.URL, queue: c.Queue, verify: src.Verify, prefetch: prefetch,
+		in: broker.NewIntake(src), log: broker.Log(src.Logger), now: time.Now,
 		health:       broker.NewHealth(src.Name, "amqp", "queue "+c.Queue, time.Now()),
 		reconnectMin: 100 * time.Millisecond, reconnectMax: 30 * time.Second,
 		holdMin: 200 * time.Millisecond, holdMax: 5 * time.Second,
@@ -152,10 +144,18 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 			if !ok {
 				return true, closeReason(c.queue, connClosed, chClosed, cancelled)
 			}
+			// Room in intake's byte budget first: while there is none,
+			// this loop waits (the broker's prefetch bounds what the
+			// client holds meanwhile).
+			held, err := c.in.Reserve(ctx, len(d.Body))
+			if err != nil {
+				ch.Cancel(tag, false)
+				return true, nil // stopping: the channel's close requeues it
+			}
 			c.health.InFlight(1)
 			inflight.Go(func() {
 				defer c.health.InFlight(-1)
-				c.handle(sctx, d)
+				c.handle(sctx, held, d)
 			})
 		case <-ctx.Done():
 			// No more deliveries; those the client buffered and never
@@ -191,37 +191,33 @@ func closeReason(queue string, conn, ch <-chan *amqp.Error, cancelled <-chan str
 	return errors.New("connection lost")
 }
 
-// handle takes one message to Accept and answers the broker by what it
-// said: ack once committed, nack with requeue after a hold when the store
-// could not take it now, nack without requeue (the dead-letter exchange,
-// or dropped) when it is poison.
-func (c *Consumer) handle(ctx context.Context, d amqp.Delivery) {
-	env := c.envelope(&d)
+// handle takes one message to intake and answers the broker by the
+// verdict: ack once committed, nack with requeue after a hold when it was
+// not taken now, nack without requeue (the dead-letter exchange, or
+// dropped) when it is poison.
+func (c *Consumer) handle(ctx context.Context, held *receive.Held, d amqp.Delivery) {
 	// An Accept already started finishes though Run's context ends: its
 	// claim may be committing, and its answer is the ack.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.acceptTimeout)
-	_, err := c.accept.Accept(actx, c.source, env)
+	out := c.in.Take(actx, held, c.envelope(&d))
 	cancel()
-	var rej *receive.Rejection
-	switch {
-	case err == nil:
+	switch out.Verdict {
+	case broker.Ack:
 		c.storeWorks()
 		if err := d.Ack(false); err != nil {
 			// Committed: it comes back as a duplicate.
 			c.log.Debug("an ack was lost; the message will come back as a duplicate", "message_id", d.MessageId, "err", err)
 		}
-	case errors.As(err, &rej) && !rej.Temporary() && rej.Reason != receive.ReasonUnknownSource:
-		// Poison: no retry makes it acceptable. Intake counted it by reason.
+	case broker.Poison:
 		c.log.Warn("message rejected: dead-lettered if the queue has a dead-letter exchange, else dropped by the broker",
-			"queue", c.queue, "reason", rej.Reason, "detail", rej.Detail, "message_id", d.MessageId, "redelivered", d.Redelivered)
+			"queue", c.queue, "reason", out.Rejection.Reason, "detail", out.Rejection.Detail, "message_id", d.MessageId, "redelivered", d.Redelivered)
 		if err := d.Nack(false, false); err != nil {
 			c.log.Debug("a reject was lost; the message will come back", "message_id", d.MessageId, "err", err)
 		}
 	default:
-		// Not taken now (the store, memory, or a source the config no
-		// longer has): held, then given back for redelivery.
+		// Held, then given back for redelivery.
 		hold := c.holdFor()
-		c.log.Debug("message not taken now; holding it, then requeueing", "message_id", d.MessageId, "err", err, "hold", hold)
+		c.log.Debug("message not taken now; holding it, then requeueing", "message_id", d.MessageId, "err", out.Err, "hold", hold)
 		sleep(ctx, hold)
 		if err := d.Nack(false, true); err != nil {
 			c.log.Debug("a requeue was lost; the broker redelivers the message anyway", "message_id", d.MessageId, "err", err)

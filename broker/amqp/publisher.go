@@ -12,7 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/redact"
 )
@@ -54,24 +54,17 @@ type pubChannel struct {
 	closed  chan *amqp.Error
 }
 
-// NewPublisher is the sender of d's publish.amqp. It does not dial: the
-// first Send connects.
-func NewPublisher(d config.Destination, log *slog.Logger) (deliver.Sender, error) {
-	if d.Publish == nil || d.Publish.AMQP == nil {
-		return nil, errors.New("no publish.amqp block")
-	}
-	p := d.Publish.AMQP
+// NewPublisher is d's sender, from its publish.amqp settings (checked).
+// It does not dial: the first Send connects.
+func NewPublisher(d broker.Destination, p PublishSettings) (*Publisher, error) {
 	if _, err := amqp.ParseURI(p.URL); err != nil {
 		return nil, fmt.Errorf("url %s: %w", redact.URL(p.URL), err)
 	}
 	if p.Exchange == "" && p.RoutingKey == "" {
 		return nil, errors.New("routing_key: required with the default exchange (it names the queue)")
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &Publisher{
-		url: p.URL, where: redact.URL(p.URL), exchange: p.Exchange, routingKey: p.RoutingKey, log: log,
+		url: p.URL, where: redact.URL(p.URL), exchange: p.Exchange, routingKey: p.RoutingKey, log: broker.Log(d.Logger),
 		slots: make(chan struct{}, DefaultChannels), dialing: make(chan struct{}, 1),
 	}, nil
 }

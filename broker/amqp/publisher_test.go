@@ -9,20 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 )
 
 func newPublisher(t *testing.T, url, exchange, routingKey string) *Publisher {
 	t.Helper()
-	d := config.Destination{Name: "rabbit", Publish: &config.Publish{AMQP: &config.AMQPPublish{URL: url, Exchange: exchange, RoutingKey: routingKey}}}
-	s, err := NewPublisher(d, nil)
+	s, err := NewPublisher(broker.Destination{Name: "rabbit"}, PublishSettings{URL: url, Exchange: exchange, RoutingKey: routingKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s.(*Publisher)
+	return s
 }
 
 func message(key string) *deliver.Message {

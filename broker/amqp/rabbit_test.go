@@ -11,7 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -157,6 +157,13 @@ func newAccepter(answer func(body string, n int) error) *accepter {
 	return &accepter{answer: answer, calls: map[string]int{}}
 }
 
+// Hold and Share are intake's budget, which a test's accepter leaves
+// unbounded.
+func (a *accepter) Hold(context.Context, string, int) (*receive.Held, error) {
+	return &receive.Held{}, nil
+}
+func (a *accepter) Share(string) int64 { return 0 }
+
 func (a *accepter) Accept(ctx context.Context, source string, env receive.Envelope) (receive.Response, error) {
 	a.mu.Lock()
 	a.calls[string(env.Body)]++
@@ -191,12 +198,10 @@ func (a *accepter) total() int {
 // called), with holds short enough for a test.
 func consume(t *testing.T, url, queue string, prefetch int, a *accepter) (c *Consumer, stop func()) {
 	t.Helper()
-	src := config.Source{Name: "orders", Consume: &config.Consume{AMQP: &config.AMQPConsume{URL: url, Queue: queue, Prefetch: prefetch}}}
-	bc, err := NewConsumer(src, a, nil)
+	c, err := NewConsumer(broker.Source{Name: "orders", Accept: a}, ConsumeSettings{URL: url, Queue: queue, Prefetch: prefetch})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c = bc.(*Consumer)
 	c.reconnectMin, c.reconnectMax = 20*time.Millisecond, 200*time.Millisecond
 	c.holdMin, c.holdMax = 10*time.Millisecond, 50*time.Millisecond
 	stop = testenv.Run(t, c, 20*time.Second)

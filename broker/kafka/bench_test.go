@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 )
@@ -74,7 +74,7 @@ func BenchmarkPublisher(b *testing.B) {
 	})
 
 	b.Run("publisher", func(b *testing.B) {
-		pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: kc.Addrs, Topic: "out"}}}, nil)
+		pub, err := NewPublisher(broker.Destination{Name: "log"}, PublishSettings{Brokers: kc.Addrs, Topic: "out"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/oncehook/oncehook/broker"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/receive"
 )
 
@@ -43,7 +42,7 @@ type Consumer struct {
 	group  string
 	seeds  []string
 	verify bool
-	accept broker.Accepter
+	in     *broker.Intake
 	log    *slog.Logger
 	health *broker.Health
 
@@ -105,17 +104,10 @@ func (p *partition) advance() {
 	}
 }
 
-// NewConsumer is the consumer of src, whose consume.kafka names the
-// brokers, topic and group. It does not dial: Run does.
-func NewConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (broker.Consumer, error) {
-	return newConsumer(src, accept, log)
-}
-
-func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*Consumer, error) {
-	if src.Consume == nil || src.Consume.Kafka == nil {
-		return nil, errors.New("no consume.kafka block")
-	}
-	k := src.Consume.Kafka
+// NewConsumer is src's consumer, from its consume.kafka settings
+// (checked), which name the brokers, topic and group. It does not dial:
+// Run does.
+func NewConsumer(src broker.Source, k ConsumeSettings) (*Consumer, error) {
 	if len(k.Brokers) == 0 || k.Topic == "" {
 		return nil, errors.New("brokers and topic are required")
 	}
@@ -127,12 +119,9 @@ func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*
 	if max <= 0 {
 		max = defaultMaxInFlight
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &Consumer{
-		source: src.Name, topic: k.Topic, group: group, seeds: k.Brokers, verify: src.Consume.Verify,
-		accept: accept, log: log,
+		source: src.Name, topic: k.Topic, group: group, seeds: k.Brokers, verify: src.Verify,
+		in: broker.NewIntake(src), log: broker.Log(src.Logger),
 		health:      broker.NewHealth(src.Name, "kafka", "topic "+k.Topic+" group "+group, time.Now()),
 		maxInFlight: max, window: windowFactor * max, commitEvery: commitEvery, session: time.Duration(k.SessionTimeout),
 		parts: map[tp]*partition{}, room: make(chan struct{}, 1),
@@ -291,25 +280,41 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, p *partition, e *
 	stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(finalCommit, cancel) })
 	defer stopAfter()
 
+	// Waiting for room in intake's budget ends as a retry's backoff does:
+	// at shutdown, or when the partition is let go.
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() {
+		select {
+		case <-p.stop:
+			stopWaiting()
+		case <-wctx.Done():
+		}
+	}()
 	done := false
 	for attempt := 0; ; attempt++ {
-		_, err := c.accept.Accept(actx, c.source, env)
-		if err == nil {
+		// The record's bytes are counted in intake's budget while it is
+		// tried.
+		held, err := c.in.Reserve(wctx, len(r.Value))
+		if err != nil {
+			break // cut at shutdown: left uncommitted
+		}
+		out := c.in.Take(actx, held, env)
+		if out.Verdict == broker.Ack {
 			done = true
 			break
 		}
-		var rej *receive.Rejection
-		if errors.As(err, &rej) && !rej.Temporary() {
-			// Poison: rejected once, counted by Accept; the commit point
-			// passes it. Kafka has no dead-letter queue: the record stays
-			// in the topic until its retention ends.
+		if out.Verdict == broker.Poison {
+			// Rejected once, counted by Accept; the commit point passes
+			// it. Kafka has no dead-letter queue: the record stays in the
+			// topic until its retention ends.
 			c.log.Warn("kafka record rejected", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
-				"reason", rej.Reason, "detail", rej.Detail)
+				"reason", out.Rejection.Reason, "detail", out.Rejection.Detail)
 			done = true
 			break
 		}
 		if attempt == 0 {
-			c.log.Warn("kafka record not claimed: trying again", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			c.log.Warn("kafka record not claimed: trying again", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", out.Err)
 		}
 		t := time.NewTimer(broker.Backoff(attempt+1, retryFirst, retryCap))
 		select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/receive"
@@ -44,6 +43,13 @@ type accepter struct {
 func newAccepter(rule func(id string, call int) error) *accepter {
 	return &accepter{rule: rule, calls: map[string]int{}, ok: map[string]int{}, poison: map[string]int{}, trace: map[string]string{}}
 }
+
+// Hold and Share are intake's budget, which a test's accepter leaves
+// unbounded.
+func (a *accepter) Hold(context.Context, string, int) (*receive.Held, error) {
+	return &receive.Held{}, nil
+}
+func (a *accepter) Share(string) int64 { return 0 }
 
 func (a *accepter) Accept(ctx context.Context, source string, env receive.Envelope) (receive.Response, error) {
 	var body struct {
@@ -93,9 +99,8 @@ var (
 // is called (or the test ends).
 func startConsumer(t testing.TB, addrs []string, topic, group string, a *accepter, maxInFlight int) (c *Consumer, stop func()) {
 	t.Helper()
-	src := config.Source{Name: "clicks", Consume: &config.Consume{Kafka: &config.KafkaConsume{
-		Brokers: addrs, Topic: topic, Group: group, MaxInFlight: maxInFlight}}}
-	c, err := newConsumer(src, a, slog.New(slog.DiscardHandler))
+	c, err := NewConsumer(broker.Source{Name: "clicks", Accept: a}, ConsumeSettings{
+		Brokers: addrs, Topic: topic, Group: group, MaxInFlight: maxInFlight})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +351,7 @@ func TestPublisherProducesOneRecordPerSendKeyedByEntityOrIdempotencyKey(t *testi
 	const topic = "out"
 	kc := testenv.NewKafka(t, 3, topic)
 	addrs := kc.Addrs
-	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: addrs, Topic: topic}}}, nil)
+	pub, err := NewPublisher(broker.Destination{Name: "log"}, PublishSettings{Brokers: addrs, Topic: topic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +418,7 @@ func TestPublisherBrokerDownIsARetryByTheDeadline(t *testing.T) {
 	kc := testenv.NewKafka(t, 1, "out")
 	addrs := kc.Addrs
 	kc.Close()
-	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: addrs, Topic: "out"}}}, nil)
+	pub, err := NewPublisher(broker.Destination{Name: "log"}, PublishSettings{Brokers: addrs, Topic: "out"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +472,7 @@ func TestConsumerSaysWhenItsClusterIsGoneAndCarriesOnWhenBack(t *testing.T) {
 // afresh.
 func TestPublisherNextAttemptTakesTheRecordThatLandedLate(t *testing.T) {
 	kc := testenv.NewKafka(t, 1, "out")
-	pub, err := newPublisher(config.Destination{Name: "log", Publish: &config.Publish{Kafka: &config.KafkaPublish{Brokers: kc.Addrs, Topic: "out"}}}, nil)
+	pub, err := NewPublisher(broker.Destination{Name: "log"}, PublishSettings{Brokers: kc.Addrs, Topic: "out"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/deliver"
 )
 
@@ -31,24 +31,13 @@ type Publisher struct {
 	swept  time.Time
 }
 
-// NewPublisher is the sender of d, whose publish.kafka names the brokers
-// and topic. It does not dial: the first Send does.
-func NewPublisher(d config.Destination, log *slog.Logger) (deliver.Sender, error) {
-	return newPublisher(d, log)
-}
-
-func newPublisher(d config.Destination, log *slog.Logger) (*Publisher, error) {
-	if d.Publish == nil || d.Publish.Kafka == nil {
-		return nil, errors.New("no publish.kafka block")
-	}
-	k := d.Publish.Kafka
+// NewPublisher is d's sender, from its publish.kafka settings (checked).
+// It does not dial: the first Send does.
+func NewPublisher(d broker.Destination, k PublishSettings) (*Publisher, error) {
 	if len(k.Brokers) == 0 || k.Topic == "" {
 		return nil, errors.New("brokers and topic are required")
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{topic: k.Topic, seeds: k.Brokers, log: log, flying: map[string]*flight{}}, nil
+	return &Publisher{topic: k.Topic, seeds: k.Brokers, log: broker.Log(d.Logger), flying: map[string]*flight{}}, nil
 }
 
 // client is the producer, made on first use. kgo connects lazily and

@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/oncehook/oncehook/broker"
 	natsbroker "github.com/oncehook/oncehook/broker/nats"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -169,11 +169,8 @@ func BenchmarkPublishBare(b *testing.B) {
 // oncehook's publisher (deliver.Sender): the same, through Send.
 func BenchmarkPublishOncehook(b *testing.B) {
 	_, stream := benchStream(b, "pub")
-	p, err := natsbroker.NewPublisher(config.Destination{Name: "bus", Timeout: config.Duration(10 * time.Second),
-		Publish: &config.Publish{NATS: &config.NATSPublish{URL: testenv.NATS(b), Subject: strings.ToLower(stream) + ".{source}.{type}"}}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := natsbroker.NewPublisher(broker.Destination{Name: "bus", Lease: 40 * time.Second},
+		natsbroker.PublishSettings{URL: testenv.NATS(b), Subject: strings.ToLower(stream) + ".{source}.{type}"})
 	defer p.Close()
 	body := []byte(strings.Repeat("x", 1024))
 	benchPublish(b, func(i int) bool {

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncehook/oncehook/broker"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -41,8 +40,8 @@ const (
 )
 
 // Consumer consumes one source's JetStream stream through a durable pull
-// consumer, handing each message to Accept and acking it only after its
-// claim has committed. It is a broker.Consumer.
+// consumer, handing each message to intake (broker.Intake) and acking it
+// only after its claim has committed. It is a broker.Consumer.
 type Consumer struct {
 	source  string
 	url     string
@@ -52,37 +51,27 @@ type Consumer struct {
 	pending int
 	ackWait time.Duration
 	verify  bool
-	accept  broker.Accepter
+	in      *broker.Intake
 	log     *slog.Logger
 	health  *broker.Health
 	now     func() time.Time
 }
 
-// NewConsumer builds the consumer of src (whose consume.nats is set). It
-// does not dial: Run does, and keeps trying while the broker is away.
-func NewConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (broker.Consumer, error) {
-	return newConsumer(src, accept, log)
-}
-
-func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*Consumer, error) {
-	if src.Consume == nil || src.Consume.NATS == nil {
-		return nil, errors.New("the source consumes no NATS stream")
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	n := src.Consume.NATS
+// NewConsumer builds src's consumer from its consume.nats settings
+// (checked). It does not dial: Run does, and keeps trying while the
+// broker is away.
+func NewConsumer(src broker.Source, s ConsumeSettings) *Consumer {
 	c := &Consumer{
 		source:  src.Name,
-		url:     n.URL,
-		stream:  n.Stream,
-		filter:  n.Subject,
-		durable: n.Durable,
-		pending: n.MaxAckPending,
-		ackWait: time.Duration(n.AckWait),
-		verify:  src.Consume.Verify,
-		accept:  accept,
-		log:     log,
+		url:     s.URL,
+		stream:  s.Stream,
+		filter:  s.Subject,
+		durable: s.Durable,
+		pending: s.MaxAckPending,
+		ackWait: time.Duration(s.AckWait),
+		verify:  src.Verify,
+		in:      broker.NewIntake(src),
+		log:     broker.Log(src.Logger),
 		now:     time.Now,
 	}
 	if c.durable == "" {
@@ -100,7 +89,7 @@ func newConsumer(src config.Source, accept broker.Accepter, log *slog.Logger) (*
 	}
 	where += " durable " + c.durable
 	c.health = broker.NewHealth(src.Name, "nats", where, c.now())
-	return c, nil
+	return c
 }
 
 // DefaultDurable is the durable consumer's name for a source whose config
@@ -221,11 +210,19 @@ func (c *Consumer) session(ctx context.Context) error {
 		}
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		// Room in intake's byte budget first: while there is none, this
+		// callback waits, the client's buffer fills and it pulls no more.
+		held, err := c.in.Reserve(ctx, len(msg.Data()))
+		if err != nil {
+			msg.Nak() // stopping
+			return
+		}
 		slots <- struct{}{}
 		mu.Lock()
 		if stopped {
 			mu.Unlock()
 			<-slots
+			held.Release()
 			msg.Nak()
 			return
 		}
@@ -234,10 +231,14 @@ func (c *Consumer) session(ctx context.Context) error {
 		mu.Unlock()
 		go func() {
 			defer func() { <-slots; c.health.InFlight(-1); inflight.Done() }()
-			c.take(actx, msg)
+			c.take(actx, held, msg)
 		}()
 	},
-		jetstream.PullMaxMessages(c.pending),
+		// What the client buffers is bounded by bytes (the source's share
+		// of max_inflight_bytes, but never below the server's largest
+		// message, which would stall the pull); the server's
+		// max_ack_pending bounds it by number.
+		jetstream.PullMaxBytes(int(max(c.in.Room(), nc.MaxPayload()))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
@@ -284,22 +285,20 @@ func (c *Consumer) session(ctx context.Context) error {
 	return err
 }
 
-// take hands one message to Accept and answers the broker by the verdict.
-func (c *Consumer) take(ctx context.Context, msg jetstream.Msg) {
+// take hands one message to intake and answers the broker by the verdict:
+// ack once committed, term as poison, nak with a delay otherwise.
+func (c *Consumer) take(ctx context.Context, held *receive.Held, msg jetstream.Msg) {
 	meta, _ := msg.Metadata()
 	ctx, cancel := context.WithTimeout(ctx, c.ackWait*5/6)
 	defer cancel()
-	_, err := c.accept.Accept(ctx, c.source, c.envelope(msg, meta))
-	if err == nil {
-		// Committed (accepted or duplicate). A lost ack is a redelivery,
-		// and that is a duplicate.
+	out := c.in.Take(ctx, held, c.envelope(msg, meta))
+	switch out.Verdict {
+	case broker.Ack:
+		// A lost ack is a redelivery, and that is a duplicate.
 		if err := msg.Ack(); err != nil {
 			c.log.Debug("ack", "err", err)
 		}
-		return
-	}
-	var rej *receive.Rejection
-	if errors.As(err, &rej) && !rej.Temporary() {
+	case broker.Poison:
 		// Term, not TermWithReason: a server before 2.10 takes "+TERM
 		// <reason>" for no answer at all, and the message would come back
 		// after the ack wait, holding its slot meanwhile. The reason is
@@ -307,22 +306,22 @@ func (c *Consumer) take(ctx context.Context, msg jetstream.Msg) {
 		if err := msg.Term(); err != nil {
 			c.log.Debug("term", "err", err)
 		}
-		attrs := []any{"reason", rej.Reason, "detail", rej.Detail, "stream", c.stream}
+		attrs := []any{"reason", out.Rejection.Reason, "detail", out.Rejection.Detail, "stream", c.stream}
 		if meta != nil {
 			attrs = append(attrs, "stream_seq", meta.Sequence.Stream)
 		}
 		c.log.Warn("poison message terminated: JetStream will not deliver it again", attrs...)
-		return
+	default:
+		delivered := 1
+		if meta != nil {
+			delivered = int(meta.NumDelivered)
+		}
+		delay := nakDelay(delivered)
+		if err := msg.NakWithDelay(delay); err != nil {
+			c.log.Debug("nak", "err", err)
+		}
+		c.log.Debug("message left for redelivery", "err", out.Err, "redeliver_in", delay)
 	}
-	delivered := 1
-	if meta != nil {
-		delivered = int(meta.NumDelivered)
-	}
-	delay := nakDelay(delivered)
-	if err := msg.NakWithDelay(delay); err != nil {
-		c.log.Debug("nak", "err", err)
-	}
-	c.log.Debug("message left for redelivery", "err", err, "redeliver_in", delay)
 }
 
 // envelope is what Accept needs of a message: its headers under canonical

@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncehook/oncehook/broker"
-	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/receive"
@@ -85,6 +84,13 @@ type accepter struct {
 	fn   func(n int, env receive.Envelope) (receive.Response, error)
 }
 
+// Hold and Share are intake's budget, which a test's accepter leaves
+// unbounded.
+func (a *accepter) Hold(context.Context, string, int) (*receive.Held, error) {
+	return &receive.Held{}, nil
+}
+func (a *accepter) Share(string) int64 { return 0 }
+
 func (a *accepter) Accept(ctx context.Context, source string, env receive.Envelope) (receive.Response, error) {
 	a.mu.Lock()
 	a.seen = append(a.seen, env)
@@ -116,19 +122,16 @@ func holding(release <-chan struct{}) *accepter {
 	}}
 }
 
-func natsSource(url, stream, subject string, pending int) config.Source {
-	return config.Source{Name: "orders", Consume: &config.Consume{NATS: &config.NATSConsume{
-		URL: url, Stream: stream, Subject: subject, MaxAckPending: pending}}}
+func natsSource(url, stream, subject string, pending int) ConsumeSettings {
+	return ConsumeSettings{URL: url, Stream: stream, Subject: subject, MaxAckPending: pending}
 }
 
-// consume starts a consumer of src that hands each message to a, and
-// stops it when the test ends (or at stop), checking Run returned.
-func consume(t *testing.T, src config.Source, a *accepter) (c broker.Consumer, stop func()) {
+// consume starts a consumer of the source orders with settings s that
+// hands each message to a, and stops it when the test ends (or at stop),
+// checking Run returned.
+func consume(t *testing.T, s ConsumeSettings, a *accepter) (c broker.Consumer, stop func()) {
 	t.Helper()
-	c, err := NewConsumer(src, a, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c = NewConsumer(broker.Source{Name: "orders", Accept: a, Logger: quiet()}, s)
 	return c, testenv.Run(t, c, 15*time.Second)
 }
 
@@ -370,9 +373,14 @@ func TestBrokerGoneIsReportedAndConsumingResumes(t *testing.T) {
 	})
 }
 
-func natsDestination(url, subject string) config.Destination {
-	return config.Destination{Name: "bus", Timeout: config.Duration(10 * time.Second),
-		Publish: &config.Publish{NATS: &config.NATSPublish{URL: url, Subject: subject}}}
+func natsDestination(url, subject string) PublishSettings {
+	return PublishSettings{URL: url, Subject: subject}
+}
+
+// newPublisher is the destination bus's publisher, under a 40 s lease
+// (the default for a 10 s timeout), logging to log.
+func newPublisher(s PublishSettings, log *slog.Logger) *Publisher {
+	return NewPublisher(broker.Destination{Name: "bus", Lease: 40 * time.Second, Logger: log}, s)
 }
 
 func message(key, typ string) *deliver.Message {
@@ -397,10 +405,7 @@ func send(p deliver.Sender, m *deliver.Message) deliver.Result {
 func TestInvariant19PublishIsAckedWithTheKeyAsMessageID(t *testing.T) {
 	url := testenv.NATS(t)
 	js, stream, subj := testStream(t, url)
-	p, err := NewPublisher(natsDestination(url, subj+".{source}.{type}"), quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPublisher(natsDestination(url, subj+".{source}.{type}"), quiet())
 	defer p.Close()
 	res := send(p, message("evt_1", "invoice.paid"))
 	if res.Kind != deliver.Delivered || !strings.Contains(res.Response, stream) {
@@ -435,10 +440,7 @@ func TestInvariant19PublishIsAckedWithTheKeyAsMessageID(t *testing.T) {
 func TestPublishToABrokerThatIsDownIsARetry(t *testing.T) {
 	srv := testenv.StartNATSServer(t)
 	_, _, subj := testStream(t, srv.URL)
-	p, err := NewPublisher(natsDestination(srv.URL, subj+".x"), quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPublisher(natsDestination(srv.URL, subj+".x"), quiet())
 	defer p.Close()
 	if res := send(p, message("a", "t")); res.Kind != deliver.Delivered {
 		t.Fatalf("broker up: %+v", res)
@@ -454,7 +456,7 @@ func TestPublishToABrokerThatIsDownIsARetry(t *testing.T) {
 	})
 
 	// Never reached at all: the first Send dials, and fails as a retry.
-	p2, _ := NewPublisher(natsDestination("nats://127.0.0.1:1", subj+".x"), quiet())
+	p2 := newPublisher(natsDestination("nats://127.0.0.1:1", subj+".x"), quiet())
 	defer p2.Close()
 	if res := send(p2, message("c", "t")); res.Kind != deliver.Retry || !strings.Contains(res.Error, "unreachable") {
 		t.Errorf("no broker: %+v", res)
@@ -465,7 +467,7 @@ func TestPublishToABrokerThatIsDownIsARetry(t *testing.T) {
 // stream's leader change says the same, for a moment).
 func TestPublishToASubjectNoStreamCapturesSaysSo(t *testing.T) {
 	url := testenv.NATS(t)
-	p, _ := NewPublisher(natsDestination(url, "nostream"+unique()+".x"), quiet())
+	p := newPublisher(natsDestination(url, "nostream"+unique()+".x"), quiet())
 	defer p.Close()
 	res := send(p, message("a", "t"))
 	if res.Kind != deliver.Retry || !strings.Contains(res.Error, "no JetStream stream captures") {
@@ -502,7 +504,7 @@ func TestSubjectTemplateReplacesWhatNATSForbids(t *testing.T) {
 
 	url := testenv.NATS(t)
 	_, _, subj := testStream(t, url)
-	p, _ := NewPublisher(natsDestination(url, subj+".{source}.{type}"), quiet())
+	p := newPublisher(natsDestination(url, subj+".{source}.{type}"), quiet())
 	defer p.Close()
 	for i, typ := range []string{"a b", "x.*.y", ">", "", "bad\xff", "..", "line\r\n"} {
 		if res := send(p, message("k"+string(rune('a'+i)), typ)); res.Kind != deliver.Delivered {
@@ -517,7 +519,7 @@ func TestShortDuplicateWindowIsWarnedAbout(t *testing.T) {
 	url := testenv.NATS(t)
 	_, stream, subj := testStream(t, url, func(cfg *jetstream.StreamConfig) { cfg.Duplicates = 5 * time.Second })
 	var buf testenv.Buffer
-	p, _ := NewPublisher(natsDestination(url, subj+".x"), slog.New(slog.NewTextHandler(&buf, nil)))
+	p := newPublisher(natsDestination(url, subj+".x"), slog.New(slog.NewTextHandler(&buf, nil)))
 	defer p.Close()
 	for _, k := range []string{"a", "b"} {
 		if res := send(p, message(k, "t")); res.Kind != deliver.Delivered {

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/redact"
@@ -24,40 +24,34 @@ type Publisher struct {
 	subject subject
 	log     *slog.Logger
 
-	mu sync.Mutex
 	// lease is the delivery lease the stream's duplicate window should
 	// cover: a re-publish after a crash that lost the outcome comes at
-	// least a lease after the first. NewPublisher sets the default lease
-	// for the destination's timeout, the least any config gives it, and
-	// the wiring the configured one (SetLease).
-	lease   time.Duration
+	// least a lease after the first.
+	lease time.Duration
+
+	mu      sync.Mutex
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	closed  bool
 	checked map[string]bool // streams whose duplicate window was read
 }
 
-// NewPublisher builds the sender of d (whose publish.nats is set). It
-// does not dial: the first Send does, and a broker that is down is a
-// failed attempt, retried (and held behind the breaker), never a drop.
-func NewPublisher(d config.Destination, log *slog.Logger) (deliver.Sender, error) {
-	return newPublisher(d, log)
-}
-
-func newPublisher(d config.Destination, log *slog.Logger) (*Publisher, error) {
-	if d.Publish == nil || d.Publish.NATS == nil {
-		return nil, errors.New("the destination publishes to no NATS subject")
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewPublisher builds d's sender from its publish.nats settings
+// (checked). It does not dial: the first Send does, and a broker that is
+// down is a failed attempt, retried (and held behind the breaker), never
+// a drop.
+func NewPublisher(d broker.Destination, s PublishSettings) *Publisher {
+	l := d.Lease
+	if l <= 0 {
+		l = lease.Default(0)
 	}
 	return &Publisher{
-		url:     d.Publish.NATS.URL,
-		subject: newSubject(d.Publish.NATS.Subject),
-		lease:   lease.Default(time.Duration(d.Timeout)),
-		log:     log,
+		url:     s.URL,
+		subject: newSubject(s.Subject),
+		lease:   l,
+		log:     broker.Log(d.Logger),
 		checked: map[string]bool{},
-	}, nil
+	}
 }
 
 // Close closes the connection: a publish still on it fails, and is
@@ -70,14 +64,6 @@ func (p *Publisher) Close() error {
 		p.nc.Close()
 	}
 	return nil
-}
-
-// SetLease says the delivery lease (delivery.lease) the stream's
-// duplicate window is checked against.
-func (p *Publisher) SetLease(l time.Duration) {
-	p.mu.Lock()
-	p.lease = l
-	p.mu.Unlock()
 }
 
 var errClosed = errors.New("the publisher is closed")
@@ -198,8 +184,8 @@ func (p *Publisher) checkWindow(js jetstream.JetStream, stream string) {
 	p.mu.Lock()
 	seen := p.checked[stream]
 	p.checked[stream] = true
-	held := p.lease
 	p.mu.Unlock()
+	held := p.lease
 	if seen {
 		return
 	}

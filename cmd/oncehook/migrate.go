@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -35,12 +36,12 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(stdout, "%s store: schema is up to date\n", cfg.StoreKind())
+	fmt.Fprintf(stdout, "%s store: schema is up to date\n", kinds.All().StoreName(cfg.Store))
 	return nil
 }
 
 // openConfigStore opens cfg's store (applying pending migrations), as the
 // gateway does.
 func openConfigStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	return oncehook.OpenStore(ctx, cfg, nil)
+	return oncehook.OpenStore(ctx, cfg, kinds.All(), nil)
 }

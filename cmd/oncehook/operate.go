@@ -23,8 +23,10 @@ import (
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/duration"
+	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/store"
+	"github.com/oncehook/oncehook/store/sqlite"
 )
 
 // The operator's commands mirror the admin API: each works on the store
@@ -79,15 +81,15 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 			// writes its database in the working directory), else say how
 			// to reach a gateway.
 			demo := config.Demo(config.DefaultListen)
-			if _, err := os.Stat(demo.SQLitePath()); err != nil {
-				return nil, ctx, nil, fmt.Errorf("no %s here and no demo store (%s): pass --config F, or --api URL --token T for a running gateway (the demo's banner prints both)", path, demo.SQLitePath())
+			if _, err := os.Stat(sqlite.Path(demo.Store)); err != nil {
+				return nil, ctx, nil, fmt.Errorf("no %s here and no demo store (%s): pass --config F, or --api URL --token T for a running gateway (the demo's banner prints both)", path, sqlite.Path(demo.Store))
 			}
 			cfg = demo
 		}
 	}
 	if cfg == nil {
 		var err error
-		if cfg, err = oncehook.LoadConfig(path); err != nil {
+		if cfg, err = oncehook.LoadConfig(path, kinds.All()); err != nil {
 			return nil, ctx, nil, err
 		}
 	}
@@ -98,12 +100,12 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 // configService is the operator's service on cfg's store, its changes
 // audited as cli:<user>.
 func configService(ctx context.Context, cfg *config.Config) (*admin.Service, context.Context, func(), error) {
-	if cfg.StoreKind() == "sqlite" {
+	if cfg.StoreScheme() == "sqlite" {
 		// Opening a SQLite store creates it: run from another folder, a
 		// relative path would make an empty store there and answer from
 		// it, as if nothing were stored. An operator's command only reads
 		// and changes a store that is there.
-		path := cfg.SQLitePath()
+		path := sqlite.Path(cfg.Store)
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			abs, _ := filepath.Abs(path)
 			return nil, ctx, nil, fmt.Errorf("no store at %s (store: %s; a relative path is read from the folder oncehook runs in): run from the gateway's folder, or use --api URL --token T", abs, cfg.Store)

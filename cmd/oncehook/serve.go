@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/kinds"
 )
 
 const defaultConfigPath = "oncehook.yaml"
@@ -105,7 +106,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if demo {
 		configFile = "" // nothing to reload
 	}
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Logger: log, DemoSink: demo, ConfigFile: configFile, Override: override})
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Kinds: kinds.All(), Logger: log, DemoSink: demo, ConfigFile: configFile, Override: override})
 	if err != nil {
 		closeAll(ln, apiLns)
 		return err
@@ -216,11 +217,11 @@ func resolveConfig(path string, demo bool) (*config.Config, string, error) {
 		path = os.Getenv(configEnv)
 	}
 	if path != "" {
-		cfg, err := oncehook.LoadConfig(path)
+		cfg, err := oncehook.LoadConfig(path, kinds.All())
 		return cfg, path, err
 	}
 	if _, err := os.Stat(defaultConfigPath); err == nil {
-		cfg, err := oncehook.LoadConfig(defaultConfigPath)
+		cfg, err := oncehook.LoadConfig(defaultConfigPath, kinds.All())
 		return cfg, defaultConfigPath, err
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, "", err
@@ -295,7 +296,7 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	if cfg == nil {
 		return fmt.Errorf("no config to validate: pass --config, set %s, or write %s (oncehook init)", configEnv, defaultConfigPath)
 	}
-	fmt.Fprintf(stdout, "%s is valid: %s store, %s, %s\n", source, cfg.StoreKind(),
+	fmt.Fprintf(stdout, "%s is valid: %s store, %s, %s\n", source, kinds.All().StoreName(cfg.Store),
 		plural(len(cfg.Sources), "source", "sources"), plural(len(cfg.Destinations), "destination", "destinations"))
 	for _, d := range cfg.Destinations {
 		if t := d.Transform; t != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -66,7 +67,7 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cd.Transform == nil {
 		return fmt.Errorf("transform test: destination %q has no transform", cd.Name)
 	}
-	scripts, err := oncehook.Transformations(cfg)
+	scripts, err := oncehook.Transformations(cfg, kinds.All())
 	if err != nil {
 		return fmt.Errorf("transform test: %w", err)
 	}

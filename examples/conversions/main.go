@@ -50,6 +50,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
@@ -162,7 +163,10 @@ func Open(cfg *config.Config) (*Shop, error) {
 }
 
 func main() {
-	cfg, err := oncehook.LoadConfig(os.Getenv("ONCEHOOK_CONFIG"))
+	cfg, err := oncehook.LoadConfig(os.Getenv("ONCEHOOK_CONFIG"),
+		// Only the kinds this program uses: its build holds no other
+		// store's or broker's client.
+		oncehook.Kinds{Stores: []store.Kind{sqlite.Kind()}})
 	if err != nil {
 		log.Fatal(err)
 	}
