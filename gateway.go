@@ -31,6 +31,7 @@ import (
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
+	"github.com/oncehook/oncehook/internal/forwarded"
 	"github.com/oncehook/oncehook/internal/groupcommit"
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
@@ -372,7 +373,7 @@ func (g *Gateway) writerOptions(writer store.Writer, lease time.Duration) groupc
 func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	g.auth = apiauth.NewWith(apiTokens(g.cfg.Load()), apiauth.Options{
 		// Wrong tokens are limited per client, behind a trusted proxy too.
-		ClientAddr: func(r *http.Request) string { return receive.ClientAddr(r, proxies) },
+		ClientAddr: func(r *http.Request) string { return forwarded.ClientAddr(r, proxies) },
 	})
 	auth := g.auth
 	g.api = http.NewServeMux()

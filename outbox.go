@@ -38,7 +38,7 @@ import (
 //
 // Only outbox sources (outbox: true) take publishes.
 type Outbox[TTx any] struct {
-	intake *receive.Handler
+	intake *receive.Core
 	driver store.TxDriver[TTx]
 	cfg    func() *config.Config
 }
@@ -59,7 +59,7 @@ func NewOutbox[TTx any](cfg *config.Config, driver store.TxDriver[TTx]) (*Outbox
 	var current atomic.Pointer[config.Config]
 	current.Store(cfg)
 	return &Outbox[TTx]{
-		intake: receive.New(receive.Options{Sources: sources, MaxBodySize: int64(cfg.MaxBodySize)}),
+		intake: receive.NewCore(receive.Options{Sources: sources, MaxBodySize: int64(cfg.MaxBodySize)}),
 		driver: driver,
 		cfg:    current.Load,
 	}, nil
@@ -68,7 +68,7 @@ func NewOutbox[TTx any](cfg *config.Config, driver store.TxDriver[TTx]) (*Outbox
 // GatewayOutbox returns g's outbox, for transactions of the driver's kind
 // on g's database: its sources are g's, reloads included.
 func GatewayOutbox[TTx any](g *Gateway, driver store.TxDriver[TTx]) *Outbox[TTx] {
-	return &Outbox[TTx]{intake: g.intake, driver: driver, cfg: g.cfg.Load}
+	return &Outbox[TTx]{intake: g.intake.Core, driver: driver, cfg: g.cfg.Load}
 }
 
 // PublishOptions are a publish's optional parts.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/apiauth"
+	"github.com/oncehook/oncehook/internal/forwarded"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/receive"
 )
@@ -41,8 +42,7 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	body, done, err := g.intake.ReadBody(w, r, g.intake.MaxBodySize())
 	if err != nil {
-		e := bodyRefused(w, err)
-		jsonhttp.WriteError(w, e.Status, e.Reason, e.Message)
+		receive.BodyRejection(err).Answer(w)
 		return
 	}
 	defer done()
@@ -51,7 +51,7 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 	header := r.Header.Clone()
 	header.Del("Authorization")
 	header.Del("Cookie")
-	client := receive.ClientAddr(r, nil)
+	client := forwarded.ClientAddr(r, nil)
 	if c, ok := apiauth.CallerOf(r.Context()); ok {
 		client = "token:" + c.Name + " " + client
 	}
@@ -59,13 +59,7 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		Header: header, Body: body, SkipVerify: true, Key: key, Client: client,
 	})
 	if rej, ok := err.(*receive.Rejection); ok {
-		switch rej.Reason {
-		case receive.ReasonUnavailable:
-			w.Header().Set("Retry-After", "5")
-		case receive.ReasonOverloaded:
-			w.Header().Set("Retry-After", "1")
-		}
-		jsonhttp.WriteJSON(w, rej.Status, rej.ErrorResponse())
+		rej.Answer(w)
 		return
 	}
 	if err != nil {

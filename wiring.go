@@ -451,7 +451,7 @@ func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Hand
 		ReadBody: func(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, func(), error) {
 			body, done, err := intake.ReadBody(w, r, limit)
 			if err != nil {
-				return nil, nil, bodyRefused(w, err)
+				return nil, nil, receive.BodyRejection(err)
 			}
 			return body, done, nil
 		},
@@ -476,24 +476,6 @@ func underPrefix(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// bodyRefused is how an API on the API listener answers a body intake's
-// ReadBody refused (the proxy's, the publish endpoint's), setting the
-// headers that go with it.
-func bodyRefused(w http.ResponseWriter, err error) *idempotency.BodyError {
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return &idempotency.BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes", tooLarge.Limit)}
-	case errors.Is(err, receive.ErrOverloaded), errors.Is(err, receive.ErrEvicted):
-		w.Header().Set("Retry-After", "1")
-		return &idempotency.BodyError{Status: http.StatusServiceUnavailable, Reason: "overloaded", Message: "too many request bytes in flight: retry later"}
-	case errors.Is(err, receive.ErrSlowBody):
-		w.Header().Set("Connection", "close")
-		return &idempotency.BodyError{Status: http.StatusRequestTimeout, Reason: "slow_body", Message: "the body arrived too slowly; it was cut"}
-	}
-	return &idempotency.BodyError{Status: http.StatusBadRequest, Reason: "unreadable", Message: "could not read the body"}
 }
 
 // neverResend keeps the transport from sending out again on a new

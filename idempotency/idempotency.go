@@ -95,7 +95,8 @@ type Options struct {
 	// ReadBody, when set, reads the request's body in place of a plain
 	// bounded read (the gateway reads it within intake's memory budget and
 	// pace floor). It returns the body and what gives its memory back once
-	// the request is over; a *BodyError is answered as it says.
+	// the request is over; an error that is a BodyRefusal is answered as
+	// it says (any other: 413).
 	ReadBody func(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, done func(), err error)
 	// Headers are the answer's headers kept with it besides Content-Type,
 	// Content-Encoding, Content-Language, Vary, Location and Cache-Control.
@@ -119,13 +120,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// BodyError is a request body ReadBody refused, and the answer it gets.
-type BodyError struct {
-	Status          int
-	Reason, Message string
+// BodyRefusal is a request body ReadBody refused that says its own answer
+// (the gateway's *receive.Rejection: 413, 503 with Retry-After, 408).
+type BodyRefusal interface {
+	error
+	Answer(w http.ResponseWriter)
 }
-
-func (e *BodyError) Error() string { return e.Message }
 
 func (o *Options) defaults() {
 	if o.Name == "" {
@@ -271,11 +271,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, done, err := m.readBody(w, r)
 	if err != nil {
-		var be *BodyError
-		if !errors.As(err, &be) {
-			be = &BodyError{Status: http.StatusRequestEntityTooLarge, Reason: "too_large", Message: fmt.Sprintf("the body is over %d bytes, or could not be read", m.opts.MaxBody)}
+		var refusal BodyRefusal
+		if errors.As(err, &refusal) {
+			refusal.Answer(w)
+			return
 		}
-		jsonhttp.WriteError(w, be.Status, be.Reason, be.Message)
+		jsonhttp.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes, or could not be read", m.opts.MaxBody))
 		return
 	}
 	defer done()

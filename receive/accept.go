@@ -75,6 +75,8 @@ type Rejection struct {
 	Status int
 	Reason string
 	Detail string
+	// unread: the request's body was not read to its end.
+	unread bool
 }
 
 func (r *Rejection) Error() string { return r.Reason + ": " + r.Detail }
@@ -104,13 +106,13 @@ func rejection(status int, reason, detail string) *Rejection {
 // duplicate is a verdict, not an error. Every outcome is counted as
 // intake's are, so a queue's duplicates land in the same rollups as a
 // webhook's. The error is a *Rejection.
-func (h *Handler) Accept(ctx context.Context, source string, env Envelope) (Response, error) {
-	src, ok := h.table.Load().sources[source]
+func (c *Core) Accept(ctx context.Context, source string, env Envelope) (Response, error) {
+	src, ok := c.sources.Load().byName[source]
 	if !ok {
-		h.metrics.Request("", ReasonUnknownSource)
+		c.metrics.Request("", ReasonUnknownSource)
 		return Response{}, rejection(http.StatusNotFound, ReasonUnknownSource, "no source named "+source)
 	}
-	resp, rej := h.accept(ctx, src, env)
+	resp, rej := c.accept(ctx, src, env)
 	if rej != nil {
 		return resp, rej
 	}
@@ -118,8 +120,8 @@ func (h *Handler) Accept(ctx context.Context, source string, env Envelope) (Resp
 }
 
 // accept is Accept for a source in hand.
-func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Response, *Rejection) {
-	events, now, verdict, rej := h.events(ctx, src, env)
+func (c *Core) accept(ctx context.Context, src *Source, env Envelope) (Response, *Rejection) {
+	events, now, verdict, rej := c.events(ctx, src, env)
 	if rej != nil {
 		return Response{}, rej
 	}
@@ -133,7 +135,7 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 	claims := make([]store.Claim, len(events))
 	pending := make([]store.NewEvent, 0, len(events))
 	for i, e := range events {
-		if !e.Keyless && h.seen.Has(name, e.Key, now) {
+		if !e.Keyless && c.seen.Has(name, e.Key, now) {
 			claims[i].Duplicate = true
 			continue
 		}
@@ -142,21 +144,21 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 	if len(pending) > 0 {
 		cctx := ctx
 		var claim trace.Span
-		if h.tracer != nil {
+		if c.tracer != nil {
 			// The claim is the wait for the durable commit.
-			cctx, claim = h.tracer.Start(ctx, "claim", trace.WithAttributes(tracing.Events.Int(len(pending))))
+			cctx, claim = c.tracer.Start(ctx, "claim", trace.WithAttributes(tracing.Events.Int(len(pending))))
 		}
-		got, err := h.claimer.Claim(cctx, pending)
+		got, err := c.claimer.Claim(cctx, pending)
 		if claim != nil {
 			claim.End()
 		}
 		if errors.Is(err, store.ErrRejected) {
-			h.log.Error("the store refused these events", "source", name, "err", bounded(err.Error()))
-			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusInternalServerError, ReasonStoreRejected, "the events could not be stored"))
+			c.log.Error("the store refused these events", "source", name, "err", bounded(err.Error()))
+			return Response{}, c.rejected(ctx, name, env.Client, rejection(http.StatusInternalServerError, ReasonStoreRejected, "the events could not be stored"))
 		}
 		if err != nil {
-			h.log.Error("claim failed", "source", name, "err", bounded(err.Error()))
-			return Response{}, h.rejected(ctx, name, env.Client, rejection(http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later"))
+			c.log.Error("claim failed", "source", name, "err", bounded(err.Error()))
+			return Response{}, c.rejected(ctx, name, env.Client, rejection(http.StatusServiceUnavailable, ReasonUnavailable, "events could not be stored; retry later"))
 		}
 		j := 0
 		for i := range claims {
@@ -164,20 +166,20 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 				continue // answered by the hot set
 			}
 			claims[i] = got[j]
-			if c := got[j]; !pending[j].Keyless && !c.ExpiresAt.IsZero() {
+			if claim := got[j]; !pending[j].Keyless && !claim.ExpiresAt.IsZero() {
 				// Committed, new or not: the key is in the store until the
 				// stored expiry, and the set must not outlive it.
-				h.seen.Add(name, pending[j].Key, c.ExpiresAt)
+				c.seen.Add(name, pending[j].Key, claim.ExpiresAt)
 			}
 			j++
 		}
 	}
 
 	if verdict == aged {
-		h.metrics.SignatureAged(name) // taken: counted once it is stored
+		c.metrics.SignatureAged(name) // taken: counted once it is stored
 	}
-	resp := h.verdicts(src, events, claims, now, h.metrics, h.onDup)
-	if h.tracer != nil {
+	resp := c.verdicts(src, events, claims, now, c.metrics, c.onDup)
+	if c.tracer != nil {
 		trace.SpanFromContext(ctx).SetAttributes(tracing.Verdict.String(resp.Status), tracing.Events.Int(len(events)))
 	}
 	return resp, nil
@@ -191,13 +193,13 @@ func (h *Handler) accept(ctx context.Context, src *Source, env Envelope) (Respon
 // Verdicts what to answer and count. A rejection is a *Rejection, counted
 // and logged as Accept's are; an envelope its source discards (a bad
 // signature on a source that answers 200 anyway) is no events.
-func (h *Handler) Events(ctx context.Context, source string, env Envelope) ([]store.NewEvent, error) {
-	src, ok := h.table.Load().sources[source]
+func (c *Core) Events(ctx context.Context, source string, env Envelope) ([]store.NewEvent, error) {
+	src, ok := c.sources.Load().byName[source]
 	if !ok {
-		h.metrics.Request("", ReasonUnknownSource)
+		c.metrics.Request("", ReasonUnknownSource)
 		return nil, rejection(http.StatusNotFound, ReasonUnknownSource, "no source named "+source)
 	}
-	events, _, _, rej := h.events(ctx, src, env)
+	events, _, _, rej := c.events(ctx, src, env)
 	if rej != nil {
 		return nil, rej
 	}
@@ -210,13 +212,13 @@ func (h *Handler) Events(ctx context.Context, source string, env Envelope) ([]st
 // duplicate copies for the caller to write in that same transaction (a
 // TxDriver's AddCounts), so that they are counted exactly when the claims
 // commit. now is the events' ReceivedAt.
-func (h *Handler) Verdicts(source string, events []store.NewEvent, claims []store.Claim, now time.Time) (Response, []store.StatDelta, []store.Copy) {
-	src, ok := h.table.Load().sources[source]
+func (c *Core) Verdicts(source string, events []store.NewEvent, claims []store.Claim, now time.Time) (Response, []store.StatDelta, []store.Copy) {
+	src, ok := c.sources.Load().byName[source]
 	if !ok {
 		src = &Source{Name: source}
 	}
 	tally := metrics.Rollups(func() time.Time { return now })
-	resp := h.verdicts(src, events, claims, now, tally, nil)
+	resp := c.verdicts(src, events, claims, now, tally, nil)
 	return resp, tally.Hourly.Take(), tally.Copies.Take()
 }
 
@@ -231,11 +233,11 @@ const (
 
 // events is steps 2 and 3 of Accept, for a source in hand: the
 // transport has read the body (step 1).
-func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []store.NewEvent, now time.Time, _ verified, _ *Rejection) {
+func (c *Core) events(ctx context.Context, src *Source, env Envelope) (_ []store.NewEvent, now time.Time, _ verified, _ *Rejection) {
 	name := src.Name
 	now = env.ReceivedAt
 	if now.IsZero() {
-		now = h.now()
+		now = c.now()
 	}
 	method := env.Method
 	if method == "" {
@@ -246,14 +248,14 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 		u = &url.URL{}
 	}
 	preq := &provider.Request{Method: method, URL: u, Header: env.Header, Body: env.Body, PathToken: env.PathToken}
-	if int64(len(env.Body)) > h.maxBody {
+	if int64(len(env.Body)) > c.maxBody {
 		// HTTP reads no more than this; a queue's message may be larger
 		// than the broker's own limit is here, and a publish too.
-		return nil, now, authentic, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
+		return nil, now, authentic, c.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit"))
 	}
 
 	// 2. Authenticity, before anything in the body is trusted or parsed.
-	verdict, rej := h.verify(ctx, src, env, preq, now)
+	verdict, rej := c.verify(ctx, src, env, preq, now)
 	if rej != nil || verdict == discarded {
 		return nil, now, verdict, rej
 	}
@@ -276,11 +278,11 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 		default:
 			rej = rejection(http.StatusBadRequest, ReasonMalformed, "could not read the events")
 		}
-		return nil, now, verdict, h.rejected(ctx, name, env.Client, rej)
+		return nil, now, verdict, c.rejected(ctx, name, env.Client, rej)
 	}
 	if env.Key != "" {
 		if len(items) != 1 {
-			return nil, now, verdict, h.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
+			return nil, now, verdict, c.rejected(ctx, name, env.Client, rejection(http.StatusBadRequest, ReasonMalformed,
 				"a key given with the body names one event; this body is "+strconv.Itoa(len(items))))
 		}
 		items[0].Key = env.Key
@@ -289,7 +291,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	// stored: it is bounded, and counted against the transport's budget.
 	if split := splitBytes(body, items); split > 0 {
 		if split > maxExpansion*int64(len(body))+expansionSlack {
-			return nil, now, verdict, h.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
+			return nil, now, verdict, c.rejected(ctx, name, env.Client, rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge,
 				"the batch's "+strconv.Itoa(len(items))+" events would hold "+strconv.FormatInt(split, 10)+
 					" bytes, over 4 times the request's "+strconv.Itoa(len(body))+" (+64 KiB)"))
 		}
@@ -299,7 +301,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 				if !errors.As(err, &rej) {
 					rej = rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
 				}
-				return nil, now, verdict, h.rejected(ctx, name, env.Client, rej)
+				return nil, now, verdict, c.rejected(ctx, name, env.Client, rej)
 			}
 		}
 	}
@@ -313,7 +315,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 	// outbox publish can) is left out, and the event taken without it.
 	contentType, leftOut := contentTypeOf(given, body)
 	if leftOut {
-		h.log.Info("Content-Type left out: over 256 bytes, not UTF-8, or holding a control character", "source", name,
+		c.log.Info("Content-Type left out: over 256 bytes, not UTF-8, or holding a control character", "source", name,
 			"content_type", strconv.QuoteToASCII(bounded(given)), "stored", contentType, "client", env.Client)
 	}
 	traceparent := traceOf(env.Trace)
@@ -333,7 +335,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 			}
 			detail += " has no key, and this source rejects events without one (on_missing_key: reject): the whole batch is refused"
 		}
-		return nil, now, verdict, h.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, detail))
+		return nil, now, verdict, c.rejected(ctx, name, env.Client, rejection(http.StatusUnprocessableEntity, ReasonMissingKey, detail))
 	}
 	return events, now, verdict, nil
 }
@@ -346,7 +348,7 @@ func (h *Handler) events(ctx context.Context, src *Source, env Envelope) (_ []st
 // by someone the broker lets publish, which the key's window still
 // answers as a duplicate) is taken as aged: nobody will sign it again,
 // and refusing it would lose it for its age alone.
-func (h *Handler) verify(ctx context.Context, src *Source, env Envelope, preq *provider.Request, now time.Time) (verified, *Rejection) {
+func (c *Core) verify(ctx context.Context, src *Source, env Envelope, preq *provider.Request, now time.Time) (verified, *Rejection) {
 	if env.SkipVerify {
 		return authentic, nil
 	}
@@ -363,15 +365,15 @@ func (h *Handler) verify(ctx context.Context, src *Source, env Envelope, preq *p
 		if env.Enqueued.IsZero() {
 			clock = "oncehook's (the broker gave none)"
 		}
-		h.log.Warn("message taken with a signature outside the tolerance: its signature matches", "source", src.Name,
+		c.log.Warn("message taken with a signature outside the tolerance: its signature matches", "source", src.Name,
 			"detail", bounded(err.Error()), "measured_against", clock, "client", env.Client)
 		return aged, nil
 	case src.DiscardUnauthorized:
-		h.count(ctx, src.Name, ReasonDiscarded)
-		h.log.Info("request discarded", "source", src.Name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
+		c.count(ctx, src.Name, ReasonDiscarded)
+		c.log.Info("request discarded", "source", src.Name, "reason", ReasonSignature, "detail", bounded(err.Error()), "client", env.Client)
 		return discarded, nil
 	}
-	return authentic, h.rejected(ctx, src.Name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
+	return authentic, c.rejected(ctx, src.Name, env.Client, rejection(http.StatusUnauthorized, ReasonSignature, err.Error()))
 }
 
 // verdicts turns claims into the answer, and counts each event's verdict
@@ -380,17 +382,17 @@ func (h *Handler) verify(ctx context.Context, src *Source, env Envelope, preq *p
 // only, committed in the caller's transaction). One place, so that a
 // duplicate is counted the same wherever it arrived. onDup, when set,
 // hears each duplicate.
-func (h *Handler) verdicts(src *Source, events []store.NewEvent, claims []store.Claim, now time.Time, m *metrics.Metrics, onDup func(source, key string, body []byte)) Response {
+func (c *Core) verdicts(src *Source, events []store.NewEvent, claims []store.Claim, now time.Time, m *metrics.Metrics, onDup func(source, key string, body []byte)) Response {
 	name := src.Name
 	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
 	if len(events) == 0 {
 		resp.Status = StatusAccepted // a batch with no updates: nothing to store, nothing to retry
 	}
-	for i, c := range claims {
+	for i, claim := range claims {
 		res := EventResult{Key: events[i].Key, Status: StatusAccepted, Keyless: events[i].Keyless}
 		verdict := StatusAccepted
 		switch {
-		case c.Duplicate:
+		case claim.Duplicate:
 			res.Status, verdict = StatusDuplicate, StatusDuplicate
 			m.Copy(name, events[i].Key, now)
 			if onDup != nil {
@@ -399,7 +401,7 @@ func (h *Handler) verdicts(src *Source, events []store.NewEvent, claims []store.
 		case events[i].Keyless:
 			verdict = metrics.Keyless
 		}
-		if !c.Duplicate {
+		if !claim.Duplicate {
 			resp.Status = StatusAccepted
 			m.Stored(name, events[i].Type)
 			if src.Order != nil && events[i].Order.Entity == "" {
@@ -417,12 +419,12 @@ func (h *Handler) verdicts(src *Source, events []store.NewEvent, claims []store.
 }
 
 // rejected counts and logs a rejection, says it on the span, and returns it.
-func (h *Handler) rejected(ctx context.Context, source, client string, rej *Rejection) *Rejection {
-	h.count(ctx, source, rej.Reason)
-	if h.tracer != nil && rej.Status >= 500 {
+func (c *Core) rejected(ctx context.Context, source, client string, rej *Rejection) *Rejection {
+	c.count(ctx, source, rej.Reason)
+	if c.tracer != nil && rej.Status >= 500 {
 		trace.SpanFromContext(ctx).SetStatus(codes.Error, rej.Reason)
 	}
-	h.log.Info("request rejected", "source", source, "status", rej.Status, "reason", rej.Reason,
+	c.log.Info("request rejected", "source", source, "status", rej.Status, "reason", rej.Reason,
 		"detail", rej.Detail, "client", client)
 	return rej
 }

@@ -1,7 +1,9 @@
 package receive
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/oncehook/oncehook/internal/jsonhttp"
@@ -73,4 +75,47 @@ func plain(s string) bool {
 		}
 	}
 	return true
+}
+
+// Answer writes HTTP's answer to the rejection, the one for every
+// endpoint that takes events or bodies on intake's terms (intake, POST
+// /v1/publish, the Idempotency-Key proxy): its status in the one error
+// shape, with Retry-After where a retry soon is worth it (the store: 5 s;
+// memory: 1 s), and Connection: close when the body was not read to its
+// end (the connection cannot carry another request).
+func (rej *Rejection) Answer(w http.ResponseWriter) {
+	switch rej.Reason {
+	case ReasonUnavailable:
+		w.Header().Set("Retry-After", "5")
+	case ReasonOverloaded:
+		w.Header().Set("Retry-After", "1")
+	}
+	if rej.unread {
+		w.Header().Set("Connection", "close")
+	}
+	jsonhttp.WriteJSON(w, rej.Status, rej.ErrorResponse())
+}
+
+// BodyRejection is the rejection of a body that could not be read whole
+// (intake's, or ReadBody's): over the limit (413), no room in the
+// in-flight budget or cut to make room for bodies that arrived in full
+// (503, retry), below the pace floor (408), or broken off (400).
+func BodyRejection(err error) *Rejection {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return rejection(http.StatusRequestEntityTooLarge, ReasonTooLarge, "the body is over "+strconv.FormatInt(tooLarge.Limit, 10)+" bytes")
+	case errors.Is(err, errOverloaded):
+		return rejection(http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
+	case errors.Is(err, errEvicted):
+		rej := rejection(http.StatusServiceUnavailable, ReasonOverloaded,
+			"the body was still arriving when the memory it held was needed for bodies that arrived in full; retry later")
+		rej.unread = true
+		return rej
+	case errors.Is(err, errSlowBody):
+		rej := rejection(http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
+		rej.unread = true
+		return rej
+	}
+	return rejection(http.StatusBadRequest, ReasonUnreadable, "could not read the body")
 }

@@ -1,38 +1,38 @@
-// Package receive is oncehook's intake: the HTTP handler behind
-// POST /in/{source}. The hot path reads top to bottom in ServeHTTP:
+// Package receive is oncehook's intake. Its core (Core: accept.go and
+// event.go) takes one envelope for a source, whatever transport brought
+// it, and reads top to bottom:
 //
-//	read the raw body (bounded) → verify it with the source's preset →
-//	split it into events and take each one's key → claim them all through the
-//	group committer → answer 200 only once the transaction holding them is
-//	durable.
+//	verify it with the source's preset → split it into events and take each
+//	one's key, type, routes and place in its entity's order → claim them all
+//	through the group committer → answer each event's verdict only once the
+//	transaction holding them is durable.
 //
-// Rejected input (unknown source, bad signature, malformed or oversized body,
-// a missing key where the source requires one) is answered before anything
-// reaches the store, so it leaves no trace there; it is counted by reason
-// and logged without secrets or payloads.
+// Rejected input (unknown source, bad signature, malformed or oversized
+// body, a missing key where the source requires one) is refused before
+// anything reaches the store, so it leaves no trace there; it is counted
+// by reason and logged without secrets or payloads, as a named
+// *Rejection. Queue consumers (package broker) and the outbox call the
+// core; the HTTP handler behind POST /in/{source} (Handler, this file) is
+// one more caller, and keeps what only HTTP has: the body's byte budget
+// and pace (body.go), handshakes, methods, and the answer's status and
+// headers (answer.go).
 package receive
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/oncehook/oncehook/internal/forwarded"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/route"
@@ -135,44 +135,91 @@ type Options struct {
 	Now    func() time.Time
 }
 
-// Handler serves POST /in/{source}.
+// Core is intake's transport-neutral core (accept.go): the sources, and
+// Accept, Events and Verdicts over them. The outbox holds one alone; a
+// Handler is one with HTTP around it (the body's budget and pace,
+// handshakes, methods, status codes).
+type Core struct {
+	// sources are the sources now: an envelope reads them once, and
+	// finishes under the sources it started with whatever a reload swaps
+	// in.
+	sources atomic.Pointer[sourceSet]
+	claimer Claimer
+	seen    *seen.Set
+	onDup   func(source, key string, body []byte)
+	maxBody int64
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	tracer  trace.Tracer // nil: not traced
+	now     func() time.Time
+}
+
+// sourceSet is one set of sources, by name.
+type sourceSet struct {
+	byName map[string]*Source
+}
+
+// NewCore is intake's core alone, over opts' Sources, Claimer, limits,
+// Seen, OnDuplicate, Logger, Metrics, Tracer and Now (what only HTTP has
+// is New's).
+func NewCore(opts Options) *Core {
+	c := &Core{
+		claimer: opts.Claimer,
+		seen:    opts.Seen,
+		onDup:   opts.OnDuplicate,
+		log:     opts.Logger,
+		metrics: opts.Metrics,
+		tracer:  opts.Tracer,
+		now:     opts.Now,
+	}
+	c.maxBody, _, _ = Limits(opts.MaxBodySize, opts.MaxInflightBytes)
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.metrics == nil {
+		c.metrics = metrics.New()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.sources.Store(newSourceSet(opts.Sources))
+	return c
+}
+
+// newSourceSet is sources, each made ready to route.
+func newSourceSet(sources []Source) *sourceSet {
+	set := &sourceSet{byName: make(map[string]*Source, len(sources))}
+	for i := range sources {
+		s := sources[i]
+		s.all, s.routed = s.Routes.Destinations(), s.Routes.Routed()
+		s.plan = s.Routes.Plan()
+		set.byName[s.Name] = &s
+	}
+	return set
+}
+
+// Handler serves POST /in/{source}: intake's core with HTTP around it.
 type Handler struct {
-	// table is the sources now: a request reads it once, and finishes
-	// under the sources it started with whatever a reload swaps in.
+	*Core
+	// table is the sources now, with their shares of the in-flight
+	// budget: a request reads it once, and finishes under what it
+	// started with whatever a reload swaps in.
 	table    atomic.Pointer[table]
 	reload   sync.Mutex // one SetSources at a time
-	claimer  Claimer
-	seen     *seen.Set
-	onDup    func(source, key string, body []byte)
-	maxBody  int64
 	inflight *budget
 	apis     *shares // the user's APIs' share of inflight (ReadBody)
 	pace     pace
 	proxies  []netip.Prefix
-	log      *slog.Logger
-	metrics  *metrics.Metrics
-	tracer   trace.Tracer // nil: not traced
-	now      func() time.Time
 	unknown  *unknownSources
 }
 
 // New creates a Handler.
 func New(opts Options) *Handler {
-	h := &Handler{
-		claimer: opts.Claimer,
-		seen:    opts.Seen,
-		onDup:   opts.OnDuplicate,
-		maxBody: opts.MaxBodySize,
-		log:     opts.Logger,
-		metrics: opts.Metrics,
-		now:     opts.Now,
-		unknown: newUnknownSources(),
-	}
+	h := &Handler{Core: NewCore(opts), unknown: newUnknownSources()}
 	maxBody, total, err := Limits(opts.MaxBodySize, opts.MaxInflightBytes)
 	if err != nil {
 		total = maxBody // the config refuses this; a library caller gets room for one body
 	}
-	h.maxBody = maxBody
 	wait := opts.InflightWait
 	if wait <= 0 {
 		wait = time.Second
@@ -185,24 +232,13 @@ func New(opts Options) *Handler {
 		h.pace.minRate = DefaultMinBodyRate
 	}
 	h.proxies = opts.TrustedProxies
-	h.tracer = opts.Tracer
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	if h.metrics == nil {
-		h.metrics = metrics.New()
-	}
-	if h.now == nil {
-		h.now = time.Now
-	}
-	h.inflight = newBudget(total, h.maxBody, wait)
+	h.inflight = newBudget(total, maxBody, wait)
 	h.apis = h.inflight.apiShare()
 	h.SetSources(opts.Sources)
 	return h
 }
 
-// table is one set of sources, by name, and their shares of the
-// in-flight budget.
+// table is one set of sources and their shares of the in-flight budget.
 type table struct {
 	sources map[string]*Source
 	shares  *shares
@@ -216,21 +252,18 @@ type table struct {
 func (h *Handler) SetSources(sources []Source) {
 	h.reload.Lock()
 	defer h.reload.Unlock()
-	t := &table{sources: make(map[string]*Source, len(sources))}
+	set := newSourceSet(sources)
 	names := make([]string, len(sources))
-	for i := range sources {
-		s := sources[i]
-		s.all, s.routed = s.Routes.Destinations(), s.Routes.Routed()
-		s.plan = s.Routes.Plan()
-		t.sources[s.Name] = &s
+	for i, s := range sources {
 		names[i] = s.Name
 	}
 	var old *shares
 	if prev := h.table.Load(); prev != nil {
 		old = prev.shares
 	}
-	t.shares = h.inflight.split(names, old)
-	h.table.Store(t)
+	// The shares first: a source Accept finds has its share.
+	h.table.Store(&table{sources: set.byName, shares: h.inflight.split(names, old)})
+	h.sources.Store(set)
 }
 
 // EventResult is one event's verdict in a response.
@@ -259,7 +292,7 @@ const (
 
 // Reasons intake rejects a request, used in error bodies and metrics.
 const (
-	ReasonUnknownSource = "unknown_source"
+	ReasonUnknownSource = metrics.UnknownSource
 	ReasonMethod        = "method_not_allowed"
 	ReasonTooLarge      = "too_large"
 	ReasonUnreadable    = "unreadable"
@@ -302,9 +335,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // count counts a request's outcome, and says it on the request's span.
-func (h *Handler) count(ctx context.Context, source, outcome string) {
-	h.metrics.Request(source, outcome)
-	if h.tracer != nil {
+func (c *Core) count(ctx context.Context, source, outcome string) {
+	c.metrics.Request(source, outcome)
+	if c.tracer != nil {
 		trace.SpanFromContext(ctx).SetAttributes(tracing.Verdict.String(outcome))
 	}
 }
@@ -324,7 +357,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	// 1. The raw body, bounded, within the in-flight byte budget.
 	// Verification needs the exact bytes.
 	if r.ContentLength > h.maxBody {
-		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
+		h.answer(w, r, name, BodyRejection(&http.MaxBytesError{Limit: h.maxBody}))
 		return
 	}
 	held := h.inflight.hold(tbl.shares, name)
@@ -332,7 +365,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r.Context(), w, r, h.maxBody, held, h.pace)
 	if err != nil {
 		held.release() // now, not after the answer: a slow reader must not keep it
-		h.unreadable(w, r, name, err)
+		h.answer(w, r, name, BodyRejection(err))
 		return
 	}
 	token := r.PathValue("token")
@@ -355,13 +388,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 
 	// 5. The answer, written only now that the claims are durable.
 	if rej != nil {
-		switch rej.Reason {
-		case ReasonUnavailable:
-			w.Header().Set("Retry-After", "5")
-		case ReasonOverloaded:
-			w.Header().Set("Retry-After", "1")
-		}
-		jsonhttp.WriteJSON(w, rej.Status, rej.ErrorResponse())
+		rej.Answer(w)
 		return
 	}
 	writeAnswer(w, resp)
@@ -396,31 +423,6 @@ func (h *Handler) source(w http.ResponseWriter, r *http.Request, tbl *table, nam
 		}
 	}
 	return src, true
-}
-
-// unreadable answers a body that could not be read whole: too large, no
-// room in the budget, evicted for bodies that arrived in full, too slow,
-// or broken off.
-func (h *Handler) unreadable(w http.ResponseWriter, r *http.Request, name string, err error) {
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		h.reject(w, r, name, http.StatusRequestEntityTooLarge, ReasonTooLarge, "body exceeds the size limit")
-	case errors.Is(err, errOverloaded):
-		h.overloaded(w, r, name)
-	case errors.Is(err, errEvicted):
-		// The rest of the body was never read: the connection cannot
-		// carry another request.
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "1")
-		h.reject(w, r, name, http.StatusServiceUnavailable, ReasonOverloaded,
-			"the body was still arriving when the memory it held was needed for bodies that arrived in full; retry later")
-	case errors.Is(err, errSlowBody):
-		w.Header().Set("Connection", "close")
-		h.reject(w, r, name, http.StatusRequestTimeout, ReasonSlowBody, "the body arrived too slowly; it was cut")
-	default:
-		h.reject(w, r, name, http.StatusBadRequest, ReasonUnreadable, "could not read the body")
-	}
 }
 
 // handshake answers a provider's endpoint check, and reports whether the
@@ -481,61 +483,15 @@ func reserveBeside(held *hold, n int) func(ctx context.Context, split int64) err
 	}
 }
 
-// forwardHeaders picks the preset's routing headers out of the request.
-// A value that is long, not UTF-8 or not a valid header value is left
-// out: it travels with every delivery, and a destination (or the store,
-// or Go's HTTP client) could refuse it.
-func forwardHeaders(p provider.Preset, h http.Header) http.Header {
-	f, ok := p.(provider.Forwarder)
-	if !ok {
-		return nil
-	}
-	var out http.Header
-	for _, name := range f.ForwardHeaders() {
-		for _, v := range h.Values(name) {
-			if !sendable(v, maxForwardValue) {
-				continue
-			}
-			if out == nil {
-				out = http.Header{}
-			}
-			k := http.CanonicalHeaderKey(name)
-			out[k] = append(out[k], v)
-		}
-	}
-	return out
-}
-
-// overloaded answers a request that could not get memory in time: 503,
-// to be retried by the provider.
-func (h *Handler) overloaded(w http.ResponseWriter, r *http.Request, source string) {
-	w.Header().Set("Retry-After", "1")
-	h.reject(w, r, source, http.StatusServiceUnavailable, ReasonOverloaded, "too many request bytes in flight; retry later")
-}
-
+// reject answers a request intake refuses before Accept: counted and
+// logged as Accept's rejections are, and answered as they are.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, source string, status int, reason, msg string) {
-	msg = bounded(msg)
-	h.count(r.Context(), source, reason)
-	if h.tracer != nil && status >= 500 {
-		trace.SpanFromContext(r.Context()).SetStatus(codes.Error, reason)
-	}
-	h.log.Info("request rejected", "source", source, "status", status, "reason", reason,
-		"detail", msg, "client", h.client(r))
-	jsonhttp.WriteJSON(w, status, ErrorResponse{Error: msg, Reason: reason})
+	h.answer(w, r, source, rejection(status, reason, msg))
 }
 
-// bounded cuts a message that may quote the request (an id, a header) to
-// maxDetail bytes, so that neither a log line nor an answer grows with what
-// a client sends.
-func bounded(msg string) string {
-	if len(msg) <= maxDetail {
-		return msg
-	}
-	cut := maxDetail
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "… (" + strconv.Itoa(len(msg)-cut) + " more bytes)"
+// answer counts, logs and writes rej for the request.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, source string, rej *Rejection) {
+	h.rejected(r.Context(), source, h.client(r), rej).Answer(w)
 }
 
 // client is the address logged for a request: the connection's peer, or,
@@ -543,50 +499,7 @@ func bounded(msg string) string {
 // X-Forwarded-For that is not a trusted proxy (the rightmost untrusted one:
 // anything left of it could have been written by the client itself).
 func (h *Handler) client(r *http.Request) string {
-	return ClientAddr(r, h.proxies)
-}
-
-// ClientAddr is the address a request came from, believing X-Forwarded-For
-// only as far as it was written by proxies in trusted.
-func ClientAddr(r *http.Request, trusted []netip.Prefix) string {
-	peer := r.RemoteAddr
-	if host, _, err := net.SplitHostPort(peer); err == nil {
-		peer = host
-	}
-	if len(trusted) == 0 || !isTrusted(peer, trusted) {
-		return peer
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		for _, hop := range strings.Split(v, ",") {
-			if hop = strings.TrimSpace(hop); hop != "" {
-				hops = append(hops, hop)
-			}
-		}
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		if !isTrusted(hops[i], trusted) {
-			return hops[i]
-		}
-	}
-	if len(hops) > 0 {
-		return hops[0]
-	}
-	return peer
-}
-
-func isTrusted(addr string, trusted []netip.Prefix) bool {
-	ip, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	ip = ip.Unmap()
-	for _, p := range trusted {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
+	return forwarded.ClientAddr(r, h.proxies)
 }
 
 // absoluteURL is the URL the provider called, as far as this request tells:
@@ -607,70 +520,4 @@ func absoluteURL(r *http.Request) *url.URL {
 		u.Host = fh
 	}
 	return &u
-}
-
-// newEvents makes the request's items into events: each with its key
-// (or a keyless one), its type, and the deliveries its source's routes
-// pick (package route decides). keyless is the index of the first item
-// that has no key when the source rejects such events (then there are no
-// events), else -1.
-func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) (_ []store.NewEvent, keyless int) {
-	forward := forwardHeaders(src.Preset, header)
-	events := make([]store.NewEvent, len(items))
-	var query url.Values // read once, when a route asks for it
-	for i, it := range items {
-		e := store.NewEvent{
-			Source:       src.Name,
-			Key:          provider.SafeKey(it.Key),
-			Type:         it.Type,
-			ContentType:  contentType,
-			Header:       forward,
-			Body:         it.Body,
-			ReceivedAt:   now,
-			ExpiresAt:    now.Add(src.Window),
-			Destinations: src.all,
-			Trace:        traceparent,
-		}
-		if src.BodyRetention > 0 {
-			e.BodyExpiresAt = now.Add(src.BodyRetention)
-		}
-		if src.routed {
-			if query == nil {
-				query = u.Query()
-			}
-			e.Destinations, e.Filtered = src.plan.Pick(it.Type, &route.Input{Body: it.Body, Header: header, Query: query, Path: u.Path})
-		}
-		if src.Order != nil {
-			e.Order = src.Order.place(header, it.Body, now)
-		}
-		if it.Key == "" {
-			if src.RejectMissingKey {
-				return nil, i
-			}
-			e.Key, e.Keyless = keylessKey(), true
-		}
-		events[i] = e
-	}
-	return events, -1
-}
-
-// keylessKey names an event that has no provider key. It is unique, so the
-// event is never deduplicated, and stored, so its deliveries still carry one
-// stable Idempotency-Key.
-func keylessKey() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return "keyless:" + strings.ToLower(hex.EncodeToString(b[:]))
-}
-
-// place reads an event's place among its entity's events; the zero Order
-// (not ordered) when it has none. The entity is stored as every store
-// can hold it (store.StorableEntity): an id with a NUL, bytes that are not
-// UTF-8 or a megabyte of text still orders its events.
-func (o *Order) place(h http.Header, body []byte, now time.Time) store.Order {
-	p, ok := o.Rule.Read(h, body, now)
-	if !ok {
-		return store.Order{}
-	}
-	return store.Order{Entity: store.StorableEntity(p.Entity), Mode: o.Mode, Version: p.Version, Versioned: p.Versioned, VersionText: p.VersionText, DeliverStale: o.DeliverStale}
 }

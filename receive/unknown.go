@@ -7,17 +7,14 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/internal/jsonhttp"
+	"github.com/oncehook/oncehook/internal/metrics"
 )
 
 // UnknownSource is a source name that requests asked for and the config
-// does not have: a provider pointed at a misspelt URL, an old source, or
-// a scanner. The names are kept in memory (the last maxUnknown, on this
-// replica) and never become metric labels: strangers choose them.
-type UnknownSource struct {
-	Name  string    `json:"name"`
-	Count int64     `json:"count"`
-	Last  time.Time `json:"last"`
-}
+// does not have (see metrics.RecentUnknownSource). The names are kept in memory
+// (the last maxUnknown, on this replica) and never become metric labels:
+// strangers choose them.
+type UnknownSource = metrics.RecentUnknownSource
 
 // maxUnknown bounds the names kept; maxUnknownName the bytes kept of one.
 const (

@@ -40,7 +40,8 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/apiauth"
-	"github.com/oncehook/oncehook/receive"
+	"github.com/oncehook/oncehook/internal/forwarded"
+	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -83,7 +84,7 @@ type Options struct {
 	Now     func() time.Time
 	// UnknownSources, when set, lists the source names requests asked
 	// for lately that the config does not have (intake's, this replica's).
-	UnknownSources func() []receive.UnknownSource
+	UnknownSources func() []metrics.RecentUnknownSource
 	// Sessions keeps sign-ins (the store's: see store.Sessions).
 	Sessions store.Sessions
 	// TrustedProxies are the reverse proxies whose X-Forwarded-Proto and
@@ -427,7 +428,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	// Wrong tokens are limited per client address, with the API's (one
 	// count: both take the same tokens); a right token always logs in,
 	// or a stranger behind the operator's NAT could lock them out.
-	client := receive.ClientAddr(r, d.opts.TrustedProxies)
+	client := forwarded.ClientAddr(r, d.opts.TrustedProxies)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	caller, ok, limited := d.opts.Auth.CheckFrom(client, token)
 	if !ok && limited > 0 {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
-	"github.com/oncehook/oncehook/receive"
+	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -45,7 +45,7 @@ func reasons(c admin.SourceCounts) []reason {
 // are kept in memory only and shown escaped).
 type unknownCard struct {
 	Last24h int64
-	Names   []receive.UnknownSource
+	Names   []metrics.RecentUnknownSource
 }
 
 func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownCard, error) {
@@ -83,7 +83,7 @@ func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownC
 		u := &unknownCard{}
 		for _, p := range series[""].Points {
 			if !p.At.Before(now.Add(-24 * time.Hour)) {
-				u.Last24h += p.Rejected[receive.ReasonUnknownSource]
+				u.Last24h += p.Rejected[metrics.UnknownSource]
 			}
 		}
 		if d.opts.UnknownSources != nil {

@@ -1,6 +1,9 @@
 package metrics
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // What the counters count, written once: receive and deliver count with
 // these words, the hourly rollups store them, and the operator's views
@@ -16,6 +19,10 @@ const (
 	// answer requests too.
 	Handshake = "handshake"              // a provider's verification challenge, answered
 	Discarded = "discarded_unauthorized" // failed verification on a source that answers 200 anyway
+
+	// UnknownSource is a request for a source the config does not have
+	// (receive's reason for it).
+	UnknownSource = "unknown_source"
 
 	// Filtered is an event no destination of its source wanted.
 	Filtered = "filtered"
@@ -63,4 +70,14 @@ func Rollup(kind, what string) string { return kind + "." + what }
 func SplitRollup(metric string) (kind, what string) {
 	kind, what, _ = strings.Cut(metric, ".")
 	return kind, what
+}
+
+// RecentUnknownSource is a source name that requests asked for and the
+// config does not have: a provider pointed at a misspelt URL, an old
+// source, or a scanner. Intake keeps the recent ones; the dashboard shows
+// them.
+type RecentUnknownSource struct {
+	Name  string    `json:"name"`
+	Count int64     `json:"count"`
+	Last  time.Time `json:"last"`
 }
