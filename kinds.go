@@ -62,6 +62,23 @@ func (k Kinds) broker(name string) broker.Kind {
 	return nil
 }
 
+// transportHeaders is what d's transport reads as its own headers (see
+// transform.Reserved): its broker's, when the kind is a
+// broker.HeaderReserver; nil for HTTP, whose transform.Protected covers
+// for every destination. RabbitMQ and Kafka reserve none: oncehook sends
+// every header under its canonical name, never one RabbitMQ reads
+// (x-delay, CC, BCC are written in that case), Kafka reads no record
+// header, and their message ids, keys and properties are not headers.
+func (k Kinds) transportHeaders(d config.Destination) func(canonical string) string {
+	if d.Publish == nil {
+		return nil
+	}
+	if r, ok := k.broker(d.Publish.Broker).(broker.HeaderReserver); ok {
+		return r.ReservedHeader
+	}
+	return nil
+}
+
 // checker is Kinds as config.Checker: the kinds a config may name, and
 // parts, the check of what only the parts can say (build). A partsOnly
 // checker reads no kind's settings: what builds no store, consumer or

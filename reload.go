@@ -45,7 +45,7 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
 	var p *parts
 	r, err := config.Reload(g.cfg.Load(), next, checker{kinds: g.opts.Kinds, parts: func(c *config.Config, fail config.FailFunc) {
-		p = build(c, fail)
+		p = build(c, g.opts.Kinds, fail)
 	}})
 	var senders map[string]deliver.Sender
 	keep := func(bool) {}

@@ -138,7 +138,7 @@ func TestAReloadSwapsScriptsAndABadScriptRefusesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := config.Reload(old, same, checker{kinds: testKinds(), parts: checkParts}); err != nil || len(r.Changed) != 0 {
+	if r, err := config.Reload(old, same, checker{kinds: testKinds(), parts: checkParts(testKinds())}); err != nil || len(r.Changed) != 0 {
 		t.Errorf("the same script again: %+v %v, want nothing changed", r, err)
 	}
 	if err := os.WriteFile(script, []byte(strings.Replace(capiJS, "Purchase", "Lead", 1)), 0o644); err != nil {
@@ -148,7 +148,7 @@ func TestAReloadSwapsScriptsAndABadScriptRefusesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := config.Reload(old, next, checker{kinds: testKinds(), parts: checkParts})
+	r, err := config.Reload(old, next, checker{kinds: testKinds(), parts: checkParts(testKinds())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -162,7 +163,7 @@ func compile(cfg *config.Config, kinds Kinds) (*parts, error) {
 // compileWith is compile with c's kinds (c.parts is build).
 func compileWith(cfg *config.Config, c checker) (*parts, error) {
 	var p *parts
-	c.parts = func(c *config.Config, fail config.FailFunc) { p = build(c, fail) }
+	c.parts = func(cfg *config.Config, fail config.FailFunc) { p = build(cfg, c.kinds, fail) }
 	err := cfg.ValidateWith(c)
 	if err != nil {
 		if p != nil {
@@ -181,12 +182,12 @@ func compileWith(cfg *config.Config, c checker) (*parts, error) {
 // decides (a source's window), as New does. Serve, validate and the
 // operator's commands read a config so.
 func LoadConfig(path string, kinds Kinds) (*config.Config, error) {
-	return config.LoadWith(path, checker{kinds: kinds, parts: checkParts})
+	return config.LoadWith(path, checker{kinds: kinds, parts: checkParts(kinds)})
 }
 
 // ParseConfig is LoadConfig for a config's text (see config.Parse).
 func ParseConfig(text []byte, lookupEnv func(string) (string, bool), kinds Kinds) (*config.Config, error) {
-	return config.ParseWith(text, lookupEnv, checker{kinds: kinds, parts: checkParts})
+	return config.ParseWith(text, lookupEnv, checker{kinds: kinds, parts: checkParts(kinds)})
 }
 
 // Catalog is the sources and destinations of a checked config
@@ -206,13 +207,13 @@ func Transformations(cfg *config.Config, kinds Kinds) (map[string]*transform.Scr
 
 // checkParts is compile's check of the parts, for LoadConfig and
 // ParseConfig: the parts it builds go.
-func checkParts(c *config.Config, fail config.FailFunc) {
-	build(c, fail).close()
+func checkParts(kinds Kinds) func(c *config.Config, fail config.FailFunc) {
+	return func(c *config.Config, fail config.FailFunc) { build(c, kinds, fail).close() }
 }
 
 // build is compile's work: each part from its field, each field at fault
 // reported through fail. What it returns is only whole when nothing failed.
-func build(cfg *config.Config, fail func(field, format string, args ...any)) *parts {
+func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args ...any)) *parts {
 	p := &parts{sources: make([]receive.Source, len(cfg.Sources)), scripts: map[string]*transform.Script{}}
 	if cfg.MaxBodySize >= 0 && cfg.MaxInflightBytes >= 0 {
 		if _, _, err := receive.Limits(int64(cfg.MaxBodySize), int64(cfg.MaxInflightBytes)); err != nil {
@@ -226,8 +227,14 @@ func build(cfg *config.Config, fail func(field, format string, args ...any)) *pa
 				fail(f+".secret", "%v", err)
 			}
 		}
+		for _, name := range slices.Sorted(maps.Keys(d.Headers)) {
+			// The one rule a transformation's headers follow too.
+			if why := transform.Reserved(http.CanonicalHeaderKey(name), kinds.transportHeaders(d)); why != "" {
+				fail(f+".headers", "%s: not a destination's to set (%s)", name, why)
+			}
+		}
 		if d.Transform != nil && p.scripts[d.Name] == nil && config.IsName(d.Name) {
-			s, err := compileTransform(cfg, d)
+			s, err := compileTransform(cfg, d, kinds.transportHeaders(d))
 			if err != nil {
 				fail(f+".transform", "%v", err)
 				continue
@@ -360,7 +367,7 @@ func providerOptions(s *config.Source) provider.Options {
 }
 
 // compileTransform reads and compiles a destination's script.
-func compileTransform(cfg *config.Config, d config.Destination) (*transform.Script, error) {
+func compileTransform(cfg *config.Config, d config.Destination, transport func(canonical string) string) (*transform.Script, error) {
 	t := d.Transform
 	if (t.File == "") == (t.Inline == "") {
 		return nil, errors.New("want a script's file (transform: path.js) or its text (transform: {inline: ...}), one of them")
@@ -381,6 +388,7 @@ func compileTransform(cfg *config.Config, d config.Destination) (*transform.Scri
 	}
 	return transform.Compile(t.Name(d.Name), src, transform.Options{
 		Timeout: time.Duration(t.Timeout), MaxMemory: int64(t.MaxMemory), MaxOutput: int64(t.MaxOutput),
+		Transport: transport,
 	})
 }
 

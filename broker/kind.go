@@ -38,6 +38,15 @@ type Kind interface {
 	NewPublisher(dest Destination, settings config.PublishSettings) (deliver.Sender, error)
 }
 
+// HeaderReserver is a Kind whose broker reads some of a message's headers
+// as its own controls (JetStream's Nats-*): ReservedHeader says why a
+// header is one, "" when it is not. A transformation's value for one is
+// not sent, and a destination's headers: may not name one (see
+// transform.Reserved). A kind that is not one reserves none.
+type HeaderReserver interface {
+	ReservedHeader(canonical string) string
+}
+
 // Source is what a consumer is built for beyond its settings.
 type Source struct {
 	// Name is the source's.

@@ -164,7 +164,17 @@ type Worker struct {
 	mu       sync.Mutex
 	stopping bool // Reserve gives no more room
 	stopped  bool // Run has returned: what is handed now goes straight back
+
+	// dropped are the (destination, header) pairs a transformation set
+	// and was not let send, already logged: once each, at most
+	// maxDroppedLogged of them.
+	dropped      sync.Map
+	droppedCount atomic.Int32
 }
+
+// maxDroppedLogged bounds the headers a transformation dropped that the
+// worker logs (a script may set a new Nats-* name per event).
+const maxDroppedLogged = 256
 
 // countingGroup counts attempts running. Unlike a WaitGroup, it may grow
 // again from zero while someone waits (the writer hands deliveries over
@@ -737,7 +747,24 @@ func (w *Worker) transform(ctx context.Context, dest *Destination, d store.Lease
 		return true
 	}
 	out.SentDigest = res.Digest()
+	for _, h := range res.Dropped {
+		w.droppedHeader(dest.Name, h)
+	}
 	return false
+}
+
+// droppedHeader logs, once, that dest's transformation set a header that
+// is not its to set: the event was sent without it.
+func (w *Worker) droppedHeader(dest string, h transform.Dropped) {
+	if w.droppedCount.Load() >= maxDroppedLogged {
+		return
+	}
+	if _, seen := w.dropped.LoadOrStore(dest+"\x00"+h.Header, true); seen {
+		return
+	}
+	w.droppedCount.Add(1)
+	w.log.Warn("the transformation sets a header that is not its to set: events are sent without its value (once per destination and header)",
+		"destination", dest, "header", h.Header, "why", h.Why)
 }
 
 // Transform runs dest's transformation on m and, unless the script skipped

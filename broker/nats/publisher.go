@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +112,19 @@ func (p *Publisher) conn(ctx context.Context) (jetstream.JetStream, error) {
 	}
 	p.nc, p.js = nc, js
 	return js, nil
+}
+
+// ReservedHeader says why a header is JetStream's rather than a message's,
+// "" when it is not: every Nats-* header. JetStream reads them as controls
+// of the publish (Nats-Expected-Stream, Nats-Expected-Last-Sequence,
+// Nats-Rollup, Nats-TTL, ...: one a script set refused every publish, or
+// purged the subject), and Nats-Msg-Id is oncehook's dedup id. The prefix
+// is reserved whole, since each JetStream release adds to it.
+func ReservedHeader(canonical string) string {
+	if strings.HasPrefix(canonical, "Nats-") {
+		return "JetStream's: it reads Nats-* headers as controls of the publish (Nats-Msg-Id is oncehook's dedup id)"
+	}
+	return ""
 }
 
 // Send publishes m to its subject with Nats-Msg-Id: <source>:<key> and

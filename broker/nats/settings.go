@@ -19,6 +19,10 @@ func (kind) Name() string                            { return "nats" }
 func (kind) ConsumeSettings() config.ConsumeSettings { return &ConsumeSettings{} }
 func (kind) PublishSettings() config.PublishSettings { return &PublishSettings{} }
 
+// ReservedHeader makes the kind a broker.HeaderReserver: JetStream's
+// Nats-* headers.
+func (kind) ReservedHeader(canonical string) string { return ReservedHeader(canonical) }
+
 func (kind) NewConsumer(src broker.Source, s config.ConsumeSettings) (broker.Consumer, error) {
 	settings, err := broker.SettingsOf[*ConsumeSettings](s, "nats")
 	if err != nil {

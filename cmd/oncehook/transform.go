@@ -112,13 +112,31 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("transform test: %w (after %s)", err, took.Round(time.Microsecond))
 	}
 	msg, res, target := p.Message, p.Output, p.URL
+	// A header the script may not set is sent without its value: the run
+	// succeeded, but not as the script meant, which a check in CI must hear.
+	var droppedErr error
+	if len(res.Dropped) > 0 {
+		names := make([]string, len(res.Dropped))
+		for i, d := range res.Dropped {
+			names[i] = d.Header
+		}
+		droppedErr = fmt.Errorf("transform test: the script sets %s, not its to set: a delivery is sent without its value", strings.Join(names, ", "))
+	}
 	if *asJSON {
-		return printJSON(stdout, map[string]any{
+		dropped := make([]map[string]string, len(res.Dropped))
+		for i, d := range res.Dropped {
+			dropped[i] = map[string]string{"header": d.Header, "why": d.Why}
+		}
+		if err := printJSON(stdout, map[string]any{
 			"destination": cd.Name, "script": script.Name(), "script_digest": script.Digest(),
 			"skipped": res.Skip, "url": target, "content_type": msg.ContentType, "headers": p.Header,
 			"body": string(msg.Body), "sent_digest": res.Digest(), "took_ms": float64(took.Microseconds()) / 1000,
 			"go_allocated_bytes": after.TotalAlloc - before.TotalAlloc, "peak_rss_growth_bytes": grew, "logs": res.Logs,
-		})
+			"dropped_headers": dropped,
+		}); err != nil {
+			return err
+		}
+		return droppedErr
 	}
 	fmt.Fprintf(stdout, "destination %s, script %s (%s)\n", cd.Name, script.Name(), script.Digest())
 	fmt.Fprintf(stdout, "took %s; memory: %s allocated on Go's heap, the process's peak grew by %s (the script's own, QuickJS's, is bounded by max_memory)\n",
@@ -149,7 +167,10 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", msg.Body, res.Digest())
-	return nil
+	for _, d := range res.Dropped {
+		fmt.Fprintf(stdout, "dropped: %s (%s)\n", d.Header, d.Why)
+	}
+	return droppedErr
 }
 
 // routedFrom is the first source that routes to the destination, the one an

@@ -84,3 +84,40 @@ destinations:
 		t.Errorf("a throwing script: ok=%v\n%s", ok, out)
 	}
 }
+
+// A script that sets a header its destination's transport reserves (a
+// NATS destination's Nats-Rollup) runs, and transform test shows what
+// would be sent without it, says which header it dropped and why, and
+// exits non-zero, so a check before deploying catches it.
+func TestTransformTestSaysWhichHeadersItDropped(t *testing.T) {
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`store: sqlite://%s/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [%s], destinations: [bus]}
+destinations:
+  - name: bus
+    publish: {nats: {url: "nats://127.0.0.1:4222", subject: "orders.{source}"}}
+    transform:
+      inline: 'addHandler("transform", (r) => { r.headers["nats-rollup"] = "sub"; r.headers["idempotency-key"] = "mine"; r.headers["x-tenant"] = "acme"; return r; })'
+`, dir, secret)
+	cfg := filepath.Join(dir, "oncehook.yaml")
+	event := filepath.Join(dir, "event.json")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(event, []byte(`{"id":"evt_1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := oncehook(t, dir, nil, "transform", "test", "--config", cfg, "--destination", "bus", "--event", event, "--key", "evt_1")
+	for _, want := range []string{"X-Tenant: acme", "Idempotency-Key: stripe:evt_1",
+		"dropped: Idempotency-Key (oncehook's: the key the destination dedupes on)",
+		"dropped: Nats-Rollup (JetStream's: it reads Nats-* headers as controls of the publish",
+		"the script sets Idempotency-Key, Nats-Rollup, not its to set"} {
+		if ok || !strings.Contains(out, want) {
+			t.Errorf("ok=%v, want it to fail with %q:\n%s", ok, want, out)
+		}
+	}
+	if strings.Contains(out, "Nats-Rollup: sub") || strings.Contains(out, "Idempotency-Key: mine") {
+		t.Errorf("a dropped header is shown as sent:\n%s", out)
+	}
+}

@@ -21,7 +21,7 @@ const (
 	KindMemory  Kind = "memory"  // it allocated past its memory limit
 	KindStack   Kind = "stack"   // it recursed past the call-depth limit
 	KindOutput  Kind = "output"  // what it asked to send is over the output limit
-	KindInvalid Kind = "invalid" // what it returned cannot be sent (a protected header, another host, ...)
+	KindInvalid Kind = "invalid" // what it returned cannot be sent (another host, a header HTTP cannot carry, ...)
 )
 
 // Error is a script's failure: the event's problem, never the gateway's. Its text names the script's file

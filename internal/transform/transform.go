@@ -64,6 +64,10 @@ type Options struct {
 	// once would not end sooner; and it bounds what the script can hold in memory at once to Concurrency
 	// × MaxMemory, however many deliveries are in flight.
 	Concurrency int
+	// Transport says why a header is the destination's transport's own (JetStream's Nats-* controls),
+	// "" when it is not: with Protected's, the headers a script's value for is not sent (see Reserved).
+	// Nil: the transport reserves none (HTTP's are Protected's).
+	Transport func(canonical string) string
 }
 
 func (o Options) withDefaults() Options {
@@ -259,6 +263,9 @@ type Output struct {
 	// Path and Query replace the destination URL's ("" / nil: unchanged).
 	Path  string
 	Query url.Values
+	// Dropped are the headers the script set that are not its to set (Reserved): not sent, the
+	// request's own value (if any) in their place; by name.
+	Dropped []Dropped
 	// Logs are what the script wrote with console.log (at most 50 lines).
 	Logs []string
 	// Took is how long the run took, in the script.
@@ -499,11 +506,11 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 
 	// Headers: Hookdeck's request.headers is the whole set (a header left out is not sent); Svix's
 	// webhook.headers are set over the endpoint's.
-	header, setCT, err := s.outputHeaders(o, r)
+	header, setCT, dropped, err := s.outputHeaders(o, r)
 	if err != nil {
 		return nil, err
 	}
-	out.Header = header
+	out.Header, out.Dropped = header, dropped
 	out.Header.Del("Content-Type")
 
 	// Body.
@@ -546,17 +553,19 @@ func (s *Script) readOutput(text string, r Request, wasJSON bool) (*Output, erro
 }
 
 // outputHeaders is the headers the script's answer sends: the request's, as the script's shape sets
-// them, less those a transformation may not change; and the content type it set, if any.
-func (s *Script) outputHeaders(o output, r Request) (http.Header, string, error) {
+// them, less those a transformation may not change (which it reports as dropped); and the content type
+// it set, if any.
+func (s *Script) outputHeaders(o output, r Request) (http.Header, string, []Dropped, error) {
 	header := r.Header.Clone()
 	if header == nil {
 		header = http.Header{}
 	}
 	setCT := ""
+	var dropped []Dropped
 	if len(o.Headers) > 0 && string(o.Headers) != "null" {
 		var hs map[string]json.RawMessage
 		if err := json.Unmarshal(o.Headers, &hs); err != nil {
-			return nil, "", s.invalid("headers must be an object of names to values")
+			return nil, "", nil, s.invalid("headers must be an object of names to values")
 		}
 		next := http.Header{}
 		if o.Shape == "svix" {
@@ -592,7 +601,7 @@ func (s *Script) outputHeaders(o output, r Request) (http.Header, string, error)
 			case strings.Join(a, ", ") == was:
 				byCanon[c] = name
 			default:
-				return nil, "", s.invalid("headers %q and %q are one header with two values: set it under one name", prev, name)
+				return nil, "", nil, s.invalid("headers %q and %q are one header with two values: set it under one name", prev, name)
 			}
 		}
 		for _, name := range names {
@@ -602,14 +611,14 @@ func (s *Script) outputHeaders(o output, r Request) (http.Header, string, error)
 			raw := hs[name]
 			vals, err := headerValues(raw)
 			if err != nil {
-				return nil, "", s.invalid("header %q: %v", name, err)
+				return nil, "", nil, s.invalid("header %q: %v", name, err)
 			}
 			if !httpguts.ValidHeaderFieldName(name) { // as net/http's client checks it: a name it refuses would fail at the send
-				return nil, "", s.invalid("header name %q is not a valid HTTP header name", name)
+				return nil, "", nil, s.invalid("header name %q is not a valid HTTP header name", name)
 			}
 			for _, v := range vals {
 				if !httpguts.ValidHeaderFieldValue(v) { // likewise: a value it refuses fails as a network error, retried, where it is the script's
-					return nil, "", s.invalid("header %q: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
+					return nil, "", nil, s.invalid("header %q: its value has a control character (a CR, LF, NUL or another, which HTTP does not allow)", name)
 				}
 			}
 			canon := http.CanonicalHeaderKey(name)
@@ -621,30 +630,33 @@ func (s *Script) outputHeaders(o output, r Request) (http.Header, string, error)
 				}
 				continue
 			}
-			if folded := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-")); folded != canon && Protected(folded) {
-				// Servers behind CGI, WSGI or some proxies read _ as -:
-				// Idempotency_Key would be their Idempotency-Key.
-				return nil, "", s.invalid("header %s cannot be set by a transformation: a server that reads _ as - would take it for %s (%s)", name, folded, protectedWhy(folded))
+			if folded := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-")); folded != canon {
+				if why := Reserved(folded, s.opts.Transport); why != "" {
+					// Servers behind CGI, WSGI or some proxies read _ as -:
+					// Idempotency_Key would be their Idempotency-Key.
+					dropped = append(dropped, Dropped{Header: canon, Why: "a server that reads _ as - would take it for " + folded + ": " + why})
+					continue
+				}
 			}
-			if Protected(canon) {
+			if why := Reserved(canon, s.opts.Transport); why != "" {
 				if strings.Join(vals, ", ") != strings.Join(r.Header[canon], ", ") {
-					return nil, "", s.invalid("header %s cannot be changed by a transformation (%s)", canon, protectedWhy(canon))
+					dropped = append(dropped, Dropped{Header: canon, Why: why})
 				}
 				continue
 			}
 			next[canon] = vals
 		}
 		if o.Shape != "svix" {
-			// The protected headers travel whether or not the script kept them.
+			// The reserved headers travel whether or not the script kept them.
 			for k, v := range header {
-				if Protected(k) {
+				if Reserved(k, s.opts.Transport) != "" {
 					next[k] = v
 				}
 			}
 		}
 		header = next
 	}
-	return header, setCT, nil
+	return header, setCT, dropped, nil
 }
 
 // outputTarget sets the path and the query the script's answer changed: within the destination's
@@ -771,10 +783,30 @@ func queryValues(raw json.RawMessage) (url.Values, error) {
 	return q, nil
 }
 
-// Protected says whether a header is beyond a transformation's reach: the key the destination dedupes on
-// (invariant 8), the Standard Webhooks signature oncehook computes over what is sent, oncehook's own
-// X-Oncehook-* headers, and what belongs to the connection rather than the message (hop-by-hop headers,
-// Host, Content-Length).
+// Dropped is a header a script set that is not its to set, and why.
+type Dropped struct{ Header, Why string }
+
+// Reserved says why a header is not a transformation's (nor a destination's headers:) to set, "" when it
+// is: one of every destination's (Protected), or one its transport reads as its own (transport, nil for
+// none). The one rule for both, wherever a header is set on a delivery.
+//
+// A script's value for one is dropped, not refused: the event is delivered without it (the request's own
+// value in its place), since a script that sets it sets it for every event, and refusing would
+// dead-letter every event of the destination. oncehook transform test says which it dropped and why.
+func Reserved(canonical string, transport func(string) string) string {
+	if Protected(canonical) {
+		return protectedWhy(canonical)
+	}
+	if transport != nil {
+		return transport(canonical)
+	}
+	return ""
+}
+
+// Protected says whether a header is beyond a transformation's reach on every destination: the key the
+// destination dedupes on (invariant 8), the Standard Webhooks signature oncehook computes over what is
+// sent, oncehook's own X-Oncehook-* headers, and what belongs to the connection rather than the message
+// (hop-by-hop headers, Host, Content-Length).
 func Protected(canonical string) bool {
 	switch canonical {
 	case "Idempotency-Key", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
@@ -788,13 +820,13 @@ func Protected(canonical string) bool {
 func protectedWhy(canonical string) string {
 	switch {
 	case canonical == "Idempotency-Key":
-		return "it is the key the destination dedupes on"
+		return "oncehook's: the key the destination dedupes on"
 	case strings.HasPrefix(canonical, "Webhook-"):
-		return "oncehook signs what is sent, after the transformation"
+		return "oncehook's: it signs what is sent, after the transformation"
 	case strings.HasPrefix(canonical, "X-Oncehook-"):
 		return "oncehook's own"
 	case canonical == "Host" || canonical == "Content-Length":
-		return "HTTP sets it from the URL and the body"
+		return "HTTP's: it is set from the URL and the body"
 	}
-	return "a hop-by-hop header belongs to the connection, not the message"
+	return "HTTP's: a hop-by-hop header belongs to the connection, not the message"
 }
