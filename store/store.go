@@ -22,6 +22,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -43,6 +44,14 @@ var ErrUnavailable = errors.New("store unavailable")
 // batch would commit: the group committer then commits each request on its
 // own, so that only the request that carries the offending data fails.
 var ErrRejected = errors.New("store rejected the data")
+
+// ErrLocked wraps a write that waited for a lock another connection
+// holds, and gave up (at its context's end, or the store's own bound),
+// beside ErrUnavailable: SQLite has one writer per database, and a
+// transaction a caller keeps open on the file holds every commit until it
+// ends. The store itself is sound; readiness does not fail for it (see
+// LockWait).
+var ErrLocked = errors.New("the write lock is held by another connection")
 
 // ErrNotSupported is the one answer of a backend asked for an optional
 // capability it does not have (Listen on SQLite), wrapped with what was
@@ -350,14 +359,45 @@ type Store interface {
 	// benchmarks, which need exact totals; operators read the rollups.
 	Stats(ctx context.Context) (Stats, error)
 	// Ping checks that the store can commit now: a small durable write, not
-	// only a connection (a full disk still answers reads).
+	// only a connection (a full disk still answers reads). A probe that
+	// waited its whole ctx for a lock another connection holds wraps
+	// ErrLocked.
 	Ping(ctx context.Context) error
+	// LockWait says how the store's writer waits for a lock another
+	// connection holds (see LockWait). A backend without a database-wide
+	// write lock (PostgreSQL: writers wait only on the rows they share)
+	// answers the zero LockWait.
+	LockWait() LockWait
 	Close() error
 
 	// ID is a random identity made once per database. Anything that caches
 	// what this store committed keys its cache with it, so a cache can never
 	// answer for another database (a fresh schema, a rebuilt server).
 	ID() string
+}
+
+// LockWait is how the store's writer has waited for a lock another
+// connection holds. SQLite has one writer per database: a transaction a
+// caller keeps open on the file (an outbox PublishTx, an effect in the
+// caller's own transaction, a CLI command, another process) holds every
+// commit of the gateway, each webhook's claim with it, until it ends.
+type LockWait struct {
+	// For is how long the writer has waited in the wait going on now (0:
+	// it waits for nothing). Waits that follow each other without the lock
+	// taken in between count as one: a commit that gave up and the next
+	// one, waiting on the same holder.
+	For time.Duration
+	// Total is the time every wait took since the store was opened (a
+	// wait counts from 10 ms: a BEGIN without a holder takes microseconds).
+	Total time.Duration
+}
+
+// String says what the wait means, in one sentence: for the log, readiness
+// and the doctor.
+func (w LockWait) String() string {
+	return fmt.Sprintf("the store's writer has waited %s for the database's write lock, which another connection holds "+
+		"(a transaction kept open on the file: an outbox PublishTx or an effect in your code's transaction, a CLI command, another process); "+
+		"every webhook waits behind it", w.For.Round(100*time.Millisecond))
 }
 
 // Listener is the capability a backend may have: to announce, across

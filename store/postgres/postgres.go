@@ -856,6 +856,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// LockWait implements store.Store: PostgreSQL has no database-wide write
+// lock. A commit waits only on rows another transaction holds (a key an
+// open outbox transaction published), and only for those keys.
+func (s *Store) LockWait() store.LockWait { return store.LockWait{} }
+
 // Close implements store.Store.
 func (s *Store) Close() error {
 	s.stop()

@@ -160,10 +160,11 @@ func (s *Store) RecordAudit(ctx context.Context, e store.AuditEntry) error {
 // change runs fn in a write transaction with the audit entry (its Count
 // set to what fn returns), or only counts with dryRun.
 func (s *Store) change(ctx context.Context, dryRun bool, a store.AuditEntry, now time.Time, fn func(tx *sql.Tx) (int, error)) (int, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx, "begin")
 	if err != nil {
-		return 0, unavailable("begin", err)
+		return 0, err
 	}
+	defer done()
 	defer tx.Rollback()
 	n, err := fn(tx)
 	if err != nil {
@@ -196,9 +197,9 @@ func (s *Store) bulkChange(ctx context.Context, dryRun bool, a store.AuditEntry,
 	}
 	total, after, auditID := 0, int64(0), int64(0)
 	for {
-		tx, err := s.write.BeginTx(ctx, nil)
+		tx, done, err := s.begin(ctx, "bulk change")
 		if err != nil {
-			return total, unavailable("begin", err)
+			return total, err
 		}
 		ids, err := step(tx, after)
 		if err == nil {
@@ -216,6 +217,9 @@ func (s *Store) bulkChange(ctx context.Context, dryRun bool, a store.AuditEntry,
 		}
 		if err != nil {
 			tx.Rollback()
+		}
+		done()
+		if err != nil {
 			return total, unavailable("bulk change", err)
 		}
 		total += len(ids)

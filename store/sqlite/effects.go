@@ -170,7 +170,9 @@ var _ store.TxDriver[*sql.Tx] = TxDriver{}
 // ApplyEffect applies op in the caller's own transaction on this store's
 // database (the outbox): it commits, or rolls back, with the caller's own
 // writes. Open that database with _txlock=immediate, so the transaction
-// holds the write lock from its start, as oncehook's writer does.
+// holds the write lock from its start, as oncehook's writer does; the
+// gateway's writer waits for it until it ends (see lock.go), so keep it
+// short.
 func (TxDriver) ApplyEffect(ctx context.Context, tx *sql.Tx, op store.EffectOp) (store.EffectResult, error) {
 	res, err := applyEffect(ctx, textDB{tx}, op)
 	return res, deferredHint(err)
@@ -257,13 +259,8 @@ func (s *Store) ListEffects(ctx context.Context, q store.EffectQuery) ([]store.E
 
 // sweepEffects deletes up to limit final records past their retention.
 func (s *Store) sweepEffects(ctx context.Context, now time.Time, limit int) (int, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM effects WHERE key IN (
+	return s.execWrite(ctx, "sweep effects", `DELETE FROM effects WHERE key IN (
 		SELECT key FROM effects WHERE expires_at IS NOT NULL AND expires_at < ? AND state <> 'pending' LIMIT ?)`, ms(now), limit)
-	if err != nil {
-		return 0, unavailable("sweep effects", err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
 }
 
 // ClaimEvents claims events in the caller's own transaction on this

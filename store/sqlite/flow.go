@@ -12,21 +12,32 @@ import (
 // NextSlot implements store.Flow in one statement, on the one writer: the
 // upsert's WHERE leaves a slot beyond the horizon untaken.
 func (s *Store) NextSlot(ctx context.Context, destination string, now time.Time, interval, horizon time.Duration) (time.Time, bool, error) {
+	tx, done, err := s.begin(ctx, "next slot")
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	defer done()
+	defer tx.Rollback()
 	var next int64
-	err := s.write.QueryRowContext(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES (?1, ?2 + ?3)
+	err = tx.QueryRowContext(ctx, `INSERT INTO rate_slots (destination, next_at) VALUES (?1, ?2 + ?3)
 		ON CONFLICT (destination) DO UPDATE SET
 			next_at = (CASE WHEN next_at > ?2 + ?5 + ?3 THEN ?2 ELSE max(next_at, ?2) END) + ?3
 		WHERE (CASE WHEN next_at > ?2 + ?5 + ?3 THEN ?2 ELSE max(next_at, ?2) END) <= ?2 + ?4
 		RETURNING next_at`, destination, ms(now), interval.Milliseconds(), horizon.Milliseconds(), store.MaxSlotAhead.Milliseconds()).Scan(&next)
-	if err == nil {
+	taken := err == nil
+	if !taken && !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, unavailable("next slot", err)
+	}
+	if !taken { // the next free slot is the cursor
+		if err := tx.QueryRowContext(ctx, `SELECT next_at FROM rate_slots WHERE destination = ?`, destination).Scan(&next); err != nil {
+			return time.Time{}, false, unavailable("next slot", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return time.Time{}, false, unavailable("next slot", err)
+	}
+	if taken {
 		return fromMS(next - interval.Milliseconds()), true, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, false, unavailable("next slot", err)
-	}
-	// Not taken: the next free slot is the cursor.
-	if err := s.write.QueryRowContext(ctx, `SELECT next_at FROM rate_slots WHERE destination = ?`, destination).Scan(&next); err != nil {
-		return time.Time{}, false, unavailable("next slot", err)
 	}
 	return fromMS(next), false, nil
 }
@@ -89,12 +100,8 @@ func (s *Store) breaker(ctx context.Context, destination string) (store.Breaker,
 
 // ProbeBreaker implements store.Flow.
 func (s *Store) ProbeBreaker(ctx context.Context, destination string, now, deadline time.Time) (bool, error) {
-	res, err := s.write.ExecContext(ctx, `UPDATE breakers SET state = 'half_open', until = ? WHERE destination = ? AND until <= ?`, ms(deadline), destination, ms(now))
-	if err != nil {
-		return false, unavailable("probe breaker", err)
-	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
+	n, err := s.execWrite(ctx, "probe breaker", `UPDATE breakers SET state = 'half_open', until = ? WHERE destination = ? AND until <= ?`, ms(deadline), destination, ms(now))
+	return n > 0, err
 }
 
 // CloseBreaker implements store.Flow.

@@ -302,15 +302,10 @@ func (s *Store) wakeNext(ctx context.Context, tx *sql.Tx, dest, entity string) (
 // sweepOrderHeads deletes what is kept of entities whose last delivered
 // event's window is over and that have nothing pending.
 func (s *Store) sweepOrderHeads(ctx context.Context, now time.Time, limit int) (int, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM order_heads WHERE rowid IN (
+	return s.execWrite(ctx, "sweep entities", `DELETE FROM order_heads WHERE rowid IN (
 		SELECT h.rowid FROM order_heads h WHERE h.expires_at < ? AND (h.inflight_until IS NULL OR h.inflight_until < ?)
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.destination = h.destination AND d.order_entity = h.entity AND d.state = 'pending')
 		LIMIT ?)`, ms(now), ms(now), limit)
-	if err != nil {
-		return 0, unavailable("sweep entities", err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
 }
 
 // SkipDelivery implements store.Admin.

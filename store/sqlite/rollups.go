@@ -69,10 +69,5 @@ func (s *Store) Rollups(ctx context.Context, q store.RollupQuery) ([]store.Rollu
 
 // SweepRollups implements store.Store.
 func (s *Store) SweepRollups(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM stats_hourly WHERE hour < ?`, before.Unix())
-	if err != nil {
-		return 0, unavailable("sweep rollups", err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	return s.execWrite(ctx, "sweep rollups", `DELETE FROM stats_hourly WHERE hour < ?`, before.Unix())
 }

@@ -11,10 +11,11 @@ import (
 
 // CreateSession implements store.Sessions.
 func (s *Store) CreateSession(ctx context.Context, ss store.Session) error {
-	tx, err := s.write.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx, "create session")
 	if err != nil {
-		return unavailable("begin", err)
+		return err
 	}
+	defer done()
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, ms(ss.CreatedAt)); err != nil {
 		return unavailable("forget sessions", err)
@@ -47,8 +48,6 @@ func (s *Store) Session(ctx context.Context, idHash string, now time.Time) (stor
 
 // DeleteSession implements store.Sessions.
 func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
-	if _, err := s.write.ExecContext(ctx, `DELETE FROM sessions WHERE id_hash = ?`, idHash); err != nil {
-		return unavailable("end session", err)
-	}
-	return nil
+	_, err := s.execWrite(ctx, "end session", `DELETE FROM sessions WHERE id_hash = ?`, idHash)
+	return err
 }

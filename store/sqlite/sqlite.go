@@ -58,7 +58,8 @@ type Store struct {
 	read  *sql.DB // a pool of read-only connections (WAL lets them run beside the writer)
 	stmt  statements
 	id    string
-	bulk  int // Options.BulkBatch
+	bulk  int       // Options.BulkBatch
+	waits lockWaits // the writer's waits for the write lock (lock.go)
 }
 
 // statements are prepared once on the writer: parsing SQL on every
@@ -221,21 +222,30 @@ func (s *Store) migrate(ctx context.Context, fsys fs.FS) error {
 		if m.Version <= version {
 			continue
 		}
-		tx, err := s.write.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
+		if err := s.migrateOne(ctx, m.Name, m.SQL, m.Version); err != nil {
+			return err
 		}
-		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
+	}
+	return nil
+}
+
+// migrateOne applies one migration and records its version, in one
+// transaction.
+func (s *Store) migrateOne(ctx context.Context, name, body string, version int) error {
+	tx, done, err := s.begin(ctx, "migrate "+name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, body); err != nil {
+		return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version)); err != nil {
+		return fmt.Errorf("sqlite: migrate %s: %w", name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: migrate %s: %w", name, err)
 	}
 	return nil
 }
@@ -274,12 +284,14 @@ func fromMS(v int64) time.Time { return time.UnixMilli(v) }
 
 // Commit implements store.Store: claims, outcomes and leases in one
 // IMMEDIATE transaction, which holds SQLite's write lock from its start, so
-// no other writer can lease the same rows in between.
+// no other writer can lease the same rows in between. While another
+// connection holds the lock, it waits until ctx ends (begin).
 func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx, "begin")
 	if err != nil {
-		return store.Committed{}, unavailable("begin", err)
+		return store.Committed{}, err
 	}
+	defer done()
 	defer tx.Rollback()
 	// The statements run without ctx's cancellation, which the transaction
 	// keeps: database/sql rolls it back when ctx ends, and the next
@@ -677,10 +689,11 @@ func (s *Store) dropBodies(ctx context.Context, now time.Time, limit int) (int, 
 		return 0, err
 	}
 	in := `(?` + strings.Repeat(", ?", len(ids)-1) + `)`
-	tx, err := s.write.BeginTx(ctx, nil)
+	tx, done, err := s.begin(ctx, "drop bodies")
 	if err != nil {
-		return 0, unavailable("drop bodies", err)
+		return 0, err
 	}
+	defer done()
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE events SET body = X'', body_dropped_at = ? WHERE `+droppable+` AND id IN `+in,
 		append([]any{ms(now), ms(now)}, ids...)...)
@@ -704,12 +717,7 @@ func (s *Store) sweepEvents(ctx context.Context, now time.Time, limit int) (int,
 		return 0, err
 	}
 	args := append([]any{ms(now)}, ids...)
-	res, err := s.write.ExecContext(ctx, `DELETE FROM events WHERE `+sweepable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
-	if err != nil {
-		return 0, unavailable("sweep", err)
-	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	return s.execWrite(ctx, "sweep", `DELETE FROM events WHERE `+sweepable+` AND id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
 }
 
 // requeue is the part of a replay every backend's SQL shares: due now,
@@ -757,10 +765,20 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 // Ping implements store.Store: a small durable write through the writer,
 // since a file that can be read may still refuse commits (a full disk).
+// It begins as a commit does, so its wait for a lock another connection
+// holds is reported (LockWait) and ends in store.ErrLocked.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := s.write.ExecContext(ctx, `INSERT INTO oncehook_meta (name, value) VALUES ('ready_probe', ?)
-		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, fmt.Sprint(time.Now().UnixMilli()))
+	tx, done, err := s.begin(ctx, "ping")
 	if err != nil {
+		return err
+	}
+	defer done()
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO oncehook_meta (name, value) VALUES ('ready_probe', ?)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value`, fmt.Sprint(time.Now().UnixMilli())); err != nil {
+		return unavailable("ping", err)
+	}
+	if err := tx.Commit(); err != nil {
 		return unavailable("ping", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -181,15 +182,7 @@ func TestTxConformance(t *testing.T) {
 		paths[s] = path
 		return s
 	}, sqlite.TxDriver{}, func(t *testing.T, s store.Store) storetest.Tx[*sql.Tx] {
-		db, err := sql.Open("sqlite", "file:"+paths[s]+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		tx, err := db.BeginTx(context.Background(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := callerTx(t, paths[s], "_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
 		return storetest.Tx[*sql.Tx]{Tx: tx, Commit: tx.Commit, Rollback: tx.Rollback}
 	})
 }
@@ -199,22 +192,7 @@ func TestTxConformance(t *testing.T) {
 // the error says what to change, not only "database is locked (517)".
 func TestTxBegunDeferredSaysToOpenWithTxlockImmediate(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "test.db")
-	s, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)") // no _txlock=immediate
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
+	s, tx := storeAndCallerTx(t, "_pragma=busy_timeout(10000)") // no _txlock=immediate
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM effects`).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -225,8 +203,110 @@ func TestTxBegunDeferredSaysToOpenWithTxlockImmediate(t *testing.T) {
 	if _, err := s.Commit(ctx, store.Batch{Effects: []store.EffectOp{claim("other")}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sqlite.TxDriver{}.ApplyEffect(ctx, tx, claim("mine"))
+	_, err := sqlite.TxDriver{}.ApplyEffect(ctx, tx, claim("mine"))
 	if err == nil || !strings.Contains(err.Error(), "_txlock=immediate") {
 		t.Fatalf("a write in a deferred transaction after another commit: %v; want the error to name _txlock=immediate", err)
 	}
+}
+
+// A transaction another connection keeps open holds SQLite's one write
+// lock (issue 41: a caller's outbox PublishTx). The writer's commit waits
+// for it until its own context ends, not until SQLite's busy timeout
+// (10 s) alone, is reported meanwhile (LockWait), and a commit (or a
+// readiness probe) that gave up says the lock was the reason
+// (store.ErrLocked, beside ErrUnavailable); the next commit after the
+// holder ends goes through.
+func TestTheWriterWaitsForALockAnotherConnectionHoldsAndSaysSo(t *testing.T) {
+	ctx := context.Background()
+	s, tx := storeAndCallerTx(t, "_pragma=busy_timeout(10000)&_txlock=immediate")
+	base := s.LockWait()
+	if base.For != 0 {
+		t.Fatalf("before any wait: the writer is waiting %s", base.For)
+	}
+
+	// A commit given 400 ms, and what is reported while it waits.
+	seen := make(chan store.LockWait, 1)
+	go func() {
+		time.Sleep(250 * time.Millisecond)
+		seen <- s.LockWait()
+	}()
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	_, err := store.ClaimEvents(cctx, s, []store.NewEvent{{Source: "s", Key: "k1", Destinations: []string{"d"}}})
+	cancel()
+	waited := time.Since(start)
+	if !errors.Is(err, store.ErrLocked) || !errors.Is(err, store.ErrUnavailable) || waited < 400*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("a commit behind the held lock: %v after %s, want ErrLocked and ErrUnavailable at its 400 ms deadline", err, waited)
+	}
+	if w := <-seen; w.For < 200*time.Millisecond || w.For > 400*time.Millisecond || w.Total-base.Total < 200*time.Millisecond {
+		t.Errorf("LockWait 250 ms into the wait: waiting %s, %s in all", w.For, w.Total-base.Total)
+	}
+	// A probe next, within lockWaitJoin: the same holder, one wait.
+	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		seen <- s.LockWait()
+	}()
+	err = s.Ping(pctx)
+	cancel()
+	if !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("a probe behind the held lock: %v, want ErrLocked", err)
+	}
+	if w := <-seen; w.For < 600*time.Millisecond {
+		t.Errorf("LockWait during the probe that follows a commit that gave up: waiting %s, want the two waits joined (over 600 ms)", w.For)
+	}
+	if w := s.LockWait(); w.For != 0 || w.Total-base.Total < 650*time.Millisecond {
+		t.Errorf("LockWait after both gave up: waiting %s, %s in all, want nothing waiting and 700 ms waited", w.For, w.Total-base.Total)
+	}
+
+	// The holder ends during a wait: the commit takes the lock then.
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		tx.Commit()
+	}()
+	start = time.Now()
+	if _, err := store.ClaimEvents(ctx, s, []store.NewEvent{{Source: "s", Key: "k2", Destinations: []string{"d"}}}); err != nil {
+		t.Fatalf("a commit once the holder ends: %v", err)
+	}
+	if waited := time.Since(start); waited < 150*time.Millisecond || waited > 2*time.Second {
+		t.Errorf("the commit took %s, want it to end with the holder's transaction (200 ms)", waited)
+	}
+	if w := s.LockWait(); w.For != 0 {
+		t.Errorf("LockWait after the lock was taken: waiting %s", w.For)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("a probe with nobody holding the lock: %v", err)
+	}
+}
+
+// storeAndCallerTx opens a store in a fresh folder and a caller's
+// transaction on its file (callerTx). Both end with the test.
+func storeAndCallerTx(t *testing.T, query string) (*sqlite.Store, *sql.Tx) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "test.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tx := callerTx(t, path, query)
+	t.Cleanup(func() { tx.Rollback() })
+	return s, tx
+}
+
+// callerTx begins a caller's transaction on the SQLite file at path,
+// through a connection of its own opened with query (a DSN's parameters),
+// as a user's code opens one. The connection is closed when the test ends.
+func callerTx(t *testing.T, path, query string) *sql.Tx {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?"+query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
