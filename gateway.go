@@ -76,6 +76,13 @@ type Options struct {
 	// ConfigFile: the command line's overrides (serve's --listen), which
 	// must hold across reloads as they did at start.
 	Override func(*config.Config)
+	// CommitTimeout bounds how long a webhook (a publish, an effect) waits
+	// for the durable commit that holds it, queued behind others, or
+	// behind a write lock another connection holds (a caller's open
+	// outbox transaction on SQLite), before it is answered 503 (default
+	// 30 s: the most patient providers wait about that long, and past it
+	// an answer would reach nobody).
+	CommitTimeout time.Duration
 	// TracerProvider traces intake, deliveries and the effects API. Nil:
 	// the standard OTEL_* environment decides (off when it names no
 	// exporter; see internal/tracing).
@@ -281,13 +288,14 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer) erro
 	g.admin, err = admin.New(admin.Options{
 		Store: g.store, Sources: sources, Destinations: dests, Effects: g.effects,
 		Samples: samples, Alerts: g.alerts, Changed: g.changed, Reload: reload,
-		Consumers: g.ConsumerStatus,
+		Consumers: g.ConsumerStatus, LockWait: g.store.LockWait,
 	})
 	if err != nil {
 		return err
 	}
 	g.queues = metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second)
 	g.metrics.Registry.MustRegister(g.queues)
+	g.metrics.Registry.MustRegister(metrics.LockWait(g.store.LockWait)...)
 
 	proxies, _ := cfg.TrustedProxyPrefixes() // validated in New
 	g.intake = receive.New(receive.Options{
@@ -360,11 +368,13 @@ func (g *Gateway) writerOptions(writer store.Writer, lease time.Duration) groupc
 		Observe: func(n int) { g.metrics.CommitBatch.Observe(float64(n)) },
 		Outcome: g.health.record,
 		Lease:   lease,
-		Logger:  g.log.With("component", "writer"),
-		Stats:   rollups,
-		Copies:  g.metrics.Copies,
-		Shard:   store.NewLeaseToken()[:12],
-		Held:    g.holds.Held,
+		// The bound of every commit and of each request's wait for one.
+		CommitTimeout: g.opts.CommitTimeout,
+		Logger:        g.log.With("component", "writer"),
+		Stats:         rollups,
+		Copies:        g.metrics.Copies,
+		Shard:         store.NewLeaseToken()[:12],
+		Held:          g.holds.Held,
 	}
 }
 
@@ -529,7 +539,20 @@ const readyFresh = 5 * time.Second
 // write's outcome (an intake commit or a probe) when it is recent, else a
 // probe: a small durable write. Reads are not enough: a full disk answers
 // them and refuses every commit.
+//
+// A write lock another connection holds (SQLite's one writer: a caller's
+// open outbox transaction, say) is not a reason to be unready, however
+// long: every process that could serve this store waits on the same lock
+// (the store has one writer, so one replica), requests queue and are
+// answered when it is released (or 503 past the commit bound), and a load
+// balancer that dropped the only replica would turn that wait into refused
+// connections that outlast it by its probe period. The wait is the
+// answer's detail, the metric's and the doctor's.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
+	if lock := g.store.LockWait(); lock.For > 0 {
+		g.readyLocked(w, lock)
+		return
+	}
 	if stuck := g.committer.Stuck(); stuck > readyFresh {
 		// The store answers a ping but has not finished a commit for
 		// seconds (a lock held elsewhere): requests sent here would wait
@@ -540,11 +563,22 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at, err := g.health.latest()
-	if time.Since(at) > readyFresh {
+	if time.Since(at) > readyFresh || errors.Is(err, store.ErrLocked) {
+		// A write that gave up on the lock said nothing of the store:
+		// probe it.
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		start := time.Now()
 		err = g.store.Ping(ctx)
 		cancel()
 		g.health.record(err)
+		if lock := g.store.LockWait(); lock.For > 0 {
+			g.readyLocked(w, lock) // the probe waited behind a commit that waits for the lock
+			return
+		}
+		if errors.Is(err, store.ErrLocked) {
+			g.readyLocked(w, store.LockWait{For: time.Since(start)})
+			return
+		}
 	}
 	if err != nil {
 		g.log.Warn("not ready: the store cannot commit", "err", err)
@@ -558,6 +592,19 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	// A queue source's broker is part of the detail, not of readiness:
 	// HTTP intake is unaffected by it, and the consumer reconnects.
 	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "consumers": g.ConsumerStatus()})
+}
+
+// readyLocked answers /readyz while the store's writer waits for a lock
+// another connection holds: ready, with the wait (see ready).
+func (g *Gateway) readyLocked(w http.ResponseWriter, lock store.LockWait) {
+	g.log.Warn("the store's writer waits for a lock another connection holds", "for", lock.For.Round(time.Millisecond))
+	body := map[string]any{"status": "ready", "store_lock": map[string]any{
+		"waited_seconds": lock.For.Seconds(), "message": lock.String(),
+	}}
+	if len(g.consumers) > 0 {
+		body["consumers"] = g.ConsumerStatus()
+	}
+	jsonhttp.WriteJSON(w, http.StatusOK, body)
 }
 
 func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {

@@ -320,7 +320,9 @@ func sampleHeap(every time.Duration, from uint64) (stop func() (peak uint64)) {
 // a load balancer sends the next requests to another replica instead of
 // queueing them behind it (they waited up to the 30 s commit timeout).
 // Released, the request it held is answered 200 and /readyz is 200 again.
-// (On SQLite the probe's write waits for the same lock and says so.)
+// (On SQLite a lock another connection holds is the one writer's, which
+// any process serving the file would wait on: readiness stays 200 and
+// names the wait, TestReadinessOfAnIdleGatewayWhileACallerHoldsTheWriteLock.)
 func TestReadinessSaysSoWhenACommitWaits(t *testing.T) {
 	pg := testenv.Postgres(t)
 	sink := testenv.NewSink(t)

@@ -159,6 +159,11 @@ type Options struct {
 	// Consumers, when set, says how each queue source's consumer stands
 	// with its broker now (the gateway's ConsumerStatus).
 	Consumers func() []broker.Status
+	// LockWait, when set, is how the gateway's writer waits for a lock
+	// another connection holds (its store's LockWait), for the doctor.
+	// Unset (a command on the store, whose writer is not the gateway's),
+	// the doctor says to ask the gateway.
+	LockWait func() store.LockWait
 	// Samples are recent duplicates' bodies, for the key doctor's second
 	// check; without them it runs only the first.
 	Samples *Samples

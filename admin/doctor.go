@@ -25,6 +25,10 @@ const (
 	// FindingBrokerUnreachable: a queue source's consumer cannot reach its
 	// broker now (it reconnects with backoff; HTTP intake is unaffected).
 	FindingBrokerUnreachable = "broker_unreachable"
+	// FindingStoreLockHeld: the gateway's writer waits now for a write
+	// lock another connection holds (SQLite's one writer), and every
+	// source's webhooks with it.
+	FindingStoreLockHeld = "store_lock_held"
 )
 
 // NewSamples keeps up to per duplicates per source, of bodies up to
@@ -42,7 +46,10 @@ func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, erro
 	if source != "" && len(names) == 0 {
 		return DoctorReport{}, fmt.Errorf("source %q: %w", source, ErrNotFound)
 	}
-	report := DoctorReport{Sources: []SourceDiagnosis{}}
+	report := DoctorReport{Sources: []SourceDiagnosis{}, Store: s.storeFindings()}
+	if s.opts.LockWait == nil {
+		report.Note = "the store's writer is the running gateway's: ask it (--api) to also check whether the writer waits for a lock another connection holds"
+	}
 	consumers := map[string]broker.Status{}
 	if s.opts.Consumers != nil {
 		for _, st := range s.opts.Consumers() {
@@ -67,4 +74,18 @@ func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, erro
 		report.Sources = append(report.Sources, d)
 	}
 	return report, nil
+}
+
+// storeFindings are the doctor's findings about the gateway's writer.
+func (s *Service) storeFindings() []Finding {
+	findings := []Finding{}
+	if s.opts.LockWait == nil {
+		return findings
+	}
+	if lock := s.opts.LockWait(); lock.For > 0 {
+		findings = append(findings, Finding{Kind: FindingStoreLockHeld, Fields: []string{}, Keys: []string{},
+			Message: lock.String() + ", and one that waits past the commit bound (30 s by default) is answered 503 (the provider retries it). " +
+				"A transaction on the gateway's SQLite file holds every commit until it ends: keep it short (see the README's outbox)"})
+	}
+	return findings
 }

@@ -1008,7 +1008,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	found := 0
+	found := len(rep.Store)
 	for _, s := range rep.Sources {
 		found += len(s.Findings)
 	}
@@ -1029,6 +1029,12 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 var errFindings = errors.New("the doctor found something")
 
 func printDoctor(stdout io.Writer, rep admin.DoctorReport) {
+	if rep.Note != "" {
+		fmt.Fprintf(stdout, "note: %s\n", rep.Note)
+	}
+	for _, f := range rep.Store {
+		fmt.Fprintf(stdout, "store: %s: %s\n", f.Kind, f.Message)
+	}
 	for _, s := range rep.Sources {
 		fmt.Fprintf(stdout, "%s: %d recent events, %d recent duplicates sampled\n", s.Source, s.SampledEvents, s.SampledDuplicates)
 		if s.Note != "" {

@@ -70,3 +70,25 @@ func TestDoctorPrintsOnlyTheFieldsItFound(t *testing.T) {
 		t.Errorf("doctor lost a finding's keys:\n%s", got)
 	}
 }
+
+// Issue 41: a running gateway's doctor names its writer's wait for a
+// write lock another connection holds, before the sources; on the store
+// directly it says it cannot see the gateway's writer.
+func TestDoctorPrintsTheStoresFindingsFirst(t *testing.T) {
+	rep := admin.DoctorReport{
+		Store:   []admin.Finding{{Kind: admin.FindingStoreLockHeld, Message: "the store's writer has waited 12.3s for the database's write lock, which another connection holds"}},
+		Sources: []admin.SourceDiagnosis{{Source: "stripe", SampledEvents: 3, Findings: []admin.Finding{}}},
+	}
+	var out strings.Builder
+	printDoctor(&out, rep)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || lines[0] != "store: store_lock_held: the store's writer has waited 12.3s for the database's write lock, which another connection holds" ||
+		!strings.HasPrefix(lines[1], "stripe: ") {
+		t.Errorf("doctor with a store finding:\n%s", out.String())
+	}
+	out.Reset()
+	printDoctor(&out, admin.DoctorReport{Note: "ask the gateway", Store: []admin.Finding{}, Sources: rep.Sources})
+	if !strings.HasPrefix(out.String(), "note: ask the gateway\n") {
+		t.Errorf("doctor's note:\n%s", out.String())
+	}
+}

@@ -72,6 +72,11 @@ type SourceDiagnosis struct {
 // Report is the doctor's answer.
 type Report struct {
 	Sources []SourceDiagnosis `json:"sources"`
+	// Store holds what concerns every source at once: the store's writer
+	// (a lock another connection holds).
+	Store []Finding `json:"store"`
+	// Note says what the report could not see.
+	Note string `json:"note,omitempty"`
 }
 
 // Samples keeps the latest duplicates' bodies per source, bounded. It sits
