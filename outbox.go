@@ -110,6 +110,18 @@ var ErrNotOutbox = errors.New("not an outbox source (outbox: true)")
 // Several publishes in one transaction should take their keys in one
 // order, as any transaction that inserts unique keys should. A rejection
 // (a malformed body, no key) is a *receive.Rejection.
+//
+// On SQLite, tx holds the database's one write lock from its BEGIN
+// (_txlock=immediate) to its commit or rollback, and the gateway's writer
+// waits for it: every webhook's claim, every delivery's outcome, every
+// effect. Keep tx as short as any SQLite write transaction should be (no
+// call to another service, no wait for a person inside it). A webhook
+// waits for it up to the gateway's commit bound (30 s) and is answered
+// 200 within 0.2 s of its end; past the bound it is answered 503,
+// and its provider retries it. The wait shows in
+// oncehook_store_lock_wait_seconds, /readyz and `oncehook doctor`. On
+// PostgreSQL an open tx holds only the rows it wrote: a webhook of
+// another key does not wait for it.
 func (o *Outbox[TTx]) PublishTx(ctx context.Context, tx TTx, source, key string, body []byte, opts *PublishOptions) (Published, error) {
 	if opts == nil {
 		opts = &PublishOptions{}
