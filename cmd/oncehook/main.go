@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -41,7 +40,7 @@ Usage:
   oncehook doctor [--source S]              check that sources' keys look right
   oncehook transform test --destination D --event FILE|--id N   what a destination's transformation would send
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
-  oncehook version                          print the version
+  oncehook version                          the release, its commit and build date, Go and the SQLite driver
 
 The operator commands (events, dead, destinations, order, stats, doctor) work on
 the config's store directly (--config) or on a running gateway's API
@@ -49,9 +48,6 @@ the config's store directly (--config) or on a running gateway's API
 
 Run 'oncehook <command> --help' for a command's flags.
 `
-
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
 
 func main() {
 	// SIGHUP reloads serve's config (serve listens for it itself); for the
@@ -160,24 +156,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "transform":
 		return transformCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "oncehook", versionString())
-		return nil
+		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
 	return errUsage
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
