@@ -50,38 +50,48 @@ func dockerfile(t *testing.T) []string {
 	return out
 }
 
-var goBuild = regexp.MustCompile(`go build (.*?)-o (\S+) (\./cmd/oncehook)\b`)
+// releaseBuild is the Dockerfile's build step: the release tool's binary
+// command, the one definition of a release binary.
+var releaseBuild = regexp.MustCompile(`^go run \./internal/release binary -o (\S+) `)
 
-func TestDockerfileBuildsTheREADMEsBinaryStatically(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm := goBuild.FindStringSubmatch(string(readme))
-	if rm == nil {
-		t.Fatal("the README gives no go build command")
-	}
+// The image's binary is a release binary, built as the archives' are and
+// with the same Go, and it runs in the image's layout with nothing else.
+func TestDockerfileBuildsTheReleaseBinary(t *testing.T) {
 	var run, final []string
+	var builder string
 	stage := 0
 	for _, in := range dockerfile(t) {
 		if strings.HasPrefix(in, "FROM ") {
 			stage++
 			final = nil
+			if stage == 1 {
+				builder = in
+			}
 		}
 		final = append(final, in)
-		if strings.HasPrefix(in, "RUN ") && strings.Contains(in, "go build") {
+		if strings.HasPrefix(in, "RUN ") && strings.Contains(in, "go ") && !strings.Contains(in, "go mod download") {
 			run = append(run, strings.TrimPrefix(in, "RUN "))
 		}
 	}
 	if len(run) != 1 || stage != 2 {
-		t.Fatalf("%d go build steps in %d stages: want one build in a build stage, then the image", len(run), stage)
+		t.Fatalf("%d build steps in %d stages: want one build in a build stage, then the image", len(run), stage)
 	}
-	dm := goBuild.FindStringSubmatch(run[0])
-	if dm == nil || dm[3] != rm[3] {
-		t.Fatalf("the Dockerfile builds %q; the README says %q", run[0], rm[0])
+	dm := releaseBuild.FindStringSubmatch(run[0])
+	if dm == nil {
+		t.Fatalf("the Dockerfile builds with %q, not the release tool (go run ./internal/release binary -o ...)", run[0])
 	}
-	if !strings.HasPrefix(run[0], "CGO_ENABLED=0 ") {
-		t.Fatalf("%q: the image has no libc, so cgo must be off", run[0])
+	// The archives are built with go.mod's Go (the release workflow's
+	// setup-go reads it); the image's binary is the same only with the same.
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if goLine == nil || !strings.Contains(builder, "golang:"+string(goLine[1])+"-") {
+		t.Errorf("the build stage is %q: want go.mod's Go, golang:%s-...", builder, goLine[1])
+	}
+	if !strings.Contains(builder, "--platform=$BUILDPLATFORM") {
+		t.Errorf("the build stage %q runs on the target's platform: a multi-arch image would build under emulation", builder)
 	}
 	image := strings.Join(final, "\n")
 	for _, want := range []string{"FROM scratch", "USER 65532:65532", "WORKDIR /data", `HEALTHCHECK`, `CMD ["/oncehook", "health"]`, `ENTRYPOINT ["/oncehook"]`} {
@@ -90,13 +100,18 @@ func TestDockerfileBuildsTheREADMEsBinaryStatically(t *testing.T) {
 		}
 	}
 
-	// Build it as the Dockerfile does, and run it as the image would:
-	// the binary, an empty writable /data as the working directory, no
-	// environment, and the config mounted as /data/oncehook.yaml.
+	// Build it as the Dockerfile does (BuildKit's TARGETOS and TARGETARCH
+	// empty: this platform), with the stamps the release workflow passes,
+	// and run it as the image would: the binary, an empty writable /data as
+	// the working directory, no environment, and the config mounted as
+	// /data/oncehook.yaml.
 	root := t.TempDir()
 	out := filepath.Join(root, "oncehook")
-	cmd := strings.Replace(run[0], dm[2], out, 1)
-	cmd = strings.ReplaceAll(cmd, "${VERSION}", "test")
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	cmd := strings.Replace(run[0], dm[1], out, 1)
+	for arg, value := range map[string]string{"TARGETOS": "", "TARGETARCH": "", "VERSION": "v9.8.7", "COMMIT": commit, "DATE": "2026-12-01T10:02:03Z"} {
+		cmd = strings.ReplaceAll(cmd, "${"+arg+"}", value)
+	}
 	build := exec.Command("sh", "-c", cmd)
 	build.Dir = "../.."
 	if b, err := build.CombinedOutput(); err != nil {
@@ -112,6 +127,15 @@ func TestDockerfileBuildsTheREADMEsBinaryStatically(t *testing.T) {
 		}
 	}
 	bin.Close()
+	version, err := exec.Command(out, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("oncehook version: %v\n%s", err, version)
+	}
+	for _, want := range []string{"oncehook v9.8.7\n", "commit  " + commit + "\n", "built   2026-12-01T10:02:03Z\n"} {
+		if !strings.Contains(string(version), want) {
+			t.Errorf("the image's binary says\n%s\nwithout %q", version, strings.TrimSpace(want))
+		}
+	}
 
 	data := filepath.Join(root, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {
