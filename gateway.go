@@ -95,18 +95,20 @@ type Options struct {
 // alerts). New builds it; Serve (or Handler, APIHandler and Run) runs it.
 type Gateway struct {
 	// tracer traces requests and attempts; nil when not traced.
-	tracer      trace.Tracer
-	stopTracing func(context.Context) error
-	cfg         atomic.Pointer[config.Config]                // the config running now: Reload swaps it
-	scripts     atomic.Pointer[map[string]*transform.Script] // its transformations, by destination (compile)
-	opts        Options
-	log         *slog.Logger
-	store       store.Store
-	metrics     *metrics.Metrics
-	committer   *groupcommit.Committer
-	worker      *deliver.Worker
-	intake      *receive.Handler
-	mux         *http.ServeMux
+	tracer trace.Tracer
+	// stops are what New started, with what stops each (Close unwinds
+	// them): the store, the tracer, the writer, the publishers.
+	stops     stack
+	cfg       atomic.Pointer[config.Config]                // the config running now: Reload swaps it
+	scripts   atomic.Pointer[map[string]*transform.Script] // its transformations, by destination (compile)
+	opts      Options
+	log       *slog.Logger
+	store     store.Store
+	metrics   *metrics.Metrics
+	committer *groupcommit.Committer
+	worker    *deliver.Worker
+	intake    *receive.Handler
+	mux       *http.ServeMux
 	// intakeHandler is mux behind intake's check of the path (receive.Handler.Paths).
 	intakeHandler http.Handler
 	effects       *effect.Local
@@ -175,13 +177,31 @@ func (h *writeHealth) latest() (time.Time, error) {
 }
 
 // New opens the store, applies migrations and builds every part. Nothing
-// runs until Serve (or Run).
-func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
+// runs until Serve (or Run). When a step fails, what the steps before it
+// started (the store and Redis, the tracer, the writer's goroutines, the
+// publishers) is stopped again, in reverse order, before New returns: a
+// gateway that was never returned holds no connection, goroutine or file.
+func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err error) {
 	opts.defaults()
 	p, err := compile(cfg, opts.Kinds)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	var stops stack
+	defer func() {
+		if err != nil {
+			if uErr := stops.unwind(); uErr != nil {
+				opts.Logger.Warn("stopping what a gateway that failed to start had started", "err", uErr)
+			}
+		}
+	}()
+	g := &Gateway{opts: opts, log: opts.Logger}
+	g.cfg.Store(cfg)
+	g.scripts.Store(&p.scripts)
+	stops.push(func() error { // the ones running now: a reload swaps them
+		(&parts{scripts: *g.scripts.Load()}).close()
+		return nil
+	})
 	for _, w := range cfg.Warnings() {
 		opts.Logger.Warn("config: " + w)
 	}
@@ -192,29 +212,49 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error
 	m.Copies = metrics.NewCopies()
 	st, writer, err := opts.Kinds.openFronted(ctx, cfg, opts.Logger, m)
 	if err != nil {
-		p.close()
 		return nil, err
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, store: st, metrics: m, stopTracing: func(context.Context) error { return nil }}
-	g.cfg.Store(cfg)
-	g.scripts.Store(&p.scripts)
+	stops.push(st.Close)
+	g.store, g.metrics = st, m
 	if opts.TracerProvider == nil && tracing.Enabled(os.Getenv) {
-		if opts.TracerProvider, g.stopTracing, err = tracing.Setup(ctx); err != nil {
-			p.close()
-			st.Close()
+		var stopTracing func(context.Context) error
+		if opts.TracerProvider, stopTracing, err = tracing.Setup(ctx); err != nil {
 			return nil, err
 		}
+		stops.push(func() error { // the last spans flushed
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return stopTracing(ctx)
+		})
 		g.opts.TracerProvider = opts.TracerProvider
 	}
 	if opts.TracerProvider != nil {
 		g.tracer = opts.TracerProvider.Tracer(tracing.Name)
 	}
-	if err := g.build(ctx, p, writer); err != nil {
-		p.close()
-		st.Close()
+	if err := g.build(ctx, p, writer, &stops); err != nil {
 		return nil, err
 	}
+	g.stops = stops
 	return g, nil
+}
+
+// stack is what a gateway started, each with what stops it, in the order
+// it started: New unwinds it when a later step fails, Close when the
+// gateway is done. Unwound, the last started stops first: the writer
+// before the store it commits to.
+type stack []func() error
+
+func (s *stack) push(stop func() error) { *s = append(*s, stop) }
+
+// unwind stops everything pushed, last first, once; every stop runs,
+// whichever fails.
+func (s *stack) unwind() error {
+	var errs []error
+	for i := len(*s) - 1; i >= 0; i-- {
+		errs = append(errs, (*s)[i]())
+	}
+	*s = nil
+	return errors.Join(errs...)
 }
 
 func (o *Options) defaults() {
@@ -232,7 +272,9 @@ func (o *Options) defaults() {
 // build makes every part, each from the config by its own constructor
 // (wiring.go translates the config), in the order they depend on each
 // other: holds, writer, worker, ledger, operator surface, intake, upkeep.
-func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer) error {
+// Each part that starts something (a goroutine, a connection) pushes what
+// stops it onto stops, as soon as it has started.
+func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stops *stack) error {
 	cfg, log := g.cfg.Load(), g.log
 	var err error
 	if cfg.TLS.Enabled() {
@@ -249,12 +291,14 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer) erro
 	// the worker in memory at the commit that stores them.
 	lease := time.Duration(cfg.Delivery.Lease)
 	g.committer = groupcommit.New(g.store.Commit, g.writerOptions(writer, lease))
+	stops.push(func() error { g.committer.Close(); return nil }) // commits what is queued
 	g.publishers = newPublishers(g.opts.Kinds, log)
 	senders, keep, err := g.publishers.prepare(cfg)
 	if err != nil {
 		return err
 	}
 	keep(true)
+	stops.push(g.publishers.Close)
 	g.worker = deliver.New(g.store, deliver.Options{
 		Writer:        g.committer,
 		Destinations:  deliverDestinations(cfg, p.scripts, senders),
@@ -304,8 +348,9 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer) erro
 		Seen: seen.New(g.opts.HotKeys), OnDuplicate: samples.Add,
 		Logger: log.With("component", "receive"), Metrics: g.metrics, Tracer: g.tracer,
 	})
+	// A consumer starts nothing before Run (broker.Kind's contract): none
+	// is stopped here.
 	if g.consumers, err = buildConsumers(cfg, g.opts.Kinds, g.intake, log); err != nil {
-		g.publishers.Close()
 		return err
 	}
 	if len(g.consumers) > 0 {
@@ -638,6 +683,8 @@ func (g *Gateway) Run(ctx context.Context) {
 // accepting and finish in-flight requests (each waits for its own commit),
 // let in-flight deliveries finish or give their leases back, commit
 // everything queued (claims, outcomes, effects), and close the store.
+// Serve owns the listeners it is given: it closes them when it stops, and
+// when it cannot start (an upstream's address is taken), with the gateway.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listener) error {
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{
@@ -658,10 +705,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 		u := &g.upstreams[i]
 		l, err := net.Listen("tcp", u.listen)
 		if err != nil {
-			for _, open := range listeners[1:] {
+			// Serve stops before it served: what it was given and what it
+			// opened close, and so does the gateway, as when it stops.
+			for _, open := range listeners {
 				open.Close()
 			}
-			return fmt.Errorf("apis %s: listen %s: %w", u.name, u.listen, err)
+			return errors.Join(fmt.Errorf("upstreams %s: listen %s: %w", u.name, u.listen, err), g.Close())
 		}
 		addr := l.Addr().String()
 		u.addr.Store(&addr)
@@ -716,14 +765,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 
 // Close commits what is queued and closes the store. Serve calls it; call
 // it yourself only when you used Handler and Run instead of Serve, after Run
-// has returned.
+// has returned. It stops what New started, last first: the publishers,
+// the writer (its last commits), the tracer (its last spans), the store,
+// and the transformations' idle runtimes.
 func (g *Gateway) Close() error {
-	g.closeOnce.Do(func() {
-		g.committer.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		g.closeErr = errors.Join(g.publishers.Close(), g.store.Close(), g.stopTracing(ctx)) // the last spans flushed
-	})
+	g.closeOnce.Do(func() { g.closeErr = g.stops.unwind() })
 	return g.closeErr
 }
 
