@@ -280,7 +280,7 @@ func receiveSource(f string, s *config.Source, fail func(field, format string, a
 	// Without a working preset the window has no default: its error is
 	// the preset's, not a second one here.
 	if o := s.Order; o != nil {
-		if rule, ok := orderRule(f, s.Preset, o, fail); ok {
+		if rule, ok := orderRule(f, s.Preset, out.Preset, o, fail); ok {
 			out.Order = &receive.Order{Rule: rule, Mode: store.OrderMode(o.Mode), DeliverStale: o.OnStale == "deliver"}
 		}
 	}
@@ -323,22 +323,28 @@ func preset(f string, s *config.Source, fail func(field, format string, args ...
 	return nil
 }
 
-// orderRule fills in the order's entity and version that the preset
-// decides (when the entity is the preset's, so is the version), and parses
-// the rule.
-func orderRule(f, preset string, o *config.Order, fail func(field, format string, args ...any)) (provider.OrderRule, bool) {
-	entity, version, _ := provider.DefaultOrder(preset)
+// orderRule fills in the order's entity and version that the preset p
+// (named preset; nil when it failed to build) decides (when the entity is
+// the preset's, so is the version), and parses the rule.
+func orderRule(f, preset string, p provider.Preset, o *config.Order, fail func(field, format string, args ...any)) (provider.OrderRule, bool) {
+	var d provider.OrderDefault
+	if p != nil {
+		d = provider.Describe(p).Order
+	}
 	if o.Entity == "" {
-		o.Entity = entity
+		o.Entity = d.Entity
 		if o.Version == "" {
-			o.Version = version
+			o.Version = d.Version
 			if o.VersionUnit == "" {
-				o.VersionUnit = string(provider.DefaultVersionUnit(preset))
+				o.VersionUnit = string(d.Unit)
 			}
 		}
 	}
 	if o.Version == "" {
 		o.Version = provider.Arrival
+	}
+	if o.Entity == "" && p == nil {
+		return provider.OrderRule{}, false // the preset's error says why; no second one here
 	}
 	if o.Entity == "" {
 		fail(f+".order.entity", "required: preset %s names no entity (e.g. json:data.id)", preset)

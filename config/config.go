@@ -301,7 +301,7 @@ func (s *Source) Elsewhere() string {
 // older than one already delivered is never delivered as if it were new.
 type Order struct {
 	// Entity is the rule (header:Name or json:path) that names what an
-	// event is about; default: the preset's (provider.DefaultOrder).
+	// event is about; default: the preset's (provider.Traits.Order).
 	Entity string `yaml:"entity"`
 	// Version is the rule that orders two events of one entity (an
 	// integer or an RFC 3339 timestamp), or "arrival"; default: the

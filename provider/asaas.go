@@ -22,6 +22,9 @@ func (*asaas) Name() string { return "asaas" }
 // Asaas keeps undelivered events for 14 days.
 func (*asaas) DefaultWindow() time.Duration { return 15 * 24 * time.Hour }
 
+// DefaultOrder: the payment, by arrival.
+func (*asaas) DefaultOrder() OrderDefault { return OrderDefault{Entity: "json:payment.id"} }
+
 func (p *asaas) Verify(r *Request, _ time.Time) error {
 	if !tokenMatches(r.Header.Get("asaas-access-token"), p.secrets) {
 		return signatureError("asaas-access-token is missing or wrong")

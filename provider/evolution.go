@@ -48,6 +48,9 @@ func (*evolution) AcceptsPathSecret() bool { return true }
 // Evolution retries in memory for about 20 minutes (lost on its restart).
 func (*evolution) DefaultWindow() time.Duration { return 24 * time.Hour }
 
+// DefaultOrder: the message, by arrival.
+func (*evolution) DefaultOrder() OrderDefault { return OrderDefault{Entity: "json:data.key.id"} }
+
 func (p *evolution) Verify(r *Request, now time.Time) error {
 	if tokenMatches(r.PathToken, p.secrets) || tokenMatches(r.Header.Get(p.header), p.secrets) {
 		return nil

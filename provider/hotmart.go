@@ -24,6 +24,12 @@ func (*hotmart) Name() string { return "hotmart" }
 // is kept for 60 days, so keys are too.
 func (*hotmart) DefaultWindow() time.Duration { return 60 * 24 * time.Hour }
 
+// DefaultOrder: the purchase's transaction, by arrival: creation_date
+// changes between attempts.
+func (*hotmart) DefaultOrder() OrderDefault {
+	return OrderDefault{Entity: "json:data.purchase.transaction"}
+}
+
 func (p *hotmart) Verify(r *Request, _ time.Time) error {
 	if !tokenMatches(r.Header.Get("X-HOTMART-HOTTOK"), p.secrets) {
 		return signatureError("X-HOTMART-HOTTOK is missing or wrong")

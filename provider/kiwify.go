@@ -27,6 +27,9 @@ func (*kiwify) Name() string { return "kiwify" }
 // Kiwify's retry policy is not documented; a week is the safe side.
 func (*kiwify) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
+// DefaultOrder: the order, by arrival.
+func (*kiwify) DefaultOrder() OrderDefault { return OrderDefault{Entity: "json:order_id"} }
+
 func (p *kiwify) Verify(r *Request, _ time.Time) error {
 	sig := p.macs.offered()
 	if !sig.addHex(r.URL.Query().Get("signature")) {

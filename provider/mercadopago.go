@@ -49,6 +49,10 @@ func (*mercadoPago) ForwardHeaders() []string { return []string{"X-Request-Id"} 
 // Retries run 0, 15 min, 30 min, 6 h, 48 h, then 96 h three times: ~15 days.
 func (*mercadoPago) DefaultWindow() time.Duration { return 16 * 24 * time.Hour }
 
+// DefaultOrder: the resource, by arrival: the notification has no version
+// (fetch the payment for its state).
+func (*mercadoPago) DefaultOrder() OrderDefault { return OrderDefault{Entity: "json:data.id"} }
+
 func isAlnum(s string) bool {
 	for _, c := range s {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {

@@ -76,37 +76,6 @@ func ParseOrderRule(entity, version, unit string, maxAhead time.Duration) (Order
 	return r, nil
 }
 
-// DefaultOrder is the entity and version rules of a preset whose provider
-// has them (see providers.md, "Event types and entities"); version is
-// empty where the provider sends none reliable, and ok is false where it
-// names no entity (the source must then say).
-func DefaultOrder(preset string) (entity, version string, ok bool) {
-	d, ok := defaultOrders[preset]
-	return d[0], d[1], ok
-}
-
-// DefaultVersionUnit is the unit of a preset's default version (see
-// DefaultOrder): Stripe's created is Unix seconds; the others' versions are
-// RFC 3339 times or none.
-func DefaultVersionUnit(preset string) VersionUnit {
-	if preset == "stripe" {
-		return UnixSeconds
-	}
-	return Sequence
-}
-
-var defaultOrders = map[string][2]string{
-	"stripe":      {"json:data.object.id", "json:created"}, // Unix seconds: two events can share one (an equal version is not stale)
-	"shopify":     {"json:id", "json:updated_at"},
-	"paddle":      {"json:data.id", "json:occurred_at"},
-	"hotmart":     {"json:data.purchase.transaction", ""}, // creation_date changes between attempts
-	"mercadopago": {"json:data.id", ""},                   // the notification has no version: fetch the payment
-	"evolution":   {"json:data.key.id", ""},
-	"asaas":       {"json:payment.id", ""},
-	"kiwify":      {"json:order_id", ""},
-	"pagarme":     {"json:data.id", ""},
-}
-
 // Place is where an event stands among its entity's events.
 type Place struct {
 	Entity      string

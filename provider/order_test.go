@@ -9,11 +9,11 @@ import (
 )
 
 func TestOrderRuleReadsEntityAndVersion(t *testing.T) {
-	entity, version, ok := DefaultOrder("shopify")
-	if !ok {
+	d := Describe(&shopify{}).Order
+	if d.Entity == "" {
 		t.Fatal("shopify has a default order")
 	}
-	r, err := ParseOrderRule(entity, version, "", 0)
+	r, err := ParseOrderRule(d.Entity, d.Version, string(d.Unit), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestOrderRuleReadsEntityAndVersion(t *testing.T) {
 	if _, err := ParseOrderRule("id", "", "", 0); err == nil {
 		t.Fatal("an entity rule without its kind was accepted")
 	}
-	if _, _, ok := DefaultOrder("github"); ok {
+	if Describe(&github{}).Order.Entity != "" {
 		t.Fatal("github names its entity per event kind: no default")
 	}
 }
@@ -119,7 +119,7 @@ func TestOrderRuleRefusesVersionsAhead(t *testing.T) {
 	if _, err := ParseOrderRule("json:id", "json:v", "seconds", 0); err == nil {
 		t.Error("an unknown version_unit was accepted")
 	}
-	if DefaultVersionUnit("stripe") != UnixSeconds {
+	if Describe(&stripe{}).Order.Unit != UnixSeconds {
 		t.Error("stripe's created is Unix seconds")
 	}
 }

@@ -37,6 +37,11 @@ func (*paddle) Name() string { return "paddle" }
 // Live mode retries 60 times over 3 days.
 func (*paddle) DefaultWindow() time.Duration { return 4 * 24 * time.Hour }
 
+// DefaultOrder: the entity in data, versioned by occurred_at (RFC 3339).
+func (*paddle) DefaultOrder() OrderDefault {
+	return OrderDefault{Entity: "json:data.id", Version: "json:occurred_at"}
+}
+
 func (p *paddle) Verify(r *Request, now time.Time) error {
 	var ts string
 	sigs := p.macs.offered()

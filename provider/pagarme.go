@@ -34,6 +34,9 @@ func (*pagarme) AcceptsPathSecret() bool { return true }
 // The resend count is configurable per account; a week covers it.
 func (*pagarme) DefaultWindow() time.Duration { return 7 * 24 * time.Hour }
 
+// DefaultOrder: the resource in data, by arrival.
+func (*pagarme) DefaultOrder() OrderDefault { return OrderDefault{Entity: "json:data.id"} }
+
 func (p *pagarme) Verify(r *Request, _ time.Time) error {
 	if tokenMatches(r.PathToken, p.secrets) {
 		return nil

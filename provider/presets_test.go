@@ -235,7 +235,7 @@ func TestMoreRejections(t *testing.T) {
 }
 
 func TestHandshakes(t *testing.T) {
-	wa := mustNew(t, "whatsapp", Options{Secrets: []string{"s"}, VerifyToken: "vt"}).(Handshaker)
+	wa := Describe(mustNew(t, "whatsapp", Options{Secrets: []string{"s"}, VerifyToken: "vt"}))
 	get := reqURL("GET", "https://x/in/wa?hub.mode=subscribe&hub.verify_token=vt&hub.challenge=1158201444", "", nil)
 	reply, ok, err := wa.Handshake(get, time.Now())
 	if err != nil || !ok || reply.Status != 200 || string(reply.Body) != "1158201444" {
@@ -249,7 +249,7 @@ func TestHandshakes(t *testing.T) {
 		t.Fatal("a POST is not a WhatsApp handshake")
 	}
 
-	sl := mustNew(t, "slack", Options{Secrets: []string{"slack_test_signing_secret"}}).(Handshaker)
+	sl := Describe(mustNew(t, "slack", Options{Secrets: []string{"slack_test_signing_secret"}}))
 	post := reqURL("POST", "https://x/in/slack", `{"type":"url_verification","challenge":"abc123"}`, map[string]string{
 		"X-Slack-Request-Timestamp": "1700000000", "X-Slack-Signature": "v0=5ae3cc8ebb76d9022906ab319981baef8f461f855c77416d78c93414a3e1911c"})
 	reply, ok, err = sl.Handshake(post, time.Unix(1700000000, 0))
@@ -425,5 +425,51 @@ func TestMercadoPagoWithoutTheQuerySaysWhy(t *testing.T) {
 	err := mp.Verify(r, time.UnixMilli(1742505638683))
 	if !errors.Is(err, ErrSignature) || !strings.Contains(err.Error(), "no ?data.id=") {
 		t.Fatalf("Verify = %v, want ErrSignature saying the URL has no ?data.id=", err)
+	}
+}
+
+// TestDescribeReadsEveryTrait holds Describe to the optional interfaces:
+// a preset that implements one has it in its traits as New returns it,
+// through the wrapper that replaces its key and type rules, and a preset
+// that implements none has none.
+func TestDescribeReadsEveryTrait(t *testing.T) {
+	for _, name := range Names() {
+		opts := Options{Secrets: []string{"whsec_c2VjcmV0X3NlY3JldA=="}, VerifyToken: "tok", Unsigned: true, Key: []string{"json:id"}, Type: []string{"json:type"}}
+		p, err := New(name, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		inner, err := presets[name](opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := Describe(p)
+		_, fw := inner.(Forwarder)
+		_, ps := inner.(PathSecreter)
+		_, hs := inner.(Handshaker)
+		_, ga := inner.(GetAccepter)
+		_, ct := inner.(ContentTyper)
+		_, or := inner.(Orderer)
+		for _, c := range []struct {
+			what      string
+			has, read bool
+		}{
+			{"Forwarder", fw, len(tr.Forward) > 0},
+			{"PathSecreter", ps, tr.PathSecret},
+			{"Handshaker", hs, tr.Handshake != nil},
+			{"GetAccepter", ga, tr.AcceptsGet != nil},
+			{"ContentTyper", ct, tr.ContentType != nil},
+			{"Orderer", or, tr.Order.Entity != ""},
+		} {
+			if c.has != c.read {
+				t.Errorf("%s: implements %s %v, but its traits say %v", name, c.what, c.has, c.read)
+			}
+		}
+	}
+	if tr := Describe(mustNew(t, "stripe", Options{Secrets: []string{"s3cret"}})); tr.Order != (OrderDefault{Entity: "json:data.object.id", Version: "json:created", Unit: UnixSeconds}) {
+		t.Errorf("stripe's order: %+v", tr.Order)
+	}
+	if tr := Describe(mustNew(t, "github", Options{Secrets: []string{"s3cret"}})); len(tr.Forward) == 0 || tr.Order.Entity != "" {
+		t.Errorf("github: forwards X-GitHub-Event and names no entity: %+v", tr)
 	}
 }

@@ -246,46 +246,12 @@ func requireSecrets(opts Options) error {
 // every body meets, whichever the preset (oneJSONValue), so that the same
 // bytes are never an event at one source and malformed at another; then
 // the preset splits it, and configured rules replace its key extraction,
-// its event type, or both (an empty rule leaves the preset's own).
+// its event type, or both (an empty rule leaves the preset's own). It
+// forwards none of the preset's optional interfaces: Describe reads them
+// from the preset inside.
 type keyed struct {
 	Preset
 	key, typ KeyRule
-}
-
-// ForwardHeaders passes the wrapped preset's list through.
-func (k keyed) ForwardHeaders() []string {
-	if f, ok := k.Preset.(Forwarder); ok {
-		return f.ForwardHeaders()
-	}
-	return nil
-}
-
-// AcceptsPathSecret passes the wrapped preset's answer through.
-func (k keyed) AcceptsPathSecret() bool {
-	ps, ok := k.Preset.(PathSecreter)
-	return ok && ps.AcceptsPathSecret()
-}
-
-// AcceptsGet passes the wrapped preset's answer through.
-func (k keyed) AcceptsGet(r *Request) bool {
-	ga, ok := k.Preset.(GetAccepter)
-	return ok && ga.AcceptsGet(r)
-}
-
-// ContentType passes the wrapped preset's answer through.
-func (k keyed) ContentType(r *Request) string {
-	if ct, ok := k.Preset.(ContentTyper); ok {
-		return ct.ContentType(r)
-	}
-	return r.Header.Get("Content-Type")
-}
-
-// Handshake passes the wrapped preset's handshake through.
-func (k keyed) Handshake(r *Request, now time.Time) (*Reply, bool, error) {
-	if h, ok := k.Preset.(Handshaker); ok {
-		return h.Handshake(r, now)
-	}
-	return nil, false, nil
 }
 
 // wholeBodyDecoder is a preset whose Items decodes the whole body as one

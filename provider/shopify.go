@@ -37,6 +37,11 @@ func (*shopify) ForwardHeaders() []string {
 // Shopify retries 8 times over 4 hours; a day leaves room for late resends.
 func (*shopify) DefaultWindow() time.Duration { return 2 * 24 * time.Hour }
 
+// DefaultOrder: the resource, versioned by its updated_at (RFC 3339).
+func (*shopify) DefaultOrder() OrderDefault {
+	return OrderDefault{Entity: "json:id", Version: "json:updated_at"}
+}
+
 func firstHeader(r *Request, names ...string) string {
 	for _, n := range names {
 		if v := r.Header.Get(n); v != "" {

@@ -40,6 +40,12 @@ func (*stripe) Name() string { return "stripe" }
 // Live mode retries for up to 3 days; a day more covers late manual resends.
 func (*stripe) DefaultWindow() time.Duration { return 4 * 24 * time.Hour }
 
+// DefaultOrder: the object the event is about, versioned by created (Unix
+// seconds: two events can share one, and an equal version is not stale).
+func (*stripe) DefaultOrder() OrderDefault {
+	return OrderDefault{Entity: "json:data.object.id", Version: "json:created", Unit: UnixSeconds}
+}
+
 func (p *stripe) Verify(r *Request, now time.Time) error {
 	header := r.Header.Get("Stripe-Signature")
 	if header == "" {

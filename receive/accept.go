@@ -306,8 +306,8 @@ func (c *Core) events(ctx context.Context, src *Source, env Envelope) (_ []store
 		}
 	}
 	given := env.Header.Get("Content-Type")
-	if ct, ok := src.Preset.(provider.ContentTyper); ok {
-		given = ct.ContentType(preq)
+	if src.traits.ContentType != nil {
+		given = src.traits.ContentType(preq)
 	}
 	// It is stored and sent back out with every delivery: one that no
 	// store or destination would take (an HTTP request cannot carry a

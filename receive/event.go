@@ -26,7 +26,7 @@ import (
 // that has no key when the source rejects such events (then there are no
 // events), else -1.
 func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) (_ []store.NewEvent, keyless int) {
-	forward := forwardHeaders(src.Preset, header)
+	forward := forwardHeaders(src.traits.Forward, header)
 	events := make([]store.NewEvent, len(items))
 	var query url.Values // read once, when a route asks for it
 	for i, it := range items {
@@ -86,17 +86,14 @@ func (o *Order) place(h http.Header, body []byte, now time.Time) store.Order {
 	return store.Order{Entity: store.StorableEntity(p.Entity), Mode: o.Mode, Version: p.Version, Versioned: p.Versioned, VersionText: p.VersionText, DeliverStale: o.DeliverStale}
 }
 
-// forwardHeaders picks the preset's routing headers out of the envelope's.
+// forwardHeaders picks the preset's routing headers (names) out of the
+// envelope's.
 // A value that is long, not UTF-8 or not a valid header value is left
 // out: it travels with every delivery, and a destination (or the store,
 // or Go's HTTP client) could refuse it.
-func forwardHeaders(p provider.Preset, h http.Header) http.Header {
-	f, ok := p.(provider.Forwarder)
-	if !ok {
-		return nil
-	}
+func forwardHeaders(names []string, h http.Header) http.Header {
 	var out http.Header
-	for _, name := range f.ForwardHeaders() {
+	for _, name := range names {
 		for _, v := range h.Values(name) {
 			if !sendable(v, maxForwardValue) {
 				continue

@@ -76,6 +76,7 @@ type Source struct {
 	all    []string    // every destination: the deliveries of an event when nothing is routed
 	routed bool        // some destination wants only some events
 	plan   *route.Plan // Routes, ready to pick (when routed)
+	traits provider.Traits
 }
 
 // Order is how a source orders its entities' events.
@@ -193,6 +194,7 @@ func newSourceSet(sources []Source) *sourceSet {
 		s := sources[i]
 		s.all, s.routed = s.Routes.Destinations(), s.Routes.Routed()
 		s.plan = s.Routes.Plan()
+		s.traits = provider.Describe(s.Preset)
 		set.byName[s.Name] = &s
 	}
 	return set
@@ -417,7 +419,7 @@ func (h *Handler) source(w http.ResponseWriter, r *http.Request, tbl *table, nam
 		return nil, false
 	}
 	if r.PathValue("token") != "" {
-		if ps, ok := src.Preset.(provider.PathSecreter); !ok || !ps.AcceptsPathSecret() {
+		if !src.traits.PathSecret {
 			h.reject(w, r, name, http.StatusNotFound, ReasonNotFound, "source "+name+" is at /in/"+name+"; its preset takes no secret in the path")
 			return nil, false
 		}
@@ -428,11 +430,10 @@ func (h *Handler) source(w http.ResponseWriter, r *http.Request, tbl *table, nam
 // handshake answers a provider's endpoint check, and reports whether the
 // request was one (answered, or refused when it failed verification).
 func (h *Handler) handshake(w http.ResponseWriter, r *http.Request, src *Source, preq *provider.Request, now time.Time) bool {
-	hs, ok := src.Preset.(provider.Handshaker)
-	if !ok {
+	if src.traits.Handshake == nil {
 		return false
 	}
-	reply, isHandshake, err := hs.Handshake(preq, now)
+	reply, isHandshake, err := src.traits.Handshake(preq, now)
 	if !isHandshake {
 		return false
 	}
@@ -456,7 +457,7 @@ func (h *Handler) methodAllowed(w http.ResponseWriter, r *http.Request, src *Sou
 	if r.Method == http.MethodPost {
 		return true
 	}
-	if ga, ok := src.Preset.(provider.GetAccepter); ok && r.Method == http.MethodGet && ga.AcceptsGet(preq) {
+	if src.traits.AcceptsGet != nil && r.Method == http.MethodGet && src.traits.AcceptsGet(preq) {
 		return true
 	}
 	w.Header().Set("Allow", http.MethodPost)
