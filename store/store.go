@@ -298,7 +298,15 @@ type Store interface {
 	Listener
 
 	// Commit applies a Batch in one transaction and returns only after it
-	// is durable.
+	// is durable. Everything a batch carries (events and their
+	// deliveries, the hand-off's leases, due leases, outcomes, counters,
+	// copies and effects) is in that transaction: a commit that fails
+	// wrote none of it (storetest's RejectedCommitWritesNothing). The one
+	// step a backend may take in a second transaction, after the first
+	// committed, is the ordered lease step (Committed.Leased's ordered
+	// deliveries, see order.go): what the batch committed stands whatever
+	// happens to it, and a step that fails leases nothing, leaving the
+	// deliveries due for the next.
 	//
 	// Claims: every event's (source, key) is claimed and, for each one not
 	// seen before, the event is stored with one pending delivery per

@@ -68,6 +68,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"ReplayIsNeverUndoneBySweep", replicas(testReplayVersusSweep)},
 		{"StormOfOverlappingBatchesOnThreeReplicas", replicas(testStorm)},
 		{"BadEventIsRejectedNotUnavailable", testRejected},
+		{"RejectedCommitWritesNothing", testRejectedWritesNothing},
 		{"CommitHandsOffTheDeliveriesItCreates", testHandOff},
 		{"OneCommitCarriesClaimsOutcomesAndLeases", testOneCommit},
 		{"EffectClaimCompleteAlreadyDone", testEffectLifecycle},
@@ -931,6 +932,60 @@ func testRejected(t *testing.T, s store.Store) {
 	}
 	if c := mustClaim(t, s, event("fine", "d")); c[0].Duplicate {
 		t.Fatal("the good event of a rejected batch was stored")
+	}
+}
+
+// What must be atomic (store.Store's Commit): a commit that fails writes
+// none of its parts. A batch carrying outcomes, counters, copies, an
+// effect's claim and events, one of which the store refuses, leaves the
+// outcome's delivery leased as it was, no counter, no copy, no effect and
+// no event; the same batch without the bad event then writes them all.
+func testRejectedWritesNothing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old := mustClaim(t, s, event("old", "d"))
+	held := lease(t, s, base, time.Minute, 1)[0]
+	hour := base.Truncate(time.Hour)
+	batch := func(events ...store.NewEvent) store.Batch {
+		return store.Batch{
+			Events:   events,
+			Outcomes: []store.Outcome{{DeliveryID: held.ID, LeaseToken: held.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1}},
+			Effects:  []store.EffectOp{{Kind: store.EffectClaim, Key: "atomic:1", Lease: time.Minute, Now: base, Retention: time.Hour}},
+			Stats:    []store.StatDelta{{Hour: hour, Scope: "source", Name: "src", Metric: "requests.accepted", Value: 7}},
+			Shard:    "w1",
+			Copies:   []store.Copy{{Source: "src", Key: "old", N: 2, Last: base}},
+		}
+	}
+	_, err := s.Commit(ctx, batch(event("fine", "d"), event("twice", "d", "d")))
+	if !errors.Is(err, store.ErrRejected) {
+		t.Fatalf("a batch with a broken event: %v, want ErrRejected", err)
+	}
+	if st := stats(t, s); st.Events != 1 || st.Delivered != 0 || st.Attempts != 0 {
+		t.Fatalf("after a rejected commit: %+v; want the one old event, nothing delivered", st)
+	}
+	if _, err := s.Effect(ctx, "atomic:1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a rejected commit's effect claim: %v, want ErrNotFound", err)
+	}
+	if r, err := s.Rollups(ctx, store.RollupQuery{From: hour, To: hour.Add(time.Hour)}); err != nil || len(r) != 0 {
+		t.Fatalf("a rejected commit's counters: %+v, %v", r, err)
+	}
+	if e, err := s.Event(ctx, old[0].EventID); err != nil || e.Copies != 0 {
+		t.Fatalf("a rejected commit's copies: %d, %v", e.Copies, err)
+	}
+	c, err := s.Commit(ctx, batch(event("fine", "d")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Claims) != 1 || c.Claims[0].Duplicate || len(c.Effects) != 1 || c.Effects[0].Status != store.EffectAcquired {
+		t.Fatalf("the batch without the broken event: %+v", c)
+	}
+	if st := stats(t, s); st.Events != 2 || st.Delivered != 1 {
+		t.Fatalf("after the good commit: %+v", st)
+	}
+	if r, err := s.Rollups(ctx, store.RollupQuery{From: hour, To: hour.Add(time.Hour)}); err != nil || len(r) != 1 || r[0].Value != 7 {
+		t.Fatalf("counters %+v, %v", r, err)
+	}
+	if e, err := s.Event(ctx, old[0].EventID); err != nil || e.Copies != 2 {
+		t.Fatalf("copies %d, %v", e.Copies, err)
 	}
 }
 
