@@ -265,8 +265,9 @@ func withRetry(ctx context.Context, fn func() error) error {
 // due cannot see the deliveries this statement inserts (one snapshot), so it
 // never leases a handed-off delivery twice.
 //
-// The rows that come back are of four kinds: 1, an inserted event; 2, an
-// existing one; 3, a handed-off delivery; 4, a due delivery, with its event.
+// The rows that come back are of five kinds (their first column; see
+// rowKind): rowInserted, rowExisting, rowHandedOff, rowDue, and one
+// rowOrderedDue row when ordered deliveries are due.
 const commitSQL = `WITH input AS (
 		SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bytea[], $6::timestamptz[], $7::timestamptz[], $8::int[], $9::text[], $10::text[], $17::text[], $18::text[],
 			$19::text[], $20::bigint[], $21::bool[], $22::text[], $23::text[], $24::bool[], $25::text[], $26::timestamptz[])
@@ -335,18 +336,17 @@ const commitSQL = `WITH input AS (
 		FROM due WHERE d.id = due.id
 		RETURNING d.id, d.event_id, d.destination, d.attempts
 	)
-	SELECT 1, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz, NULL::text, NULL::text FROM inserted
+	SELECT 1 /* rowInserted */, id, source, key, expires_at, 0::bigint, '', 0, NULL::text, NULL::text, NULL::bytea, NULL::timestamptz, NULL::text, NULL::text FROM inserted
 	UNION ALL
-	SELECT 2, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL, NULL, NULL FROM existing
+	SELECT 2 /* rowExisting */, 0, source, key, expires_at, 0, '', 0, NULL, NULL, NULL, NULL, NULL, NULL FROM existing
 	UNION ALL
-	SELECT 3, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL, NULL, NULL
+	SELECT 3 /* rowHandedOff */, dl.event_id, i.source, i.key, NULL, dl.id, dl.destination, 1, NULL, NULL, NULL, NULL, NULL, NULL
 	FROM delivered dl JOIN inserted i ON i.id = dl.event_id WHERE dl.leased
 	UNION ALL
-	SELECT 4, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, ` + bodyOf + `, e.received_at, e.trace, e.type
+	SELECT 4 /* rowDue */, l.event_id, e.source, e.key, NULL, l.id, l.destination, l.attempts, e.content_type, e.headers::text, ` + bodyOf + `, e.received_at, e.trace, e.type
 	FROM leased l JOIN events e ON e.id = l.event_id ` + withBody + `
 	UNION ALL
-	-- 5: ordered deliveries are due, for the ordered lease step.
-	SELECT 5, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL, NULL, NULL
+	SELECT 5 /* rowOrderedDue: ordered deliveries are due, for the ordered lease step */, 0, '', '', NULL, 0, '', 0, NULL, NULL, NULL, NULL, NULL, NULL
 	WHERE $14 AND EXISTS (SELECT 1 FROM deliveries WHERE state = 'pending' AND order_entity IS NOT NULL
 		AND next_attempt_at <= $15 AND (lease_expires_at IS NULL OR lease_expires_at <= $15)
 		AND NOT (destination = ANY($16::text[])))`
@@ -423,7 +423,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) (store.Committed, err
 	// may have woken its entity's next: both are due for the lease step.
 	out.OrderedDue = slices.ContainsFunc(b.Events, func(e store.NewEvent) bool { return e.Order.Entity != "" }) ||
 		slices.ContainsFunc(b.Outcomes, func(o store.Outcome) bool { return o.Ordered })
-	if room := l.Max - len(out.Leased); room > 0 && slices.ContainsFunc(rows, func(r commitRow) bool { return r.kind == 5 }) {
+	if room := l.Max - len(out.Leased); room > 0 && slices.ContainsFunc(rows, func(r commitRow) bool { return r.kind == rowOrderedDue }) {
 		// In a transaction of its own: what the batch committed stands
 		// whatever happens to it, and a step that fails leases nothing
 		// (the deliveries stay due, for the next).
@@ -491,55 +491,126 @@ func sendCommit(ctx context.Context, sb func(context.Context, *pgx.Batch) pgx.Ba
 	return rows, deferred, br.Close()
 }
 
+// commitParams are commitSQL's parameters: the batch's events as one array
+// per column ($1 to $10 and $17 to $26, unnested together into input), and
+// the lease it asks for ($11 to $16). args gives each its number once.
+type commitParams struct {
+	sources, keys   []string
+	keyless         []bool
+	contentTypes    []string
+	bodies          [][]byte
+	received        []time.Time
+	expires         []time.Time
+	ord             []int32 // the event's place in the batch
+	headers         []string
+	destinations    []string // comma-separated (a destination's name holds none)
+	types, filtered []string // the event's type; the destinations its routes filtered out
+	orderEntity     []string
+	orderVersion    []int64
+	orderVersioned  []bool
+	orderText       []string
+	orderMode       []string
+	orderStale      []bool
+	traces          []string
+	drops           []time.Time // when the body may go: its partition's day
+
+	leaseMax     int       // hand off, then lease, up to this many
+	leaseToken   string    // the lease's token
+	leaseExpires time.Time // the lease's expiry, on the database's clock
+	leaseDue     bool      // lease due deliveries too
+	now          time.Time // on the database's clock
+	held         []string  // held destinations: nothing of theirs is leased
+}
+
+// args are the parameters in commitSQL's order.
+func (p *commitParams) args() []any {
+	return []any{
+		p.sources,        // $1
+		p.keys,           // $2
+		p.keyless,        // $3
+		p.contentTypes,   // $4
+		p.bodies,         // $5
+		p.received,       // $6
+		p.expires,        // $7
+		p.ord,            // $8
+		p.headers,        // $9
+		p.destinations,   // $10
+		p.leaseMax,       // $11
+		p.leaseToken,     // $12
+		p.leaseExpires,   // $13
+		p.leaseDue,       // $14
+		p.now,            // $15
+		p.held,           // $16
+		p.types,          // $17
+		p.filtered,       // $18
+		p.orderEntity,    // $19
+		p.orderVersion,   // $20
+		p.orderVersioned, // $21
+		p.orderText,      // $22
+		p.orderMode,      // $23
+		p.orderStale,     // $24
+		p.traces,         // $25
+		p.drops,          // $26
+	}
+}
+
 // commitArgs are commitSQL's arguments for events, with the lease l asks
 // for (now and expires on the database's clock).
 func (s *Store) commitArgs(events []store.NewEvent, l store.Lease, token string, expires, now time.Time) []any {
 	n := len(events)
-	sources, keys, types, headers, dests, etypes, filtered := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	keyless, bodies := make([]bool, n), make([][]byte, n)
-	received, expiry := make([]time.Time, n), make([]time.Time, n)
-	ord := make([]int32, n)
-	oEntity, oText, oMode := make([]string, n), make([]string, n), make([]string, n)
-	oVersion, oVersioned, oStale := make([]int64, n), make([]bool, n), make([]bool, n)
-	traces := make([]string, n)
-	drops := make([]time.Time, n) // when the body may go: its partition's day
+	p := commitParams{
+		sources: make([]string, n), keys: make([]string, n), keyless: make([]bool, n), contentTypes: make([]string, n),
+		bodies: make([][]byte, n), received: make([]time.Time, n), expires: make([]time.Time, n), ord: make([]int32, n),
+		headers: make([]string, n), destinations: make([]string, n), types: make([]string, n), filtered: make([]string, n),
+		orderEntity: make([]string, n), orderVersion: make([]int64, n), orderVersioned: make([]bool, n),
+		orderText: make([]string, n), orderMode: make([]string, n), orderStale: make([]bool, n),
+		traces: make([]string, n), drops: make([]time.Time, n),
+		leaseMax: l.Max, leaseToken: token, leaseExpires: expires, leaseDue: l.Due, now: now, held: l.Held,
+	}
+	if p.held == nil {
+		p.held = []string{}
+	}
 	var latest time.Time
 	for i, e := range events {
-		traces[i] = e.Trace
 		drop := e.ExpiresAt
 		if !e.BodyExpiresAt.IsZero() {
 			drop = e.BodyExpiresAt
 		}
-		drops[i] = s.toDB(drop)
-		latest = later(latest, drops[i])
+		p.drops[i] = s.toDB(drop)
+		latest = later(latest, p.drops[i])
 		if o := e.Order; o.Entity != "" {
-			oEntity[i], oText[i], oMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
-			oVersion[i], oVersioned[i], oStale[i] = o.Version, o.Versioned, o.DeliverStale
+			p.orderEntity[i], p.orderText[i], p.orderMode[i] = store.OrderKey(e.Source, o.Entity), o.VersionText, string(o.Mode)
+			p.orderVersion[i], p.orderVersioned[i], p.orderStale[i] = o.Version, o.Versioned, o.DeliverStale
 		}
-		sources[i], keys[i], types[i], keyless[i], etypes[i] = e.Source, e.Key, e.ContentType, e.Keyless, e.Type
-		headers[i] = store.EncodeHeader(e.Header)
-		// Destination names cannot hold a comma (config validates them).
-		dests[i] = strings.Join(e.Destinations, ",")
-		filtered[i] = strings.Join(e.Filtered, ",")
-		bodies[i] = e.Body
-		if bodies[i] == nil {
-			bodies[i] = []byte{}
+		p.sources[i], p.keys[i], p.keyless[i], p.contentTypes[i], p.types[i] = e.Source, e.Key, e.Keyless, e.ContentType, e.Type
+		p.headers[i], p.traces[i] = store.EncodeHeader(e.Header), e.Trace
+		p.destinations[i] = strings.Join(e.Destinations, ",")
+		p.filtered[i] = strings.Join(e.Filtered, ",")
+		if p.bodies[i] = e.Body; p.bodies[i] == nil {
+			p.bodies[i] = []byte{}
 		}
-		received[i], expiry[i], ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
+		p.received[i], p.expires[i], p.ord[i] = s.toDB(e.ReceivedAt), s.toDB(e.ExpiresAt), int32(i)
 	}
 	if !latest.IsZero() {
 		s.noteDrop(latest)
 	}
-	held := l.Held
-	if held == nil {
-		held = []string{}
-	}
-	return []any{sources, keys, keyless, types, bodies, received, expiry, ord, headers, dests,
-		l.Max, token, expires, l.Due, now, held, etypes, filtered, oEntity, oVersion, oVersioned, oText, oMode, oStale, traces, drops}
+	return p.args()
 }
 
+// rowKind is what a row of commitSQL is; the numbers are written in its
+// SELECTs, each beside the kind's name.
+type rowKind int
+
+const (
+	rowInserted   rowKind = 1 // an event inserted: its claim
+	rowExisting   rowKind = 2 // an event already stored: a duplicate's claim, with its expiry
+	rowHandedOff  rowKind = 3 // a delivery of an inserted event, created leased to the caller
+	rowDue        rowKind = 4 // a due delivery leased to the caller, with its event
+	rowOrderedDue rowKind = 5 // no data: ordered deliveries are due, for the ordered lease step
+)
+
 type commitRow struct {
-	kind                 int
+	kind                 rowKind
 	eventID, deliveryID  int64
 	source, key          string
 	expires, received    *time.Time
@@ -558,9 +629,9 @@ func (s *Store) committed(events []store.NewEvent, rows []commitRow, token strin
 	inserted, stored := map[ident]commitRow{}, map[ident]commitRow{}
 	for _, r := range rows {
 		switch r.kind {
-		case 1:
+		case rowInserted:
 			inserted[ident{r.source, r.key}] = r
-		case 2:
+		case rowExisting:
 			stored[ident{r.source, r.key}] = r
 		}
 	}
@@ -581,7 +652,7 @@ func (s *Store) committed(events []store.NewEvent, rows []commitRow, token strin
 		first[k] = i
 		out.Claims[i] = store.Claim{EventID: r.eventID, ExpiresAt: s.fromDB(*r.expires)}
 	}
-	for _, kind := range []int{3, 4} {
+	for _, kind := range []rowKind{rowHandedOff, rowDue} {
 		for _, r := range rows {
 			if r.kind != kind {
 				continue
@@ -590,7 +661,7 @@ func (s *Store) committed(events []store.NewEvent, rows []commitRow, token strin
 				Attempt: r.attempt, LeaseToken: token, LeaseExpiresAt: s.fromDB(expires)}
 			// Entity stays "" on both kinds: neither hands off nor leases a
 			// delivery in an order (the ordered lease step does).
-			if kind == 3 {
+			if kind == rowHandedOff {
 				e := events[first[ident{r.source, r.key}]]
 				d.ContentType, d.Header, d.Body, d.ReceivedAt, d.Trace = e.ContentType, e.Header, e.Body, e.ReceivedAt, e.Trace
 				d.Type = e.Type
