@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/deliver"
-	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -42,13 +41,13 @@ func (s *scripted) sent() []deliver.Message {
 // gateLog records what the gate heard of each attempt.
 type gateLog struct {
 	mu  sync.Mutex
-	out []hold.Outcome
+	out []deliver.GateOutcome
 }
 
 func (g *gateLog) Admit(context.Context, string, time.Time) (bool, time.Time) {
 	return true, time.Time{}
 }
-func (g *gateLog) Report(_ context.Context, _ string, o hold.Outcome) {
+func (g *gateLog) Report(_ context.Context, _ string, o deliver.GateOutcome) {
 	g.mu.Lock()
 	g.out = append(g.out, o)
 	g.mu.Unlock()

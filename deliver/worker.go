@@ -36,7 +36,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/lease"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
@@ -537,7 +536,19 @@ type Gate interface {
 	// Admit may wait (for a send slot), but not past latest, the last
 	// start the attempt's lease leaves room for (zero: no bound).
 	Admit(ctx context.Context, destination string, latest time.Time) (bool, time.Time)
-	Report(ctx context.Context, destination string, o hold.Outcome)
+	Report(ctx context.Context, destination string, o GateOutcome)
+}
+
+// GateOutcome is how an attempt ended, as a Gate's flow control counts it
+// (gateOutcome makes it from a Result).
+type GateOutcome struct {
+	Success bool // 2xx
+	// Failure is what a breaker counts: 5xx, 429, a timeout, a connection
+	// error. A permanent 4xx is the event's problem, not the destination's:
+	// neither a success nor a failure here.
+	Failure    bool
+	RetryAfter time.Duration // a 429's Retry-After: the whole destination waits that long
+	Reason     string
 }
 
 // attempt makes one attempt, traced when the worker has a tracer.
@@ -622,7 +633,7 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		if done := w.transform(ctx, dest, d, msg, &out); done {
 			if w.opts.Gate != nil {
 				// Admitted, and nothing sent: the destination's breaker counts neither.
-				w.opts.Gate.Report(ctx, dest.Name, hold.Outcome{})
+				w.opts.Gate.Report(ctx, dest.Name, GateOutcome{})
 			}
 			out.Duration = w.opts.Now().Sub(start)
 			return out
@@ -788,8 +799,8 @@ func Transform(ctx context.Context, dest *Destination, m *Message) (*transform.O
 // gateOutcome is how flow control counts an attempt: delivered a success;
 // what is retried (5xx, 429, a timeout, a connection error, a broker that
 // nacked or is gone) a failure; a permanent answer or a shutdown neither.
-func gateOutcome(res Result) hold.Outcome {
-	var o hold.Outcome
+func gateOutcome(res Result) GateOutcome {
+	var o GateOutcome
 	switch res.Kind {
 	case Delivered:
 		o.Success = true

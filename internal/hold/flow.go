@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -66,17 +67,6 @@ func (b BreakerPolicy) cooldown(opens int) time.Duration {
 		d *= 2
 	}
 	return min(d, b.MaxCooldown)
-}
-
-// Outcome is how an attempt ended, as flow control counts it.
-type Outcome struct {
-	Success bool // 2xx
-	// Failure is what a breaker counts: 5xx, 429, a timeout, a connection
-	// error. A permanent 4xx is the event's problem, not the destination's:
-	// neither a success nor a failure here.
-	Failure    bool
-	RetryAfter time.Duration // a 429's Retry-After: the whole destination waits that long
-	Reason     string
 }
 
 // probeTimeout is how long a half-open breaker waits for its prober's
@@ -265,7 +255,7 @@ func (h *Holds) stopped(destination string, f *flow) bool {
 // Report counts how an attempt to destination ended: a success closes a
 // probing breaker, failures open one, a 429's Retry-After holds the
 // destination.
-func (h *Holds) Report(ctx context.Context, destination string, o Outcome) {
+func (h *Holds) Report(ctx context.Context, destination string, o deliver.GateOutcome) {
 	f := (*h.flows.Load())[destination]
 	if f == nil {
 		return

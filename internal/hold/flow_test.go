@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -86,11 +87,11 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 	}
 	var woken atomic.Int32
 	h.OnRelease(func() { woken.Add(1) })
-	fail := hold.Outcome{Failure: true, Reason: "HTTP 503"}
+	fail := deliver.GateOutcome{Failure: true, Reason: "HTTP 503"}
 	for range 2 {
 		h.Report(ctx, "crm", fail)
 	}
-	h.Report(ctx, "crm", hold.Outcome{}) // a 410: the event's problem, not a failure of the destination
+	h.Report(ctx, "crm", deliver.GateOutcome{}) // a 410: the event's problem, not a failure of the destination
 	if slices.Contains(h.Held(), "crm") {
 		t.Fatal("held after 2 failures and a 4xx, with a threshold of 3")
 	}
@@ -119,7 +120,7 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 		t.Fatal("a second attempt went while the probe was out")
 	}
 	before := woken.Load()
-	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	h.Report(ctx, "crm", deliver.GateOutcome{Success: true})
 	if slices.Contains(h.Held(), "crm") || woken.Load() == before {
 		t.Fatal("the probe succeeded, yet the breaker holds (or nobody was woken)")
 	}
@@ -127,7 +128,7 @@ func TestBreakerHoldsProbesAndCloses(t *testing.T) {
 		t.Fatalf("stored breakers after closing: %+v", b)
 	}
 	// A 429 with Retry-After holds the whole destination that long.
-	h.Report(ctx, "app", hold.Outcome{Failure: true, RetryAfter: 10 * time.Second})
+	h.Report(ctx, "app", deliver.GateOutcome{Failure: true, RetryAfter: 10 * time.Second})
 	if !slices.Contains(h.Held(), "app") {
 		t.Fatal("a 429's Retry-After did not hold the destination")
 	}
@@ -153,7 +154,7 @@ func TestConcurrencyHoldsUntilAnAttemptReports(t *testing.T) {
 	if ok, _ := h.Admit(ctx, "crm", time.Time{}); ok || !slices.Contains(h.Held(), "crm") {
 		t.Fatal("a third attempt went, or the full destination is not held")
 	}
-	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	h.Report(ctx, "crm", deliver.GateOutcome{Success: true})
 	if slices.Contains(h.Held(), "crm") {
 		t.Fatal("still held after an attempt reported")
 	}
@@ -175,7 +176,7 @@ func TestProbeDeadlineAndAnOperatorsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 503"})
+	h.Report(ctx, "crm", deliver.GateOutcome{Failure: true, Reason: "HTTP 503"})
 	clock.Add(int64(2 * time.Second))
 	h.Refresh(ctx)
 	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
@@ -193,7 +194,7 @@ func TestProbeDeadlineAndAnOperatorsOpen(t *testing.T) {
 		store.AuditEntry{Actor: "ops", Action: "breaker_open", Target: "destination crm"}); err != nil {
 		t.Fatal(err)
 	}
-	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	h.Report(ctx, "crm", deliver.GateOutcome{Success: true})
 	if b, _ := s.Breakers(ctx); b["crm"].State != store.BreakerOpen || !slices.Contains(h.Held(), "crm") {
 		t.Fatalf("after the operator's open and a late probe success: %+v, held %q", b, h.Held())
 	}
@@ -213,7 +214,7 @@ func TestBreakerTurnedOffReleasesWhatItHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 500"})
+	h.Report(ctx, "crm", deliver.GateOutcome{Failure: true, Reason: "HTTP 500"})
 	if !slices.Contains(h.Held(), "crm") {
 		t.Fatal("the breaker did not open")
 	}
@@ -228,7 +229,7 @@ func TestBreakerTurnedOffReleasesWhatItHeld(t *testing.T) {
 	if ok, _ := h.Admit(ctx, "crm", time.Time{}); !ok {
 		t.Fatal("not admitted with the breaker off")
 	}
-	h.Report(ctx, "crm", hold.Outcome{Success: true})
+	h.Report(ctx, "crm", deliver.GateOutcome{Success: true})
 	if b, _ := s.Breakers(ctx); len(b) != 0 {
 		t.Fatalf("stored breakers with the breaker off: %+v", b)
 	}
@@ -241,7 +242,7 @@ func TestBreakerTurnedOffReleasesWhatItHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2.Report(ctx, "crm", hold.Outcome{Failure: true, Reason: "HTTP 500"})
+	h2.Report(ctx, "crm", deliver.GateOutcome{Failure: true, Reason: "HTTP 500"})
 	h3, err := hold.New(ctx, s, hold.Options{Policies: off})
 	if err != nil {
 		t.Fatal(err)

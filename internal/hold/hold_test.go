@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/store"
 )
@@ -97,7 +98,7 @@ func TestARemovedDestinationSendsNothingThatWaitedForItsSlot(t *testing.T) {
 		wg.Go(func() {
 			if ok, _ := h.Admit(ctx, "crm", time.Time{}); ok {
 				admitted.Add(1)
-				h.Report(ctx, "crm", hold.Outcome{Success: true})
+				h.Report(ctx, "crm", deliver.GateOutcome{Success: true})
 			} else {
 				refused.Add(1)
 			}
