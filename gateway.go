@@ -28,6 +28,7 @@ import (
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
@@ -363,7 +364,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	for _, a := range cfg.Upstreams {
 		h := upstreamProxy(a, g.effects, g.intake, int(cfg.Effects.MaxResult), g.metrics, log.With("component", "api", "api", a.Name))
 		if a.Prefix != "" {
-			h = underPrefix(h)
+			h = idempotency.UnderPrefix(h)
 			g.mux.Handle(a.Prefix, h)
 			g.mux.Handle(a.Prefix+"/", h)
 		} else {

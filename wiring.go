@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -26,9 +22,7 @@ import (
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/hold"
-	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
-	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/provider"
@@ -110,7 +104,7 @@ func effectOptions(cfg *config.Config, commit func(context.Context, []store.Effe
 		if a.Idempotency.Window > 0 {
 			w = time.Duration(a.Idempotency.Window)
 		}
-		retention[idempotencyPrefix(a.Name)] = w
+		retention[idempotency.LedgerPrefix(a.Name)] = w
 	}
 	for p, d := range cfg.Effects.RetentionByPrefix {
 		retention[p] = time.Duration(d)
@@ -419,45 +413,18 @@ func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
 	return sources, dests
 }
 
-// idempotencyPrefix is the ledger's key prefix of an API's answers.
-func idempotencyPrefix(name string) string { return "idem:" + name + ":" }
-
 // upstreamProxy is the user's API a behind the Idempotency-Key
-// middleware: a reverse proxy to its upstream (validated) that forwards
-// each request as it came (its path unchanged, prefix included), the
-// client's headers and the key passed on. The bodies the middleware holds
-// are read on intake's terms (budget and pace). log names the API.
+// middleware (idempotency.Proxy), from its config. The bodies the
+// middleware holds are read on intake's terms (budget and pace). log names
+// the API.
 func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Handler, maxStored int, m *metrics.Metrics, log *slog.Logger) http.Handler {
-	up, _ := url.Parse(a.Upstream)
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(up)
-			pr.SetXForwarded()
-			neverResend(pr.Out)
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" {
-				// The request never left: a retry may run it at once.
-				idempotency.NotStarted(r)
-				log.Warn("the upstream could not be reached", "err", redact.Error(err))
-				jsonhttp.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook could not be reached: retry with the same Idempotency-Key")
-				return
-			}
-			// Nobody knows whether the upstream acted: the key stays held
-			// until its lease, never released at once.
-			idempotency.Unanswered(r)
-			log.Warn("the upstream did not answer", "err", redact.Error(err))
-			jsonhttp.WriteError(w, http.StatusBadGateway, "upstream_unavailable", "the API behind oncehook did not answer: retry with the same Idempotency-Key (after its lease, if it is still held)")
-		},
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	up, _ := url.Parse(a.Upstream) // validated
 	idem := a.Idempotency
 	client := idempotency.AuthorizationClient
 	if len(idem.ClientHeaders) > 0 || len(idem.ClientCookies) > 0 {
 		client = idempotency.Credentials(idem.ClientHeaders, idem.ClientCookies)
 	}
-	return idempotency.New(ledger, idempotency.Options{
+	return idempotency.Proxy(up, ledger, idempotency.Options{
 		Name: a.Name, Methods: idem.Methods, RequireKey: idem.RequireKey, Wait: time.Duration(idem.Wait),
 		Lease: time.Duration(idem.Lease), Timeout: time.Duration(idem.Timeout),
 		Client: client, SingleTenant: idem.SingleTenant, NotStarted: idem.NotStarted,
@@ -470,44 +437,7 @@ func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Hand
 			return body, done, nil
 		},
 		OnAnswer: func(replayed bool) { m.Answered(a.Name, replayed) },
-	})(rp)
-}
-
-// underPrefix refuses a path with a dot segment before it reaches the
-// upstream behind a prefix. The mux resolves "/x/../y" (it redirects), but
-// not one spelt encoded ("%2e%2e", "..%2f", "..%5c"), and the proxy
-// forwards a path as it came: an upstream that decodes and then resolves
-// it (nginx and Apache do; some take "\" for "/") would serve a path
-// outside the prefix, which is all of the API the config meant to put on
-// intake's listener. No client needs a dot segment, so any is refused.
-func underPrefix(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for seg := range strings.FieldsFuncSeq(r.URL.Path, func(c rune) bool { return c == '/' || c == '\\' }) {
-			if seg == "." || seg == ".." {
-				jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "the path holds a . or .. segment (perhaps encoded): it is refused, never forwarded", Reason: "invalid", Field: "path"})
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
 	})
-}
-
-// neverResend keeps the transport from sending out again on a new
-// connection when the one it reused broke: it does that for a request
-// with no body (the reverse proxy drops an empty one) that carries an
-// Idempotency-Key, taking the header's word that a repeat is harmless. The
-// upstream may have acted on the first copy: only the proxy's key decides
-// a repeat. A body the transport cannot rewind makes the request one it
-// never resends; an empty one is still sent as Content-Length: 0.
-func neverResend(out *http.Request) {
-	switch out.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return // safe by HTTP's own rules: resent with or without a key
-	}
-	if out.Body == nil || out.Body == http.NoBody {
-		out.Body = io.NopCloser(strings.NewReader(""))
-		out.GetBody = nil
-	}
 }
 
 func apiTokens(cfg *config.Config) []apiauth.Token {

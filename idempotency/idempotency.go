@@ -264,7 +264,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ledgerKey := "idem:" + m.opts.Name + ":" + client + ":" + key
+	ledgerKey := LedgerKey(m.opts.Name, client, key)
 	if err := effect.ValidKey(ledgerKey); err != nil {
 		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "the key is too long or holds characters a key cannot: " + err.Error(), Reason: "invalid", Field: Header})
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/store"
 )
@@ -383,18 +384,17 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	// The answers of the user's APIs behind the Idempotency-Key proxy
 	// (keys idem:<api>:<client>:<key>), the first ones in key order.
-	done, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectDone, After: "idem:", Limit: 100})
+	done, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectDone, After: idempotency.LedgerKeyPrefix, Limit: 100})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}
 	var answers []apiAnswer
 	for _, rec := range done {
-		rest, ok := strings.CutPrefix(rec.Key, "idem:")
+		api, rest, ok := idempotency.ParseLedgerKey(rec.Key)
 		if !ok {
 			break
 		}
-		api, rest, _ := strings.Cut(rest, ":")
 		client, key, _ := strings.Cut(rest, ":")
 		var kept struct {
 			Status  int  `json:"status"`
