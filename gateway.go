@@ -355,7 +355,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 		return err
 	}
 	if len(g.consumers) > 0 {
-		g.metrics.Registry.MustRegister(newConsumerCollector(g.ConsumerStatus))
+		g.metrics.Registry.MustRegister(metrics.Consumers(g.consumerStates))
 	}
 	if err := g.buildAPI(proxies); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/oncehook/oncehook/internal/metrics"
 
 	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/config"
@@ -166,37 +166,13 @@ func (g *Gateway) ConsumerStatus() []broker.Status {
 	return out
 }
 
-// consumerCollector exports each queue source's connection at scrape time.
-type consumerCollector struct {
-	status    func() []broker.Status
-	connected *prometheus.Desc
-	inFlight  *prometheus.Desc
-}
-
-func newConsumerCollector(status func() []broker.Status) *consumerCollector {
-	return &consumerCollector{
-		status: status,
-		connected: prometheus.NewDesc("oncehook_source_broker_connected",
-			"Whether a queue source's consumer is connected to its broker (1) or not (0): it reconnects with backoff, and HTTP intake is unaffected.",
-			[]string{"source", "broker"}, nil),
-		inFlight: prometheus.NewDesc("oncehook_source_broker_in_flight",
-			"Messages a queue source's consumer holds, handed out by the broker and not yet acknowledged.",
-			[]string{"source", "broker"}, nil),
+// consumerStates is each queue source's consumer, as the metrics read it
+// at scrape time.
+func (g *Gateway) consumerStates() []metrics.ConsumerState {
+	st := g.ConsumerStatus()
+	out := make([]metrics.ConsumerState, len(st))
+	for i, s := range st {
+		out[i] = metrics.ConsumerState{Source: s.Source, Broker: s.Kind, Connected: s.Connected, InFlight: s.InFlight}
 	}
-}
-
-func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.connected
-	ch <- c.inFlight
-}
-
-func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.status() {
-		v := 0.0
-		if st.Connected {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, v, st.Source, st.Kind)
-		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.InFlight), st.Source, st.Kind)
-	}
+	return out
 }
