@@ -362,7 +362,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	}
 	g.buildIntakeMux()
 	for _, a := range cfg.Upstreams {
-		h := upstreamProxy(a, g.effects, g.intake, int(cfg.Effects.MaxResult), g.metrics, log.With("component", "api", "api", a.Name))
+		h := upstreamProxy(a, g.effects, g.intake, int(cfg.Effects.MaxResult), g.metrics, log.With("component", "upstream", "upstream", a.Name))
 		if a.Prefix != "" {
 			h = idempotency.UnderPrefix(h)
 			g.mux.Handle(a.Prefix, h)

@@ -173,8 +173,8 @@ apis: [{name: payments, prefix: /payments, upstream: http://`+addr+`, idempotenc
 	if code, body, _ := post("k-down"); code != http.StatusBadGateway || !strings.Contains(body, "upstream_unavailable") {
 		t.Fatalf("upstream not listening: %d %s", code, body)
 	}
-	if l := logs.String(); strings.Count(l, "api=payments") != 1 || !strings.Contains(l, "could not be reached") {
-		t.Fatalf("the log line: want api=payments once:\n%s", l)
+	if l := logs.String(); strings.Count(l, "upstream=payments") != 1 || !strings.Contains(l, "could not be reached") {
+		t.Fatalf("the log line: want upstream=payments once:\n%s", l)
 	}
 	upstream.Listener.Close()
 	upstream.Listener, err = net.Listen("tcp", addr)

@@ -44,7 +44,7 @@
 // NewClient against a running gateway's API listener, with a bearer token;
 // Handler is that API. And inside your own database transaction (NewTx, with
 // the backend's driver: postgres.TxDriver or sqlite.TxDriver), so that
-// "done" commits or rolls back with your own write: the outbox. The HTTP client cannot join your transaction; the key sent
-// downstream and the reconciliation list cover the gap between your commit
-// and Complete.
+// "done" commits or rolls back with your own write, in your transaction.
+// The HTTP client cannot join your transaction; the key sent downstream and
+// the reconciliation list cover the gap between your commit and Complete.
 package effect

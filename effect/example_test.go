@@ -75,8 +75,8 @@ func ExampleLedger_claim() {
 	// done 2 released
 }
 
-// The outbox: "done" commits with the application's own write, in its own
-// transaction on oncehook's database, or not at all.
+// In your transaction: "done" commits with the application's own write, in
+// its own transaction on oncehook's database, or not at all.
 func ExampleNewTx() {
 	dir, _ := os.MkdirTemp("", "effect-example")
 	defer os.RemoveAll(dir)

@@ -8,7 +8,7 @@ import (
 )
 
 // TxLedger is the ledger inside the caller's own transactions, on
-// oncehook's database (the outbox), the way River's InsertTx works: "mark
+// oncehook's database, the way River's InsertTx works: "mark
 // done" commits or rolls back together with the caller's domain write (an
 // order marked "reminder sent", a row in an outbox table). TTx is the
 // backend's transaction type, and the backend provides the driver that
@@ -25,7 +25,8 @@ import (
 // its lease expires. What covers that is the key itself: send it downstream
 // as that API's idempotency key (Meta CAPI's event_id, a payment provider's
 // Idempotency-Key), so a repeat is deduplicated there, and the
-// reconciliation list (pending and stale) shows what was left halfway.
+// reconciliation list (pending, and those whose lease expired) shows what
+// was left halfway.
 type TxLedger[TTx any] struct {
 	rules
 	driver store.TxDriver[TTx]

@@ -353,9 +353,10 @@ func (p pace) deadline(start time.Time, received int) time.Time {
 	return start.Add(p.grace + time.Duration(float64(received)/float64(p.minRate)*float64(time.Second)))
 }
 
-// apisShare names the user's APIs' share of the in-flight budget: all
-// of them together, beside intake's sources.
-const apisShare = "apis"
+// apisShare names the user's APIs' share of the in-flight budget (the
+// upstreams: behind the Idempotency-Key proxy, all of them together),
+// beside intake's sources.
+const apisShare = "upstreams"
 
 // apiShare is the user's APIs' share: half of the budget (but always one
 // whole body), as one source of several gets.
