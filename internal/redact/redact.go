@@ -207,6 +207,20 @@ func SecretsOf(u *url.URL, header map[string][]string) *Secrets {
 			}
 		}
 	}
+	return secretsFrom(values, pairs)
+}
+
+// Values returns the secrets that are values alone (a transformation's
+// env: an API key a script puts wherever it likes), hidden wherever they
+// stand in a text, as written and in the escaped forms SecretsOf hides;
+// one shorter than 6 bytes is not hidden (it would hide every "prod" or
+// "2" in an answer). Nil when there are none.
+func Values(values []string) *Secrets { return secretsFrom(values, nil) }
+
+// secretsFrom builds the Secrets of values (hidden wherever they stand)
+// and of pairs (name, value, ...: hidden after their name whatever their
+// length).
+func secretsFrom(values, pairs []string) *Secrets {
 	forms := map[string]bool{}
 	for _, v := range values {
 		if len(v) < minBare {
