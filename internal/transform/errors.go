@@ -22,6 +22,7 @@ const (
 	KindStack   Kind = "stack"   // it recursed past the call-depth limit
 	KindOutput  Kind = "output"  // what it asked to send is over the output limit
 	KindInvalid Kind = "invalid" // what it returned cannot be sent (another host, a header HTTP cannot carry, ...)
+	KindEnv     Kind = "env"     // it reads a process.env name its destination's transform.env does not set
 )
 
 // Error is a script's failure: the event's problem, never the gateway's. Its text names the script's file

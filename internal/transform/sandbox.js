@@ -102,6 +102,36 @@
   Object.preventExtensions = function __oncehook_preventExtensions(o) { if (o === g) refuse("preventExtensions"); return preventExtensions(o); };
   Reflect.preventExtensions = function __oncehook_reflectPreventExtensions(o) { if (o === g) refuse("preventExtensions"); return reflectPreventExtensions(o); };
 
+  // process.env: the values the destination's transform.env names, as Hookdeck's scripts read their
+  // environment, and nothing else of Node's process. The Go side sets them once per runtime, before the
+  // script first runs (__oncehook_env; a second call is refused, so a script cannot set its own); frozen,
+  // so a run cannot change what the next one reads. A read of a name that is not set throws an error that
+  // names it, where Node would give undefined and the script fail further on with a TypeError about
+  // undefined (or send the text "undefined" as an API key); "NAME" in process.env tells whether it is set.
+  const RealProxy = Proxy;
+  const reflectGet = Reflect.get;
+  const jsonParse = JSON.parse;
+  const makeEnv = function __oncehook_makeEnv(values, has) {
+    const target = {};
+    for (const k of Object.keys(values)) target[k] = String(values[k]);
+    freeze(target);
+    return freeze(new RealProxy(target, freeze({
+      get: function __oncehook_envGet(t, k, receiver) {
+        // toJSON: JSON.stringify(process.env) (console.log does it) asks for it.
+        if (typeof k !== "string" || k in t || k === "toJSON") return reflectGet(t, k, receiver);
+        throw new ReferenceError("process.env." + k + " is not set: the destination's transform.env " + has);
+      },
+    })));
+  };
+  let proc;
+  const setEnv = function __oncehook_env(text) {
+    if (proc !== undefined) throw new TypeError("process.env is set once");
+    const e = jsonParse(text);
+    proc = freeze({ env: makeEnv(e.values, e.has) });
+  };
+  defineProperty(g, "__oncehook_env", { value: setEnv, writable: false, configurable: false, enumerable: false });
+  defineProperty(g, "process", { get: function __oncehook_process() { return proc; }, configurable: false, enumerable: false });
+
   for (const n of Object.getOwnPropertyNames(g)) {
     const d = Object.getOwnPropertyDescriptor(g, n);
     if ("value" in d) defineProperty(g, n, { writable: false, configurable: false });

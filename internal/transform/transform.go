@@ -26,9 +26,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +39,8 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 	"modernc.org/quickjs"
+
+	"github.com/oncehook/oncehook/internal/redact"
 )
 
 //go:embed sandbox.js
@@ -68,6 +72,9 @@ type Options struct {
 	// "" when it is not: with Protected's, the headers a script's value for is not sent (see Reserved).
 	// Nil: the transport reserves none (HTTP's are Protected's).
 	Transport func(canonical string) string
+	// Env is what the script reads as process.env (the destination's transform.env): names to values,
+	// secrets as a rule. A script that literally reads a name it does not set does not compile (see env.go).
+	Env map[string]string
 }
 
 func (o Options) withDefaults() Options {
@@ -96,6 +103,10 @@ type Script struct {
 	// line count (the wrapper's tail is on the lines after it).
 	prefixCols int
 	lines      int
+	// env is Options.Env as the sandbox's __oncehook_env takes it; secrets, its values, which what the
+	// script's runs show (errors, logs) hides.
+	env     string
+	secrets *redact.Secrets
 
 	// slots admits Concurrency runs at once.
 	slots  chan struct{}
@@ -125,6 +136,12 @@ func Compile(name, source string, opts Options) (*Script, error) {
 		lines:      strings.Count(source, "\n") + 1,
 		slots:      make(chan struct{}, opts.Concurrency),
 	}
+	env, err := envJSON(opts.Env)
+	if err != nil {
+		return nil, fmt.Errorf("transform %s: %w", name, err)
+	}
+	s.env = env
+	s.secrets = redact.Values(slices.Collect(maps.Values(opts.Env)))
 	vm, err := newSandbox()
 	if err != nil {
 		return nil, fmt.Errorf("transform %s: %w", name, err)
@@ -133,6 +150,9 @@ func Compile(name, source string, opts Options) (*Script, error) {
 	bc, err := vm.Compile(wrapperHead+source+wrapperTail, quickjs.EvalGlobal)
 	if err != nil {
 		return nil, s.scriptError(KindSyntax, err, 0)
+	}
+	if err := s.checkEnv(source, opts.Env); err != nil {
+		return nil, err
 	}
 	s.bytecode = bc
 	// Load it once, as every runtime will, so that an error in loading shows now and not at the first event.
@@ -175,6 +195,11 @@ func (s *Script) Name() string { return s.name }
 // Digest identifies the script's version: sha256 of its source. An attempt records it beside what was sent.
 func (s *Script) Digest() string { return s.digest }
 
+// Hide masks in text the values of the script's env (Options.Env), which it may have put anywhere in
+// what it sends: for what is shown of a run (a preview of what it sends, a destination's answer that
+// quotes it). A run's own errors and logs are hidden already.
+func (s *Script) Hide(text string) string { return s.secrets.Hide(text) }
+
 // Close closes the idle runtimes; runs in flight close theirs when they end. A closed script still runs
 // (each run on a runtime of its own), so a reload may close the scripts it replaced at once.
 func (s *Script) Close() {
@@ -210,6 +235,12 @@ func (s *Script) newRuntime() (*quickjs.VM, error) {
 	if _, err := vm.EvalBytecode(s.bytecode); err != nil {
 		vm.Close()
 		return nil, s.scriptError(KindRuntime, err, 0)
+	}
+	// Before the script ever runs, always: process.env is set once per runtime, and a script that got to
+	// set it first would keep what it set from one event to the next.
+	if _, err := vm.Call("__oncehook_env", s.env); err != nil {
+		vm.Close()
+		return nil, fmt.Errorf("transform %s: env: %w", s.name, err)
 	}
 	return vm, nil
 }
@@ -336,7 +367,22 @@ type output struct {
 
 // Run runs the script on one event. The error, when the script failed or went past a bound, is an *Error:
 // the event's problem, never the gateway's (a delivery dead-letters it). ctx's end interrupts the run.
-func (s *Script) Run(ctx context.Context, r Request, ev Event) (*Output, error) {
+func (s *Script) Run(ctx context.Context, r Request, ev Event) (out *Output, err error) {
+	if s.secrets != nil {
+		// What a run shows (its error, its logs) never shows the env's values: a script that throws
+		// or logs one would put a secret in a dead letter, a log line or the dashboard.
+		defer func() {
+			var se *Error
+			if errors.As(err, &se) {
+				se.Message = s.secrets.Hide(se.Message)
+			}
+			if out != nil {
+				for i, l := range out.Logs {
+					out.Logs[i] = s.secrets.Hide(l)
+				}
+			}
+		}()
+	}
 	if err := ctx.Err(); err != nil {
 		// (An interrupt asked before the call would be cleared as it starts.)
 		return nil, fmt.Errorf("transform %s: %w", s.name, err)
@@ -400,7 +446,7 @@ func (s *Script) Run(ctx context.Context, r Request, ev Event) (*Output, error) 
 		return nil, &Error{Script: s.name, Kind: KindOutput, Took: took,
 			Message: fmt.Sprintf("the output is %d bytes, over the limit of %d", len(text), s.opts.MaxOutput)}
 	}
-	out, err := s.readOutput(text, r, isJSON)
+	out, err = s.readOutput(text, r, isJSON)
 	if err != nil {
 		return nil, err
 	}
