@@ -388,7 +388,7 @@ func compileTransform(cfg *config.Config, d config.Destination, transport func(c
 	}
 	return transform.Compile(t.Name(d.Name), src, transform.Options{
 		Timeout: time.Duration(t.Timeout), MaxMemory: int64(t.MaxMemory), MaxOutput: int64(t.MaxOutput),
-		Transport: transport,
+		Transport: transport, Env: t.Env,
 	})
 }
 
@@ -481,9 +481,9 @@ func (g *Gateway) transformed(ctx context.Context, e admin.EventDetail, destinat
 		return nil, err
 	}
 	t := &dashboard.Transformed{Skipped: p.Output.Skip, URL: p.URL, ContentType: p.Message.ContentType,
-		Body: string(p.Message.Body), Digest: p.Output.Digest(), TookMS: float64(p.Output.Took.Microseconds()) / 1000}
-	if !utf8.Valid(p.Message.Body) {
-		t.Body = fmt.Sprintf("(%d bytes, not UTF-8)", len(p.Message.Body))
+		Body: string(p.Body), Digest: p.Output.Digest(), TookMS: float64(p.Output.Took.Microseconds()) / 1000}
+	if !utf8.Valid(p.Body) {
+		t.Body = fmt.Sprintf("(%d bytes, not UTF-8)", len(p.Body))
 	}
 	names := make([]string, 0, len(p.Header))
 	for k := range p.Header {

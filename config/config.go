@@ -396,6 +396,14 @@ type Transform struct {
 	MaxMemory ByteSize `yaml:"max_memory"`
 	// MaxOutput bounds what a run may send: body and headers (default 4MiB).
 	MaxOutput ByteSize `yaml:"max_output"`
+	// Env is what the script reads as process.env, as Hookdeck's scripts
+	// read theirs: names to values, taken from the gateway's environment
+	// with ${NAME} like every value of the file. They are secrets: what
+	// oncehook shows of a run (its errors and logs, the dashboard's and
+	// transform test's preview of what it sends, a destination's answer)
+	// has them masked. A script that reads a name not set here does not
+	// compile.
+	Env map[string]string `yaml:"env"`
 	// Digest is the script's version (sha256 of its text), set when it is
 	// compiled: a changed file is a changed destination on reload.
 	Digest string `yaml:"-"`

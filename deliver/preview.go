@@ -18,9 +18,13 @@ type Preview struct {
 	Message *Message
 	Output  *transform.Output
 	// URL is where it would go, credentials hidden ("" for a destination
-	// without a URL: a queue's); Header, its headers, credentials hidden.
+	// without a URL: a queue's); Header, its headers, credentials hidden;
+	// Body, its body with the values of the script's env hidden (as they
+	// are in URL and Header): what is shown is never the secret a script
+	// put in what it sends, though the digest is of what it sends.
 	URL    string
 	Header http.Header
+	Body   []byte
 }
 
 // PreviewTransform builds d's message for dest as the worker does and runs
@@ -32,11 +36,21 @@ func PreviewTransform(ctx context.Context, dest *Destination, d store.LeasedDeli
 	if err != nil {
 		return nil, err
 	}
-	p := &Preview{Message: m, Output: out, Header: redact.Header(m.Header)}
+	p := &Preview{Message: m, Output: out, Header: redact.Header(m.Header), Body: m.Body}
 	if dest.URL != "" {
 		if u, err := url.Parse(dest.URL); err == nil {
-			p.URL = redact.URL(TargetURL(u, m).String())
+			p.URL = dest.Transform.Hide(redact.URL(TargetURL(u, m).String()))
 		}
+	}
+	for k, vs := range p.Header {
+		hidden := make([]string, len(vs))
+		for i, v := range vs {
+			hidden[i] = dest.Transform.Hide(v)
+		}
+		p.Header[k] = hidden
+	}
+	if b := dest.Transform.Hide(string(m.Body)); b != string(m.Body) {
+		p.Body = []byte(b)
 	}
 	return p, nil
 }

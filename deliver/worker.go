@@ -850,7 +850,7 @@ func storable(s string, limit int) string {
 
 // hideSecrets masks in text what dest's URL and headers carry that
 // redact.URL and redact.Header hide, and what msg carried besides, when a
-// transformation set its query or headers.
+// transformation set its query or headers, with the values of its env.
 func hideSecrets(dest *Destination, msg *Message, text string) string {
 	if text == "" {
 		return text
@@ -860,6 +860,9 @@ func hideSecrets(dest *Destination, msg *Message, text string) string {
 		if u, err := url.Parse(dest.URL); err == nil {
 			text = redact.SecretsOf(TargetURL(u, msg), msg.Header).Hide(text)
 		}
+		// Its env's values, wherever the script put them (a header
+		// that is not a credential's by name, the body).
+		text = dest.Transform.Hide(text)
 	}
 	return text
 }

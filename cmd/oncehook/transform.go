@@ -16,6 +16,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/store"
 )
@@ -130,15 +131,18 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err := printJSON(stdout, map[string]any{
 			"destination": cd.Name, "script": script.Name(), "script_digest": script.Digest(),
 			"skipped": res.Skip, "url": target, "content_type": msg.ContentType, "headers": p.Header,
-			"body": string(msg.Body), "sent_digest": res.Digest(), "took_ms": float64(took.Microseconds()) / 1000,
+			"body": string(p.Body), "sent_digest": res.Digest(), "took_ms": float64(took.Microseconds()) / 1000,
 			"go_allocated_bytes": after.TotalAlloc - before.TotalAlloc, "peak_rss_growth_bytes": grew, "logs": res.Logs,
-			"dropped_headers": dropped,
+			"dropped_headers": dropped, "env": script.EnvNames(),
 		}); err != nil {
 			return err
 		}
 		return droppedErr
 	}
 	fmt.Fprintf(stdout, "destination %s, script %s (%s)\n", cd.Name, script.Name(), script.Digest())
+	if names := script.EnvNames(); len(names) > 0 {
+		fmt.Fprintf(stdout, "process.env: %s (their values are shown as %s wherever they stand)\n", strings.Join(names, ", "), redact.Mask)
+	}
 	fmt.Fprintf(stdout, "took %s; memory: %s allocated on Go's heap, the process's peak grew by %s (the script's own, QuickJS's, is bounded by max_memory)\n",
 		took.Round(time.Microsecond), bytesText(int64(after.TotalAlloc-before.TotalAlloc)), bytesText(grew))
 	for _, l := range res.Logs {
@@ -166,7 +170,7 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stdout, "%s: %s\n", k, v)
 		}
 	}
-	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", msg.Body, res.Digest())
+	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", p.Body, res.Digest())
 	for _, d := range res.Dropped {
 		fmt.Fprintf(stdout, "dropped: %s (%s)\n", d.Header, d.Why)
 	}

@@ -121,3 +121,63 @@ destinations:
 		t.Errorf("a dropped header is shown as sent:\n%s", out)
 	}
 }
+
+// Found from outside (#41, item 7): a Hookdeck-style script reading its
+// secret from process.env passed validate and dead-lettered every
+// delivery. A script reading a name its destination's transform.env does
+// not set is refused by validate and by transform test, naming the name
+// and the script's line; one whose env sets it (from the gateway's
+// environment, with ${NAME}) runs, and transform test shows what it would
+// send with the value masked.
+func TestValidateAndTransformTestRefuseAScriptReadingAnUnsetEnvName(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "partner.js")
+	if err := os.WriteFile(script, []byte("addHandler(\"transform\", (request) => {\n  request.headers[\"x-partner-key\"] = process.env.API_KEY;\n  request.body = { signed_with: process.env.API_KEY };\n  return request;\n});\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	event := filepath.Join(dir, "event.json")
+	if err := os.WriteFile(event, []byte(`{"id":"evt_1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(env string) string {
+		cfg := filepath.Join(dir, "oncehook.yaml")
+		yaml := fmt.Sprintf(`store: sqlite://%s/oncehook.db
+sources:
+  - {name: stripe, preset: stripe, secrets: [%s], destinations: [partner]}
+destinations:
+  - name: partner
+    url: "http://127.0.0.1:1/orders"
+    transform: {file: %s%s}
+`, dir, secret, script, env)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	const key = "pk_live_from_env_77"
+	environ := []string{"PARTNER_KEY=" + key}
+	for name, env := range map[string]string{"no env": "", "another name": ", env: {API_TOKEN: \"${PARTNER_KEY}\"}"} {
+		cfg := write(env)
+		out, ok := oncehook(t, dir, environ, "validate", "--config", cfg)
+		if ok || !strings.Contains(out, "destinations[0].transform: "+script+":2:") || !strings.Contains(out, "process.env.API_KEY is read but not set") {
+			t.Errorf("%s: validate: ok=%v\n%s", name, ok, out)
+		}
+		out, ok = oncehook(t, dir, environ, "transform", "test", "--config", cfg, "--destination", "partner", "--event", event)
+		if ok || !strings.Contains(out, "process.env.API_KEY is read but not set") {
+			t.Errorf("%s: transform test: ok=%v\n%s", name, ok, out)
+		}
+		if strings.Contains(out, key) {
+			t.Errorf("%s: the value is shown:\n%s", name, out)
+		}
+	}
+	cfg := write(", env: {API_KEY: \"${PARTNER_KEY}\"}")
+	if out, ok := oncehook(t, dir, environ, "validate", "--config", cfg); !ok {
+		t.Fatalf("validate: %s", out)
+	}
+	for _, args := range [][]string{nil, {"--json"}} {
+		out, ok := oncehook(t, dir, environ, append([]string{"transform", "test", "--config", cfg, "--destination", "partner", "--event", event}, args...)...)
+		if !ok || !strings.Contains(out, "xxxxx") || strings.Contains(out, key) || !strings.Contains(out, "signed_with") {
+			t.Errorf("transform test %v: ok=%v, want it to run with the value masked:\n%s", args, ok, out)
+		}
+	}
+}
