@@ -485,6 +485,12 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 	if err != nil {
 		return EventPage{}, err
 	}
+	if len(list) == 0 {
+		// An empty page under a misspelt source says so, not "no events".
+		if err := s.knownSource(ctx, f.Source); err != nil {
+			return EventPage{}, err
+		}
+	}
 	page := EventPage{Events: make([]EventSummary, len(list))}
 	for i, e := range list {
 		page.Events[i] = summaryOf(e)
@@ -754,6 +760,16 @@ func (s *Service) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, erro
 	list, err := s.admin.ListDeadLetters(ctx, q)
 	if err != nil {
 		return DeadPage{}, err
+	}
+	if len(list) == 0 {
+		// As events ls: a misspelt name is said so. A destination no
+		// dead letter is stored under and the config lacks is unknown.
+		if err := s.knownNames("", f.Destination); err != nil {
+			return DeadPage{}, err
+		}
+		if err := s.knownSource(ctx, f.Source); err != nil {
+			return DeadPage{}, err
+		}
 	}
 	page := DeadPage{DeadLetters: make([]DeadLetter, len(list))}
 	for i, d := range list {
@@ -1029,6 +1045,24 @@ func (s *Service) knownDead(ctx context.Context, q store.DeadQuery) error {
 	}
 	q.Limit = 1
 	if stored, lerr := s.admin.ListDeadLetters(ctx, q); lerr == nil && len(stored) > 0 {
+		return nil
+	}
+	return err
+}
+
+// knownSource is knownNames for a filter on stored events (events ls,
+// stats): a source the config no longer has is still known while events
+// are stored under it, and can be listed by that name. "" is every source.
+func (s *Service) knownSource(ctx context.Context, source string) error {
+	err := s.knownNames(source, "")
+	if err == nil {
+		return nil
+	}
+	stored, lerr := s.admin.ListEvents(ctx, store.EventQuery{Source: source, Limit: 1})
+	switch {
+	case lerr != nil:
+		return lerr // the store could not say: unavailable, not unknown
+	case len(stored) > 0:
 		return nil
 	}
 	return err

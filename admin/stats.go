@@ -198,6 +198,14 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 			ds.Points[i].add(r.Metric, r.Value)
 		}
 	}
+	if q.Source != "" && sources[q.Source] == nil {
+		// Neither configured nor counted in the range: a misspelt source
+		// is an error, not an empty chart (an old source's events, still
+		// stored, keep its name known).
+		if err := s.knownSource(ctx, q.Source); err != nil {
+			return StatsView{}, err
+		}
+	}
 	for _, name := range sortedKeys(sources) {
 		ss := sources[name]
 		for i := range ss.Points {

@@ -175,6 +175,9 @@ destinations:
 	call("GET /v1/sources", "/v1/sources", "", 200)
 	call("GET /v1/stats", "/v1/stats?granularity=1h", "", 200)
 	call("GET /v1/events", "/v1/events?source=hooks", "", 200)
+	call("GET /v1/events", "/v1/events?source=nope", "", 404) // neither configured nor stored
+	call("GET /v1/stats", "/v1/stats?source=nope", "", 404)
+	call("GET /v1/dead-letters", "/v1/dead-letters?source=nope", "", 404)
 	call("GET /v1/events/{id}", "/v1/events/1", "", 200)
 	call("GET /v1/events/{id}", "/v1/events/3", "", 200) // ordered, dead: order in the answer
 	call("GET /v1/events/{id}", "/v1/events/999999", "", 404)

@@ -210,6 +210,30 @@ func TestReplayRefusesUnknownNames(t *testing.T) {
 	}
 }
 
+// Issue 41, item 16: `stats --source nope` and `events ls --source nope`
+// printed nothing and exited 0. A source neither the config has nor any
+// stored event is under is an error naming the configured sources, exit 1;
+// a configured source without events is still an empty answer, exit 0.
+func TestListsRefuseAnUnknownSource(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "sqlite://./events.db", "", "http://127.0.0.1:9")
+	if out, ok := oncehook(t, dir, nil, "migrate", "--config", cfg); !ok {
+		t.Fatalf("migrate: %s", out)
+	}
+	for _, args := range [][]string{{"stats", "--source", "nope"}, {"events", "ls", "--source", "nope"}, {"dead", "ls", "--source", "nope"}} {
+		out, ok := oncehook(t, dir, nil, append(args, "--config", cfg)...)
+		if ok || !strings.Contains(out, `no such source "nope"`) || !strings.Contains(out, "known: stripe") {
+			t.Errorf("%v (ok=%v):\n%s", args, ok, out)
+		}
+	}
+	if out, ok := oncehook(t, dir, nil, "events", "ls", "--source", "stripe", "--config", cfg); !ok || !strings.Contains(out, "no events match") {
+		t.Errorf("events ls of a configured source without events (ok=%v):\n%s", ok, out)
+	}
+	if out, ok := oncehook(t, dir, nil, "stats", "--source", "stripe", "--config", cfg); !ok || !strings.Contains(out, "stripe") {
+		t.Errorf("stats of a configured source without traffic (ok=%v):\n%s", ok, out)
+	}
+}
+
 // Every command and subcommand prints its help and exits 0 on --help
 // (and some on -h), before it opens a store or dials anything. Before, "events
 // --help" and "dead --help" exited 1.

@@ -234,20 +234,22 @@ destinations:
 		t.Fatalf("events ls created a store where there was none: %v", err)
 	}
 	for _, how := range [][]string{store, api} {
-		// A name the config does not have lists nothing, and says why:
-		// most often a typo.
-		noSource := `: no source named "nope" in the config (sources: stripe)`
-		if out := run(true, append([]string{"events", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no events match"+noSource {
-			t.Fatalf("events ls --source nope (%s):\n%s", how[0], out)
+		// A name neither the config has nor the store holds events under
+		// is an error naming the known ones (issue 41: it printed nothing
+		// and exited 0): most often a typo.
+		noSource := `no such source "nope" (known: stripe)`
+		for _, args := range [][]string{{"events", "ls", "--source", "nope"}, {"dead", "ls", "--source", "nope"}, {"stats", "--source", "nope"}} {
+			if out := run(false, append(args, how...)...); !strings.Contains(out, noSource) {
+				t.Fatalf("%v (%s):\n%s", args, how[0], out)
+			}
 		}
-		if out := run(true, append([]string{"dead", "ls", "--source", "nope"}, how...)...); strings.TrimSpace(out) != "no dead letters match"+noSource {
-			t.Fatalf("dead ls --source nope (%s):\n%s", how[0], out)
-		}
-		if out := run(true, append([]string{"dead", "ls", "--destination", "nope"}, how...)...); !strings.Contains(out, `no dead letters match: no destination named "nope" in the config (destinations: `) {
+		if out := run(false, append([]string{"dead", "ls", "--destination", "nope"}, how...)...); !strings.Contains(out, `no such destination "nope" (known: `) {
 			t.Fatalf("dead ls --destination nope (%s):\n%s", how[0], out)
 		}
-		if out := run(true, append([]string{"stats", "--source", "nope"}, how...)...); !strings.Contains(out, "nothing counted since") || !strings.Contains(out, noSource) {
-			t.Fatalf("stats --source nope (%s):\n%s", how[0], out)
+		// stats of a destination the config lacks is an empty chart that
+		// says which name it did not find.
+		if out := run(true, append([]string{"stats", "--destination", "nope"}, how...)...); !strings.Contains(out, "nothing counted since") || !strings.Contains(out, `no destination named "nope" in the config`) {
+			t.Fatalf("stats --destination nope (%s):\n%s", how[0], out)
 		}
 		// A known name with nothing to show needs no hint.
 		if out := run(true, append([]string{"events", "ls", "--source", "stripe", "--key", "evt_never"}, how...)...); strings.TrimSpace(out) != "no events match" {

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -146,7 +147,14 @@ func (d *Dashboard) source(w http.ResponseWriter, r *http.Request, s session) {
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
 	f := admin.EventFilter{Source: q.Get("source"), Type: q.Get("type"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor"), Limit: 50}
+	status, unknown := http.StatusOK, ""
 	page, err := d.opts.Service.Events(r.Context(), f)
+	if errors.Is(err, admin.ErrNotFound) && f.Source != "" {
+		// A source neither configured nor stored (a link typed by hand,
+		// a source renamed): the page says so, with its filter to pick
+		// another, not a bare "not found".
+		status, unknown, err = http.StatusNotFound, f.Source, nil
+	}
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -156,8 +164,8 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 		d.failErr(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
-		"States": store.EventStates()})
+	d.render(w, r, status, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
+		"States": store.EventStates(), "Unknown": unknown})
 }
 
 func eventID(r *http.Request) (int64, bool) {
