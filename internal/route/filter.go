@@ -23,11 +23,11 @@ const MaxDepth = 32
 
 // Filter is a compiled filter. Compile checks it whole, once: matching
 // never fails, never panics and never loops (regular expressions are
-// RE2, linear in their input).
+// RE2, linear in their input), and what it costs is bounded by the
+// request's Budget.
 type Filter struct {
 	body, headers, query, path matcher
-	needsBody                  bool
-	need                       need // what body reads of the event's body
+	prog                       *program // body, ready to match a body's bytes
 }
 
 // Input is what a filter reads of an event.
@@ -37,25 +37,27 @@ type Input struct {
 	Query  url.Values
 	Path   string
 
-	// need is what every filter that reads this event asks of its body
-	// (Pick sets it for all of a source's routes): the body is decoded
-	// once, for all of them.
-	need    *need
-	body    any
-	decoded bool
-	decodes int // how many times the body was decoded: once at most
+	// Budget is what the filters may spend on this event's body, shared
+	// with the other events of its request; nil is a budget of its own,
+	// for a request of this body alone.
+	Budget *Budget
+
+	over    bool           // the budget ran out: no filter reading the body matched
+	walks   int            // how many times the body was walked: once at most
+	headers map[string]any // headerDoc, made once
+	query   map[string]any // queryDoc, made once
 }
 
-func (in *Input) json(n *need) any {
-	if !in.decoded {
-		in.decoded = true
-		in.decodes++
-		if in.need != nil {
-			n = in.need
-		}
-		in.body = decodeNeeded(in.Body, n)
+// Over reports whether the filters that read this event's body could not
+// be matched within its Budget: each answered that its route does not
+// want the event.
+func (in *Input) Over() bool { return in.over }
+
+func (in *Input) budget() *Budget {
+	if in.Budget == nil {
+		in.Budget = NewBudget(len(in.Body))
 	}
-	return in.body
+	return in.Budget
 }
 
 // missing is a value that is not there (a body that is not JSON, a field
@@ -78,8 +80,7 @@ func Compile(spec any) (*Filter, error) {
 		}
 		switch part {
 		case "body":
-			f.body, f.needsBody = m, true
-			f.need.add(m)
+			f.body, f.prog = m, compileProgram([]matcher{m})
 		case "headers":
 			f.headers = lowerNames(m)
 		case "query":
@@ -95,14 +96,38 @@ func Compile(spec any) (*Filter, error) {
 
 // Match reports whether in passes every part the filter names.
 func (f *Filter) Match(in *Input) bool {
-	if f.body != nil && !f.body.match(in.json(&f.need)) {
-		return false
+	if f.body != nil {
+		var got [1]bool
+		in.walks++
+		if !f.prog.run(in.Body, in.budget(), got[:]) {
+			in.over = true
+			return false
+		}
+		if !got[0] {
+			return false
+		}
 	}
-	if f.headers != nil && !f.headers.match(headerDoc(in.Header)) {
-		return false
+	return f.matchRest(in)
+}
+
+// matchRest reports whether in passes the parts the filter names other
+// than its body.
+func (f *Filter) matchRest(in *Input) bool {
+	if f.headers != nil {
+		if in.headers == nil {
+			in.headers = headerDoc(in.Header)
+		}
+		if !f.headers.match(in.headers) {
+			return false
+		}
 	}
-	if f.query != nil && !f.query.match(queryDoc(in.Query)) {
-		return false
+	if f.query != nil {
+		if in.query == nil {
+			in.query = queryDoc(in.Query)
+		}
+		if !f.query.match(in.query) {
+			return false
+		}
 	}
 	if f.path != nil && !f.path.match(in.Path) {
 		return false

@@ -64,31 +64,56 @@ func (rs Routes) Pick(typ string, in *Input) (want, skip []string) {
 	return rs.Plan().Pick(typ, in)
 }
 
-// Plan is a source's routes made ready to pick events: what all their
-// filters read of a body, merged once, so that an event's body is decoded
-// once for all of them (see need).
+// Plan is a source's routes made ready to pick events: the body parts of
+// all their filters made one program (see program), so that an event's
+// body is walked once for all of them, in one pass.
 type Plan struct {
 	routes Routes
-	need   need
+	prog   *program // nil when no filter reads the body
+	at     []int    // each route's filter's place in prog, or -1
 }
 
 // Plan prepares rs to pick events; a source makes it when it is loaded.
 func (rs Routes) Plan() *Plan {
-	p := &Plan{routes: rs}
-	for _, r := range rs {
-		if r.Filter != nil && r.Filter.needsBody {
-			p.need.merge(&r.Filter.need)
+	p := &Plan{routes: rs, at: make([]int, len(rs))}
+	var bodies []matcher
+	for i, r := range rs {
+		p.at[i] = -1
+		if r.Filter != nil && r.Filter.body != nil {
+			p.at[i] = len(bodies)
+			bodies = append(bodies, r.Filter.body)
 		}
+	}
+	if len(bodies) > 0 {
+		p.prog = compileProgram(bodies)
 	}
 	return p
 }
 
 // Pick returns the destinations that want the event, and those that do
-// not (its filtered ones), each in the routes' order.
+// not (its filtered ones), each in the routes' order. The body is walked
+// once, when some route whose types take the event has a filter that
+// reads it; when that walk would cost more than in's Budget, those
+// routes do not want the event (in.Over says so).
 func (p *Plan) Pick(typ string, in *Input) (want, skip []string) {
-	in.need = &p.need
-	for _, r := range p.routes {
-		if r.Wants(typ, in) {
+	var body []bool
+	walked, decided := false, false
+	for i, r := range p.routes {
+		ok := len(r.Types) == 0 || MatchType(r.Types, typ)
+		if ok && r.Filter != nil {
+			if p.at[i] >= 0 {
+				if !walked {
+					walked, body = true, make([]bool, len(p.prog.roots))
+					in.walks++
+					if decided = p.prog.run(in.Body, in.budget(), body); !decided {
+						in.over = true
+					}
+				}
+				ok = decided && body[p.at[i]]
+			}
+			ok = ok && r.Filter.matchRest(in)
+		}
+		if ok {
 			want = append(want, r.Destination)
 		} else {
 			skip = append(skip, r.Destination)
