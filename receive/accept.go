@@ -322,7 +322,14 @@ func (c *Core) events(ctx context.Context, src *Source, env Envelope) (_ []store
 	if traceparent == "" {
 		traceparent = tracing.Inject(ctx) // "" when not traced
 	}
-	events, keyless := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
+	events, keyless, over := newEvents(src, items, env.Header, preq.URL, contentType, traceparent, now)
+	if over > 0 {
+		// Not refused: stored, filtered for the routes that read the body
+		// (each event says which), and an operator can send it to them.
+		c.metrics.FilterOverBudget(name, over)
+		c.log.Warn("the filters on the body cost more than the request's budget: their routes passed over these events",
+			"source", name, "events", over, "of", len(items), "body_bytes", len(body), "client", env.Client)
+	}
 	if keyless >= 0 {
 		detail := "no event key found in the request"
 		if len(items) > 1 {

@@ -24,11 +24,14 @@ import (
 // (or a keyless one), its type, and the deliveries its source's routes
 // pick (package route decides). keyless is the index of the first item
 // that has no key when the source rejects such events (then there are no
-// events), else -1.
-func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) (_ []store.NewEvent, keyless int) {
+// events), else -1. The items' filters share one budget, the request's
+// (route.Budget); over is how many events it ran out on, whose routes
+// that filter on the body passed over them.
+func newEvents(src *Source, items []provider.Item, header http.Header, u *url.URL, contentType, traceparent string, now time.Time) (_ []store.NewEvent, keyless, over int) {
 	forward := forwardHeaders(src.traits.Forward, header)
 	events := make([]store.NewEvent, len(items))
 	var query url.Values // read once, when a route asks for it
+	var budget *route.Budget
 	for i, it := range items {
 		e := store.NewEvent{
 			Source:       src.Name,
@@ -49,20 +52,31 @@ func newEvents(src *Source, items []provider.Item, header http.Header, u *url.UR
 			if query == nil {
 				query = u.Query()
 			}
-			e.Destinations, e.Filtered = src.plan.Pick(it.Type, &route.Input{Body: it.Body, Header: header, Query: query, Path: u.Path})
+			if budget == nil {
+				n := 0
+				for _, it := range items {
+					n += len(it.Body)
+				}
+				budget = route.NewBudget(n)
+			}
+			in := &route.Input{Body: it.Body, Header: header, Query: query, Path: u.Path, Budget: budget}
+			e.Destinations, e.Filtered = src.plan.Pick(it.Type, in)
+			if in.Over() {
+				over++
+			}
 		}
 		if src.Order != nil {
 			e.Order = src.Order.place(header, it.Body, now)
 		}
 		if it.Key == "" {
 			if src.RejectMissingKey {
-				return nil, i
+				return nil, i, 0
 			}
 			e.Key, e.Keyless = keylessKey(), true
 		}
 		events[i] = e
 	}
-	return events, -1
+	return events, -1, over
 }
 
 // keylessKey names an event that has no provider key. It is unique, so the

@@ -27,6 +27,10 @@ type SourceCounts struct {
 	DuplicateRate float64 `json:"duplicate_rate"`
 	// Filtered counts the stored events no destination wanted.
 	Filtered int64 `json:"filtered"`
+	// FilterOverBudget counts the events whose filters on the body cost
+	// more than their request's budget: the routes with those filters
+	// passed over them (they are stored, filtered for those destinations).
+	FilterOverBudget int64 `json:"filter_over_budget,omitempty"`
 	// Types counts the stored events by type (untyped ones are not).
 	Types map[string]int64 `json:"types,omitempty"`
 	// Stale counts the deliveries held back as older than their entity's
@@ -57,8 +61,11 @@ func (c *SourceCounts) Add(metric string, v int64) {
 		}
 		c.Received += v
 	case Routing:
-		if what == Filtered {
+		switch what {
+		case Filtered:
 			c.Filtered += v
+		case OverBudget:
+			c.FilterOverBudget += v
 		}
 	case Order:
 		switch what {

@@ -99,6 +99,15 @@ func (m *Metrics) Filtered(source string) {
 	m.Hourly.addRollup(store.ScopeSource, source, Routing, Filtered, 1)
 }
 
+// FilterOverBudget counts n events whose source's filters on the body
+// cost more than their request's budget (see route.Budget), so that the
+// routes with those filters passed over them, in the hourly rollups:
+// routing.over_budget. It counts when the filters run: a request a
+// provider sends again counts again.
+func (m *Metrics) FilterOverBudget(source string, n int) {
+	m.Hourly.addRollup(store.ScopeSource, source, Routing, OverBudget, int64(n))
+}
+
 // Answered counts an answer of the user's API api to a request with an
 // Idempotency-Key, in the hourly rollups: new (the upstream answered) or
 // replayed (the ledger did).

@@ -26,6 +26,9 @@ const (
 
 	// Filtered is an event no destination of its source wanted.
 	Filtered = "filtered"
+	// OverBudget is an event whose source's filters on the body cost
+	// more than its request's budget: the routes with them passed it over.
+	OverBudget = "over_budget"
 
 	// Attempt outcomes.
 	Delivered = "delivered"
@@ -43,7 +46,7 @@ const (
 	Requests = "requests"
 	Events   = "events"
 	Types    = "types"   // stored events by type: types.invoice.paid
-	Routing  = "routing" // routing.filtered: stored events no destination wanted
+	Routing  = "routing" // routing.filtered: stored events no destination wanted; routing.over_budget: see OverBudget
 	// Order counts order per entity: order.stale (held back; the store
 	// counts them as it marks them: store.StaleMetric) and order.unordered
 	// (no place found, delivered outside the order).
