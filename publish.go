@@ -14,6 +14,11 @@ import (
 // user's services not written in Go, or not on the gateway's database.
 const PublishRoute = "POST /v1/publish/{source}"
 
+// reasonInvalidKey counts a publish refused for its Idempotency-Key (one
+// ParseKey cannot read: not printable ASCII, over 255 characters, given
+// twice): the reason its 400 answers with.
+const reasonInvalidKey = "invalid"
+
 // publish serves PublishRoute behind apiauth's WrapPublish: the body is
 // one event of an outbox source, its key the Idempotency-Key header, read
 // as the proxy reads it (else the source's key rules over the body). It is claimed through Accept,
@@ -29,14 +34,20 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 	source := r.PathValue("source")
 	cfg := g.cfg.Load()
 	if !isOutbox(cfg, source) {
+		// Counted as intake counts a request for a source it lacks: under
+		// no source (the name is the caller's, not the config's).
+		g.metrics.Request("", receive.ReasonUnknownSource)
 		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonUnknownSource, "no outbox source named "+source+" (outbox: true)")
 		return
 	}
 	// The key is read as the proxy reads one (idempotency.ParseKey):
 	// "ord_q1" and ord_q1 are one event, and the header given twice is
-	// refused rather than one of its values taken.
+	// refused rather than one of its values taken. A refused key is
+	// counted under its source, by the answer's reason, as intake counts
+	// every refusal.
 	key, err := idempotency.KeyFrom(r.Header)
 	if err != nil {
+		g.metrics.Request(source, reasonInvalidKey)
 		idempotency.RefuseKey(w, err)
 		return
 	}

@@ -16,6 +16,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -326,17 +327,9 @@ const maxLimit = 500
 
 func (f EventFilter) query() (store.EventQuery, error) {
 	q := store.EventQuery{Source: f.Source, Key: f.Key, Type: f.Type, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
-	if len(f.Source) > 200 {
-		return q, invalid("source", "too long")
-	}
-	if len(f.KeyPrefix) > 1024 {
-		return q, invalid("key_prefix", "too long")
-	}
-	if len(f.Key) > 1024 {
-		return q, invalid("key", "too long")
-	}
-	if len(f.Type) > 1024 {
-		return q, invalid("type", "too long")
+	if err := cmp.Or(filterText("source", f.Source, 200), filterText("key_prefix", f.KeyPrefix, 1024),
+		filterText("key", f.Key, 1024), filterText("type", f.Type, 1024)); err != nil {
+		return q, err
 	}
 	if states := store.EventStates(); f.State != "" && !contains(states, f.State) {
 		return q, invalid("state", "want one of %s", strings.Join(states, ", "))
@@ -586,6 +579,12 @@ func (s *Service) ResetOrder(ctx context.Context, source, entity, destination st
 	if entity == "" {
 		return Count{}, invalid("entity", "missing")
 	}
+	// The entity as stored (store.StorableEntity), as events show prints
+	// it: one that is not UTF-8 or holds a NUL is stored encoded, never so.
+	if err := cmp.Or(filterText("source", source, 200), filterText("entity", entity, store.MaxEntityLen),
+		filterText("destination", destination, 200)); err != nil {
+		return Count{}, err
+	}
 	if err := s.knownNames(source, destination); err != nil {
 		return Count{}, err
 	}
@@ -699,11 +698,8 @@ func (f DeadFilter) String() string {
 
 func (f DeadFilter) query() (store.DeadQuery, error) {
 	q := store.DeadQuery{Destination: f.Destination, Source: f.Source, Limit: f.Limit}
-	if len(f.Destination) > 200 {
-		return q, invalid("destination", "too long")
-	}
-	if len(f.Source) > 200 {
-		return q, invalid("source", "too long")
+	if err := cmp.Or(filterText("destination", f.Destination, 200), filterText("source", f.Source, 200)); err != nil {
+		return q, err
 	}
 	if q.Limit == 0 {
 		q.Limit = 50
@@ -1019,6 +1015,25 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 		out[i].setState(conf)
 	}
 	return out, nil
+}
+
+// filterText refuses a filter's text (a name, a key, a type, an entity)
+// over max bytes, or one no stored value can equal: bytes that are not
+// UTF-8, or a NUL. A key, type or entity that held them is stored
+// percent-encoded (as events ls prints it), and PostgreSQL cannot even
+// compare such a value with its text (it answered 503, or 500 for a
+// replay whose audit line quoted it): both backends now answer 400,
+// naming the field.
+func filterText(field, v string, max int) error {
+	switch {
+	case len(v) > max:
+		return invalid(field, "too long (%d bytes; at most %d)", len(v), max)
+	case !utf8.ValidString(v):
+		return invalid(field, "not UTF-8: nothing stored is; name it as events ls prints it (percent-encoded)")
+	case strings.IndexByte(v, 0) >= 0:
+		return invalid(field, "holds a NUL: nothing stored does; name it as events ls prints it (%%00)")
+	}
+	return nil
 }
 
 // knownNames answers ErrNotFound for a source or destination (when set)

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"time"
@@ -107,8 +108,8 @@ func (q *StatsQuery) normalize(now time.Time) error {
 	if q.To.Sub(q.From)/q.Granularity > maxSpans {
 		return invalid("from", "at most %d spans at a time", maxSpans)
 	}
-	if len(q.Source) > 200 || len(q.Destination) > 200 {
-		return invalid("source", "too long")
+	if err := cmp.Or(filterText("source", q.Source, 200), filterText("destination", q.Destination, 200)); err != nil {
+		return err
 	}
 	return nil
 }

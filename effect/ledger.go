@@ -380,6 +380,11 @@ func (l *Local) Get(ctx context.Context, key string) (Record, error) {
 // pending with its lease expired, failed), in key order; pass the last key as the next
 // query's After.
 func (l *Local) List(ctx context.Context, q store.EffectQuery) ([]Record, error) {
+	// A cursor is a key a list gave: one no key can be (not UTF-8, a NUL)
+	// is refused alike on every backend, not by PostgreSQL's text (503).
+	if err := validText("cursor", q.After, MaxKeyLen); err != nil {
+		return nil, err
+	}
 	q.Now = l.opts.Now()
 	rs, err := l.store.ListEffects(ctx, q)
 	if err != nil {
