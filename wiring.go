@@ -41,18 +41,29 @@ import (
 func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Script, senders map[string]deliver.Sender) []deliver.Destination {
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
-		dests[i] = deliver.Destination{
-			Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
-			Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
-			NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
-			Sender:        senders[d.Name],
-			Transform:     scripts[d.Name],
-		}
-		if d.Secret != "" {
-			dests[i].SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated
-		}
+		dests[i] = DeliveryDestination(d, scripts[d.Name], senders[d.Name])
 	}
 	return dests
+}
+
+// DeliveryDestination is the config's destination d as the worker sends
+// to it, with its transformation (script, nil for none) and, for a queue
+// destination, its publisher (sender; nil: POST to its url). Serving, the
+// dashboard's preview and `oncehook transform test` all build it here, so
+// a preview is the attempt's headers, signature and body, not a copy that
+// forgets one. d must be validated (its secret decodes).
+func DeliveryDestination(d config.Destination, script *transform.Script, sender deliver.Sender) deliver.Destination {
+	dest := deliver.Destination{
+		Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
+		Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+		NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
+		Sender:        sender,
+		Transform:     script,
+	}
+	if d.Secret != "" {
+		dest.SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated
+	}
+	return dest
 }
 
 // holdPolicies are the destinations' flow control: a rate where one is
@@ -461,22 +472,8 @@ func (g *Gateway) transformed(ctx context.Context, e admin.EventDetail, destinat
 	if i < 0 {
 		return nil, nil
 	}
-	cd := cfg.Destinations[i]
-	body := []byte(e.Body)
-	if e.BodyBase64 != nil {
-		body = e.BodyBase64
-	}
-	attempt := 1
-	for _, d := range e.Deliveries {
-		if d.Destination == destination {
-			attempt = d.Attempts + 1
-		}
-	}
-	dest := &deliver.Destination{Name: cd.Name, URL: cd.URL, Headers: cd.Headers, Transform: script}
-	p, err := deliver.PreviewTransform(ctx, dest, store.LeasedDelivery{
-		Source: e.Source, Key: e.Key, Type: e.Type, Destination: destination, Attempt: attempt,
-		ContentType: e.ContentType, Header: e.Headers, Body: body, ReceivedAt: e.ReceivedAt,
-	})
+	dest := DeliveryDestination(cfg.Destinations[i], script, nil)
+	p, err := deliver.PreviewTransform(ctx, &dest, e.Delivery(destination, 0))
 	if err != nil {
 		return nil, err
 	}

@@ -409,6 +409,30 @@ type EventDetail struct {
 	BodyDroppedAt *time.Time `json:"body_dropped_at,omitempty"`
 }
 
+// Delivery is the event as a delivery to destination would lease it, for a
+// preview that sends nothing (the dashboard's event page, `oncehook
+// transform test --id`): its body whatever it holds, its headers, key,
+// type and arrival. attempt 0 is the delivery's next attempt (1 when the
+// event has no delivery to destination).
+func (e EventDetail) Delivery(destination string, attempt int) store.LeasedDelivery {
+	if attempt == 0 {
+		attempt = 1
+		for _, d := range e.Deliveries {
+			if d.Destination == destination {
+				attempt = d.Attempts + 1
+			}
+		}
+	}
+	body := []byte(e.Body)
+	if e.BodyBase64 != nil {
+		body = e.BodyBase64
+	}
+	return store.LeasedDelivery{
+		Source: e.Source, Key: e.Key, Type: e.Type, Destination: destination, Attempt: attempt,
+		ContentType: e.ContentType, Header: e.Headers, Body: body, ReceivedAt: e.ReceivedAt,
+	}
+}
+
 // DeliveryDetail is one delivery of an event.
 type DeliveryDetail struct {
 	ID             int64           `json:"id"`

@@ -91,20 +91,15 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		lease.Source, lease.Key, lease.Type, lease.ContentType = e.Source, e.Key, e.Type, e.ContentType
-		lease.Header, lease.ReceivedAt = e.Headers, e.ReceivedAt
-		lease.Body = []byte(e.Body)
-		if e.BodyBase64 != nil {
-			lease.Body = e.BodyBase64
-		}
+		lease = e.Delivery(cd.Name, *attempt)
 	}
-	dest := &deliver.Destination{Name: cd.Name, URL: cd.URL, Headers: cd.Headers, Transform: script}
+	dest := oncehook.DeliveryDestination(cd, script, nil)
 
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	peakBefore := peakRSS()
 	start := time.Now()
-	p, err := deliver.PreviewTransform(ctx, dest, lease)
+	p, err := deliver.PreviewTransform(ctx, &dest, lease)
 	took := time.Since(start)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
