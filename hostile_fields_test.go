@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
@@ -46,8 +48,9 @@ func httpCarries(v hostileValue) bool { return v.name == "invalid_utf8" || v.nam
 // reaches a store's text column, swept with each hostile byte class on
 // SQLite and PostgreSQL: a provider's key and type read from the body or
 // a header, an ordered source's entity, POST /v1/publish's body and
-// Idempotency-Key, PublishTx's key, a NATS message's headers and body,
-// an effect's key and the API's filters. Each is stored (percent-encoded
+// Idempotency-Key, PublishTx's key, a NATS message's headers and body, a
+// RabbitMQ message's message-id and type, a Kafka record's key and
+// header, an effect's key and the API's filters. Each is stored (percent-encoded
 // where it must be: the key as events ls prints it) and delivered, or
 // refused with a 4xx that names the field and is counted; never a 5xx,
 // never a queue message terminated.
@@ -60,6 +63,8 @@ func TestHostileBytesInEveryFieldAreStoredOrRefusedNeverA500(t *testing.T) {
 func hostileSweep(t *testing.T, backend string) {
 	natsURL := testenv.NATS(t)
 	js, stream, prefix := natsStream(t, natsURL, jetstream.MemoryStorage)
+	rabbitURL, rabbit, rabbitQ, _ := rabbitQueue(t)
+	kc := testenv.NewKafka(t, 1, "hostile")
 	sink := testenv.NewSink(t)
 	dir := t.TempDir()
 	storeURL := "sqlite://" + filepath.Join(dir, "oncehook.db")
@@ -78,6 +83,10 @@ sources:
   - {name: box, outbox: true, key: ["json:id"], type: ["json:type"], destinations: [app]}
   - {name: queue, preset: generic, unsigned: true, key: ["header:X-Id"], type: ["header:X-Type"], destinations: [app],
      consume: {nats: {url: `+natsURL+`, stream: `+stream+`}}}
+  - {name: rabbit, preset: generic, unsigned: true, key: ["header:Message-Id"], type: ["header:Amqp-Type"], destinations: [app],
+     consume: {amqp: {url: "`+rabbitURL+`", queue: `+rabbitQ+`}}}
+  - {name: kafka, preset: generic, unsigned: true, key: ["header:Kafka-Key"], type: ["header:X-Type"], destinations: [app],
+     consume: {kafka: {brokers: [`+strings.Join(kc.Addrs, ", ")+`], topic: hostile, group: oncehook}}}
 destinations:
   - {name: app, url: `+sink.URL+`}
 `)
@@ -195,6 +204,30 @@ destinations:
 			stored["queue"]++
 		}
 		cancel()
+
+		// A RabbitMQ message: its message-id and type properties (short
+		// strings: 255 bytes at most), any bytes.
+		short := v.raw
+		if len(short) > 250 {
+			short = short[:250]
+		}
+		dc, err := rabbit.PublishWithDeferredConfirm("", rabbitQ, true, false, amqp.Publishing{DeliveryMode: amqp.Persistent,
+			MessageId: fmt.Sprintf("%s-%d", short, i), Type: short, Body: []byte(body)})
+		if err != nil || !dc.Wait() {
+			t.Errorf("publish to RabbitMQ (%s): %v", v.name, err)
+		} else {
+			stored["rabbit"]++
+		}
+
+		// A Kafka record: its key (the Kafka-Key the key rule reads) and
+		// a header, any bytes.
+		key := v.raw
+		if len(key) > 300_000 {
+			key = key[:300_000] // kfake's default bound on a record batch is 1 MiB
+		}
+		kc.Produce(t, &kgo.Record{Topic: "hostile", Key: []byte(fmt.Sprintf("%s-%d", key, i)), Value: []byte(`{}`),
+			Headers: []kgo.RecordHeader{{Key: "X-Type", Value: []byte(key)}}})
+		stored["kafka"]++
 	}
 
 	// PublishTx: a key given by the caller's code, any bytes, in the
