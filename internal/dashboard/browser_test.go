@@ -153,7 +153,7 @@ upstreams:
 	}()
 	step, cancelSteps := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelSteps()
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	do := func(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(step, actions...); err != nil {
 			t.Fatalf("%s: %v", what, err)
@@ -166,7 +166,7 @@ upstreams:
 			t.Fatalf("%s: the page is %q (%v): %.300s", what, title, err, body)
 		}
 	}
-	text := func(sel string) string {
+	text := func(t *testing.T, sel string) string {
 		t.Helper()
 		v, err := chromedp.Run(step, chromedp.Text(chromedp.CSS(sel)))
 		if err != nil {
@@ -175,7 +175,7 @@ upstreams:
 		return v
 	}
 	shots := screenshotDir(t)
-	shot := func(name string) {
+	shot := func(t *testing.T, name string) {
 		t.Helper()
 		png, err := chromedp.Run(step, chromedp.FullScreenshot(100)) // quality 100: a PNG
 		if err != nil {
@@ -187,225 +187,237 @@ upstreams:
 	}
 	ui := gw.APIURL + "/ui/"
 
-	// Sign in: the overview asks for a token first.
-	do("login page", chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.ID("token")))
-	if title, _ := chromedp.Run(step, chromedp.Title()); !strings.Contains(title, "Sign in") {
-		t.Fatalf("before signing in: %q", title)
-	}
-	do("sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
-		chromedp.WaitVisible(chromedp.CSS(`section[data-source="stripe"]`)))
+	t.Run("SignIn", func(t *testing.T) {
+		// Sign in: the overview asks for a token first.
+		do(t, "login page", chromedp.Navigate(ui), chromedp.WaitVisible(chromedp.ID("token")))
+		if title, _ := chromedp.Run(step, chromedp.Title()); !strings.Contains(title, "Sign in") {
+			t.Fatalf("before signing in: %q", title)
+		}
+		do(t, "sign in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")),
+			chromedp.WaitVisible(chromedp.CSS(`section[data-source="stripe"]`)))
+	})
+	t.Run("Overview", func(t *testing.T) {
+		// The chart's bar for this hour shows the storm's numbers.
+		bar, err := chromedp.Run(step, chromedp.Attributes(chromedp.CSS(`section[data-source="stripe"] svg.chart g.bar:last-of-type`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hour := time.Now().UTC().Truncate(time.Hour).Format(time.RFC3339)
+		if bar["data-hour"] != hour || bar["data-received"] != strconv.Itoa(received) || bar["data-duplicate"] != strconv.Itoa(duplicates) {
+			t.Fatalf("this hour's bar %v, want %s: %d received, %d duplicates", bar, hour, received, duplicates)
+		}
+		counters := text(t, `section[data-source="stripe"] .counters`)
+		rate := fmt.Sprintf("%.1f%%", 100*float64(duplicates)/float64(received))
+		if !strings.Contains(counters, strconv.Itoa(received)) || !strings.Contains(counters, rate) {
+			t.Fatalf("counters %q, want %d received and a %s duplicate rate", counters, received, rate)
+		}
+		// Found from outside: the overview must be readable at a glance. This
+		// hour and the last 24 hours are labelled apart, the hour's duplicate
+		// rate is written on the chart (not only in a tooltip), the colours
+		// have a legend, and a missing baseline says why.
+		label, err := chromedp.Run(step, chromedp.TextContent(chromedp.CSS(`section[data-source="stripe"] svg.chart text.rate-label`))) // SVG text has no innerText
+		if err != nil || label != fmt.Sprintf("%.0f%%", 100*float64(duplicates)/float64(received)) {
+			t.Fatalf("the hour's rate on the chart: %q %v", label, err)
+		}
+		if c := text(t, `section[data-source="stripe"] .counters`); !strings.Contains(strings.ToLower(c), "this hour") || !strings.Contains(strings.ToLower(c), "last 24 hours") {
+			t.Fatalf("the counters do not say which span they count: %q", c)
+		}
+		if l := text(t, `section[data-source="stripe"] ul.legend`); !strings.Contains(l, "duplicates") || !strings.Contains(l, "baseline") {
+			t.Fatalf("legend %q", l)
+		}
+		if why := text(t, `section[data-source="stripe"] [data-test="no-baseline"]`); !strings.Contains(why, "7 days") {
+			t.Fatalf("a missing baseline says %q", why)
+		}
+		// The live counters' endpoint is where the page says (the prefix is
+		// written once), and answers this session with the counts.
+		live, err := chromedp.Run(step, chromedp.Evaluate[int64](`fetch(document.body.dataset.liveUrl, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(r => r.json()).then(d => d.stripe.received)`, chromedp.EvalAwaitPromise))
+		if err != nil || live != int64(received) {
+			t.Fatalf("the live endpoint answered %d received, %v; want %d", live, err, received)
+		}
+		shot(t, "dashboard-overview.png")
+	})
+	t.Run("EventAndReplay", func(t *testing.T) {
+		// Open an event from the list, and replay it.
+		do(t, "events", chromedp.Navigate(ui+"events?source=stripe"), chromedp.WaitVisible(chromedp.ID("events")),
+			chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
+		key := text(t, "#event-key")
+		idem := "stripe:" + key
+		if copies := text(t, "#event-copies"); !strings.Contains(copies, "arrived") {
+			t.Fatalf("the event page does not say how many copies arrived: %q", copies)
+		}
+		if n := app.ByKey()[idem]; n != 1 {
+			t.Fatalf("%s delivered %d times before the replay", idem, n)
+		}
+		shot(t, "dashboard-event.png")
+		do(t, "replay", chromedp.Click(chromedp.ID("replay")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if !testenv.WaitFor(5*time.Second, func() bool { return app.ByKey()[idem] == 2 }) {
+			t.Fatalf("the replay never reached the destination: %d", app.ByKey()[idem])
+		}
+		var attempts []*chromedp.Node
+		var err error
+		if !testenv.WaitFor(5*time.Second, func() bool {
+			do(t, "reload event", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("event-key")))
+			attempts, err = chromedp.Run(step, chromedp.Nodes(chromedp.CSSAll(`.delivery[data-destination="app"] tr.attempt`), chromedp.AtLeast(0)))
+			return err == nil && len(attempts) == 2
+		}) {
+			t.Fatalf("the event page shows %d attempts after the replay, want 2 (%v)", len(attempts), err)
+		}
 
-	// The chart's bar for this hour shows the storm's numbers.
-	bar, err := chromedp.Run(step, chromedp.Attributes(chromedp.CSS(`section[data-source="stripe"] svg.chart g.bar:last-of-type`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hour := time.Now().UTC().Truncate(time.Hour).Format(time.RFC3339)
-	if bar["data-hour"] != hour || bar["data-received"] != strconv.Itoa(received) || bar["data-duplicate"] != strconv.Itoa(duplicates) {
-		t.Fatalf("this hour's bar %v, want %s: %d received, %d duplicates", bar, hour, received, duplicates)
-	}
-	counters := text(`section[data-source="stripe"] .counters`)
-	rate := fmt.Sprintf("%.1f%%", 100*float64(duplicates)/float64(received))
-	if !strings.Contains(counters, strconv.Itoa(received)) || !strings.Contains(counters, rate) {
-		t.Fatalf("counters %q, want %d received and a %s duplicate rate", counters, received, rate)
-	}
-	// Found from outside: the overview must be readable at a glance. This
-	// hour and the last 24 hours are labelled apart, the hour's duplicate
-	// rate is written on the chart (not only in a tooltip), the colours
-	// have a legend, and a missing baseline says why.
-	label, err := chromedp.Run(step, chromedp.TextContent(chromedp.CSS(`section[data-source="stripe"] svg.chart text.rate-label`))) // SVG text has no innerText
-	if err != nil || label != fmt.Sprintf("%.0f%%", 100*float64(duplicates)/float64(received)) {
-		t.Fatalf("the hour's rate on the chart: %q %v", label, err)
-	}
-	if c := text(`section[data-source="stripe"] .counters`); !strings.Contains(strings.ToLower(c), "this hour") || !strings.Contains(strings.ToLower(c), "last 24 hours") {
-		t.Fatalf("the counters do not say which span they count: %q", c)
-	}
-	if l := text(`section[data-source="stripe"] ul.legend`); !strings.Contains(l, "duplicates") || !strings.Contains(l, "baseline") {
-		t.Fatalf("legend %q", l)
-	}
-	if why := text(`section[data-source="stripe"] [data-test="no-baseline"]`); !strings.Contains(why, "7 days") {
-		t.Fatalf("a missing baseline says %q", why)
-	}
-	// The live counters' endpoint is where the page says (the prefix is
-	// written once), and answers this session with the counts.
-	live, err := chromedp.Run(step, chromedp.Evaluate[int64](`fetch(document.body.dataset.liveUrl, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(r => r.json()).then(d => d.stripe.received)`, chromedp.EvalAwaitPromise))
-	if err != nil || live != int64(received) {
-		t.Fatalf("the live endpoint answered %d received, %v; want %d", live, err, received)
-	}
-	shot("dashboard-overview.png")
-
-	// Open an event from the list, and replay it.
-	do("events", chromedp.Navigate(ui+"events?source=stripe"), chromedp.WaitVisible(chromedp.ID("events")),
-		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
-	key := text("#event-key")
-	idem := "stripe:" + key
-	if copies := text("#event-copies"); !strings.Contains(copies, "arrived") {
-		t.Fatalf("the event page does not say how many copies arrived: %q", copies)
-	}
-	if n := app.ByKey()[idem]; n != 1 {
-		t.Fatalf("%s delivered %d times before the replay", idem, n)
-	}
-	shot("dashboard-event.png")
-	do("replay", chromedp.Click(chromedp.ID("replay")), chromedp.WaitVisible(chromedp.CSS(".flash")))
-	if !testenv.WaitFor(5*time.Second, func() bool { return app.ByKey()[idem] == 2 }) {
-		t.Fatalf("the replay never reached the destination: %d", app.ByKey()[idem])
-	}
-	var attempts []*chromedp.Node
-	if !testenv.WaitFor(5*time.Second, func() bool {
-		do("reload event", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("event-key")))
-		attempts, err = chromedp.Run(step, chromedp.Nodes(chromedp.CSSAll(`.delivery[data-destination="app"] tr.attempt`), chromedp.AtLeast(0)))
-		return err == nil && len(attempts) == 2
-	}) {
-		t.Fatalf("the event page shows %d attempts after the replay, want 2 (%v)", len(attempts), err)
-	}
-
-	// Found from outside: at ~500 px the attempts table overflowed its card
-	// and the viewport. Tables scroll inside their card; the page does not.
-	do("narrow", chromedp.EmulateViewport(500, 900), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("event-key")))
-	width, err := chromedp.Run(step, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
-	if err != nil || width > 500 {
-		t.Fatalf("at 500 px the event page is %d px wide (%v): it overflows the viewport", width, err)
-	}
-	shot("narrow-event.png")
-	do("wide again", chromedp.EmulateReset(), chromedp.EmulateViewport(1280, 900))
-
-	// An event that carries forwarded headers (GitHub's X-GitHub-Event)
-	// opens too, and shows them. It answered 500 before.
-	ghReq := testenv.SignedRequest(t, gw.URL+"/in/github", "github", secret, []byte(`{"action":"opened","number":7}`), "delivery-7")
-	ghReq.Header.Set("X-GitHub-Event", "pull_request")
-	if resp, err := http.DefaultClient.Do(ghReq); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GitHub event: %v %v", resp, err)
-	}
-	do("github event", chromedp.Navigate(ui+"events?source=github"), chromedp.WaitVisible(chromedp.ID("events")),
-		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
-	if page := text("main"); !strings.Contains(page, "X-Github-Event") || !strings.Contains(page, "pull_request") {
-		t.Fatalf("the GitHub event's page does not show its forwarded header: %.500s", page)
-	}
-
-	// Pause app: new events are held, not delivered; resume drains them.
-	do("pause", chromedp.Navigate(ui+"destinations"), chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.pause`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .paused`)))
-	for i := range 3 {
-		post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_held_%d","type":"invoice.paid"}`, i))
-	}
-	time.Sleep(700 * time.Millisecond)
-	held := func() int {
-		n := 0
-		for k := range app.ByKey() {
-			if strings.HasPrefix(k, "stripe:evt_held_") {
-				n++
+		// Found from outside: at ~500 px the attempts table overflowed its card
+		// and the viewport. Tables scroll inside their card; the page does not.
+		do(t, "narrow", chromedp.EmulateViewport(500, 900), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("event-key")))
+		width, err := chromedp.Run(step, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
+		if err != nil || width > 500 {
+			t.Fatalf("at 500 px the event page is %d px wide (%v): it overflows the viewport", width, err)
+		}
+		shot(t, "narrow-event.png")
+		do(t, "wide again", chromedp.EmulateReset(), chromedp.EmulateViewport(1280, 900))
+	})
+	t.Run("ForwardedHeaders", func(t *testing.T) {
+		// An event that carries forwarded headers (GitHub's X-GitHub-Event)
+		// opens too, and shows them. It answered 500 before.
+		ghReq := testenv.SignedRequest(t, gw.URL+"/in/github", "github", secret, []byte(`{"action":"opened","number":7}`), "delivery-7")
+		ghReq.Header.Set("X-GitHub-Event", "pull_request")
+		if resp, err := http.DefaultClient.Do(ghReq); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GitHub event: %v %v", resp, err)
+		}
+		do(t, "github event", chromedp.Navigate(ui+"events?source=github"), chromedp.WaitVisible(chromedp.ID("events")),
+			chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-key")))
+		if page := text(t, "main"); !strings.Contains(page, "X-Github-Event") || !strings.Contains(page, "pull_request") {
+			t.Fatalf("the GitHub event's page does not show its forwarded header: %.500s", page)
+		}
+	})
+	t.Run("PauseAndResume", func(t *testing.T) {
+		// Pause app: new events are held, not delivered; resume drains them.
+		do(t, "pause", chromedp.Navigate(ui+"destinations"), chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.pause`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .paused`)))
+		for i := range 3 {
+			post(t, gw.URL+"/in/stripe", fmt.Sprintf(`{"id":"evt_held_%d","type":"invoice.paid"}`, i))
+		}
+		time.Sleep(700 * time.Millisecond)
+		held := func() int {
+			n := 0
+			for k := range app.ByKey() {
+				if strings.HasPrefix(k, "stripe:evt_held_") {
+					n++
+				}
+			}
+			return n
+		}
+		if n := held(); n != 0 {
+			t.Fatalf("a paused destination received %d events", n)
+		}
+		do(t, "reload destinations", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("destinations")))
+		if pending := strings.TrimSpace(text(t, `tr[data-destination="app"] td.pending`)); pending != "3" {
+			t.Fatalf("pending while paused: %q", pending)
+		}
+		shot(t, "dashboard-destinations.png")
+		do(t, "resume", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.resume`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.pause`)))
+		if !testenv.WaitFor(5*time.Second, func() bool { return held() == 3 }) {
+			t.Fatalf("resume delivered %d of 3 held events", held())
+		}
+	})
+	t.Run("FilteredEvent", func(t *testing.T) {
+		// An event the route passed over: its page says so, with its type,
+		// and sends it there on purpose.
+		post(t, gw.URL+"/in/billing", `{"id":"evt_charge","type":"charge.succeeded"}`)
+		do(t, "filtered event", chromedp.Navigate(ui+"events?source=billing&state=filtered"), chromedp.WaitVisible(chromedp.ID("events")),
+			chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-filtered")))
+		if typ := text(t, "#event-type"); typ != "charge.succeeded" {
+			t.Fatalf("the event page's type: %q", typ)
+		}
+		shot(t, "dashboard-event-filtered.png")
+		do(t, "deliver anyway", chromedp.Click(chromedp.CSS(`button.deliver-to[data-destination="app"]`)), chromedp.WaitVisible(chromedp.CSS(".delivery")))
+		if !testenv.WaitFor(5*time.Second, func() bool { return app.ByKey()["billing:evt_charge"] == 1 }) {
+			t.Fatal("the filtered event never reached app after Deliver")
+		}
+	})
+	t.Run("Breaker", func(t *testing.T) {
+		// A breaker opened by hand holds; the page says so; closing drains.
+		do(t, "open breaker", chromedp.Navigate(ui+"destinations"), chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .breaker`)))
+		if b := text(t, `tr[data-destination="app"] .breaker`); !strings.Contains(b, "Breaker open") {
+			t.Fatalf("breaker badge %q", b)
+		}
+		shot(t, "dashboard-destinations-breaker.png")
+		do(t, "close breaker", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-close`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)))
+	})
+	t.Run("Audit", func(t *testing.T) {
+		// The audit log names the token for each change.
+		do(t, "audit", chromedp.Navigate(ui+"audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+		audit := text(t, "#audit")
+		for _, want := range []string{"token:ops", "replay", "pause", "resume", "breaker opened", "breaker closed", "delivery to a filtered destination"} {
+			if !strings.Contains(audit, want) {
+				t.Errorf("audit log lacks %q: %s", want, audit)
 			}
 		}
-		return n
-	}
-	if n := held(); n != 0 {
-		t.Fatalf("a paused destination received %d events", n)
-	}
-	do("reload destinations", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("destinations")))
-	if pending := strings.TrimSpace(text(`tr[data-destination="app"] td.pending`)); pending != "3" {
-		t.Fatalf("pending while paused: %q", pending)
-	}
-	shot("dashboard-destinations.png")
-	do("resume", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.resume`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.pause`)))
-	if !testenv.WaitFor(5*time.Second, func() bool { return held() == 3 }) {
-		t.Fatalf("resume delivered %d of 3 held events", held())
-	}
-
-	// An event the route passed over: its page says so, with its type,
-	// and sends it there on purpose.
-	post(t, gw.URL+"/in/billing", `{"id":"evt_charge","type":"charge.succeeded"}`)
-	do("filtered event", chromedp.Navigate(ui+"events?source=billing&state=filtered"), chromedp.WaitVisible(chromedp.ID("events")),
-		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-filtered")))
-	if typ := text("#event-type"); typ != "charge.succeeded" {
-		t.Fatalf("the event page's type: %q", typ)
-	}
-	shot("dashboard-event-filtered.png")
-	do("deliver anyway", chromedp.Click(chromedp.CSS(`button.deliver-to[data-destination="app"]`)), chromedp.WaitVisible(chromedp.CSS(".delivery")))
-	if !testenv.WaitFor(5*time.Second, func() bool { return app.ByKey()["billing:evt_charge"] == 1 }) {
-		t.Fatal("the filtered event never reached app after Deliver")
-	}
-
-	// A breaker opened by hand holds; the page says so; closing drains.
-	do("open breaker", chromedp.Navigate(ui+"destinations"), chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .breaker`)))
-	if b := text(`tr[data-destination="app"] .breaker`); !strings.Contains(b, "Breaker open") {
-		t.Fatalf("breaker badge %q", b)
-	}
-	shot("dashboard-destinations-breaker.png")
-	do("close breaker", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-close`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)))
-
-	// The audit log names the token for each change.
-	do("audit", chromedp.Navigate(ui+"audit"), chromedp.WaitVisible(chromedp.ID("audit")))
-	audit := text("#audit")
-	for _, want := range []string{"token:ops", "replay", "pause", "resume", "breaker opened", "breaker closed", "delivery to a filtered destination"} {
-		if !strings.Contains(audit, want) {
-			t.Errorf("audit log lacks %q: %s", want, audit)
+	})
+	t.Run("Effects", func(t *testing.T) {
+		// The effects ledger's page: one held, one failed with its Reset.
+		if _, err := gw.Effects().Claim(step, "capi:Purchase:order-987", effect.ClaimOptions{Lease: time.Hour}); err != nil {
+			t.Fatal(err)
 		}
-	}
-
-	// The effects ledger's page: one held, one failed with its Reset.
-	if _, err := gw.Effects().Claim(step, "capi:Purchase:order-987", effect.ClaimOptions{Lease: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := gw.Effects().Claim(step, "pix-reminder:HP123:24h", effect.ClaimOptions{Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Effects().Fail(step, "pix-reminder:HP123:24h", c.Token, "invalid phone number"); err != nil {
-		t.Fatal(err)
-	}
-	// And an answer of the API behind the proxy, which the page lists
-	// under the config's name for it, upstreams: (it said apis:).
-	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments/charges", strings.NewReader(`{"amount":4990}`))
-	req.Header.Set("Idempotency-Key", `"order-987"`)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /payments/charges through the proxy: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
-	}
-	do("effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.ID("api-answers")))
-	if page := text("main"); !strings.Contains(page, "capi:Purchase:order-987") || !strings.Contains(page, "invalid phone number") ||
-		!strings.Contains(text("#api-answers"), "order-987") || !strings.Contains(page, "(upstreams:)") || strings.Contains(page, "apis:") {
-		t.Fatalf("effects page: %s", page)
-	}
-	shot("dashboard-effects.png")
-
-	// Portuguese, by the switch (and kept in a cookie).
-	do("pt-BR", chromedp.Navigate(ui+"?lang=pt-BR"), chromedp.WaitVisible(chromedp.CSS("h1")))
-	if h := text("h1"); h != "Visão geral" {
-		t.Fatalf("pt-BR heading %q", h)
-	}
-	shot("dashboard-overview-pt.png")
-	do("pt-BR effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.ID("api-answers")))
-	if page := text("main"); !strings.Contains(page, "Respostas guardadas das APIs atrás do proxy (upstreams:)") || strings.Contains(page, "apis:") {
-		t.Fatalf("pt-BR effects page: %s", page)
-	}
-	shot("dashboard-effects-pt.png")
-	do("pt-BR kept", chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS("h1")))
-	if h := text("h1"); h != "Destinos" {
-		t.Fatalf("pt-BR not kept: %q", h)
-	}
-	// The breaker and a filtered event, in Portuguese too.
-	do("pt-BR breaker", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .breaker`)))
-	if b := text(`tr[data-destination="app"] .breaker`); b != "Disjuntor aberto" {
-		t.Fatalf("pt-BR breaker badge %q", b)
-	}
-	if why := text(`tr[data-destination="app"] td:nth-child(2)`); !strings.Contains(why, "aberto por token:ops") {
-		t.Fatalf("pt-BR breaker note %q: who opened it, in Portuguese", why)
-	}
-	shot("dashboard-destinations-breaker-pt.png")
-	do("pt-BR breaker closed", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-close`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)))
-	post(t, gw.URL+"/in/billing", `{"id":"evt_charge_pt","type":"charge.refunded"}`)
-	do("pt-BR filtered event", chromedp.Navigate(ui+"events?source=billing&state=filtered"), chromedp.WaitVisible(chromedp.ID("events")),
-		chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-filtered")))
-	if f := text("#event-filtered"); !strings.Contains(f, "Não encaminhado") {
-		t.Fatalf("pt-BR filtered note %q", f)
-	}
-	shot("dashboard-event-filtered-pt.png")
+		c, err := gw.Effects().Claim(step, "pix-reminder:HP123:24h", effect.ClaimOptions{Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gw.Effects().Fail(step, "pix-reminder:HP123:24h", c.Token, "invalid phone number"); err != nil {
+			t.Fatal(err)
+		}
+		// And an answer of the API behind the proxy, which the page lists
+		// under the config's name for it, upstreams: (it said apis:).
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/payments/charges", strings.NewReader(`{"amount":4990}`))
+		req.Header.Set("Idempotency-Key", `"order-987"`)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /payments/charges through the proxy: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		do(t, "effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.ID("api-answers")))
+		if page := text(t, "main"); !strings.Contains(page, "capi:Purchase:order-987") || !strings.Contains(page, "invalid phone number") ||
+			!strings.Contains(text(t, "#api-answers"), "order-987") || !strings.Contains(page, "(upstreams:)") || strings.Contains(page, "apis:") {
+			t.Fatalf("effects page: %s", page)
+		}
+		shot(t, "dashboard-effects.png")
+	})
+	t.Run("Portuguese", func(t *testing.T) {
+		// Portuguese, by the switch (and kept in a cookie).
+		do(t, "pt-BR", chromedp.Navigate(ui+"?lang=pt-BR"), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if h := text(t, "h1"); h != "Visão geral" {
+			t.Fatalf("pt-BR heading %q", h)
+		}
+		shot(t, "dashboard-overview-pt.png")
+		do(t, "pt-BR effects", chromedp.Navigate(ui+"effects"), chromedp.WaitVisible(chromedp.ID("api-answers")))
+		if page := text(t, "main"); !strings.Contains(page, "Respostas guardadas das APIs atrás do proxy (upstreams:)") || strings.Contains(page, "apis:") {
+			t.Fatalf("pt-BR effects page: %s", page)
+		}
+		shot(t, "dashboard-effects-pt.png")
+		do(t, "pt-BR kept", chromedp.Navigate(ui+"destinations"), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if h := text(t, "h1"); h != "Destinos" {
+			t.Fatalf("pt-BR not kept: %q", h)
+		}
+		// The breaker and a filtered event, in Portuguese too.
+		do(t, "pt-BR breaker", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] .breaker`)))
+		if b := text(t, `tr[data-destination="app"] .breaker`); b != "Disjuntor aberto" {
+			t.Fatalf("pt-BR breaker badge %q", b)
+		}
+		if why := text(t, `tr[data-destination="app"] td:nth-child(2)`); !strings.Contains(why, "aberto por token:ops") {
+			t.Fatalf("pt-BR breaker note %q: who opened it, in Portuguese", why)
+		}
+		shot(t, "dashboard-destinations-breaker-pt.png")
+		do(t, "pt-BR breaker closed", chromedp.Click(chromedp.CSS(`tr[data-destination="app"] button.breaker-close`)),
+			chromedp.WaitVisible(chromedp.CSS(`tr[data-destination="app"] button.breaker-open`)))
+		post(t, gw.URL+"/in/billing", `{"id":"evt_charge_pt","type":"charge.refunded"}`)
+		do(t, "pt-BR filtered event", chromedp.Navigate(ui+"events?source=billing&state=filtered"), chromedp.WaitVisible(chromedp.ID("events")),
+			chromedp.Click(chromedp.CSS("#events a.event-link")), chromedp.WaitVisible(chromedp.ID("event-filtered")))
+		if f := text(t, "#event-filtered"); !strings.Contains(f, "Não encaminhado") {
+			t.Fatalf("pt-BR filtered note %q", f)
+		}
+		shot(t, "dashboard-event-filtered-pt.png")
+	})
 
 	cancel()
 	<-consoleDone
