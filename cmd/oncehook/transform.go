@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/store"
 )
@@ -95,51 +97,84 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	dest := oncehook.DeliveryDestination(cd, script, nil)
 
-	var before runtime.MemStats
+	run, err := measuredRun(ctx, &dest, lease)
+	if err != nil {
+		return err
+	}
+	run.destination, run.script = cd.Name, script
+	if *asJSON {
+		return run.printJSON(stdout)
+	}
+	return run.print(stdout)
+}
+
+// transformRun is one run of a destination's script by transform test:
+// what it made, and what it cost.
+type transformRun struct {
+	destination string
+	script      *transform.Script
+	*deliver.Preview
+	took      time.Duration
+	allocated uint64 // on Go's heap
+	grew      int64  // the process's peak resident memory
+}
+
+// measuredRun runs dest's script on lease, as a delivery attempt would,
+// measuring its time and memory.
+func measuredRun(ctx context.Context, dest *deliver.Destination, lease store.LeasedDelivery) (*transformRun, error) {
+	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	peakBefore := peakRSS()
 	start := time.Now()
-	p, err := deliver.PreviewTransform(ctx, &dest, lease)
+	p, err := deliver.PreviewTransform(ctx, dest, lease)
 	took := time.Since(start)
-	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	grew := max(peakRSS()-peakBefore, 0)
 	if err != nil {
-		return fmt.Errorf("transform test: %w (after %s)", err, took.Round(time.Microsecond))
+		return nil, fmt.Errorf("transform test: %w (after %s)", err, took.Round(time.Microsecond))
 	}
-	msg, res, target := p.Message, p.Output, p.URL
-	// A header the script may not set is sent without its value: the run
-	// succeeded, but not as the script meant, which a check in CI must hear.
-	var droppedErr error
-	if len(res.Dropped) > 0 {
-		names := make([]string, len(res.Dropped))
-		for i, d := range res.Dropped {
-			names[i] = d.Header
-		}
-		droppedErr = fmt.Errorf("transform test: the script sets %s, not its to set: a delivery is sent without its value", strings.Join(names, ", "))
+	return &transformRun{Preview: p, took: took, allocated: after.TotalAlloc - before.TotalAlloc, grew: max(peakRSS()-peakBefore, 0)}, nil
+}
+
+// droppedErr is the run's error when the script set a header it may not
+// set: it is sent without its value. The run succeeded, but not as the
+// script meant, which a check in CI must hear.
+func (r *transformRun) droppedErr() error {
+	if len(r.Output.Dropped) == 0 {
+		return nil
 	}
-	if *asJSON {
-		dropped := make([]map[string]string, len(res.Dropped))
-		for i, d := range res.Dropped {
-			dropped[i] = map[string]string{"header": d.Header, "why": d.Why}
-		}
-		if err := printJSON(stdout, map[string]any{
-			"destination": cd.Name, "script": script.Name(), "script_digest": script.Digest(),
-			"skipped": res.Skip, "url": target, "content_type": msg.ContentType, "headers": p.Header,
-			"body": string(p.Body), "sent_digest": res.Digest(), "took_ms": float64(took.Microseconds()) / 1000,
-			"go_allocated_bytes": after.TotalAlloc - before.TotalAlloc, "peak_rss_growth_bytes": grew, "logs": res.Logs,
-			"dropped_headers": dropped, "env": script.EnvNames(),
-		}); err != nil {
-			return err
-		}
-		return droppedErr
+	names := make([]string, len(r.Output.Dropped))
+	for i, d := range r.Output.Dropped {
+		names[i] = d.Header
 	}
-	fmt.Fprintf(stdout, "destination %s, script %s (%s)\n", cd.Name, script.Name(), script.Digest())
-	if names := script.EnvNames(); len(names) > 0 {
+	return fmt.Errorf("transform test: the script sets %s, not its to set: a delivery is sent without its value", strings.Join(names, ", "))
+}
+
+func (r *transformRun) printJSON(stdout io.Writer) error {
+	res := r.Output
+	dropped := make([]map[string]string, len(res.Dropped))
+	for i, d := range res.Dropped {
+		dropped[i] = map[string]string{"header": d.Header, "why": d.Why}
+	}
+	if err := printJSON(stdout, map[string]any{
+		"destination": r.destination, "script": r.script.Name(), "script_digest": r.script.Digest(),
+		"skipped": res.Skip, "url": r.URL, "content_type": r.Message.ContentType, "headers": r.Header,
+		"body": string(r.Body), "sent_digest": res.Digest(), "took_ms": float64(r.took.Microseconds()) / 1000,
+		"go_allocated_bytes": r.allocated, "peak_rss_growth_bytes": r.grew, "logs": res.Logs,
+		"dropped_headers": dropped, "env": r.script.EnvNames(),
+	}); err != nil {
+		return err
+	}
+	return r.droppedErr()
+}
+
+func (r *transformRun) print(stdout io.Writer) error {
+	res, msg := r.Output, r.Message
+	fmt.Fprintf(stdout, "destination %s, script %s (%s)\n", r.destination, r.script.Name(), r.script.Digest())
+	if names := r.script.EnvNames(); len(names) > 0 {
 		fmt.Fprintf(stdout, "process.env: %s (their values are shown as %s wherever they stand)\n", strings.Join(names, ", "), redact.Mask)
 	}
 	fmt.Fprintf(stdout, "took %s; memory: %s allocated on Go's heap, the process's peak grew by %s (the script's own, QuickJS's, is bounded by max_memory)\n",
-		took.Round(time.Microsecond), bytesText(int64(after.TotalAlloc-before.TotalAlloc)), bytesText(grew))
+		r.took.Round(time.Microsecond), bytesText(int64(r.allocated)), bytesText(r.grew))
 	for _, l := range res.Logs {
 		fmt.Fprintln(stdout, "console:", l)
 	}
@@ -148,28 +183,22 @@ func transformCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	}
 	fmt.Fprintln(stdout)
-	if target != "" {
-		fmt.Fprintf(stdout, "POST %s\n", target)
+	if r.URL != "" {
+		fmt.Fprintf(stdout, "POST %s\n", r.URL)
 	}
 	if msg.ContentType != "" {
 		fmt.Fprintf(stdout, "Content-Type: %s\n", msg.ContentType)
 	}
-	h := p.Header
-	names := make([]string, 0, len(h))
-	for k := range h {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		for _, v := range h[k] {
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
+		for _, v := range r.Header[k] {
 			fmt.Fprintf(stdout, "%s: %s\n", k, v)
 		}
 	}
-	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", p.Body, res.Digest())
+	fmt.Fprintf(stdout, "\n%s\n\nsent digest %s\n", r.Body, res.Digest())
 	for _, d := range res.Dropped {
 		fmt.Fprintf(stdout, "dropped: %s (%s)\n", d.Header, d.Why)
 	}
-	return droppedErr
+	return r.droppedErr()
 }
 
 // routedFrom is the first source that routes to the destination, the one an
