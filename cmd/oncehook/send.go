@@ -102,17 +102,24 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	h, finalURL := signed.Header, signed.URL.String()
 
+	return sendRepeats(ctx, stdout, finalURL, h, payload, *repeat, *concurrency)
+}
+
+// sendRepeats sends the same request repeat times, concurrency at once,
+// printing a line each and, for several, the count of each answer. Any
+// answer but a 2xx is an error, so that a script can tell.
+func sendRepeats(ctx context.Context, stdout io.Writer, url string, h http.Header, payload []byte, repeat, concurrency int) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var mu sync.Mutex
 	counts := map[string]int{}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for range min(*concurrency, *repeat) {
+	for range min(concurrency, repeat) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for n := range jobs {
-				line, status := sendOne(ctx, client, finalURL, h, payload)
+				line, status := sendOne(ctx, client, url, h, payload)
 				mu.Lock()
 				counts[status]++
 				fmt.Fprintf(stdout, "#%d %s\n", n, line)
@@ -120,12 +127,12 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}()
 	}
-	for n := 1; n <= *repeat; n++ {
+	for n := 1; n <= repeat; n++ {
 		jobs <- n
 	}
 	close(jobs)
 	wg.Wait()
-	if *repeat > 1 {
+	if repeat > 1 {
 		keys := make([]string, 0, len(counts))
 		for k := range counts {
 			keys = append(keys, k)
@@ -135,9 +142,8 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for i, k := range keys {
 			parts[i] = fmt.Sprintf("%s×%d", k, counts[k])
 		}
-		fmt.Fprintf(stdout, "sent %d: %s\n", *repeat, strings.Join(parts, ", "))
+		fmt.Fprintf(stdout, "sent %d: %s\n", repeat, strings.Join(parts, ", "))
 	}
-	// A script must be able to tell: anything but 2xx is a failure.
 	failed := 0
 	for status, n := range counts {
 		if len(status) != 3 || status[0] != '2' {
@@ -145,7 +151,7 @@ func send(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d requests were not answered 2xx", failed, *repeat)
+		return fmt.Errorf("%d of %d requests were not answered 2xx", failed, repeat)
 	}
 	return nil
 }
