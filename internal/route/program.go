@@ -281,110 +281,8 @@ func (p *program) intern(roots []int32, interned map[string]int32) int32 {
 // build works out what state id does with an object and an array.
 func (p *program) build(id int32, interned map[string]int32) {
 	roots := p.states[id].roots
-
-	// An object: the fields its roots read, through $and, $or and $not
-	// (which match at the object itself).
-	fields := map[string][]int32{} // a name: the kids of the fields that name it
-	var fieldNodes []int32
-	var reach func(n int32)
-	reach = func(n int32) {
-		switch nd := &p.nodes[n]; nd.op {
-		case opAll, opAny, opNot:
-			for _, k := range nd.kids {
-				reach(k)
-			}
-		case opField:
-			fields[nd.name] = append(fields[nd.name], nd.kids[0])
-			fieldNodes = append(fieldNodes, n)
-		}
-	}
-	for _, r := range roots {
-		reach(r)
-	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var keys []key
-	width := 0
-	at := map[string]int{} // a name: where its results start in the frame
-	for _, name := range names {
-		kids := fields[name]
-		slices.Sort(kids)
-		kids = slices.Compact(kids)
-		fields[name] = kids
-		keys = append(keys, key{name: name, state: p.intern(kids, interned), at: width})
-		at[name] = width
-		width += len(kids)
-	}
-	slot := map[int32]int{} // a field node: its result's place in the frame
-	for _, n := range fieldNodes {
-		nd := &p.nodes[n]
-		i, _ := slices.BinarySearch(fields[nd.name], nd.kids[0])
-		slot[n] = at[nd.name] + i
-	}
-	var objExpr func(n int32) expr
-	objExpr = func(n int32) expr {
-		nd := &p.nodes[n]
-		switch nd.op {
-		case opAll, opAny, opNot:
-			return p.combine(nd, objExpr)
-		case opField:
-			return expr{op: exprSlot, slot: slot[n]}
-		}
-		// containsAll, and a value matcher, answer alike for every object.
-		return expr{op: exprConst, val: nd.m.match(object{})}
-	}
-
-	// An array: $and and $not match at the array itself; the rest match
-	// when some element does ($or, a field, a value matcher) or, for
-	// containsAll, when each of its kids matches some element.
-	var elemRoots []int32
-	var elemReach func(n int32)
-	elemReach = func(n int32) {
-		switch nd := &p.nodes[n]; nd.op {
-		case opAll, opNot:
-			for _, k := range nd.kids {
-				elemReach(k)
-			}
-		case opContains:
-			elemRoots = append(elemRoots, nd.kids...)
-		case opExist:
-		default:
-			elemRoots = append(elemRoots, n)
-		}
-	}
-	for _, r := range roots {
-		elemReach(r)
-	}
-	slices.Sort(elemRoots)
-	elemRoots = slices.Compact(elemRoots)
-	elem := int32(-1)
-	if len(elemRoots) > 0 {
-		elem = p.intern(elemRoots, interned)
-	}
-	elemSlot := func(n int32) expr {
-		i, _ := slices.BinarySearch(elemRoots, n)
-		return expr{op: exprSlot, slot: i}
-	}
-	var arrExpr func(n int32) expr
-	arrExpr = func(n int32) expr {
-		nd := &p.nodes[n]
-		switch nd.op {
-		case opAll, opNot:
-			return p.combine(nd, arrExpr)
-		case opContains:
-			e := expr{op: exprAll}
-			for _, k := range nd.kids {
-				e.kids = append(e.kids, elemSlot(k))
-			}
-			return e
-		case opExist:
-			return expr{op: exprConst, val: nd.m.match([]any{})}
-		}
-		return elemSlot(n)
-	}
+	keys, width, objExpr := p.objectPlan(roots, interned)
+	elem, arrExpr := p.arrayPlan(roots, interned)
 
 	s := &p.states[id]
 	s.keys, s.width, s.elem = keys, width, elem
@@ -413,6 +311,117 @@ func (p *program) build(id int32, interned map[string]int32) {
 	if !constant {
 		s.constant = nil
 	}
+}
+
+// objectPlan is how state roots read an object: the fields they read
+// (keys, each a state of its own, whose results take width places in the
+// frame), and an expression per root over those places.
+func (p *program) objectPlan(roots []int32, interned map[string]int32) (keys []key, width int, objExpr func(int32) expr) {
+	// An object: the fields its roots read, through $and, $or and $not
+	// (which match at the object itself).
+	fields := map[string][]int32{} // a name: the kids of the fields that name it
+	var fieldNodes []int32
+	var reach func(n int32)
+	reach = func(n int32) {
+		switch nd := &p.nodes[n]; nd.op {
+		case opAll, opAny, opNot:
+			for _, k := range nd.kids {
+				reach(k)
+			}
+		case opField:
+			fields[nd.name] = append(fields[nd.name], nd.kids[0])
+			fieldNodes = append(fieldNodes, n)
+		}
+	}
+	for _, r := range roots {
+		reach(r)
+	}
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	at := map[string]int{} // a name: where its results start in the frame
+	for _, name := range names {
+		kids := fields[name]
+		slices.Sort(kids)
+		kids = slices.Compact(kids)
+		fields[name] = kids
+		keys = append(keys, key{name: name, state: p.intern(kids, interned), at: width})
+		at[name] = width
+		width += len(kids)
+	}
+	slot := map[int32]int{} // a field node: its result's place in the frame
+	for _, n := range fieldNodes {
+		nd := &p.nodes[n]
+		i, _ := slices.BinarySearch(fields[nd.name], nd.kids[0])
+		slot[n] = at[nd.name] + i
+	}
+	objExpr = func(n int32) expr {
+		nd := &p.nodes[n]
+		switch nd.op {
+		case opAll, opAny, opNot:
+			return p.combine(nd, objExpr)
+		case opField:
+			return expr{op: exprSlot, slot: slot[n]}
+		}
+		// containsAll, and a value matcher, answer alike for every object.
+		return expr{op: exprConst, val: nd.m.match(object{})}
+	}
+	return keys, width, objExpr
+}
+
+// arrayPlan is how state roots read an array: the state its elements
+// are read in (-1: none), and an expression per root over their results.
+func (p *program) arrayPlan(roots []int32, interned map[string]int32) (elem int32, arrExpr func(int32) expr) {
+	// An array: $and and $not match at the array itself; the rest match
+	// when some element does ($or, a field, a value matcher) or, for
+	// containsAll, when each of its kids matches some element.
+	var elemRoots []int32
+	var elemReach func(n int32)
+	elemReach = func(n int32) {
+		switch nd := &p.nodes[n]; nd.op {
+		case opAll, opNot:
+			for _, k := range nd.kids {
+				elemReach(k)
+			}
+		case opContains:
+			elemRoots = append(elemRoots, nd.kids...)
+		case opExist:
+		default:
+			elemRoots = append(elemRoots, n)
+		}
+	}
+	for _, r := range roots {
+		elemReach(r)
+	}
+	slices.Sort(elemRoots)
+	elemRoots = slices.Compact(elemRoots)
+	elem = -1
+	if len(elemRoots) > 0 {
+		elem = p.intern(elemRoots, interned)
+	}
+	elemSlot := func(n int32) expr {
+		i, _ := slices.BinarySearch(elemRoots, n)
+		return expr{op: exprSlot, slot: i}
+	}
+	arrExpr = func(n int32) expr {
+		nd := &p.nodes[n]
+		switch nd.op {
+		case opAll, opNot:
+			return p.combine(nd, arrExpr)
+		case opContains:
+			e := expr{op: exprAll}
+			for _, k := range nd.kids {
+				e.kids = append(e.kids, elemSlot(k))
+			}
+			return e
+		case opExist:
+			return expr{op: exprConst, val: nd.m.match([]any{})}
+		}
+		return elemSlot(n)
+	}
+	return elem, arrExpr
 }
 
 // atScalar is what node n answers at every scalar, where that does not
