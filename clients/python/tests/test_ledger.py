@@ -67,10 +67,13 @@ class Once(unittest.TestCase):
         return f"{self.id().rsplit('.', 1)[-1]}:{name}"
 
     def test_two_processes_racing_for_the_same_keys_run_each_effect_once(self):
-        a = gw.worker("race", "100", self.marks)
-        b = gw.worker("race", "100", self.marks)
+        go = os.path.join(self.dir, "go")
+        a = gw.worker("race", "100", self.marks, go)
+        b = gw.worker("race", "100", self.marks, go)
+        wait_for(lambda: len(read(self.marks)) == 2, what="both processes' start")
+        open(go, "w").close()
         ra, rb = finish(a), finish(b)
-        runs = collections.Counter(line.split()[0] for line in read(self.marks))
+        runs = collections.Counter(line.split()[0] for line in read(self.marks)[2:])
         self.assertEqual(len(runs), 100, "every key's effect ran")
         self.assertEqual(max(runs.values()), 1, f"an effect ran twice: {runs.most_common(3)}")
         # Each process got the one result: its own, or the other's, stored.
@@ -103,7 +106,7 @@ class Once(unittest.TestCase):
 
     def test_a_function_longer_than_its_lease_is_renewed_and_never_taken_over(self):
         key = self.key("k")
-        owner = gw.worker("long", key, "5", self.marks)
+        owner = gw.worker("long", key, "4", self.marks)
         wait_for(lambda: read(self.marks), what="the long function's start")
         other = gw.worker("poll", key, self.marks)
         done, polled = finish(owner), finish(other)
@@ -328,7 +331,7 @@ class Restart(unittest.TestCase):
             self.assertTrue(started.wait(10))
             g.stop()
             finish_now.set()  # the function ends while the ledger is gone
-            time.sleep(1)
+            time.sleep(0.5)
             g.start()
             t.join(40)
             self.assertEqual(out, {"result": {"summary": "paid"}})

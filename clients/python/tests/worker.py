@@ -3,7 +3,7 @@ config from $ONCEHOOK_API and $ONCEHOOK_API_TOKEN, and runs effects through
 ``once``. Every run of an effect's function appends a line to a marks file
 (O_APPEND: lines of several processes never mix), so the test counts runs.
 
-    worker.py race N MARKS       every key race:0..N-1, in order
+    worker.py race N MARKS GO    every key race:0..N-1, in order, once GO exists
     worker.py hold KEY MARKS     claims KEY, says so, then runs until killed
     worker.py long KEY SECS MARKS  a function of SECS seconds under a 2 s lease
     worker.py poll KEY MARKS     claims KEY without waiting until it is done
@@ -29,7 +29,10 @@ def mark(path, line):
 def main(cmd, *args):
     ledger = Ledger(lease=2, wait=20)
     if cmd == "race":
-        n, marks = int(args[0]), args[1]
+        n, marks, go = int(args[0]), args[1], args[2]
+        mark(marks, f"ready {os.getpid()}")
+        while not os.path.exists(go):  # both processes start together
+            time.sleep(0.005)
 
         @ledger.once("race:{i}")
         def work(i):

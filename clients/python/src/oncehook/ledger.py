@@ -287,10 +287,10 @@ class _Run:
             try:
                 exp = self.ledger.renew(self.key, eff.token, self.opts.lease,
                                         timeout=max(self._until - sent, 0.05))
-            except errors.OncehookError as e:
+            except Exception as e:  # noqa: BLE001 - anything but an answer is tried again while the lease lasts
                 if self._stop.is_set():
                     return
-                if _answered(e):
+                if isinstance(e, errors.OncehookError) and _answered(e):
                     eff._lost = errors.LeaseLostError(f"{self.key!r}: lease lost: {e}")
                     return
                 if time.monotonic() >= self._until:
