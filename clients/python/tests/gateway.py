@@ -6,6 +6,7 @@ either the tests skip, unless $CI is set, where they fail."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -44,7 +45,9 @@ def binary() -> str:
         if os.environ.get("CI"):
             raise RuntimeError("no gateway binary: set ONCEHOOK_BIN, or run from the checkout with go installed")
         raise unittest.SkipTest("no gateway binary ($ONCEHOOK_BIN) and no go to build one")
-    out = os.path.join(tempfile.mkdtemp(prefix="oncehook-bin-"), "oncehook")
+    folder = tempfile.mkdtemp(prefix="oncehook-bin-")
+    atexit.register(shutil.rmtree, folder, True)
+    out = os.path.join(folder, "oncehook")
     subprocess.run([go, "build", "-o", out, "./cmd/oncehook"], cwd=CHECKOUT, check=True)
     _built = out
     return out

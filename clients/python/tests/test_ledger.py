@@ -5,6 +5,7 @@ import asyncio
 import collections
 import json
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -61,6 +62,7 @@ class Once(unittest.TestCase):
     def setUp(self):
         self.ledger = Ledger(gw.api, TOKEN, lease=2, wait=10)
         self.dir = tempfile.mkdtemp(prefix="oncehook-py-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
         self.marks = os.path.join(self.dir, "marks")
 
     def key(self, name):

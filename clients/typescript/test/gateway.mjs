@@ -30,7 +30,9 @@ export function binary() {
     if (process.env.CI) throw new Error("no gateway binary: set ONCEHOOK_BIN, or run from the checkout with go installed");
     return { skip: "no gateway binary ($ONCEHOOK_BIN) and no go to build one" };
   }
-  built = join(mkdtempSync(join(tmpdir(), "oncehook-bin-")), "oncehook");
+  const folder = mkdtempSync(join(tmpdir(), "oncehook-bin-"));
+  process.once("exit", () => rmSync(folder, { recursive: true, force: true }));
+  built = join(folder, "oncehook");
   execFileSync(go, ["build", "-o", built, "./cmd/oncehook"], { cwd: CHECKOUT, stdio: "inherit" });
   return { bin: built };
 }

@@ -2,7 +2,7 @@
 // processes, a kill -9, a stopped owner, a gateway restarted mid-effect.
 
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -44,9 +44,14 @@ describe("once", { skip }, () => {
     gw = await new Gateway(bin).start();
     ledger = new Ledger({ url: gw.api, token: TOKEN, leaseMs: 2000, waitMs: 10_000 });
   });
-  after(async () => gw?.close());
+  const dirs = [];
+  after(async () => {
+    await gw?.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
   const setup = () => {
     dir = mkdtempSync(join(tmpdir(), "oncehook-ts-"));
+    dirs.push(dir);
     marks = join(dir, "marks");
   };
 
