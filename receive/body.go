@@ -571,6 +571,60 @@ func (h *Handler) Hold(ctx context.Context, source string, n int) (*Held, error)
 	}
 }
 
+// Stream reserves nothing yet of source's share: it is what a transport
+// that reads its messages off a connection holds of the budget for the
+// bodies it has read and not yet handed over, reserved as their bytes
+// arrive (Grow), as a request's body is, and handed to each message as it
+// is (Split). A transport that waits in Grow stops reading, and its
+// broker keeps the rest: memory follows what was read, not what a broker
+// may send before the transport sees a message's size. For a source the
+// running config does not have it reserves nothing.
+func (h *Handler) Stream(source string) *Held {
+	s := h.table.Load().shares
+	if s.sources[source] == nil {
+		return &Held{}
+	}
+	return &Held{hold: h.inflight.hold(s, source)}
+}
+
+// Fits reports whether a message of n bytes is one Hold and a Stream
+// reserve for: not empty, and at most max_body_size (a larger one is
+// refused by Accept, and could never fit in the budget).
+func (m *Held) Fits(n int) bool { return m.hold != nil && n > 0 && int64(n) <= m.hold.b.maxBody }
+
+// Grow reserves n more bytes for a Stream, waiting for room while ctx
+// lasts, as Hold does. The error is ctx's.
+func (m *Held) Grow(ctx context.Context, n int) error {
+	if m.hold == nil || n <= 0 {
+		return nil
+	}
+	for {
+		err := m.hold.acquire(ctx, int64(n))
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// Split moves n of a Stream's bytes to a Held of their own: one message's
+// body, handed over, which Release gives back apart from the rest (and
+// beside which Reserve takes its batch's split). It moves no more than the
+// Stream holds.
+func (m *Held) Split(n int) *Held {
+	if m.hold == nil || n <= 0 {
+		return &Held{}
+	}
+	b := m.hold.b
+	b.mu.Lock()
+	moved := min(int64(n), m.hold.n)
+	m.hold.n -= moved
+	b.mu.Unlock()
+	return &Held{hold: &hold{b: b, share: m.hold.share, n: moved}, n: int(moved)}
+}
+
 // Reserve is Envelope.Reserve for the message: a batch's split is taken
 // from its source's share, beside its body.
 func (m *Held) Reserve(ctx context.Context, split int64) error {
@@ -578,6 +632,14 @@ func (m *Held) Reserve(ctx context.Context, split int64) error {
 		return nil
 	}
 	return reserveBeside(m.hold, m.n)(ctx, split)
+}
+
+// Size is the message's bytes Hold reserved (0 when it reserved none).
+func (m *Held) Size() int {
+	if m.hold == nil {
+		return 0
+	}
+	return m.n
 }
 
 // Release gives back everything the message holds.

@@ -134,3 +134,57 @@ func TestABodyStalledOnItsLastByteIsCutAfterASecond(t *testing.T) {
 		t.Fatal("a body stalled on its last byte was held past 8 s")
 	}
 }
+
+// A Stream reserves as a connection reads its messages' bodies: within the source's share, beside what
+// Hold reserved for the messages already handed over; with no room it waits (its reader stops, and the
+// broker keeps the rest) until a message gives its room back; Split hands each message its own, which
+// Release gives back apart; and Release gives back what the stream still holds.
+func TestAStreamReservesAsItReadsAndHandsEachMessageItsOwn(t *testing.T) {
+	h := receive.New(receive.Options{Sources: []receive.Source{{Name: "q"}}, MaxBodySize: 1 << 20, MaxInflightBytes: 2 << 20})
+	ctx := context.Background()
+	first, err := h.Hold(ctx, "q", 1<<20)
+	if err != nil || first.Size() != 1<<20 {
+		t.Fatalf("hold: %v %d", err, first.Size())
+	}
+	s := h.Stream("q")
+	if !s.Fits(1<<20) || s.Fits(1<<20+1) || s.Fits(0) || (&receive.Held{}).Fits(10) {
+		t.Fatal("Fits: a message of 1 byte to max_body_size is counted, no other, and nothing without a budget")
+	}
+	if err := s.Grow(ctx, 700<<10); err != nil {
+		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := s.Grow(wait, 700<<10); err == nil {
+		t.Fatal("grew past the source's 2 MiB")
+	}
+	grew := make(chan error, 1)
+	go func() { grew <- s.Grow(ctx, 700<<10) }()
+	msg := s.Split(700 << 10)
+	if msg.Size() != 700<<10 {
+		t.Fatalf("split %d", msg.Size())
+	}
+	first.Release()
+	select {
+	case err := <-grew:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a message's room given back did not let the stream grow")
+	}
+	// Now the stream holds 700 KiB and msg 700 KiB: 1.4 MiB of 2.
+	soon, cancelSoon := context.WithTimeout(ctx, time.Second)
+	defer cancelSoon()
+	beside, err := h.Hold(soon, "q", 500<<10)
+	if err != nil {
+		t.Fatalf("room for a message beside them: %v", err)
+	}
+	beside.Release()
+	msg.Release()
+	s.Release()
+	full, err := h.Hold(ctx, "q", 1<<20)
+	if err != nil || full.Size() != 1<<20 {
+		t.Fatalf("after every release: %v", err)
+	}
+}
