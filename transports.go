@@ -172,7 +172,7 @@ func (g *Gateway) consumerStates() []metrics.ConsumerState {
 	st := g.ConsumerStatus()
 	out := make([]metrics.ConsumerState, len(st))
 	for i, s := range st {
-		out[i] = metrics.ConsumerState{Source: s.Source, Broker: s.Kind, Connected: s.Connected, InFlight: s.InFlight}
+		out[i] = metrics.ConsumerState{Source: s.Source, Broker: s.Kind, Connected: s.Connected, InFlight: s.InFlight, InFlightBytes: s.InFlightBytes}
 	}
 	return out
 }

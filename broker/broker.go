@@ -55,6 +55,9 @@ type Status struct {
 	Error     string    `json:"error,omitempty"` // the last connection error, when not connected
 	Since     time.Time `json:"since"`           // when Connected last changed
 	InFlight  int64     `json:"in_flight"`       // messages handed out and not yet answered
+	// InFlightBytes is what the consumer's messages hold of
+	// max_inflight_bytes (their bodies, as a request's body is counted).
+	InFlightBytes int64 `json:"in_flight_bytes"`
 }
 
 // Health keeps a consumer's Status, safe for concurrent use: a consumer

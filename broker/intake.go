@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/oncehook/oncehook/receive"
 )
@@ -16,6 +18,9 @@ type Accepter interface {
 	// Hold reserves a message's bytes in intake's in-flight budget,
 	// waiting for room while ctx lasts (see receive.Handler.Hold).
 	Hold(ctx context.Context, source string, n int) (*receive.Held, error)
+	// Stream reserves, as a connection reads them, the bytes of the
+	// bodies it has not handed over yet (see receive.Handler.Stream).
+	Stream(source string) *receive.Held
 	// Share is how many bytes a source's messages may hold at once.
 	Share(source string) int64
 }
@@ -75,6 +80,9 @@ type Intake struct {
 	source string
 	accept Accepter
 	log    *slog.Logger
+	// held is the bytes the source's messages hold of the budget, for
+	// Status.InFlightBytes.
+	held atomic.Int64
 }
 
 // NewIntake is src's Intake.
@@ -95,15 +103,110 @@ func (in *Intake) Room() int64 { return in.accept.Share(in.source) }
 // so that a full budget stops it taking more; Take gives the room back.
 // The error is ctx's.
 func (in *Intake) Reserve(ctx context.Context, n int) (*receive.Held, error) {
-	return in.accept.Hold(ctx, in.source, n)
+	held, err := in.accept.Hold(ctx, in.source, n)
+	if err == nil {
+		in.held.Add(int64(held.Size()))
+	}
+	return held, err
 }
+
+// HeldBytes is what the source's messages hold of intake's budget now:
+// Status.InFlightBytes.
+func (in *Intake) HeldBytes() int64 { return in.held.Load() }
 
 // Take hands env to Accept with the room Reserve gave it (split batches
 // are counted there too), gives the room back once Accept has answered,
 // and says how to answer the broker.
 func (in *Intake) Take(ctx context.Context, held *receive.Held, env receive.Envelope) Outcome {
-	defer held.Release()
+	defer in.Release(held)
+	return in.Try(ctx, held, env)
+}
+
+// Try is Take keeping the room: for a consumer that keeps the message in
+// memory after Accept's answer (until its broker has the nack, while it
+// waits to try again), and whose bytes count until then. Release gives it
+// back.
+func (in *Intake) Try(ctx context.Context, held *receive.Held, env receive.Envelope) Outcome {
 	env.Reserve = held.Reserve
 	_, err := in.accept.Accept(ctx, in.source, env)
 	return Decide(err)
+}
+
+// Release gives back the room held has (Reserve's or a Stream's).
+func (in *Intake) Release(held *receive.Held) {
+	in.held.Add(-int64(held.Size()))
+	held.Release()
+}
+
+// Stream is what one connection of a consumer holds of intake's budget
+// for the bodies it has read off the wire and not yet handed over: a
+// consumer whose broker pushes messages (RabbitMQ sends up to its
+// prefetch, whatever their size, and its client buffers them all) reserves
+// their bytes as they are read, waiting while there is no room, so that
+// it stops reading and its broker keeps the rest; each message then takes
+// its body's bytes from the Stream (Take) and gives them back as Reserve's
+// would. Close gives back what is left when the connection ends.
+type Stream struct {
+	in   *Intake
+	held *receive.Held
+	mu   sync.Mutex
+	// n is what the stream holds (for HeldBytes); closed, that it was
+	// given back.
+	n      int64
+	closed bool
+}
+
+// Stream starts a connection's Stream.
+func (in *Intake) Stream() *Stream {
+	return &Stream{in: in, held: in.accept.Stream(in.source)}
+}
+
+// Fits reports whether the bytes of a message of n bytes are counted: a
+// body the stream grows by as it is read, and Take takes for the message,
+// must be one by the same rule on both sides.
+func (s *Stream) Fits(n int) bool { return s.held.Fits(n) }
+
+// Grow reserves n more bytes read off the wire, waiting for room while
+// ctx lasts. The error is ctx's.
+func (s *Stream) Grow(ctx context.Context, n int) error {
+	if err := s.held.Grow(ctx, n); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		// The connection ended while it waited: nothing holds these.
+		s.held.Release()
+		return context.Canceled
+	}
+	s.n += int64(n)
+	s.in.held.Add(int64(n))
+	return nil
+}
+
+// Take hands a message of n bytes its body's room (when Fits(n)): the
+// Held that Take, Try and Release use as Reserve's.
+func (s *Stream) Take(n int) *receive.Held {
+	if !s.Fits(n) {
+		return &receive.Held{}
+	}
+	h := s.held.Split(n)
+	s.mu.Lock()
+	s.n -= int64(h.Size())
+	s.mu.Unlock()
+	return h
+}
+
+// Close gives back what the stream still holds: the bodies read and never
+// handed over (their broker delivers them again).
+func (s *Stream) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.in.held.Add(-s.n)
+	s.n = 0
+	s.held.Release()
 }

@@ -2,10 +2,15 @@ package amqp
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
+	"os"
+	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -23,10 +28,16 @@ const heartbeat = 10 * time.Second
 
 // dial connects to rawURL within ctx, naming the connection (what the
 // broker's management UI shows). Its errors quote the URL with its
-// password hidden.
-func dial(ctx context.Context, rawURL, name string) (*amqp.Connection, error) {
+// password hidden. wrap, when set, is the connection amqp091-go reads and
+// writes instead of the network's (the consumer's gate): over amqps:// it
+// wraps the TLS connection, which dial then makes itself.
+func dial(ctx context.Context, rawURL, name string, wrap func(net.Conn) net.Conn) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(name)
+	target, tlsConfig, err := plainTarget(rawURL, wrap != nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact.URL(rawURL), err)
+	}
 	cfg := amqp.Config{
 		Heartbeat:  heartbeat,
 		Properties: props,
@@ -48,14 +59,69 @@ func dial(ctx context.Context, rawURL, name string) (*amqp.Connection, error) {
 				conn.Close()
 				return nil, err
 			}
+			if tlsConfig != nil {
+				tc := tls.Client(conn, tlsConfig)
+				if err := tc.HandshakeContext(ctx); err != nil {
+					conn.Close()
+					return nil, err
+				}
+				conn = tc
+			}
+			if wrap != nil {
+				conn = wrap(conn)
+			}
 			return conn, nil
 		},
 	}
-	conn, err := amqp.DialConfig(rawURL, cfg)
+	conn, err := amqp.DialConfig(target, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact.URL(rawURL), err)
 	}
 	return conn, nil
+}
+
+// plainTarget is the URL amqp091-go dials and, for amqps:// when the
+// caller wraps the connection, the TLS config dial uses itself: amqp091-go
+// would put its TLS connection over the wrapper, where the wrapper needs
+// the plain frames under it. The URL is then amqp:// with the amqps://
+// port written out (5671 by default), the rest as it was (credentials,
+// virtual host, heartbeat, ...); the TLS config is amqp091-go's for the
+// URL (its cacertfile, certfile, keyfile and server_name_indication, the
+// host as the server's name by default).
+func plainTarget(rawURL string, wrapped bool) (string, *tls.Config, error) {
+	uri, err := amqp.ParseURI(rawURL)
+	if err != nil {
+		return "", nil, err
+	}
+	if !wrapped || uri.Scheme != "amqps" {
+		return rawURL, nil, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Scheme = "amqp"
+	u.Host = net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port))
+	cfg := &tls.Config{ServerName: uri.ServerName, MinVersion: tls.VersionTLS12}
+	if cfg.ServerName == "" {
+		cfg.ServerName = uri.Host
+	}
+	if uri.CACertFile != "" {
+		pem, err := os.ReadFile(uri.CACertFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("read CA certificate: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		cfg.RootCAs.AppendCertsFromPEM(pem)
+	}
+	if uri.CertFile != "" && uri.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(uri.CertFile, uri.KeyFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return u.String(), cfg, nil
 }
 
 // notFound reports whether err is the broker's 404 NOT_FOUND (no such

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -70,7 +71,11 @@ func NewConsumer(src broker.Source, c ConsumeSettings) (*Consumer, error) {
 }
 
 // Status is the consumer's connection, as /readyz and /metrics say it.
-func (c *Consumer) Status() broker.Status { return c.health.Status() }
+func (c *Consumer) Status() broker.Status {
+	st := c.health.Status()
+	st.InFlightBytes = c.in.HeldBytes()
+	return st
+}
 
 // Run consumes until ctx ends, reconnecting with exponential backoff and
 // jitter (up to 30 s) whenever the broker goes away or the queue is
@@ -99,11 +104,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 // connection or channel is gone (consumed says whether it got as far as
 // consuming) or when ctx ends, once every message it took has its answer.
 func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
-	conn, err := dial(ctx, c.url, "oncehook source "+c.source)
+	// The connection is read through a gate that reserves each body's bytes
+	// in intake's budget as they are read, waiting while there is no room
+	// (see gate.go): what the client buffers, unbounded, is bounded so.
+	stream := c.in.Stream()
+	defer stream.Close() // what was read and never handed over: redelivered
+	gctx, openGate := context.WithCancel(ctx)
+	conn, err := dial(ctx, c.url, "oncehook source "+c.source, func(nc net.Conn) net.Conn { return newGate(nc, gctx, stream) })
 	if err != nil {
+		openGate()
 		return false, err
 	}
 	defer conn.Close()
+	// Before the close: the broker's close-ok must be read, room or not.
+	defer openGate()
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	ch, err := conn.Channel()
 	if err != nil {
@@ -144,14 +158,8 @@ func (c *Consumer) session(ctx context.Context) (consumed bool, err error) {
 			if !ok {
 				return true, closeReason(c.queue, connClosed, chClosed, cancelled)
 			}
-			// Room in intake's byte budget first: while there is none,
-			// this loop waits (the broker's prefetch bounds what the
-			// client holds meanwhile).
-			held, err := c.in.Reserve(ctx, len(d.Body))
-			if err != nil {
-				ch.Cancel(tag, false)
-				return true, nil // stopping: the channel's close requeues it
-			}
+			// Its body's bytes were reserved as the gate read them.
+			held := stream.Take(len(d.Body))
 			c.health.InFlight(1)
 			inflight.Go(func() {
 				defer c.health.InFlight(-1)
@@ -199,8 +207,11 @@ func (c *Consumer) handle(ctx context.Context, held *receive.Held, d amqp.Delive
 	// An Accept already started finishes though Run's context ends: its
 	// claim may be committing, and its answer is the ack.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.acceptTimeout)
-	out := c.in.Take(actx, held, c.envelope(&d))
+	out := c.in.Try(actx, held, c.envelope(&d))
 	cancel()
+	// The body counts in the budget until the broker has its answer: a
+	// message held before its requeue is still in memory.
+	defer c.in.Release(held)
 	switch out.Verdict {
 	case broker.Ack:
 		c.storeWorks()

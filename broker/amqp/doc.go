@@ -36,7 +36,9 @@
 // says, retried with backoff until someone declares it. basic.qos bounds
 // the messages delivered and not yet acknowledged (prefetch, default 256),
 // which is also how many Accepts run at once, so the group commit batches
-// them and a backlog of millions never grows memory.
+// them and a backlog of millions never grows memory; their bytes are
+// bounded apart, by intake's max_inflight_bytes, which the connection is
+// read through (gate.go): a backlog of large messages does not either.
 //
 // Header fields become the envelope's headers under canonical names, and
 // the message's properties are added as headers too: Content-Type,

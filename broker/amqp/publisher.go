@@ -222,7 +222,7 @@ func (p *Publisher) connect(ctx context.Context, dead *amqp.Connection) (*amqp.C
 		return c, nil
 	}
 	p.mu.Unlock()
-	conn, err := dial(ctx, p.url, "oncehook destination")
+	conn, err := dial(ctx, p.url, "oncehook destination", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -157,12 +157,13 @@ func newAccepter(answer func(body string, n int) error) *accepter {
 	return &accepter{answer: answer, calls: map[string]int{}}
 }
 
-// Hold and Share are intake's budget, which a test's accepter leaves
+// Hold, Share and Stream are intake's budget, which a test's accepter leaves
 // unbounded.
 func (a *accepter) Hold(context.Context, string, int) (*receive.Held, error) {
 	return &receive.Held{}, nil
 }
-func (a *accepter) Share(string) int64 { return 0 }
+func (a *accepter) Share(string) int64          { return 0 }
+func (a *accepter) Stream(string) *receive.Held { return &receive.Held{} }
 
 func (a *accepter) Accept(ctx context.Context, source string, env receive.Envelope) (receive.Response, error) {
 	a.mu.Lock()

@@ -56,7 +56,8 @@ type Consumer struct {
 	mu       sync.Mutex
 	parts    map[tp]*partition
 	inFlight int           // records held: in Accept or waiting to retry
-	room     chan struct{} // pinged when inFlight goes down
+	waiting  int           // records polled that wait for room in intake's budget
+	room     chan struct{} // pinged when inFlight or waiting goes down
 	all      sync.WaitGroup
 
 	commitMu sync.Mutex // one commit at a time, so none lands behind a later one
@@ -129,7 +130,11 @@ func NewConsumer(src broker.Source, k ConsumeSettings) (*Consumer, error) {
 }
 
 // Status is the consumer's connection to its brokers.
-func (c *Consumer) Status() broker.Status { return c.health.Status() }
+func (c *Consumer) Status() broker.Status {
+	st := c.health.Status()
+	st.InFlightBytes = c.in.HeldBytes()
+	return st
+}
 
 // OnBrokerConnect is kgo's hook: each dial says whether the brokers are
 // reachable. (franz-go reconnects by itself, with backoff.)
@@ -160,6 +165,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	if c.session > 0 {
 		opts = append(opts, kgo.SessionTimeout(c.session))
+	}
+	if share := c.in.Room(); share > 0 {
+		// What franz-go fetches ahead, per broker, is bounded by the
+		// source's share of max_inflight_bytes too (its default is 50 MiB
+		// a fetch): bytes as the broker sends them (a compressed batch is
+		// larger once decompressed).
+		opts = append(opts, kgo.FetchMaxBytes(int32(min(share, 50<<20))), kgo.FetchMaxPartitionBytes(int32(min(share, 1<<20))))
 	}
 	cl, err := kgo.NewClient(append(opts, c.extra...)...)
 	if err != nil {
@@ -221,15 +233,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
-// waitRoom waits until fewer than max_in_flight records are held, and
-// says how many more may be taken (0: ctx ended). It waits before a poll,
-// never inside one, so a full budget never blocks a rebalance.
+// waitRoom waits until fewer than max_in_flight records are held and
+// every record polled has its room in intake's budget, and says how many
+// more may be taken (0: ctx ended). It waits before a poll, never inside
+// one, so a full budget never blocks a rebalance; and a poll waits for
+// the records of the last to be counted in the budget, so what the
+// consumer holds beyond it is one poll's records at most, which franz-go
+// fetched in one go (see FetchMaxBytes in Run), not every record its
+// count allows.
 func (c *Consumer) waitRoom(ctx context.Context) int {
 	for {
 		c.mu.Lock()
 		free := c.maxInFlight - c.inFlight
+		waiting := c.waiting
 		c.mu.Unlock()
-		if free > 0 {
+		if free > 0 && waiting == 0 {
 			return free
 		}
 		select {
@@ -252,6 +270,7 @@ func (c *Consumer) take(ctx context.Context, cl *kgo.Client, r *kgo.Record) {
 	e := &entry{offset: r.Offset, epoch: r.LeaderEpoch}
 	p.queue = append(p.queue, e)
 	c.inFlight++
+	c.waiting++
 	p.running.Add(1)
 	c.all.Add(1)
 	if !p.paused && p.held() >= c.window {
@@ -291,15 +310,17 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, p *partition, e *
 		case <-wctx.Done():
 		}
 	}()
+	// The record's bytes are counted in intake's budget from now until it
+	// is done or let go, its waits to try again included: it is in memory
+	// all that time.
+	held, err := c.in.Reserve(wctx, len(r.Value))
+	c.mu.Lock()
+	c.waiting--
+	c.mu.Unlock()
+	c.ping()
 	done := false
-	for attempt := 0; ; attempt++ {
-		// The record's bytes are counted in intake's budget while it is
-		// tried.
-		held, err := c.in.Reserve(wctx, len(r.Value))
-		if err != nil {
-			break // cut at shutdown: left uncommitted
-		}
-		out := c.in.Take(actx, held, env)
+	for attempt := 0; err == nil; attempt++ {
+		out := c.in.Try(actx, held, env)
 		if out.Verdict == broker.Ack {
 			done = true
 			break
@@ -326,6 +347,9 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, p *partition, e *
 		t.Stop()
 		break // let go: left uncommitted, for the group to deliver again
 	}
+	if err == nil {
+		c.in.Release(held)
+	} // else cut at shutdown (or let go) before its room came: left uncommitted
 
 	c.mu.Lock()
 	e.done = done
@@ -339,6 +363,11 @@ func (c *Consumer) handle(ctx context.Context, cl *kgo.Client, p *partition, e *
 	}
 	c.mu.Unlock()
 	c.health.InFlight(-1)
+	c.ping()
+}
+
+// ping tells waitRoom to look again.
+func (c *Consumer) ping() {
 	select {
 	case c.room <- struct{}{}:
 	default:

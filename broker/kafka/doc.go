@@ -48,8 +48,13 @@
 // waiting for a retry) at once for the whole source, and a partition keeps
 // at most a window of offsets behind its commit point (a few words each)
 // before its fetching pauses until the record holding the point is done.
-// Beside them, franz-go buffers what it fetched and was not yet polled: up
-// to one fetch per broker, 50 MiB each by default (kgo.FetchMaxBytes).
+// Their bytes are bounded too: a record's value counts in intake's
+// max_inflight_bytes (the source's share) from its first try until it is
+// done, its waits to try again included, and the consumer polls again only
+// once every record of the last poll is counted. Beside them, franz-go
+// buffers what it fetched and was not yet polled: up to one fetch per
+// broker, of at most the source's share (kgo.FetchMaxBytes, in bytes as
+// the broker sends them: a compressed batch is larger once decompressed).
 //
 // # The publisher
 //

@@ -100,7 +100,11 @@ func DefaultDurable(source string) string {
 }
 
 // Status is the consumer's connection as an operator reads it.
-func (c *Consumer) Status() broker.Status { return c.health.Status() }
+func (c *Consumer) Status() broker.Status {
+	st := c.health.Status()
+	st.InFlightBytes = c.in.HeldBytes()
+	return st
+}
 
 // Run consumes until ctx ends. A broker that is down, or a stream that
 // does not exist yet, is said in Status and retried with exponential

@@ -8,6 +8,7 @@ type ConsumerState struct {
 	Source, Broker string
 	Connected      bool
 	InFlight       int64
+	InFlightBytes  int64
 }
 
 // Consumers returns the collector of each queue source's connection and
@@ -21,6 +22,9 @@ func Consumers(read func() []ConsumerState) prometheus.Collector {
 		inFlight: prometheus.NewDesc("oncehook_source_broker_in_flight",
 			"Messages a queue source's consumer holds, handed out by the broker and not yet acknowledged.",
 			[]string{"source", "broker"}, nil),
+		inFlightBytes: prometheus.NewDesc("oncehook_source_broker_in_flight_bytes",
+			"Bytes a queue source's messages hold of max_inflight_bytes: their bodies, from when the consumer takes them until their answer.",
+			[]string{"source", "broker"}, nil),
 	}
 }
 
@@ -28,11 +32,14 @@ type consumers struct {
 	read      func() []ConsumerState
 	connected *prometheus.Desc
 	inFlight  *prometheus.Desc
+	// inFlightBytes: what they hold of intake's budget.
+	inFlightBytes *prometheus.Desc
 }
 
 func (c *consumers) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.connected
 	ch <- c.inFlight
+	ch <- c.inFlightBytes
 }
 
 func (c *consumers) Collect(ch chan<- prometheus.Metric) {
@@ -43,5 +50,6 @@ func (c *consumers) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, v, st.Source, st.Broker)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st.InFlight), st.Source, st.Broker)
+		ch <- prometheus.MustNewConstMetric(c.inFlightBytes, prometheus.GaugeValue, float64(st.InFlightBytes), st.Source, st.Broker)
 	}
 }
