@@ -28,9 +28,11 @@ type Config struct {
 	SQLite SQLite `yaml:"sqlite"`
 	// MaxBodySize bounds a request body; larger bodies get 413.
 	MaxBodySize ByteSize `yaml:"max_body_size"`
-	// MaxInflightBytes bounds the request bodies held in memory at once
-	// (default 64 MiB, at least max_body_size); over it, intake answers 503
-	// with Retry-After instead of running out of memory.
+	// MaxInflightBytes bounds the request bodies held in memory at once,
+	// queue messages' among them (default 64 MiB, at least
+	// max_body_size); over it, intake answers 503 with Retry-After instead
+	// of running out of memory, and a queue consumer waits, its broker
+	// keeping the backlog.
 	MaxInflightBytes ByteSize `yaml:"max_inflight_bytes"`
 	// TrustedProxies are the reverse proxies (addresses or CIDR prefixes)
 	// whose X-Forwarded-For is believed for the client address in logs.

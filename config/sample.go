@@ -20,7 +20,7 @@ sqlite:
   synchronous: FULL          # FULL (default) | EXTRA | NORMAL | OFF
 
 max_body_size: 5MiB          # larger requests get 413
-# max_inflight_bytes: 64MiB  # bodies held in memory at once; over it, 503 + Retry-After
+# max_inflight_bytes: 64MiB  # bodies held in memory at once, queue messages too; over it, 503 + Retry-After (a queue's consumer waits)
 # metrics: {listen: 127.0.0.1:9090}  # GET /metrics there instead of on intake (it names sources and queues)
 # tls: {cert_file: cert.pem, key_file: key.pem}  # serve every listener over TLS (no proxy in front)
 # trusted_proxies: [10.0.0.0/8]   # proxies whose X-Forwarded-For names the client in logs
