@@ -109,7 +109,9 @@ var ErrNotOutbox = errors.New("not an outbox source (outbox: true)")
 // it commits). On PostgreSQL an error leaves tx aborted: roll it back.
 // Several publishes in one transaction should take their keys in one
 // order, as any transaction that inserts unique keys should. A rejection
-// (a malformed body, no key) is a *receive.Rejection.
+// (a malformed body, no key, an Idempotency-Key in opts.Header that
+// POST /v1/publish would refuse) is a *receive.Rejection, counted under
+// the source by reason as intake counts its own.
 //
 // On SQLite, tx holds the database's one write lock from its BEGIN
 // (_txlock=immediate) to its commit or rollback, and the gateway's writer
@@ -143,7 +145,10 @@ func (o *Outbox[TTx]) PublishTx(ctx context.Context, tx TTx, source, key string,
 		// (idempotency.ParseKey): "ord_q1" and ord_q1 are one event.
 		k, err := idempotency.KeyFrom(header)
 		if err != nil {
-			return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, err)
+			// Refused as POST /v1/publish refuses it: a Rejection,
+			// counted under the source by reason.
+			rej := o.intake.Refuse(ctx, source, "outbox", http.StatusBadRequest, reasonInvalidKey, err.Error())
+			return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, rej)
 		}
 		key = k
 	}

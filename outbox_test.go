@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
@@ -193,11 +195,18 @@ func TestPublishReadsIdempotencyKeyAsTheProxyDoes(t *testing.T) {
 			t.Fatalf("PublishTx with %v: %+v, want the duplicate ord_q1", header, p)
 		}
 	}
+	// Refused as POST /v1/publish refuses it: a Rejection, 400 invalid,
+	// counted under the source beside the HTTP ones.
 	tx, _ := db.BeginTx(ctx, nil)
-	if _, err := outbox.PublishTx(ctx, tx, "orders", "", []byte(body), &oncehook.PublishOptions{Header: http.Header{"Idempotency-Key": {"a", "b"}}}); err == nil || !strings.Contains(err.Error(), "once") {
-		t.Errorf("PublishTx with two Idempotency-Key headers: %v, want an error saying to give it once", err)
+	var rej *receive.Rejection
+	if _, err := outbox.PublishTx(ctx, tx, "orders", "", []byte(body), &oncehook.PublishOptions{Header: http.Header{"Idempotency-Key": {"a", "b"}}}); err == nil || !strings.Contains(err.Error(), "once") ||
+		!errors.As(err, &rej) || rej.Status != http.StatusBadRequest || rej.Reason != "invalid" {
+		t.Errorf("PublishTx with two Idempotency-Key headers: %v, want a 400 invalid Rejection saying to give it once", err)
 	}
 	tx.Rollback()
+	if got := metric(t, gw, `oncehook_requests_total{outcome="invalid",source="orders"}`); got != 8 {
+		t.Errorf("%d refused Idempotency-Keys counted, want the 7 over HTTP and PublishTx's", got)
+	}
 	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) >= 2 }) {
 		t.Fatal("the published events were never delivered")
 	}

@@ -47,7 +47,7 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 	// every refusal.
 	key, err := idempotency.KeyFrom(r.Header)
 	if err != nil {
-		g.metrics.Request(source, reasonInvalidKey)
+		g.intake.Refuse(r.Context(), source, forwarded.ClientAddr(r, nil), http.StatusBadRequest, reasonInvalidKey, err.Error())
 		idempotency.RefuseKey(w, err)
 		return
 	}

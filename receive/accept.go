@@ -425,6 +425,14 @@ func (c *Core) verdicts(src *Source, events []store.NewEvent, claims []store.Cla
 	return resp
 }
 
+// Refuse is a rejection a transport decides before Accept or Events can
+// (a caller's Idempotency-Key that no rule would read): counted under
+// source by reason and logged, as Accept counts and logs its own, so
+// that every refusal of every transport is counted once, the same way.
+func (c *Core) Refuse(ctx context.Context, source, client string, status int, reason, detail string) *Rejection {
+	return c.rejected(ctx, source, client, rejection(status, reason, detail))
+}
+
 // rejected counts and logs a rejection, says it on the span, and returns it.
 func (c *Core) rejected(ctx context.Context, source, client string, rej *Rejection) *Rejection {
 	c.count(ctx, source, rej.Reason)
