@@ -53,6 +53,14 @@ destinations:
 	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 3*events+1 }) {
 		t.Fatalf("%d requests at the app, want %d", len(sink.Deliveries()), 3*events+1)
 	}
+	// The app has a request before its outcome commits, and a replay
+	// leaves a delivery its worker still leases: wait for all to settle.
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		st, err := gw.Store().Stats(context.Background())
+		return err == nil && st.Pending == 0 && st.Delivered == 3*events
+	}) {
+		t.Fatal("the deliveries never settled as delivered")
+	}
 	if n, err := gw.Replay(context.Background(), "stripe", "evt_d0"); err != nil || n != 3 {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
