@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/oncehook/oncehook/internal/jsonstr"
 )
 
 // keyText is a JSON string or number read as key text without loss.
@@ -44,58 +45,7 @@ func unquoteLossless(lit []byte) string {
 	if bytes.IndexByte(s, '\\') < 0 {
 		return string(s)
 	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 >= len(s) {
-			out = append(out, c)
-			continue
-		}
-		i++
-		switch s[i] {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := hex4(s[i+1:])
-			if !ok {
-				out = append(out, '\\', 'u')
-				continue
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if r < 0xdc00 && i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
-					if lo, ok := hex4(s[i+3:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
-						out = utf8.AppendRune(out, utf16.DecodeRune(r, lo))
-						i += 6
-						continue
-					}
-				}
-				// A lone surrogate: WTF-8, three bytes no valid UTF-8 has.
-				out = append(out, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
-				continue
-			}
-			out = utf8.AppendRune(out, r)
-		default: // \" \\ \/
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
-}
-
-func hex4(s []byte) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(s[:4]), 16, 32)
-	return rune(v), err == nil
+	return string(jsonstr.AppendUnquoted(make([]byte, 0, len(s)), s, jsonstr.Lossless))
 }
 
 // rawField returns the value at path in a JSON document without decoding

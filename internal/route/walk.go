@@ -6,9 +6,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/oncehook/oncehook/internal/jsonstr"
 )
 
 // What the filters may spend on a request, in steps: a step is one
@@ -477,77 +477,8 @@ func (w *walker) text(s []byte) []byte {
 	if cap(w.buf) < len(in) {
 		w.buf = make([]byte, 0, len(in)) // once, where appending would double it
 	}
-	w.buf = appendUnquoted(w.buf[:0], in)
+	w.buf = jsonstr.AppendUnquoted(w.buf[:0], in, jsonstr.Replace)
 	return w.buf
-}
-
-// appendUnquoted appends the text of a JSON string's content (valid JSON,
-// quotes removed) to b, as encoding/json's unquote makes it: escapes
-// decoded, a surrogate that is not half of a pair and each byte that is
-// not UTF-8 replaced by U+FFFD.
-func appendUnquoted(b, s []byte) []byte {
-	for r := 0; r < len(s); {
-		c := s[r]
-		switch {
-		case c == '\\':
-			r++
-			switch s[r] {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := hex4(s[r+1:])
-				r += 5
-				if utf16.IsSurrogate(rr) {
-					if r+6 <= len(s) && s[r] == '\\' && s[r+1] == 'u' {
-						if dec := utf16.DecodeRune(rr, hex4(s[r+2:])); dec != unicode.ReplacementChar {
-							b = utf8.AppendRune(b, dec)
-							r += 6
-							continue
-						}
-					}
-					rr = unicode.ReplacementChar
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // " \ /
-				b = append(b, s[r])
-			}
-			r++
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			b = utf8.AppendRune(b, rr)
-			r += size
-		}
-	}
-	return b
-}
-
-// hex4 is the rune of the four hex digits s begins with (valid JSON).
-func hex4(s []byte) rune {
-	var r rune
-	for _, c := range s[:4] {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c >= 'a':
-			c -= 'a' - 10
-		default:
-			c -= 'A' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 func skipSpace(b []byte, i int) int {
