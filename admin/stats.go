@@ -207,6 +207,13 @@ func (s *Service) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 			return StatsView{}, err
 		}
 	}
+	if q.Destination != "" && dests[q.Destination] == nil {
+		// The same for a destination: neither configured nor counted in
+		// the range is a typo until shown otherwise.
+		if err := s.knownNames("", q.Destination); err != nil {
+			return StatsView{}, err
+		}
+	}
 	for _, name := range sortedKeys(sources) {
 		ss := sources[name]
 		for i := range ss.Points {
