@@ -25,6 +25,12 @@ type Accepter interface {
 	Share(source string) int64
 }
 
+// refuser is an Accepter that counts a transport's own refusals
+// (receive.Handler's Core.Refuse): a consumer's test double may not.
+type refuser interface {
+	Refuse(ctx context.Context, source, client string, status int, reason, detail string) *receive.Rejection
+}
+
 // Verdict is how a consumer answers its broker for one message.
 type Verdict int
 
@@ -130,6 +136,17 @@ func (in *Intake) Try(ctx context.Context, held *receive.Held, env receive.Envel
 	env.Reserve = held.Reserve
 	_, err := in.accept.Accept(ctx, in.source, env)
 	return Decide(err)
+}
+
+// Refuse is the verdict on a message the consumer cannot even hand to
+// Accept (a table row whose headers column is not a JSON object): counted
+// under the source by reason and logged as Accept's own rejections are,
+// and poison, as they would be.
+func (in *Intake) Refuse(ctx context.Context, client string, status int, reason, detail string) Outcome {
+	if r, ok := in.accept.(refuser); ok {
+		return Decide(r.Refuse(ctx, in.source, client, status, reason, detail))
+	}
+	return Decide(&receive.Rejection{Status: status, Reason: reason, Detail: detail})
 }
 
 // Release gives back the room held has (Reserve's or a Stream's).

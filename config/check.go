@@ -325,6 +325,8 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, kinds Checke
 	checkName(f+".name", s.Name, sources, fail)
 	if s.Consume != nil {
 		readConsume(s.Consume, f, kinds, report, fail)
+		c.Sources[i].defaultRules()
+		s = c.Sources[i]
 	}
 	if s.Outbox {
 		checkOutbox(f, s, fail)

@@ -57,6 +57,43 @@ type ConsumeSettings interface {
 	Where() string
 }
 
+// RuleDefaulter is a consume block whose messages carry their key, type
+// and order entity where its kind knows (a table's id, type and
+// aggregateid columns, handed over as headers): the rules a source that
+// names none of its own reads them by. A source's own key:, type: or
+// order.entity always wins.
+type RuleDefaulter interface {
+	DefaultRules() Rules
+}
+
+// Rules are a RuleDefaulter's defaults: key and type rules as a source's
+// key: and type: say them, and the rule order.entity takes when order:
+// names none.
+type Rules struct {
+	Key    []string
+	Type   []string
+	Entity string
+}
+
+// defaultRules gives s the rules its consume block names where s names
+// none of its own.
+func (s *Source) defaultRules() {
+	d, ok := s.Consume.Settings.(RuleDefaulter)
+	if !ok {
+		return
+	}
+	r := d.DefaultRules()
+	if len(s.Key) == 0 {
+		s.Key = r.Key
+	}
+	if len(s.Type) == 0 {
+		s.Type = r.Type
+	}
+	if s.Order != nil && s.Order.Entity == "" {
+		s.Order.Entity = r.Entity
+	}
+}
+
 // PublishSettings is one broker's publish: block, read by its kind.
 type PublishSettings interface {
 	// Check reports every field at fault through fail, each under f (the

@@ -15,6 +15,7 @@ import (
 	"github.com/oncehook/oncehook/broker/amqp"
 	"github.com/oncehook/oncehook/broker/kafka"
 	"github.com/oncehook/oncehook/broker/nats"
+	"github.com/oncehook/oncehook/broker/table"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/redis"
@@ -42,5 +43,6 @@ func Brokers() []broker.Kind {
 		nats.Kind(),
 		amqp.Kind(),
 		kafka.Kind(),
+		table.Kind(),
 	}
 }

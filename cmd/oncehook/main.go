@@ -38,6 +38,7 @@ Usage:
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
   oncehook reload --api URL --token T       a running gateway reads its config anew (as SIGHUP)
   oncehook doctor [--source S]              check that sources' keys look right
+  oncehook outbox ddl --db postgres|mysql [--table T] [--trigger]   the SQL of an outbox table in your database
   oncehook transform test --destination D --event FILE|--id N   what a destination's transformation would send
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          the release, its commit and build date, Go and the SQLite driver
@@ -153,6 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return reload(ctx, args[1:], stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args[1:], stdout, stderr)
+	case "outbox":
+		return outboxCmd(args[1:], stdout, stderr)
 	case "transform":
 		return transformCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

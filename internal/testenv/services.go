@@ -100,3 +100,16 @@ func Redis(t testing.TB) string {
 	t.Helper()
 	return reachable(t, "Redis", RedisBase())
 }
+
+// MySQLBase is the MySQL or MariaDB server tests use (as a table source's
+// url: reads it); ONCEHOOK_TEST_MYSQL overrides it.
+func MySQLBase() string {
+	return fromEnv("ONCEHOOK_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+}
+
+// MySQL returns the test MySQL or MariaDB server's URL, after checking it
+// accepts a connection (CI starts one: .ci/run).
+func MySQL(t testing.TB) string {
+	t.Helper()
+	return reachable(t, "MariaDB", MySQLBase())
+}
