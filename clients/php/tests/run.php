@@ -45,6 +45,10 @@ foreach ($files as $file) {
             $counts['skip']++;
         }
         continue;
+    } catch (\Throwable $e) {
+        printf("  FAIL %s: %s\n", 'setUpClass', Check::describe($e));
+        $counts['FAIL'] += count($methods);
+        continue;
     }
     foreach ($methods as $m) {
         $t0 = microtime(true);
