@@ -198,6 +198,27 @@ final class LedgerTest
         Check::same(['sms' => 'sent'], $got);
     }
 
+    public function testHostileKeysAndReasonsReachTheLedgerAsTheyAre(): void
+    {
+        // Keys a path would mangle (".", "..", a slash, a query, a percent), and UTF-8 beyond ASCII: each is
+        // one key, run once, read back as it was given.
+        foreach ([".", "..", "a/../b", "q?x=1#f", "100%2F", "ação 🚀 \"'<>", str_repeat('k', Ledger::MAX_KEY)] as $key) {
+            Check::same(['ran' => $key], $this->ledger->once($key, fn () => ['ran' => $key]), $key);
+            Check::same(['ran' => $key], $this->ledger->once($key, fn () => throw new \LogicException("ran {$key} again")), $key);
+            Check::same($key, $this->ledger->get($key)['key'], 'the key as stored');
+        }
+        Check::same('key', Check::throws(InvalidException::class, fn () => $this->ledger->once(str_repeat('k', Ledger::MAX_KEY + 1), fn () => 1))->getField());
+        // An exception whose message is not UTF-8, holds a NUL and is long is still a reason the ledger
+        // takes (one it refused would leave the key pending): cut, and its bad bytes replaced.
+        $key = $this->key('reason');
+        Check::throws(\RuntimeException::class, fn () => $this->ledger->once($key,
+            fn () => throw new \RuntimeException("Concei\xe7\xe3o\0 " . str_repeat('é', 3000))));
+        $attempt = $this->ledger->get($key)['attempts'][0];
+        Check::same('released', $attempt['outcome']);
+        Check::true(str_starts_with($attempt['error'], "RuntimeException: Concei\u{FFFD}\u{FFFD}o\u{FFFD} éé"), $attempt['error']);
+        Check::true(strlen($attempt['error']) <= Ledger::MAX_REASON && preg_match('//u', $attempt['error']) === 1, 'cut at a character');
+    }
+
     public function testAPermanentErrorFailsTheKeyForGood(): void
     {
         $key = $this->key('marked');

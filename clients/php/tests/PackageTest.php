@@ -31,4 +31,26 @@ final class PackageTest
         }
         Check::true($n > 20, "found {$n} classes");
     }
+
+    public function testTheReadmesSnippetsParse(): string
+    {
+        $n = 0;
+        foreach ([__DIR__ . '/../README.md', __DIR__ . '/../../../README.md'] as $readme) {
+            preg_match_all('/^```(php|json)\n(.*?)^```/ms', file_get_contents($readme), $blocks, PREG_SET_ORDER);
+            foreach ($blocks as [, $lang, $code]) {
+                if ($lang === 'json') {
+                    json_decode($code, flags: JSON_THROW_ON_ERROR);
+                    continue;
+                }
+                $file = tempnam(sys_get_temp_dir(), 'oncehook-readme-');
+                file_put_contents($file, "<?php\n" . $code);
+                exec(escapeshellarg(PHP_BINARY) . ' -l ' . escapeshellarg($file) . ' 2>&1', $out, $rc);
+                unlink($file);
+                Check::same(0, $rc, basename(dirname($readme)) . "/README.md's snippet:\n{$code}\n" . implode("\n", $out));
+                $n++;
+            }
+        }
+        Check::true($n >= 6, "found {$n} PHP snippets");
+        return "{$n} PHP snippets";
+    }
 }
