@@ -6,11 +6,13 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/broker/table"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -139,12 +141,22 @@ func (o *outboxTable) count(t *testing.T, suffix string) int {
 // source is the gateway's config for a source orders on the table,
 // delivering to url.
 func (o *outboxTable) config(sink string, extra string) string {
+	return o.configWith("sqlite://$DIR/oncehook.db", sink, extra)
+}
+
+// configWith is config on another store.
+func (o *outboxTable) configWith(store, sink, extra string) string {
 	return `
-store: sqlite://$DIR/oncehook.db
+store: "` + store + `"
 max_body_size: 2MiB
 sources:
   - name: orders
     consume: {table: {url: "` + o.url + `", table: ` + o.table + `, poll_interval: 200ms` + extra + `}}
+    destinations: [app]
+  - name: hooks
+    preset: generic
+    unsigned: true
+    key: ["header:X-Id"]
     destinations: [app]
 destinations:
   - {name: app, url: ` + sink + `}
@@ -206,6 +218,341 @@ func TestTableSourceDeliversCommittedRowsOnceAndRolledBackNever(t *testing.T) {
 			}
 			if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="table",source="orders"} 1`) {
 				t.Errorf("metrics lack the consumer's connection:\n%s", grep(m, "broker"))
+			}
+		})
+	}
+}
+
+// waitConnected waits until the gateway's one consumer says connected is
+// so, and returns its status.
+func waitConnected(t *testing.T, gw *oncehooktest.Gateway, connected bool, within time.Duration) broker.Status {
+	t.Helper()
+	var st broker.Status
+	if !testenv.WaitFor(within, func() bool { st = gw.ConsumerStatus()[0]; return st.Connected == connected }) {
+		t.Fatalf("after %s the consumer is not connected=%v: %+v", within, connected, st)
+	}
+	return st
+}
+
+// Invariant 19's poison rule for a table: a row intake refuses (headers
+// that are not a JSON object of strings, a payload over max_body_size) is
+// moved to <table>_rejected with its reason and counted as rejected by
+// reason, in the transaction that deletes it; the rows around it are
+// delivered, and the table is left empty.
+func TestTableSourceMovesPoisonRowsAsideAndCountsThem(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			o := newOutboxTable(t, kind, nil)
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
+			var rows []outboxRow
+			for i := range 10 {
+				rows = append(rows, order(i))
+			}
+			bad := []outboxRow{
+				{id: "bad-array", typ: "x", payload: []byte(`{}`), headers: `[1]`},
+				{id: "bad-value", typ: "x", payload: []byte(`{}`), headers: `{"A": 1}`},
+				{id: "too-large", typ: "x", payload: bytes.Repeat([]byte("x"), 3<<20)},
+			}
+			rows = append(rows, bad...)
+			for i := 10; i < 20; i++ {
+				rows = append(rows, order(i))
+			}
+			rows[0].headers = `{"X-Trace": "t1", "X-Many": ["a", "b"]}`
+			if err := o.insert(t, true, rows...); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(30*time.Second, func() bool { return len(sink.ByKey()) == 20 && o.count(t, "") == 0 }) {
+				t.Fatalf("after 30 s: %d of 20 delivered, %d rows left; %+v", len(sink.ByKey()), o.count(t, ""), gw.ConsumerStatus())
+			}
+			if n := o.count(t, "_rejected"); n != len(bad) {
+				t.Fatalf("%d rows moved aside, want %d", n, len(bad))
+			}
+			got := map[string]string{}
+			r, err := o.db.Query("SELECT id, reason, length(payload) FROM " + o.table + "_rejected")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r.Next() {
+				var id, reason string
+				var n int
+				r.Scan(&id, &reason, &n)
+				got[id] = fmt.Sprintf("%s %d", reason, n)
+			}
+			r.Close()
+			want := map[string]string{"bad-array": "malformed 2", "bad-value": "malformed 2", "too-large": fmt.Sprintf("too_large %d", 3<<20)}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("rejected rows %v, want %v", got, want)
+			}
+			if n := metric(t, gw, `oncehook_requests_total{outcome="malformed",source="orders"}`); n != 2 {
+				t.Errorf("malformed counted %d, want 2", n)
+			}
+			if n := metric(t, gw, `oncehook_requests_total{outcome="too_large",source="orders"}`); n != 1 {
+				t.Errorf("too_large counted %d, want 1", n)
+			}
+			sink.CheckEachOnce(t)
+		})
+	}
+}
+
+// Invariant 23 for a table's columns: an id, a type and a payload holding
+// CR/LF, NUL, invalid UTF-8 or 1 MiB are either refused by the database
+// itself (the user's insert fails: PostgreSQL's text holds no NUL and no
+// invalid UTF-8, MariaDB's utf8mb4 no invalid UTF-8), or taken: the
+// payload delivered byte for byte, once, under a key intake made a valid
+// header value; none blocks the table.
+func TestTableSourceTakesHostileBytesOrTheDatabaseRefusesThem(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			o := newOutboxTable(t, kind, nil)
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
+			big := bytes.Repeat([]byte("\x00\xff\r\n{"), 1<<18) // 1 MiB
+			hostile := []outboxRow{
+				{id: "crlf\r\nid", typ: "t", payload: []byte("p1")},
+				{id: "nul\x00id", typ: "t", payload: []byte("p2")},
+				{id: "bad\xff\xfeutf8", typ: "t", payload: []byte("p3")},
+				{id: "type-crlf", typ: "order\r\nX-Evil: 1", payload: []byte("p4")},
+				{id: "type-nul", typ: "order\x00x", payload: []byte("p5")},
+				{id: "type-bad", typ: "order\xffx", payload: []byte("p6")},
+				{id: "payload-bytes", typ: "t", payload: []byte("\x00\xff\xfe\r\n\x1b[31m")},
+				{id: "payload-1mib", typ: "t", payload: big},
+			}
+			var stored []outboxRow
+			for _, r := range hostile {
+				// Each in its own transaction: the database refuses some.
+				if err := o.insert(t, true, r); err != nil {
+					t.Logf("%q refused by %s: %v", r.id, kind, err)
+					continue
+				}
+				stored = append(stored, r)
+			}
+			if len(stored) < 4 {
+				t.Fatalf("only %d of %d hostile rows stored", len(stored), len(hostile))
+			}
+			if err := o.insert(t, true, order(1)); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(30*time.Second, func() bool { return o.count(t, "") == 0 && len(sink.Deliveries())+o.count(t, "_rejected") == len(stored)+1 }) {
+				t.Fatalf("after 30 s: %d delivered, %d rejected of %d stored; %d left; %+v", len(sink.Deliveries()), o.count(t, "_rejected"), len(stored)+1, o.count(t, ""), gw.ConsumerStatus())
+			}
+			time.Sleep(300 * time.Millisecond)
+			sink.CheckEachOnce(t)
+			bodies := map[string]int{}
+			for _, d := range sink.Deliveries() {
+				bodies[string(d.Body)]++
+				if strings.ContainsAny(d.Key, "\r\n\x00") {
+					t.Errorf("key %q is no header value", d.Key)
+				}
+			}
+			for _, r := range stored {
+				if bodies[string(r.payload)] != 1 {
+					t.Errorf("%q: its payload (%d bytes) delivered %d times, byte for byte", r.id, len(r.payload), bodies[string(r.payload)])
+				}
+			}
+			if n := o.count(t, "_rejected"); n != 0 {
+				t.Errorf("%d hostile rows moved aside: every one the database holds is deliverable", n)
+			}
+		})
+	}
+}
+
+// Several replicas share one table: two gateways (each its own store) take
+// rows from it at once, with SKIP LOCKED; no row is taken twice (each
+// delivered once over both), and the table ends empty.
+func TestTableSourceSharedByTwoGatewaysTakesEachRowOnce(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			o := newOutboxTable(t, kind, nil)
+			sink := testenv.NewSink(t)
+			gws := []*oncehooktest.Gateway{
+				oncehooktest.Start(t, o.config(sink.URL, ", batch: 20")),
+				oncehooktest.Start(t, o.config(sink.URL, ", batch: 20")),
+			}
+			const n = 600
+			for i := 0; i < n; i += 20 {
+				var rows []outboxRow
+				for j := i; j < i+20; j++ {
+					rows = append(rows, order(j))
+				}
+				if err := o.insert(t, true, rows...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == n && o.count(t, "") == 0 }) {
+				t.Fatalf("after 60 s: %d of %d delivered, %d rows left", len(sink.ByKey()), n, o.count(t, ""))
+			}
+			time.Sleep(500 * time.Millisecond)
+			sink.CheckEachOnce(t)
+			a := metric(t, gws[0], `oncehook_events_total{source="orders",verdict="accepted"}`)
+			b := metric(t, gws[1], `oncehook_events_total{source="orders",verdict="accepted"}`)
+			if a+b != n {
+				t.Errorf("accepted %d + %d, want %d in all: a row was taken twice", a, b, n)
+			}
+			t.Logf("gateway A took %d rows, B %d", a, b)
+		})
+	}
+}
+
+// Invariant 19 with oncehook's own store down: rows are not deleted while
+// intake cannot commit them (Retry leaves them, with backoff), and are
+// delivered once each when it is back.
+func TestTableSourceLeavesRowsWhileTheStoreIsDown(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			o := newOutboxTable(t, kind, nil)
+			pg := testenv.Postgres(t)
+			pgURL, _ := url.Parse(pg)
+			proxy := testenv.NewProxy(t, pgURL.Host)
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.configWith(strings.Replace(pg, pgURL.Host, proxy.Addr, 1), sink.URL, ""))
+			waitConnected(t, gw, true, 10*time.Second)
+			proxy.Stop()
+			const n = 50
+			var rows []outboxRow
+			for i := range n {
+				rows = append(rows, order(i))
+			}
+			if err := o.insert(t, true, rows...); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * time.Second) // the consumer tries, is refused, backs off
+			if c := o.count(t, ""); c != n {
+				t.Fatalf("%d of %d rows left with the store down: some were deleted uncommitted", c, n)
+			}
+			if c := o.count(t, "_rejected"); c != 0 {
+				t.Fatalf("%d rows moved aside: a store outage is not poison", c)
+			}
+			if st := gw.ConsumerStatus()[0]; !st.Connected {
+				t.Errorf("consumer %+v: its table is there, only the store is down", st)
+			}
+			proxy.Start(t)
+			if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == n && o.count(t, "") == 0 }) {
+				t.Fatalf("after the store came back: %d of %d delivered, %d rows left", len(sink.ByKey()), n, o.count(t, ""))
+			}
+			time.Sleep(300 * time.Millisecond)
+			sink.CheckEachOnce(t)
+		})
+	}
+}
+
+// The table's database down, then back: the consumer says so in its
+// Status (and /readyz's detail), HTTP intake answers as ever meanwhile,
+// and once the database answers again the rows written meanwhile are
+// delivered once each.
+func TestTableSourceSurvivesItsDatabaseGoingAway(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			var proxy *testenv.Proxy
+			o := newOutboxTable(t, kind, func(addr string) string { proxy = testenv.NewProxy(t, addr); return proxy.Addr })
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
+			waitConnected(t, gw, true, 10*time.Second)
+			if err := o.insert(t, true, order(0)); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(30*time.Second, func() bool { return len(sink.ByKey()) == 1 }) {
+				t.Fatal("the first row not delivered")
+			}
+			proxy.Stop()
+			st := waitConnected(t, gw, false, 30*time.Second)
+			if st.Error == "" || st.Kind != "table" {
+				t.Errorf("status while the database is away: %+v", st)
+			}
+			if ready := get(t, gw.URL+"/readyz"); !strings.Contains(ready, `"connected":false`) {
+				t.Errorf("/readyz does not say the table is away: %s", ready)
+			}
+			// HTTP intake is another path: it answers as ever.
+			if code := postHook(t, gw.URL+"/in/hooks", "h1"); code != 200 {
+				t.Errorf("a webhook answered %d while the table's database was away", code)
+			}
+			var rows []outboxRow
+			for i := 1; i <= 30; i++ {
+				rows = append(rows, order(i))
+			}
+			if err := o.insert(t, true, rows...); err != nil {
+				t.Fatal(err)
+			}
+			proxy.Start(t)
+			waitConnected(t, gw, true, 60*time.Second)
+			if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == 32 && o.count(t, "") == 0 }) {
+				t.Fatalf("after the database came back: %d of 32 delivered, %d rows left", len(sink.ByKey()), o.count(t, ""))
+			}
+			time.Sleep(300 * time.Millisecond)
+			sink.CheckEachOnce(t)
+		})
+	}
+}
+
+// postHook posts a webhook to the hooks source under key id: its status.
+func postHook(t *testing.T, url, id string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+	req.Header.Set("X-Id", id)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A crash between intake's commit and the table's delete: the delete
+// fails (a trigger refuses it, as a process killed there would never send
+// it), so the rows stay after intake committed them. They are taken
+// again, are duplicates (counted, not delivered again), and are deleted
+// then.
+func TestTableSourceRowsLeftByACrashAreDuplicatesThenDeleted(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			o := newOutboxTable(t, kind, nil)
+			flag := o.table + "_crash"
+			if kind == "postgres" {
+				o.exec(t, `CREATE TABLE `+flag+` (n int);
+CREATE FUNCTION crash_before_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF EXISTS (SELECT 1 FROM `+flag+`) THEN RAISE EXCEPTION 'crash before the delete'; END IF; RETURN OLD; END $$;
+CREATE TRIGGER crash BEFORE DELETE ON `+o.table+` FOR EACH ROW EXECUTE FUNCTION crash_before_delete();
+INSERT INTO `+flag+` VALUES (1)`)
+			} else {
+				o.exec(t, "CREATE TABLE "+flag+" (n INT);\nINSERT INTO "+flag+" VALUES (1)")
+				t.Cleanup(func() { o.db.Exec("DROP TABLE IF EXISTS " + flag) })
+				if _, err := o.db.Exec("CREATE TRIGGER " + o.table + "_crash BEFORE DELETE ON " + o.table +
+					" FOR EACH ROW BEGIN IF EXISTS (SELECT 1 FROM " + flag + ") THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'crash before the delete'; END IF; END"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
+			const n = 40
+			var rows []outboxRow
+			for i := range n {
+				rows = append(rows, order(i))
+			}
+			if err := o.insert(t, true, rows...); err != nil {
+				t.Fatal(err)
+			}
+			accepted := func() int { return metric(t, gw, `oncehook_events_total{source="orders",verdict="accepted"}`) }
+			if !testenv.WaitFor(30*time.Second, func() bool { return accepted() == n && len(sink.ByKey()) == n }) {
+				t.Fatalf("%d accepted, %d delivered of %d", accepted(), len(sink.ByKey()), n)
+			}
+			time.Sleep(time.Second) // a batch or two more, each refused its delete
+			if c := o.count(t, ""); c != n {
+				t.Fatalf("%d rows left: want all %d, their delete refused", c, n)
+			}
+			if _, err := o.db.Exec("DELETE FROM " + flag); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(60*time.Second, func() bool { return o.count(t, "") == 0 }) {
+				t.Fatalf("%d rows left after the crash's cause went", o.count(t, ""))
+			}
+			time.Sleep(300 * time.Millisecond)
+			sink.CheckEachOnce(t)
+			if d := metric(t, gw, `oncehook_events_total{source="orders",verdict="duplicate"}`); d < n {
+				t.Errorf("duplicates counted %d: want at least %d (each row taken again)", d, n)
+			}
+			if a := accepted(); a != n {
+				t.Errorf("accepted %d, want %d", a, n)
 			}
 		})
 	}

@@ -145,7 +145,24 @@ func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 			return true, nil
 		}
 		if err != nil {
-			return true, err
+			// Rolled back: the batch's rows come back (those intake took
+			// are duplicates then). A database that still answers had a
+			// statement fail (a deadlock, a lock timeout, a rejected
+			// table that refuses a row): it is retried with backoff, and
+			// the error is logged; one that does not is reconnected to.
+			pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+			perr := db.PingContext(pctx)
+			cancel()
+			if perr != nil {
+				return true, err
+			}
+			retries++
+			wait := broker.Backoff(retries, time.Second, maxBackoff)
+			c.log.Warn("outbox batch rolled back; its rows are taken again", "err", err, "retry_in", wait.Round(time.Millisecond))
+			if !sleep(ctx, wait) {
+				return true, nil
+			}
+			continue
 		}
 		if retry {
 			// The store could not take a row now: it stays, and is taken
@@ -290,10 +307,8 @@ func (c *Consumer) batch(ctx context.Context, db *sql.DB) (n int, retry bool, er
 			c.log.Debug("outbox row left for later", "err", t.out.Err, "id", fmt.Sprintf("%q", t.key))
 		}
 	}
-	if len(done) > 0 {
-		if _, err := tx.ExecContext(actx, c.q.remove(len(done)), done...); err != nil {
-			return 0, false, fmt.Errorf("delete taken rows: %w", err)
-		}
+	if err := c.remove(actx, tx, done); err != nil {
+		return 0, false, fmt.Errorf("delete taken rows: %w", err)
 	}
 	if c.beforeCommit != nil {
 		if err := c.beforeCommit(); err != nil {
@@ -306,6 +321,32 @@ func (c *Consumer) batch(ctx context.Context, db *sql.DB) (n int, retry bool, er
 		return 0, false, fmt.Errorf("commit the taken rows' delete: %w", err)
 	}
 	return len(all), retry, nil
+}
+
+// remove deletes the rows of ids, which the transaction holds locked. On
+// PostgreSQL in one statement. On MySQL one row at a time: a DELETE ... IN
+// that InnoDB runs as a scan (it may, on a small table) locks every row
+// it reads, waits for another consumer's and deadlocks with it; a DELETE
+// of one primary key reads only its row.
+func (c *Consumer) remove(ctx context.Context, tx *sql.Tx, ids []any) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if c.d.postgres {
+		_, err := tx.ExecContext(ctx, c.q.remove(len(ids)), ids...)
+		return err
+	}
+	stmt, err := tx.PrepareContext(ctx, c.q.remove(1))
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, id := range ids {
+		if _, err := stmt.ExecContext(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // param is a row's id as DELETE is given it: the driver's own value, but
