@@ -129,7 +129,7 @@ final class Api
         $ok = curl_exec($ch);
         $status = (int) curl_getinfo($ch, CURLINFO_RESPONSE_CODE);
         $err = curl_error($ch);
-        curl_close($ch);
+        unset($ch); // frees the handle and its connection (curl_close() does nothing since PHP 8, and is deprecated in 8.5)
         if ($over) {
             throw new UnreachableException("{$method} {$path}: the answer is over " . self::MAX_ANSWER . ' bytes, more than this client reads');
         }
