@@ -333,7 +333,9 @@ func TestTableSourceTakesHostileBytesOrTheDatabaseRefusesThem(t *testing.T) {
 			if err := o.insert(t, true, order(1)); err != nil {
 				t.Fatal(err)
 			}
-			if !testenv.WaitFor(30*time.Second, func() bool { return o.count(t, "") == 0 && len(sink.Deliveries())+o.count(t, "_rejected") == len(stored)+1 }) {
+			if !testenv.WaitFor(30*time.Second, func() bool {
+				return o.count(t, "") == 0 && len(sink.Deliveries())+o.count(t, "_rejected") == len(stored)+1
+			}) {
 				t.Fatalf("after 30 s: %d delivered, %d rejected of %d stored; %d left; %+v", len(sink.Deliveries()), o.count(t, "_rejected"), len(stored)+1, o.count(t, ""), gw.ConsumerStatus())
 			}
 			time.Sleep(300 * time.Millisecond)
