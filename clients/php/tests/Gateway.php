@@ -42,7 +42,9 @@ final class Gateway
             }
             throw new Skip('no gateway binary ($ONCEHOOK_BIN) and no go to build one');
         }
-        $out = Files::tempDir('oncehook-bin-') . '/oncehook';
+        $dir = Files::tempDir('oncehook-bin-');
+        register_shutdown_function([Files::class, 'remove'], $dir);
+        $out = "{$dir}/oncehook";
         $p = proc_open([$go, 'build', '-o', $out, './cmd/oncehook'], [1 => STDOUT, 2 => STDERR], $pipes, self::CHECKOUT);
         if (proc_close($p) !== 0) {
             throw new \RuntimeException('go build ./cmd/oncehook failed');
@@ -152,7 +154,9 @@ final class Gateway
 /** A worker process: its stdout (one JSON line at the end) and stderr go to files, read when it exits. */
 final class Worker
 {
-    /** @var resource */
+    /** @var array<int, self> the workers still running, for the runner to end after a test that failed */
+    private static array $running = [];
+    /** @var resource|null */
     private $proc;
     private string $out;
     public readonly int $pid;
@@ -164,6 +168,17 @@ final class Worker
         $this->proc = proc_open($args, [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->out, 'w'], 2 => ['file', $this->out . '.err', 'w']],
             $pipes, null, $env);
         $this->pid = proc_get_status($this->proc)['pid'];
+        self::$running[$this->pid] = $this;
+    }
+
+    /** End every worker a test left running (it failed before finishing them): SIGKILL, then reap. */
+    public static function killAll(): void
+    {
+        foreach (self::$running as $w) {
+            posix_kill($w->pid, SIGKILL);
+            posix_kill($w->pid, SIGCONT);
+            $w->finish(10, mayDie: true);
+        }
     }
 
     public function signal(int $sig): void
@@ -183,6 +198,8 @@ final class Worker
             usleep(20_000);
         }
         proc_close($this->proc);
+        $this->proc = null;
+        unset(self::$running[$this->pid]);
         $out = (string) file_get_contents($this->out);
         $err = (string) @file_get_contents($this->out . '.err');
         @unlink($this->out);

@@ -58,6 +58,7 @@ foreach ($files as $file) {
             try {
                 $note = (string) $t->$m();
             } finally {
+                Worker::killAll();
                 if (method_exists($t, 'tearDown')) {
                     $t->tearDown();
                 }
