@@ -55,6 +55,7 @@ final class Gateway
     public function __construct(string $sinkUrl = 'http://127.0.0.1:9/')
     {
         $this->dir = Files::tempDir('oncehook-gw-');
+        register_shutdown_function([$this, 'close']); // even when the runner dies: no gateway left behind
         $token = self::TOKEN;
         $secret = self::SECRET;
         file_put_contents("{$this->dir}/oncehook.yaml", <<<YAML
