@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ type outboxTable struct {
 // newOutboxTable makes one on PostgreSQL (a fresh schema, with the NOTIFY
 // trigger) or MariaDB (a table of a unique name). via, when set, is the
 // address the source's url names instead of the server's (a proxy).
-func newOutboxTable(t *testing.T, kind string, via func(addr string) string) *outboxTable {
+func newOutboxTable(t testing.TB, kind string, via func(addr string) string) *outboxTable {
 	t.Helper()
 	var b [5]byte
 	rand.Read(b[:])
@@ -64,7 +65,7 @@ func newOutboxTable(t *testing.T, kind string, via func(addr string) string) *ou
 }
 
 // exec runs statements separated by ";\n" (MySQL takes one at a time).
-func (o *outboxTable) exec(t *testing.T, sqls string) {
+func (o *outboxTable) exec(t testing.TB, sqls string) {
 	t.Helper()
 	if o.kind == "postgres" {
 		if _, err := o.db.Exec(sqls); err != nil {
@@ -108,7 +109,7 @@ type outboxRow struct {
 }
 
 // insert inserts rows in one transaction, committed or rolled back.
-func (o *outboxTable) insert(t *testing.T, commit bool, rows ...outboxRow) error {
+func (o *outboxTable) insert(t testing.TB, commit bool, rows ...outboxRow) error {
 	t.Helper()
 	tx, err := o.db.Begin()
 	if err != nil {
@@ -129,7 +130,7 @@ func (o *outboxTable) insert(t *testing.T, commit bool, rows ...outboxRow) error
 }
 
 // count is the rows of a table (the outbox, or "_rejected").
-func (o *outboxTable) count(t *testing.T, suffix string) int {
+func (o *outboxTable) count(t testing.TB, suffix string) int {
 	t.Helper()
 	var n int
 	if err := o.db.QueryRow("SELECT count(*) FROM " + o.table + suffix).Scan(&n); err != nil {
@@ -557,5 +558,51 @@ INSERT INTO `+flag+` VALUES (1)`)
 				t.Errorf("accepted %d, want %d", a, n)
 			}
 		})
+	}
+}
+
+// latencies inserts n rows one transaction at a time, each after the last
+// was delivered, and returns how long each took from its commit to its
+// delivery at the sink (sorted): what a user's row waits, end to end.
+func (o *outboxTable) latencies(t testing.TB, sink *testenv.Sink, n int, within time.Duration) []time.Duration {
+	var out []time.Duration
+	for i := range n {
+		r := order(100000 + i)
+		if err := o.insert(t, true, r); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		var got time.Time
+		if !testenv.WaitFor(within, func() bool {
+			for _, d := range sink.Deliveries() {
+				if d.Key == "orders:"+r.id {
+					got = d.At
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Fatalf("%s not delivered within %s", r.id, within)
+		}
+		out = append(out, got.Sub(at))
+		time.Sleep(time.Duration(i%5) * 37 * time.Millisecond) // not in step with the poll
+	}
+	slices.Sort(out)
+	return out
+}
+
+// With the trigger `oncehook outbox ddl --trigger` prints, PostgreSQL's
+// NOTIFY wakes the consumer at the commit: a row is delivered well before
+// the poll would have read it (poll_interval 5s here; the median wait of
+// a poll alone is half of it).
+func TestTableSourceNotifyWakesItBeforeThePoll(t *testing.T) {
+	o := newOutboxTable(t, "postgres", nil)
+	sink := testenv.NewSink(t)
+	oncehooktest.Start(t, strings.Replace(o.config(sink.URL, ""), "poll_interval: 200ms", "poll_interval: 5s", 1))
+	time.Sleep(300 * time.Millisecond) // LISTEN in place
+	l := o.latencies(t, sink, 15, 20*time.Second)
+	t.Logf("commit to delivery with NOTIFY: min %s, median %s, max %s", l[0], l[len(l)/2], l[len(l)-1])
+	if med := l[len(l)/2]; med > 1500*time.Millisecond {
+		t.Errorf("median %s with NOTIFY: not woken by it (the poll is every 5s)", med)
 	}
 }
