@@ -79,6 +79,12 @@ type PublishOptions struct {
 	// Header is what the source's key, type and filter rules may read
 	// (header:Name), beside the body. It is not delivered.
 	Header http.Header
+	// Reconcile marks the publish as part of a reconciliation pass, as
+	// POST /v1/publish?reconcile=true does: a key published and committed
+	// before is Republished (counted as republished in the rollups, not as
+	// a duplicate, and never feeding the duplicate-rate alert); a key never
+	// published is stored and delivered as any other.
+	Reconcile bool
 }
 
 // Published is a publish's verdict.
@@ -91,6 +97,9 @@ type Published struct {
 	// (a retried transaction, a reconciliation pass): nothing was written,
 	// no second delivery will be made, and the copy is counted.
 	Duplicate bool
+	// Republished is true for a Duplicate of a publish marked Reconcile:
+	// counted as republished, not as a duplicate.
+	Republished bool
 }
 
 // ErrNotOutbox is a publish to a source that is not an outbox source.
@@ -157,7 +166,7 @@ func (o *Outbox[TTx]) PublishTx(ctx context.Context, tx TTx, source, key string,
 	}
 	now := time.Now()
 	events, err := o.intake.Events(ctx, source, receive.Envelope{
-		Header: header, Body: body, ReceivedAt: now, SkipVerify: true, Key: key, Client: "outbox",
+		Header: header, Body: body, ReceivedAt: now, SkipVerify: true, Key: key, Client: "outbox", Reconcile: opts.Reconcile,
 	})
 	if err != nil {
 		return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, err)
@@ -169,11 +178,12 @@ func (o *Outbox[TTx]) PublishTx(ctx context.Context, tx TTx, source, key string,
 	if err != nil {
 		return Published{}, fmt.Errorf("oncehook: publish to %s: %w", source, err)
 	}
-	resp, stats, copies := o.intake.Verdicts(source, events, claims, now)
+	resp, stats, copies := o.intake.Verdicts(source, events, claims, now, opts.Reconcile)
 	if err := o.driver.AddCounts(ctx, tx, stats, copies); err != nil {
 		return Published{}, fmt.Errorf("oncehook: publish to %s: count: %w", source, err)
 	}
-	return Published{Key: resp.Events[0].Key, Duplicate: resp.Events[0].Status == receive.StatusDuplicate}, nil
+	status := resp.Events[0].Status
+	return Published{Key: resp.Events[0].Key, Duplicate: status != receive.StatusAccepted, Republished: status == receive.StatusRepublished}, nil
 }
 
 // isOutbox reports whether cfg names source as an outbox source.

@@ -1,7 +1,9 @@
 package oncehook
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/apiauth"
@@ -24,7 +26,9 @@ const reasonInvalidKey = "invalid"
 // as the proxy reads it (else the source's key rules over the body). It is claimed through Accept,
 // as intake claims a request's events, and answered only once durable:
 // 202 accepted, 200 duplicate (published before: nothing written, no
-// second delivery), or intake's rejections.
+// second delivery), or intake's rejections. ?reconcile=true marks a
+// reconciliation pass (receive.Envelope.Reconcile): a key published before
+// is answered 200 republished and counted so, not as a duplicate.
 //
 // It cannot join the caller's transaction: a caller that commits and
 // then dies before its publish is answered publishes again with the same
@@ -51,6 +55,12 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		idempotency.RefuseKey(w, err)
 		return
 	}
+	reconcile, err := reconcileParam(r)
+	if err != nil {
+		g.intake.Refuse(r.Context(), source, forwarded.ClientAddr(r, nil), http.StatusBadRequest, reasonInvalidKey, err.Error())
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: err.Error(), Reason: reasonInvalidKey, Field: "reconcile"})
+		return
+	}
 	body, done, err := g.intake.ReadBody(w, r, g.intake.MaxBodySize())
 	if err != nil {
 		receive.BodyRejection(err).Answer(w)
@@ -67,7 +77,7 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		client = "token:" + c.Name + " " + client
 	}
 	resp, err := g.intake.Accept(r.Context(), source, receive.Envelope{
-		Header: header, Body: body, SkipVerify: true, Key: key, Client: client,
+		Header: header, Body: body, SkipVerify: true, Key: key, Client: client, Reconcile: reconcile,
 	})
 	if rej, ok := err.(*receive.Rejection); ok {
 		rej.Answer(w)
@@ -82,4 +92,27 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusAccepted
 	}
 	jsonhttp.WriteJSON(w, status, resp)
+}
+
+// reconcileParam reads ?reconcile: absent is false; true or false (1 or 0,
+// as strconv reads them) otherwise. Anything else, or the parameter given
+// twice, is refused rather than guessed: a pass counted as a provider's
+// duplicates would raise the very alert it must not.
+func reconcileParam(r *http.Request) (bool, error) {
+	values, ok := r.URL.Query()["reconcile"]
+	if !ok {
+		return false, nil
+	}
+	if len(values) != 1 {
+		return false, fmt.Errorf("reconcile: give the parameter once (it came %d times)", len(values))
+	}
+	v, err := strconv.ParseBool(values[0])
+	if err != nil {
+		given := values[0]
+		if len(given) > 40 {
+			given = given[:40] + "..."
+		}
+		return false, fmt.Errorf("reconcile: %q is not true or false", given)
+	}
+	return v, nil
 }

@@ -224,7 +224,8 @@ destinations:
 
 	// The outbox over HTTP (the operator's token may publish): new,
 	// duplicate (spelt bare and quoted), a key the draft does not allow,
-	// no key, not an outbox source.
+	// no key, a reconciliation pass (republished, and new), not an outbox
+	// source.
 	publish := func(path, key string, want int) {
 		t.Helper()
 		op := "POST /v1/publish/{source}"
@@ -261,6 +262,8 @@ destinations:
 	publish("/v1/publish/orders", `"ord_1"`, 200)
 	publish("/v1/publish/orders", `"ord_1`, 400)
 	publish("/v1/publish/orders", "", 422)
+	publish("/v1/publish/orders?reconcile=true", "ord_1", 200) // republished
+	publish("/v1/publish/orders?reconcile=true", "ord_2", 202) // never published: stored
 	publish("/v1/publish/hooks", "ord_1", 404)
 
 	spec2 := operations(t, spec)

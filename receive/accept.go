@@ -59,6 +59,14 @@ type Envelope struct {
 	// Client names where the envelope came from, for the log: a request's
 	// address, a queue's name.
 	Client string
+	// Reconcile marks a deliberate re-publish (a reconciliation pass:
+	// POST /v1/publish?reconcile=true, PublishOptions.Reconcile): an event
+	// whose key is already stored is answered and counted as republished,
+	// not as a duplicate, so that the pass neither shows as a provider's
+	// trouble nor raises the duplicate-rate alert (invariant 27). An event
+	// whose key is new is accepted and delivered as any other: the pass
+	// found a row whose publish was lost.
+	Reconcile bool
 	// Reserve, when set, is asked for n more bytes before a batch's split
 	// (which holds memory beyond the body until the answer) is taken on:
 	// HTTP's in-flight budget. An error it returns rejects the envelope; a
@@ -178,7 +186,7 @@ func (c *Core) accept(ctx context.Context, src *Source, env Envelope) (Response,
 	if verdict == aged {
 		c.metrics.SignatureAged(name) // taken: counted once it is stored
 	}
-	resp := c.verdicts(src, events, claims, now, c.metrics, c.onDup)
+	resp := c.verdicts(src, events, claims, now, env.Reconcile, c.metrics, c.onDup)
 	if c.tracer != nil {
 		trace.SpanFromContext(ctx).SetAttributes(tracing.Verdict.String(resp.Status), tracing.Events.Int(len(events)))
 	}
@@ -211,14 +219,15 @@ func (c *Core) Events(ctx context.Context, source string, env Envelope) ([]store
 // response, and what Accept would have counted, as hourly counters and
 // duplicate copies for the caller to write in that same transaction (a
 // TxDriver's AddCounts), so that they are counted exactly when the claims
-// commit. now is the events' ReceivedAt.
-func (c *Core) Verdicts(source string, events []store.NewEvent, claims []store.Claim, now time.Time) (Response, []store.StatDelta, []store.Copy) {
+// commit. now is the events' ReceivedAt; reconcile, the envelope's
+// Reconcile.
+func (c *Core) Verdicts(source string, events []store.NewEvent, claims []store.Claim, now time.Time, reconcile bool) (Response, []store.StatDelta, []store.Copy) {
 	src, ok := c.sources.Load().byName[source]
 	if !ok {
 		src = &Source{Name: source}
 	}
 	tally := metrics.Rollups(func() time.Time { return now })
-	resp := c.verdicts(src, events, claims, now, tally, nil)
+	resp := c.verdicts(src, events, claims, now, reconcile, tally, nil)
 	return resp, tally.Hourly.Take(), tally.Copies.Take()
 }
 
@@ -388,10 +397,16 @@ func (c *Core) verify(ctx context.Context, src *Source, env Envelope, preq *prov
 // the rollups its writer commits), or the outbox's tally (the rollups
 // only, committed in the caller's transaction). One place, so that a
 // duplicate is counted the same wherever it arrived. onDup, when set,
-// hears each duplicate.
-func (c *Core) verdicts(src *Source, events []store.NewEvent, claims []store.Claim, now time.Time, m *metrics.Metrics, onDup func(source, key string, body []byte)) Response {
+// hears each duplicate. Under reconcile, a stored key is republished
+// instead: answered and counted so, neither a copy on its event's page nor
+// a sample for the key doctor, which both look for a provider's resends.
+func (c *Core) verdicts(src *Source, events []store.NewEvent, claims []store.Claim, now time.Time, reconcile bool, m *metrics.Metrics, onDup func(source, key string, body []byte)) Response {
 	name := src.Name
-	resp := Response{Status: StatusDuplicate, Events: make([]EventResult, len(events))}
+	again := StatusDuplicate
+	if reconcile {
+		again = StatusRepublished
+	}
+	resp := Response{Status: again, Events: make([]EventResult, len(events))}
 	if len(events) == 0 {
 		resp.Status = StatusAccepted // a batch with no updates: nothing to store, nothing to retry
 	}
@@ -399,6 +414,8 @@ func (c *Core) verdicts(src *Source, events []store.NewEvent, claims []store.Cla
 		res := EventResult{Key: events[i].Key, Status: StatusAccepted, Keyless: events[i].Keyless}
 		verdict := StatusAccepted
 		switch {
+		case claim.Duplicate && reconcile:
+			res.Status, verdict = StatusRepublished, StatusRepublished
 		case claim.Duplicate:
 			res.Status, verdict = StatusDuplicate, StatusDuplicate
 			m.Copy(name, events[i].Key, now)

@@ -271,13 +271,13 @@ func (h *Handler) SetSources(sources []Source) {
 // EventResult is one event's verdict in a response.
 type EventResult struct {
 	Key     string `json:"key"`
-	Status  string `json:"status"` // accepted | duplicate
+	Status  string `json:"status"` // accepted | duplicate | republished (Envelope.Reconcile)
 	Keyless bool   `json:"keyless,omitempty"`
 }
 
 // Response is the body of a 200 answer.
 type Response struct {
-	Status string        `json:"status"` // accepted when any event is new, else duplicate
+	Status string        `json:"status"` // accepted when any event is new, else duplicate (republished under Envelope.Reconcile)
 	Events []EventResult `json:"events"`
 }
 
@@ -289,7 +289,10 @@ type ErrorResponse = jsonhttp.Error
 const (
 	StatusAccepted  = metrics.Accepted
 	StatusDuplicate = metrics.Duplicate
-	StatusDiscarded = "discarded" // failed verification on a source that answers 200 anyway
+	// StatusRepublished answers a reconciliation publish of a stored key:
+	// a duplicate the caller sent on purpose (Envelope.Reconcile).
+	StatusRepublished = metrics.Republished
+	StatusDiscarded   = "discarded" // failed verification on a source that answers 200 anyway
 )
 
 // Reasons intake rejects a request, used in error bodies and metrics.

@@ -959,16 +959,16 @@ func stats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	tw := table(stdout)
 	if len(view.Sources) > 0 {
-		fmt.Fprintln(tw, "SOURCE\tSPAN\tRECEIVED\tACCEPTED\tDUPLICATE\tKEYLESS\tREJECTED\tDUP RATE")
+		fmt.Fprintln(tw, "SOURCE\tSPAN\tRECEIVED\tACCEPTED\tDUPLICATE\tKEYLESS\tREJECTED\tDUP RATE\tREPUBLISHED")
 		for _, s := range view.Sources {
 			for _, p := range s.Points {
 				if p.Received == 0 && p.Requests == 0 {
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", sourceLabel(s.Name), ts(p.At), p.Received, p.Accepted, p.Duplicate, p.Keyless, p.RejectedTotal(), 100*p.DuplicateRate)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f%%\t%d\n", sourceLabel(s.Name), ts(p.At), p.Received, p.Accepted, p.Duplicate, p.Keyless, p.RejectedTotal(), 100*p.DuplicateRate, p.Republished)
 			}
 			t := s.Total
-			fmt.Fprintf(tw, "%s\ttotal\t%d\t%d\t%d\t%d\t%d\t%.1f%%\n", sourceLabel(s.Name), t.Received, t.Accepted, t.Duplicate, t.Keyless, t.RejectedTotal(), 100*t.DuplicateRate)
+			fmt.Fprintf(tw, "%s\ttotal\t%d\t%d\t%d\t%d\t%d\t%.1f%%\t%d\n", sourceLabel(s.Name), t.Received, t.Accepted, t.Duplicate, t.Keyless, t.RejectedTotal(), 100*t.DuplicateRate, t.Republished)
 		}
 	}
 	if len(view.Destinations) > 0 {

@@ -1,7 +1,8 @@
 // Package alert watches the rollups and the queues, and says when a source's
 // duplicates spike above their baseline, a destination's dead letters
 // rise, or its oldest pending delivery falls behind: as a metric, on the
-// dashboard, and once per alert and hour (across every replica) as a POST.
+// dashboard, and once per alert and hour (across every replica and every
+// restart) as a log line, a count and a POST.
 package alert
 
 import (
@@ -131,7 +132,7 @@ func New(opts Options) (*Alerter, error) {
 			Name: "oncehook_alert_firing", Help: "1 while an alert fires, by kind, scope (source, destination) and name.",
 		}, []string{"kind", "scope", "name"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "oncehook_alerts_total", Help: "Alerts raised, by kind (counted once per alert and hour by each replica).",
+			Name: "oncehook_alerts_total", Help: "Alerts told, by kind (once per alert and hour, by the replica that told it; a restart does not tell it again).",
 		}, []string{"kind"}),
 	}
 	if opts.Registerer != nil {
@@ -279,9 +280,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 		if old, ok := prev[id]; ok && old.Hour.Equal(al.Hour) {
 			continue // told already this hour
 		}
-		a.total.WithLabelValues(al.Kind).Inc()
-		a.opts.Logger.Warn("alert: "+al.Message, "kind", al.Kind, al.Scope, al.Name, "value", al.Value, "threshold", al.Threshold)
-		if err := a.post(ctx, al); err != nil {
+		if err := a.tell(ctx, al); err != nil {
 			errs = append(errs, err)
 			// Not told: the next check tries again.
 			a.mu.Lock()
@@ -292,53 +291,70 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 	return alerts, errors.Join(errs...)
 }
 
-// post sends al to the configured URL once per hour, across replicas: the
-// effects ledger's key for it is claimed first, so only one replica POSTs,
-// and a replica that finds it done does nothing.
-func (a *Alerter) post(ctx context.Context, al Alert) error {
-	if a.opts.URL == "" {
-		return nil
-	}
-	body, err := json.Marshal(al)
-	if err != nil {
-		return err
-	}
-	send := func(ctx context.Context, _ effect.Claim) (json.RawMessage, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.opts.URL, bytes.NewReader(body))
-		if err != nil {
-			return nil, effect.Permanent(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "oncehook-alerts")
-		key := fmt.Sprintf("oncehook:alert:%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
-		req.Header.Set("Idempotency-Key", key)
-		for k, v := range a.opts.Headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := a.opts.Client.Do(req)
-		if err != nil {
-			// Logged and stored in the alert's effect record (which a
-			// read-only token may list): never the URL's secrets.
-			return nil, redact.Error(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			return nil, fmt.Errorf("alert POST: %s", resp.Status)
-		}
-		return json.RawMessage(fmt.Sprintf(`{"status":%d}`, resp.StatusCode)), nil
+// tell says al (the log's warning, oncehook_alerts_total, the POST) once
+// per alert and hour, across replicas and restarts: with a ledger, the
+// telling is an effect under the alert's key, so a replica that finds it
+// done, and a gateway that restarted within the hour and finds what it
+// told before it stopped, say nothing again (invariant 27). The firing
+// state itself (oncehook_alert_firing, the dashboard) is set by every
+// check, whoever told it.
+func (a *Alerter) tell(ctx context.Context, al Alert) error {
+	say := func(ctx context.Context) (json.RawMessage, error) {
+		a.total.WithLabelValues(al.Kind).Inc()
+		a.opts.Logger.Warn("alert: "+al.Message, "kind", al.Kind, al.Scope, al.Name, "value", al.Value, "threshold", al.Threshold)
+		return a.post(ctx, al)
 	}
 	if a.opts.Ledger == nil {
-		_, err := send(ctx, effect.Claim{})
+		_, err := say(ctx)
 		return err
 	}
-	key := fmt.Sprintf("oncehook:alert:%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
-	_, _, err = effect.Do(ctx, a.opts.Ledger, key, effect.ClaimOptions{Lease: 30 * time.Second, Deadline: al.Hour.Add(time.Hour)}, send)
+	_, _, err := effect.Do(ctx, a.opts.Ledger, alertKey(al), effect.ClaimOptions{Lease: 30 * time.Second, Deadline: al.Hour.Add(time.Hour)},
+		func(ctx context.Context, _ effect.Claim) (json.RawMessage, error) { return say(ctx) })
 	var busy *effect.BusyError
 	if errors.As(err, &busy) || errors.Is(err, effect.ErrExpired) {
-		return nil // another replica is sending it, or the hour is over
+		return nil // another replica is telling it, or the hour is over
 	}
 	if err != nil {
 		return fmt.Errorf("alert %s %s: %w", al.Kind, al.Name, err)
 	}
 	return nil
+}
+
+// alertKey is al's key: the effect that tells it, and the POST's
+// Idempotency-Key.
+func alertKey(al Alert) string {
+	return fmt.Sprintf("oncehook:alert:%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
+}
+
+// post sends al to the configured URL (nothing without one), and says
+// what it answered, for the alert's effect record.
+func (a *Alerter) post(ctx context.Context, al Alert) (json.RawMessage, error) {
+	if a.opts.URL == "" {
+		return json.RawMessage(`{"logged":true}`), nil
+	}
+	body, err := json.Marshal(al)
+	if err != nil {
+		return nil, effect.Permanent(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.opts.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, effect.Permanent(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "oncehook-alerts")
+	req.Header.Set("Idempotency-Key", alertKey(al))
+	for k, v := range a.opts.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := a.opts.Client.Do(req)
+	if err != nil {
+		// Logged and stored in the alert's effect record (which a
+		// read-only token may list): never the URL's secrets.
+		return nil, redact.Error(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("alert POST: %s", resp.Status)
+	}
+	return json.RawMessage(fmt.Sprintf(`{"status":%d}`, resp.StatusCode)), nil
 }

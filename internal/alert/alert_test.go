@@ -1,9 +1,11 @@
 package alert_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -133,6 +135,33 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 		t.Fatalf("Firing: %v", f)
 	}
 
+	// A gateway restarted within the hour (a new Alerter on the same
+	// store, six times over) finds the alerts it told before it stopped:
+	// firing still, but neither POSTed, logged nor counted again.
+	for i := range 6 {
+		var logged bytes.Buffer
+		reg := prometheus.NewRegistry()
+		restarted, err := alert.New(alert.Options{URL: hook.URL, Store: st, Ledger: ledger, Now: now, Registerer: reg,
+			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := restarted.Check(ctx); err != nil || len(got) != 2 {
+			t.Fatalf("after a restart: %+v %v", got, err)
+		}
+		if f := restarted.Firing(store.ScopeSource, "stripe"); len(f) != 1 {
+			t.Fatalf("after a restart, Firing: %v", f)
+		}
+		if told := sumOf(t, reg, "oncehook_alerts_total"); told != 0 || strings.Contains(logged.String(), "alert:") {
+			t.Fatalf("start %d told the alerts again: oncehook_alerts_total %v, log:\n%s", i+2, told, logged.String())
+		}
+	}
+	mu.Lock()
+	if len(posts) != 2 {
+		t.Fatalf("posts after six restarts within the hour: %d, want the 2 told before", len(posts))
+	}
+	mu.Unlock()
+
 	// The next hour, the spike goes on: one more POST for it.
 	next := hour.Add(time.Hour)
 	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
@@ -154,15 +183,21 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 // firingSum sums oncehook_alert_firing.
 func firingSum(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
+	return sumOf(t, reg, "oncehook_alert_firing")
+}
+
+// sumOf sums a gauge's or a counter's series.
+func sumOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sum float64
 	for _, mf := range mfs {
-		if mf.GetName() == "oncehook_alert_firing" {
+		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
-				sum += m.GetGauge().GetValue()
+				sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -118,7 +118,7 @@ func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ session) {
 	for _, s := range sources {
 		out[s.Name] = map[string]int64{
 			"received": s.LastHour.Received, "duplicate": s.LastHour.Duplicate, "rejected": s.LastHour.RejectedTotal(),
-			"keyless": s.LastHour.Keyless,
+			"keyless": s.LastHour.Keyless, "republished": s.LastHour.Republished,
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

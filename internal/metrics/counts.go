@@ -13,11 +13,19 @@ import (
 
 // SourceCounts are what a source's intake answered, in a span of time.
 type SourceCounts struct {
-	// Received is every event that came in: accepted, duplicate or keyless.
+	// Received is every event that came in: accepted, duplicate or
+	// keyless. A republished one is not: a reconciliation pass is the
+	// caller's, not traffic, and counted in Received it would lower the
+	// duplicate rate that reveals a provider's trouble as surely as
+	// counted in Duplicate it would raise it.
 	Received  int64 `json:"received"`
 	Accepted  int64 `json:"accepted"`
 	Duplicate int64 `json:"duplicate"`
 	Keyless   int64 `json:"keyless"`
+	// Republished counts the publishes marked as reconciliation
+	// (?reconcile=true) of keys already stored: nothing written, no
+	// delivery, and no part of the duplicate rate nor of its alert.
+	Republished int64 `json:"republished"`
 	// Requests is every request answered; Rejected, those refused, by
 	// reason (unauthorized, malformed, too_large, missing_key,
 	// unavailable, ...).
@@ -58,6 +66,9 @@ func (c *SourceCounts) Add(metric string, v int64) {
 			c.Duplicate += v
 		case Keyless:
 			c.Keyless += v
+		case Republished:
+			c.Republished += v
+			return // not Received: see Received
 		}
 		c.Received += v
 	case Routing:
@@ -86,7 +97,7 @@ func (c *SourceCounts) Add(metric string, v int64) {
 	case Requests:
 		c.Requests += v
 		switch what {
-		case Accepted, Duplicate, Handshake:
+		case Accepted, Duplicate, Republished, Handshake:
 		default:
 			// Discarded too: it failed verification, and is answered 200
 			// only so that the provider does not pause. Left out, a source
@@ -171,8 +182,8 @@ func DuplicateBaselines(rows []store.Rollup, hour time.Time) map[string]float64 
 			continue
 		}
 		kind, what := SplitRollup(r.Metric)
-		if kind != Events {
-			continue
+		if kind != Events || what == Republished {
+			continue // a reconciliation pass is no provider's traffic
 		}
 		a := sums[r.Name]
 		if a == nil {

@@ -17,11 +17,11 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	// Requests counts intake answers by source and outcome (accepted,
-	// duplicate, unauthorized, malformed, too_large, missing_key,
+	// duplicate, republished, unauthorized, malformed, too_large, missing_key,
 	// unknown_source, unavailable, ...).
 	Requests *prometheus.CounterVec
 	// Events counts events by source and verdict (accepted, duplicate,
-	// keyless), after batches are split.
+	// republished, keyless), after batches are split.
 	Events *prometheus.CounterVec
 	// CommitBatch observes how many events each group commit carried.
 	CommitBatch prometheus.Histogram
@@ -57,7 +57,6 @@ func (m *Metrics) Request(source, outcome string) {
 	m.Hourly.addRollup(store.ScopeSource, source, Requests, outcome, 1)
 }
 
-// Event counts an event's verdict (accepted, duplicate, keyless).
 // Copy counts a duplicate of the stored event source/key (see Copies).
 func (m *Metrics) Copy(source, key string, at time.Time) { m.Copies.Add(source, key, at) }
 
@@ -158,7 +157,7 @@ func New() *Metrics {
 			Name: "oncehook_requests_total", Help: "Intake answers by source and outcome.",
 		}, []string{"source", "outcome"}),
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "oncehook_events_total", Help: "Events by source and verdict (accepted, duplicate, keyless).",
+			Name: "oncehook_events_total", Help: "Events by source and verdict (accepted, duplicate, republished, keyless).",
 		}, []string{"source", "verdict"}),
 		CommitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "oncehook_commit_batch_events", Help: "Events per group commit.",

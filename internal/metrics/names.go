@@ -13,10 +13,16 @@ const (
 	Accepted  = "accepted"
 	Duplicate = "duplicate"
 	Keyless   = "keyless"
+	// Republished is a duplicate the caller sent on purpose: a publish
+	// marked as reconciliation (?reconcile=true) of a key already stored.
+	// Nothing is written, as for a duplicate, but it is counted apart:
+	// the duplicate rate reveals trouble at a provider or on the network,
+	// and a deliberate re-publish pass is neither (invariant 27).
+	Republished = "republished"
 
 	// Intake answers that reject nothing (every other request outcome is
-	// one of receive's reasons, a rejection). Accepted and Duplicate
-	// answer requests too.
+	// one of receive's reasons, a rejection). Accepted, Duplicate and
+	// Republished answer requests too.
 	Handshake = "handshake"              // a provider's verification challenge, answered
 	Discarded = "discarded_unauthorized" // failed verification on a source that answers 200 anyway
 
