@@ -19,6 +19,11 @@ type Admin interface {
 	// ListEvents lists events newest first (by id), a page at a time: the
 	// next page is q with Before set to the last id.
 	ListEvents(ctx context.Context, q EventQuery) ([]EventSummary, error)
+	// EventContents is ListEvents with each event's forwarded headers and
+	// body (nil once dropped): what a search by content reads, a page at a
+	// time, newest first, one short read each, so that a long search holds
+	// no snapshot open.
+	EventContents(ctx context.Context, q EventQuery) ([]EventContent, error)
 	// Event returns one event with its body, forwarded headers, and every
 	// delivery with every attempt, or ErrNotFound.
 	Event(ctx context.Context, id int64) (EventDetail, error)
@@ -161,6 +166,9 @@ type EventQuery struct {
 	From, To  time.Time // received in [From, To)
 	Before    int64     // the cursor: ids below this one
 	Limit     int
+	// IDs, when set, selects only these events (what a search by
+	// content found, for a bulk replay of it).
+	IDs []int64
 }
 
 // EventSummary is an event in a list.
@@ -176,6 +184,14 @@ type EventSummary struct {
 	ExpiresAt   time.Time
 	State       string
 	Deliveries  int
+}
+
+// EventContent is an event in a list with what a search by content
+// reads of it.
+type EventContent struct {
+	EventSummary
+	Header http.Header
+	Body   []byte
 }
 
 // EventDetail is one event, whole.

@@ -40,6 +40,32 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 	return out, rows.Err()
 }
 
+// EventContents implements store.Admin.
+func (s *Store) EventContents(ctx context.Context, q store.EventQuery) ([]store.EventContent, error) {
+	f := sqlstore.Events(q, dialect)
+	page := f.Page("e.id", q.Before, q.Limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
+		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers,
+		COALESCE((SELECT b.body FROM bodies b WHERE b.event_id = e.id), e.body)
+		FROM events e WHERE `+f.Where()+page, f.Args()...)
+	if err != nil {
+		return nil, unavailable("read events", err)
+	}
+	defer rows.Close()
+	var out []store.EventContent
+	for rows.Next() {
+		var e store.EventContent
+		var received, expires int64
+		var header string
+		if err := rows.Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires, &e.State, &e.Deliveries, &header, &e.Body); err != nil {
+			return nil, unavailable("read events", err)
+		}
+		e.ReceivedAt, e.ExpiresAt, e.Header = fromMS(received), fromMS(expires), store.DecodeHeader(header)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 // Event implements store.Admin.
 func (s *Store) Event(ctx context.Context, id int64) (store.EventDetail, error) {
 	var e store.EventDetail

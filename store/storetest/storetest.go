@@ -4,6 +4,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectReconciliationListAndSweep", testEffectList},
 		{"RollupsAddUpOverShardsAndCommits", testRollups},
 		{"AdminListsEventsWithTheirDeliveries", testAdminEvents},
+		{"AdminReadsEventsWithTheirContent", testAdminEventContents},
 		{"EventTypeIsStoredAndSelects", testEventType},
 		{"RateLimitHoldsAcrossReplicas", replicas(testRateAcrossReplicas)},
 		{"RateSlotsBeyondTheHorizonAreNotTaken", replicas(testRateSlotsBeyondTheHorizon)},
@@ -1448,6 +1450,63 @@ func testRollups(t *testing.T, s store.Store) {
 	}
 	if got, _ := s.Rollups(ctx, store.RollupQuery{From: h1, To: h2.Add(time.Hour)}); len(got) != 2 {
 		t.Fatalf("after the sweep %+v", got)
+	}
+}
+
+// What a search by content reads: the events ListEvents would list, newest
+// first and paged alike, each with its forwarded headers and its body byte
+// for byte (hostile bytes included); IDs selects exactly those events,
+// and an empty IDs none.
+func testAdminEventContents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	bodies := [][]byte{
+		[]byte(`{"customer":"cus_1","n":1}`),
+		{0xff, 0xfe, 0, '\r', '\n', 0xed, 0xa0, 0x80},
+		bytes.Repeat([]byte("x"), 1<<20),
+	}
+	for i, b := range bodies {
+		e := event(fmt.Sprintf("evt_%d", i), "d1")
+		e.Body = b
+		e.Header = http.Header{"X-Shop": {fmt.Sprintf("shop-%d é", i)}}
+		e.ReceivedAt = base.Add(time.Duration(i) * time.Minute)
+		mustClaim(t, s, e)
+	}
+	other := event("other_1")
+	other.Source = "other"
+	mustClaim(t, s, other)
+
+	page, err := s.EventContents(ctx, store.EventQuery{Source: "src", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 2 || page[0].Key != "evt_2" || page[1].Key != "evt_1" {
+		t.Fatalf("first page: %d events", len(page))
+	}
+	rest, err := s.EventContents(ctx, store.EventQuery{Source: "src", Limit: 2, Before: page[1].ID})
+	if err != nil || len(rest) != 1 || rest[0].Key != "evt_0" {
+		t.Fatalf("second page: %d events, %v", len(rest), err)
+	}
+	for _, e := range append(page, rest...) {
+		i := int(e.Key[len(e.Key)-1] - '0')
+		if !bytes.Equal(e.Body, bodies[i]) {
+			t.Errorf("%s: body of %d bytes, want %d byte for byte", e.Key, len(e.Body), len(bodies[i]))
+		}
+		if got, want := e.Header.Get("X-Shop"), fmt.Sprintf("shop-%d é", i); got != want {
+			t.Errorf("%s: header %q, want %q", e.Key, got, want)
+		}
+		if e.Source != "src" || e.State != store.EventPending || e.Deliveries != 1 || e.Size != len(bodies[i]) {
+			t.Errorf("%s: summary %+v", e.Key, e.EventSummary)
+		}
+	}
+	some, err := s.EventContents(ctx, store.EventQuery{IDs: []int64{page[0].ID, rest[0].ID}, Limit: 10})
+	if err != nil || len(some) != 2 || some[0].Key != "evt_2" || some[1].Key != "evt_0" {
+		t.Fatalf("by ids: %d events, %v", len(some), err)
+	}
+	if none, err := s.EventContents(ctx, store.EventQuery{IDs: []int64{}, Limit: 10}); err != nil || len(none) != 0 {
+		t.Fatalf("no ids selected %d events, %v", len(none), err)
+	}
+	if listed, err := s.ListEvents(ctx, store.EventQuery{IDs: []int64{rest[0].ID}}); err != nil || len(listed) != 1 || listed[0].Key != "evt_0" {
+		t.Fatalf("ListEvents by ids: %+v, %v", listed, err)
 	}
 }
 

@@ -8,6 +8,7 @@ package sqlstore
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,6 +137,18 @@ func Events(q store.EventQuery, d Dialect) *Filter {
 	f := NewFilter(d)
 	if q.ID != 0 {
 		f.Add("e.id = ?", q.ID)
+	}
+	if q.IDs != nil {
+		// Ids are numbers the store made: written into the clause, not
+		// one placeholder each (a search may find thousands).
+		ids := make([]string, len(q.IDs))
+		for i, id := range q.IDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		if len(ids) == 0 {
+			ids = []string{"NULL"} // none: selects nothing
+		}
+		f.Add("e.id IN (" + strings.Join(ids, ",") + ")")
 	}
 	if q.Key != "" {
 		f.Add("e.key = ?", q.Key)
