@@ -262,6 +262,9 @@ func (s *Service) auditAs(ctx context.Context, word, target string) store.AuditE
 type Count struct {
 	Count  int  `json:"count"`
 	DryRun bool `json:"dry_run,omitempty"`
+	// Searched, on a bulk replay of a search by content, says how far
+	// the search read.
+	Searched *Searched `json:"searched,omitempty"`
 }
 
 // counted is the answer of an action that changed n things (or, in a dry
@@ -284,6 +287,13 @@ type EventFilter struct {
 	KeyPrefix string    `json:"key_prefix,omitempty"`
 	From      time.Time `json:"from,omitzero"`
 	To        time.Time `json:"to,omitzero"`
+	// Where keeps only the events whose body and headers a filter
+	// matches, written as a route's filter: is in the config, as JSON
+	// ({"body": {"data": {"customer": "cus_1"}}}); see search.go.
+	Where string `json:"where,omitempty"`
+	// Scan bounds how many events a search by Where reads (DefaultScan
+	// when 0, at most MaxScan).
+	Scan int `json:"scan,omitempty"`
 	// Cursor is the NextCursor of the previous page.
 	Cursor string `json:"cursor,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
@@ -294,7 +304,7 @@ type EventFilter struct {
 }
 
 func (f EventFilter) empty() bool {
-	return f.Source == "" && f.Key == "" && f.Type == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero()
+	return f.Source == "" && f.Key == "" && f.Type == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero() && f.Where == ""
 }
 
 // String describes the filter, for the audit log.
@@ -315,6 +325,10 @@ func (f EventFilter) String() string {
 	}
 	if !f.To.IsZero() {
 		add("to", f.To.UTC().Format(time.RFC3339))
+	}
+	add("where", f.Where)
+	if f.Scan != 0 {
+		add("scan", fmt.Sprint(f.Scan))
 	}
 	if len(parts) == 0 {
 		return "all events"
@@ -385,6 +399,8 @@ type EventSummary struct {
 type EventPage struct {
 	Events     []EventSummary `json:"events"`
 	NextCursor string         `json:"next_cursor,omitempty"`
+	// Searched says how far a search by content (where) read.
+	Searched *Searched `json:"searched,omitempty"`
 }
 
 // EventDetail is one event, whole: its payload, the headers forwarded with
@@ -497,6 +513,9 @@ func (s *Service) Events(ctx context.Context, f EventFilter) (EventPage, error) 
 	q, err := f.query()
 	if err != nil {
 		return EventPage{}, err
+	}
+	if f.Where != "" {
+		return s.searchEvents(ctx, f, q)
 	}
 	list, err := s.admin.ListEvents(ctx, q)
 	if err != nil {
@@ -683,6 +702,29 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 		return Count{}, err // a typo, not "nothing to replay"
 	}
 	q.Limit = 0
+	var searched *Searched
+	if f.Where != "" {
+		// The events a search finds, as its pages would list them: each
+		// replayed once, by id, under the same bound (a search past its
+		// bound says so, and replays only what it read).
+		filter, err := f.where()
+		if err != nil {
+			return Count{}, err
+		}
+		scan, err := f.scan()
+		if err != nil {
+			return Count{}, err
+		}
+		found, rep, _, err := s.search(ctx, q, filter, scan, 0)
+		if err != nil {
+			return Count{}, err
+		}
+		searched = &rep
+		q.IDs = make([]int64, len(found))
+		for i, e := range found {
+			q.IDs[i] = e.ID
+		}
+	}
 	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActReplayEvents, f.String())})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("replay %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
@@ -690,7 +732,9 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 	if err != nil {
 		return Count{}, bodyGone(err, f.Source+":"+f.Key)
 	}
-	return s.counted(n, dryRun)
+	c, err := s.counted(n, dryRun)
+	c.Searched = searched
+	return c, err
 }
 
 // ---- dead letters ----

@@ -311,6 +311,7 @@ var eventFlagsFor = map[string][]string{
 	"source": {"ls", "list", "replay"}, "state": {"ls", "list", "replay"}, "key": {"ls", "list", "replay"},
 	"type": {"ls", "list", "replay"}, "key-prefix": {"ls", "list", "replay"}, "since": {"ls", "list", "replay"},
 	"from": {"ls", "list", "replay"}, "to": {"ls", "list", "replay"},
+	"where": {"ls", "list", "replay"}, "scan": {"ls", "list", "replay"},
 }
 
 // eventsTakes refuses a flag that the events command verb does not read,
@@ -337,7 +338,7 @@ func eventsTakes(fs *flag.FlagSet, verb string, rest []string) error {
 
 // eventsSynopsis is what each events command takes, as its --help says.
 var eventsSynopsis = map[string]string{
-	"ls":      "[--source S] [--state S] [--key K] [--type T] [--since D] [--limit N] [--cursor C] [flags]",
+	"ls":      "[--source S] [--state S] [--key K] [--type T] [--since D] [--where FILTER [--scan N]] [--limit N] [--cursor C] [flags]",
 	"show":    "ID | SOURCE KEY (a key as events ls prints it, or as the provider sent it; -- just before a key that starts with -) [flags]",
 	"replay":  "[ID] | filter flags (--all for every stored event) [--dry-run] [flags]",
 	"deliver": "ID --destination D [flags]",
@@ -349,8 +350,9 @@ var eventsSynopsis = map[string]string{
 type eventFlags struct {
 	operatorFlags
 	source, state, key, typ, prefix, from, to *string
+	where                                     *string
 	since                                     *time.Duration
-	limit                                     *int
+	limit, scan                               *int
 	cursor, destination                       *string
 	dryRun, all                               *bool
 }
@@ -366,6 +368,8 @@ func addEventFlags(fs *flag.FlagSet) eventFlags {
 		since:         durationFlag(fs, "since", 0, "only events received in this last span, e.g. 1h or 7d"),
 		from:          fs.String("from", "", "only events received at or after this time (RFC 3339)"),
 		to:            fs.String("to", "", "only events received before this time (RFC 3339)"),
+		where:         fs.String("where", "", `only events whose body and headers match this filter, written as a route's filter (JSON): '{"body":{"data":{"customer":"cus_1"}}}'`),
+		scan:          fs.Int("scan", 0, fmt.Sprintf("with --where: read at most this many events, newest first (default %d)", admin.DefaultScan)),
 		limit:         fs.Int("limit", 50, "with ls: events per page"),
 		cursor:        fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it"),
 		dryRun:        fs.Bool("dry-run", false, "with replay: only count what would be replayed"),
@@ -376,7 +380,8 @@ func addEventFlags(fs *flag.FlagSet) eventFlags {
 
 // filter is the events the flags select (--from overrides --since).
 func (ef eventFlags) filter() (admin.EventFilter, error) {
-	f := admin.EventFilter{Source: *ef.source, Key: *ef.key, Type: *ef.typ, State: *ef.state, KeyPrefix: *ef.prefix, From: since(*ef.since), All: *ef.all}
+	f := admin.EventFilter{Source: *ef.source, Key: *ef.key, Type: *ef.typ, State: *ef.state, KeyPrefix: *ef.prefix, From: since(*ef.since), All: *ef.all,
+		Where: *ef.where, Scan: *ef.scan}
 	var err error
 	if *ef.from != "" {
 		if f.From, err = parseTimeFlag("from", *ef.from); err != nil {
@@ -399,6 +404,7 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 	if len(page.Events) == 0 {
 		// A header alone reads as a listing that broke; say what matched.
 		fmt.Fprintln(stdout, "no events match"+unknownNames(ctx, op, f.Source, ""))
+		searched(stdout, page.Searched)
 		return nil
 	}
 	tw := table(stdout)
@@ -415,6 +421,7 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", e.ID, e.Source, terminalLine(key), terminalLine(typ), e.State, ts(e.ReceivedAt), e.Size, e.DeliveryCount)
 	}
 	tw.Flush()
+	searched(stdout, page.Searched)
 	if page.NextCursor != "" {
 		fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
 	}
@@ -614,6 +621,7 @@ func replayEvents(ctx context.Context, op admin.Operator, rest []string, f admin
 	default:
 		fmt.Fprintf(stdout, "requeued %s\n", plural(n.Count, "delivery", "deliveries"))
 	}
+	searched(stdout, n.Searched)
 	return nil
 }
 
@@ -1104,4 +1112,12 @@ func sourceLabel(name string) string {
 		return "(unknown source)"
 	}
 	return name
+}
+
+// searched prints how far a search by content read (nil: it was no
+// search).
+func searched(w io.Writer, s *admin.Searched) {
+	if s != nil {
+		fmt.Fprintln(w, "search: "+s.Message)
+	}
 }

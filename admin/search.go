@@ -1,0 +1,168 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/route"
+	"github.com/oncehook/oncehook/store"
+)
+
+// A search by content (EventFilter.Where) reads stored events newest first
+// and keeps those the filter matches: the filter language of a route's
+// filter: (internal/route), so that a rule can be pasted between the
+// config and a search, and both mean the same. The other fields of the
+// filter narrow what is read first, in SQL, through the indexes they have
+// (source, type, key prefix, time window). A search reads at most
+// EventFilter.Scan events a call and says how far it read (Searched), so
+// an operator is told "narrow it", never kept waiting on a page that hangs.
+const (
+	// DefaultScan is how many events one search reads at most when the
+	// caller sets no Scan: some 1 to 3 seconds of 1 KiB events on either
+	// store (BENCHMARKS.md).
+	DefaultScan = 100_000
+	// MaxScan is the most a caller may raise Scan to.
+	MaxScan = 10_000_000
+	// maxWhere bounds a search's filter text (a filter is written by a
+	// person; MaxDepth bounds how it nests).
+	maxWhere = 64 << 10
+	// scanPage is how many events one read of the store returns.
+	scanPage = 500
+)
+
+// Searched says how far a search by content read: what it read, whether
+// that was every event the rest of the filter selects, and, when not, how
+// far back it got.
+type Searched struct {
+	// Read is how many events this call read; Matched, how many of them
+	// the filter kept (all of them are in the answer, but a page that
+	// filled first).
+	Read    int `json:"read"`
+	Matched int `json:"matched"`
+	// Scan is the bound the call read under.
+	Scan int `json:"scan"`
+	// Complete is true when the call read every event the rest of the
+	// filter selects, back to the oldest.
+	Complete bool `json:"complete"`
+	// Oldest is when the oldest event read arrived.
+	Oldest time.Time `json:"oldest,omitzero"`
+	// OverBudget counts events whose body was too costly for the filter
+	// to read whole (see route.Budget): they are not among the matches.
+	OverBudget int `json:"over_budget,omitempty"`
+	// Message says it in a sentence, for people.
+	Message string `json:"message"`
+}
+
+// where compiles f's Where ("": nil).
+func (f EventFilter) where() (*route.Filter, error) {
+	if f.Where == "" {
+		return nil, nil
+	}
+	if len(f.Where) > maxWhere {
+		return nil, invalid("where", "at most %d bytes", maxWhere)
+	}
+	var spec any
+	dec := json.NewDecoder(bytes.NewReader([]byte(f.Where)))
+	if err := dec.Decode(&spec); err != nil || dec.More() {
+		return nil, invalid("where", "want a JSON object such as a route's filter: {\"body\": {\"data\": {\"customer\": \"cus_1\"}}}")
+	}
+	if top, ok := spec.(map[string]any); ok {
+		for _, part := range []string{"query", "path"} {
+			if _, asked := top[part]; asked {
+				return nil, invalid("where", "%s: a stored event keeps its body and headers, not the request's %s: search body and headers", part, part)
+			}
+		}
+	}
+	filter, err := route.Compile(spec)
+	if err != nil {
+		return nil, invalid("where", "%v", err)
+	}
+	return filter, nil
+}
+
+// scan is f's bound on what a search reads.
+func (f EventFilter) scan() (int, error) {
+	switch {
+	case f.Scan == 0:
+		return DefaultScan, nil
+	case f.Scan < 1 || f.Scan > MaxScan:
+		return 0, invalid("scan", "want 1 to %d", MaxScan)
+	}
+	return f.Scan, nil
+}
+
+// search reads q's events newest first, from below q.Before, until it has
+// limit that filter matches (0: no limit), it has read scan events, or
+// none is left. next is the id to go on below: 0 when the search read to
+// the end.
+func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.Filter, scan, limit int) (found []store.EventSummary, rep Searched, next int64, err error) {
+	rep.Scan = scan
+	for {
+		q.Limit = min(scanPage, scan-rep.Read)
+		batch, err := s.admin.EventContents(ctx, q)
+		if err != nil {
+			return nil, rep, 0, err
+		}
+		for _, e := range batch {
+			rep.Read++
+			rep.Oldest = e.ReceivedAt.UTC()
+			in := route.Input{Body: e.Body, Header: e.Header}
+			if filter.Match(&in) {
+				found = append(found, e.EventSummary)
+				if limit > 0 && len(found) == limit {
+					rep.Matched = len(found)
+					rep.Message = fmt.Sprintf("read %d events, %d matched: a full page (the next page searches on from the cursor)", rep.Read, rep.Matched)
+					return found, rep, e.ID, nil
+				}
+			} else if in.Over() {
+				rep.OverBudget++
+			}
+			q.Before = e.ID
+		}
+		rep.Matched = len(found)
+		switch {
+		case len(batch) < q.Limit:
+			rep.Complete = true
+			rep.Message = fmt.Sprintf("read %d events, every one the other parameters select; %d matched", rep.Read, rep.Matched)
+			return found, rep, 0, nil
+		case rep.Read >= scan:
+			rep.Message = fmt.Sprintf("read the last %d events the other parameters select (back to %s), %d matched; older ones were not read: narrow the time window (from, to), or raise scan (up to %d), or go on from the cursor",
+				rep.Read, rep.Oldest.Format(time.RFC3339), rep.Matched, MaxScan)
+			return found, rep, q.Before, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, rep, 0, err
+		}
+	}
+}
+
+// searchEvents is Events with a Where: a page of the events the filter
+// matches, and how far the search read.
+func (s *Service) searchEvents(ctx context.Context, f EventFilter, q store.EventQuery) (EventPage, error) {
+	filter, err := f.where()
+	if err != nil {
+		return EventPage{}, err
+	}
+	scan, err := f.scan()
+	if err != nil {
+		return EventPage{}, err
+	}
+	if err := s.knownSource(ctx, f.Source); err != nil {
+		return EventPage{}, err
+	}
+	found, rep, next, err := s.search(ctx, q, filter, scan, q.Limit)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: make([]EventSummary, len(found)), Searched: &rep}
+	for i, e := range found {
+		page.Events[i] = summaryOf(e)
+	}
+	if next != 0 {
+		page.NextCursor = cursorOf(next)
+	}
+	return page, nil
+}
