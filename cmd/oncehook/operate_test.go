@@ -108,6 +108,29 @@ destinations:
 			t.Fatalf("events show:\n%s", out)
 		}
 	})
+	t.Run("SearchByContent", func(t *testing.T) {
+		// Issue 46: --where takes a route's filter as the config writes it,
+		// on the store and through the API alike, says how far it read,
+		// names a bad operator, and a bulk replay counts what it found.
+		for _, how := range [][]string{store, api} {
+			out := run(t, true, append([]string{"events", "ls", "--where", `{"body":{"kind":"refuse"}}`}, how...)...)
+			if !strings.Contains(out, "evt_0") || !strings.Contains(out, "evt_1") || strings.Contains(out, "evt_2") ||
+				!strings.Contains(out, "search: read 6 events, every one the other parameters select; 2 matched") {
+				t.Fatalf("events ls --where (%s):\n%s", how[0], out)
+			}
+			out = run(t, true, append([]string{"events", "ls", "--where", `{"body":{"id":{"$in":["evt_2","evt_5"]}}}`, "--scan", "2"}, how...)...)
+			if !strings.Contains(out, "evt_5") || strings.Contains(out, "evt_2") || !strings.Contains(out, "older ones were not read") || !strings.Contains(out, "more: --cursor c") {
+				t.Fatalf("events ls --where --scan 2 (%s):\n%s", how[0], out)
+			}
+			if out := run(t, false, append([]string{"events", "ls", "--where", `{"body":{"id":{"$bogus":1}}}`}, how...)...); !strings.Contains(out, "where") || !strings.Contains(out, "$bogus") {
+				t.Fatalf("a bad operator (%s):\n%s", how[0], out)
+			}
+			out = run(t, true, append([]string{"events", "replay", "--where", `{"body":{"id":"evt_4"}}`, "--dry-run"}, how...)...)
+			if !strings.Contains(out, "would requeue 1 delivery (dry run)") || !strings.Contains(out, "search: read 6 events") {
+				t.Fatalf("events replay --where --dry-run (%s):\n%s", how[0], out)
+			}
+		}
+	})
 	t.Run("ReplayAndDeadRetry", func(t *testing.T) {
 		// Replay one event through the API; the destination gets it again.
 		before := sink.ByKey()["stripe:evt_3"]
