@@ -6,8 +6,11 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -562,9 +565,10 @@ INSERT INTO `+flag+` VALUES (1)`)
 }
 
 // latencies inserts n rows one transaction at a time, each after the last
-// was delivered, and returns how long each took from its commit to its
+// was delivered and a random wait under spread (out of step with a poll),
+// and returns how long each took from its commit to its
 // delivery at the sink (sorted): what a user's row waits, end to end.
-func (o *outboxTable) latencies(t testing.TB, sink *testenv.Sink, n int, within time.Duration) []time.Duration {
+func (o *outboxTable) latencies(t testing.TB, sink *testenv.Sink, n int, spread, within time.Duration) []time.Duration {
 	var out []time.Duration
 	for i := range n {
 		r := order(100000 + i)
@@ -585,7 +589,9 @@ func (o *outboxTable) latencies(t testing.TB, sink *testenv.Sink, n int, within 
 			t.Fatalf("%s not delivered within %s", r.id, within)
 		}
 		out = append(out, got.Sub(at))
-		time.Sleep(time.Duration(i%5) * 37 * time.Millisecond) // not in step with the poll
+		if spread > 0 {
+			time.Sleep(mrand.N(spread))
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -600,9 +606,51 @@ func TestTableSourceNotifyWakesItBeforeThePoll(t *testing.T) {
 	sink := testenv.NewSink(t)
 	oncehooktest.Start(t, strings.Replace(o.config(sink.URL, ""), "poll_interval: 200ms", "poll_interval: 5s", 1))
 	time.Sleep(300 * time.Millisecond) // LISTEN in place
-	l := o.latencies(t, sink, 15, 20*time.Second)
+	l := o.latencies(t, sink, 15, 0, 20*time.Second)
 	t.Logf("commit to delivery with NOTIFY: min %s, median %s, max %s", l[0], l[len(l)/2], l[len(l)-1])
 	if med := l[len(l)/2]; med > 1500*time.Millisecond {
 		t.Errorf("median %s with NOTIFY: not woken by it (the poll is every 5s)", med)
+	}
+}
+
+// The README's table source, as written (its url pointed at the test's
+// database, and order: {} added): a row's id is the key, its type the
+// event's type, its aggregateid the entity that order: {} reads without
+// a rule of its own.
+func TestREADMETableSourceExampleKeysByIDTypeAndEntity(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	text = text[strings.Index(text, "\n### Outbox table in your own database"):]
+	block := strings.Split(text, "```yaml\n")[1]
+	block = block[:strings.Index(block, "```")]
+	o := newOutboxTable(t, "postgres", nil)
+	sink := testenv.NewSink(t)
+	block = strings.Replace(block, "${APP_DATABASE_URL}", o.url, 1)
+	block = strings.Replace(block, "    destinations: [capi]", "    order: {}\n    destinations: [capi]", 1)
+	gw := oncehooktest.Start(t, "store: sqlite://$DIR/oncehook.db\n"+block+"destinations: [{name: capi, url: "+sink.URL+"}]\n")
+	if err := o.insert(t, true, outboxRow{id: "evt-1", aggType: "order", aggID: "ord-9", typ: "order.paid", payload: []byte(`{"total":10}`),
+		headers: `{"X-Request-Id": "r1"}`}); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.WaitFor(20*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
+		t.Fatalf("not delivered: %+v", gw.ConsumerStatus())
+	}
+	d := sink.Deliveries()[0]
+	if d.Key != "orders:evt-1" || d.Header.Get("X-Oncehook-Type") != "order.paid" || string(d.Body) != `{"total":10}` {
+		t.Errorf("delivered %q type %q body %q", d.Key, d.Header.Get("X-Oncehook-Type"), d.Body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/v1/events/1", nil)
+	req.Header.Set("Authorization", "Bearer "+gw.APIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if events := string(b); !strings.Contains(events, `"entity":"orders/ord-9"`) && !strings.Contains(events, `"entity":"ord-9"`) {
+		t.Errorf("the event's entity is not its aggregateid: %s", events)
 	}
 }
