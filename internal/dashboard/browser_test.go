@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,6 +274,61 @@ upstreams:
 		shot(t, "narrow-event.png")
 		do(t, "wide again", chromedp.EmulateReset(), chromedp.EmulateViewport(1280, 900))
 	})
+	t.Run("SearchAndReplayTheResult", func(t *testing.T) {
+		// Issue 46: search the events by what their bodies say, with a
+		// route's filter typed in the events page; the filter stays in the
+		// URL, the page says how far it read, and the result is replayed
+		// after its dry run: each found event once more, no other.
+		where := `{"body":{"data":{"amount":{"$gte":1037}}}}`
+		do(t, "search", chromedp.Navigate(ui+"events?source=stripe"), chromedp.WaitVisible(chromedp.ID("where")),
+			chromedp.SendKeys(chromedp.ID("where"), where), chromedp.Submit(chromedp.ID("where")), chromedp.WaitVisible(chromedp.ID("searched")))
+		loc, err := chromedp.Run(step, chromedp.Location())
+		if err != nil || !strings.Contains(loc, "where=") {
+			t.Fatalf("the search is not in the URL: %q %v", loc, err)
+		}
+		if got := text(t, "#searched"); !strings.Contains(got, "3 matched") {
+			t.Fatalf("the search says %q", got)
+		}
+		rows, err := chromedp.Run(step, chromedp.Nodes(chromedp.CSSAll("#events tbody tr"), chromedp.AtLeast(0)))
+		if err != nil || len(rows) != 3 {
+			t.Fatalf("the search lists %d events, want 3 (evt_037 to evt_039): %v", len(rows), err)
+		}
+		shot(t, "dashboard-search.png")
+		before := app.ByKey()
+		do(t, "dry run", chromedp.Click(chromedp.CSS("details.card summary")), chromedp.Click(chromedp.CSS(`details.card button[name="dry_run"]`)),
+			chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(t, ".flash"); !strings.Contains(f, "3 deliveries would be requeued") {
+			t.Fatalf("the dry run says %q", f)
+		}
+		if got, _ := chromedp.Run(step, chromedp.Value(chromedp.ID("where"))); got != where {
+			t.Fatalf("after the dry run the search field holds %q", got)
+		}
+		do(t, "replay the result", chromedp.Click(chromedp.CSS("details.card summary")), chromedp.Click(chromedp.CSS(`details.card button.danger`)),
+			chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if !testenv.WaitFor(10*time.Second, func() bool {
+			now := app.ByKey()
+			for _, k := range []string{"stripe:evt_037", "stripe:evt_038", "stripe:evt_039"} {
+				if now[k] != before[k]+1 {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("the replay of the search did not reach each found event once")
+		}
+		time.Sleep(300 * time.Millisecond)
+		now := app.ByKey()
+		for k, n := range now {
+			if n != before[k] && k != "stripe:evt_037" && k != "stripe:evt_038" && k != "stripe:evt_039" {
+				t.Errorf("the replay of the search reached %s too (%d, was %d)", k, n, before[k])
+			}
+		}
+		// A search that is no filter is said beside its field, kept as typed.
+		do(t, "bad search", chromedp.Navigate(ui+"events?where="+url.QueryEscape(`{"body":{"id":{"$bogus":1}}}`)), chromedp.WaitVisible(chromedp.ID("bad-where")))
+		if got := text(t, "#bad-where"); !strings.Contains(got, "$bogus") {
+			t.Fatalf("a bad search says %q", got)
+		}
+	})
 	t.Run("ForwardedHeaders", func(t *testing.T) {
 		// An event that carries forwarded headers (GitHub's X-GitHub-Event)
 		// opens too, and shows them. It answered 500 before.
@@ -417,6 +473,15 @@ upstreams:
 			t.Fatalf("pt-BR filtered note %q", f)
 		}
 		shot(t, "dashboard-event-filtered-pt.png")
+		do(t, "pt-BR search", chromedp.Navigate(ui+"events?source=stripe&where="+url.QueryEscape(`{"body":{"data":{"amount":{"$gte":1037}}}}`)),
+			chromedp.WaitVisible(chromedp.ID("searched")))
+		if got := text(t, "#searched"); !strings.Contains(got, "3 correspondem") {
+			t.Fatalf("pt-BR search says %q", got)
+		}
+		if l := text(t, `label.wide`); !strings.Contains(l, "Buscar pelo conteúdo") {
+			t.Fatalf("pt-BR search field %q", l)
+		}
+		shot(t, "dashboard-search-pt.png")
 	})
 
 	cancel()

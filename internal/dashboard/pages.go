@@ -146,14 +146,21 @@ func (d *Dashboard) source(w http.ResponseWriter, r *http.Request, s session) {
 
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
-	f := admin.EventFilter{Source: q.Get("source"), Type: q.Get("type"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"), Cursor: q.Get("cursor"), Limit: 50}
-	status, unknown := http.StatusOK, ""
+	f := admin.EventFilter{Source: q.Get("source"), Type: q.Get("type"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"),
+		Where: strings.TrimSpace(q.Get("where")), Cursor: q.Get("cursor"), Limit: 50}
+	status, unknown, badWhere := http.StatusOK, "", ""
 	page, err := d.opts.Service.Events(r.Context(), f)
-	if errors.Is(err, admin.ErrNotFound) && f.Source != "" {
+	var invalid *admin.InvalidError
+	switch {
+	case errors.Is(err, admin.ErrNotFound) && f.Source != "":
 		// A source neither configured nor stored (a link typed by hand,
 		// a source renamed): the page says so, with its filter to pick
 		// another, not a bare "not found".
 		status, unknown, err = http.StatusNotFound, f.Source, nil
+	case errors.As(err, &invalid) && invalid.Field == "where":
+		// A search that does not compile is shown beside its field, kept
+		// as typed, to be mended: the page itself is whole (200).
+		badWhere, err = invalid.Msg, nil
 	}
 	if err != nil {
 		d.failErr(w, r, err)
@@ -165,7 +172,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.render(w, r, status, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
-		"States": store.EventStates(), "Unknown": unknown})
+		"States": store.EventStates(), "Unknown": unknown, "BadWhere": badWhere})
 }
 
 func eventID(r *http.Request) (int64, bool) {
@@ -270,7 +277,8 @@ func (d *Dashboard) resetOrder(w http.ResponseWriter, r *http.Request, _ session
 
 // replayAll replays what the events page's filter selects.
 func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
-	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix")}
+	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix"),
+		Where: strings.TrimSpace(r.PostFormValue("where"))}
 	dry := r.PostFormValue("dry_run") != ""
 	f.All = r.PostFormValue("all") != ""
 	if f == (admin.EventFilter{All: f.All}) && !dry && r.PostFormValue("confirm") == "" {
@@ -288,7 +296,7 @@ func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 	if dry {
 		what = "replay_dry:"
 	}
-	back := Prefix + "/events?" + queryOf("source", f.Source, "type", f.Type, "state", f.State, "key_prefix", f.KeyPrefix)
+	back := Prefix + "/events?" + queryOf("source", f.Source, "type", f.Type, "state", f.State, "key_prefix", f.KeyPrefix, "where", f.Where)
 	done(w, r, back, what+strconv.Itoa(n.Count))
 }
 
