@@ -2,9 +2,12 @@
 app would check them: a real gateway delivering to a real HTTP server."""
 
 import http.server
+import json
+import re
 import threading
 import time
 import unittest
+import urllib.request
 
 from gateway import SECRET, TOKEN, Gateway
 
@@ -120,6 +123,36 @@ class Publish(unittest.TestCase):
         first = self.outbox.publish("orders", "ord_1042", {"event_name": "Purchase", "value": 99.9})
         again = self.outbox.publish("orders", "ord_1042", {"event_name": "Purchase", "value": 99.9})
         self.assertEqual((first.status, again.status, again.duplicate), ("accepted", "duplicate", True))
+
+    def test_a_reconciliation_pass_is_republished_not_duplicates(self):
+        def counted(verdict):
+            # oncehook_events_total, which the gateway counts as it answers.
+            with urllib.request.urlopen(gw.intake + "/metrics", timeout=10) as r:
+                text = r.read().decode()
+            m = re.search(r'^oncehook_events_total\{source="orders",verdict="%s"\} (\d+)$' % verdict, text, re.M)
+            return int(m.group(1)) if m else 0
+
+        keys = [f"ord_rec_{i}" for i in range(5)]
+        for k in keys:
+            self.assertEqual(self.outbox.publish("orders", k, {"order": k}).status, "accepted")
+        before = counted("republished"), counted("duplicate")
+        for k in keys:
+            again = self.outbox.publish("orders", k, {"order": k}, reconcile=True)
+            self.assertEqual((again.status, again.duplicate, again.republished), ("republished", True, True))
+        self.assertEqual((counted("republished") - before[0], counted("duplicate") - before[1]), (len(keys), 0))
+        # A row whose publish was lost: new, so stored (and delivered).
+        lost = self.outbox.publish("orders", "ord_rec_lost", {"order": "lost"}, reconcile=True)
+        self.assertEqual((lost.status, lost.duplicate, lost.republished), ("accepted", False, False))
+        # /v1/stats reads the hourly rollups, which the gateway writes within 10 s.
+        req = urllib.request.Request(gw.api + "/v1/stats?source=orders", headers={"Authorization": "Bearer " + TOKEN})
+        give_up = time.monotonic() + 30
+        while True:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                total = json.load(r)["sources"][0]["total"]
+            if total["republished"] >= len(keys) or time.monotonic() > give_up:
+                break
+            time.sleep(0.5)
+        self.assertGreaterEqual(total["republished"], len(keys))
 
     def test_a_key_that_is_not_a_token_is_sent_quoted_and_read_as_the_same_key(self):
         self.assertEqual(format_key("ord 7"), '"ord 7"')

@@ -5,15 +5,18 @@ import { InvalidError } from "./errors.js";
 
 /**
  * The gateway's answer to a publish, given once the event was durable:
- * "accepted" (new: it will be delivered) or "duplicate" (published before:
- * nothing written, no second delivery). `key` is the key as the gateway keeps
- * it and deliveries carry it (a space or a byte a header cannot hold
- * percent-encoded).
+ * "accepted" (new: it will be delivered), "duplicate" (published before:
+ * nothing written, no second delivery) or, for a publish marked
+ * `reconcile: true`, "republished" (published before, and counted as a
+ * reconciliation pass's, not as a duplicate). `duplicate` is true for both of
+ * the latter. `key` is the key as the gateway keeps it and deliveries carry it
+ * (a space or a byte a header cannot hold percent-encoded).
  */
 export interface Published {
-  status: "accepted" | "duplicate";
+  status: "accepted" | "duplicate" | "republished";
   key: string;
   duplicate: boolean;
+  republished: boolean;
   events: Array<Record<string, unknown>>;
 }
 
@@ -22,6 +25,13 @@ export interface PublishOptions {
   contentType?: string;
   /** More headers, for the source's rules to read (type: ["header:X-Event-Type"]). */
   headers?: Record<string, string>;
+  /**
+   * Marks a reconciliation pass (?reconcile=true): a key published before
+   * answers "republished" and is counted so, apart from the duplicates whose
+   * rate reveals a provider's trouble, and never raises the duplicate-rate
+   * alert; a key never published is accepted and delivered as any other.
+   */
+  reconcile?: boolean;
   timeoutMs?: number;
 }
 
@@ -52,12 +62,17 @@ export class Outbox {
     else data = JSON.stringify(body) ?? "null";
     const headers: Record<string, string> = { ...(opts.headers ?? {}), "content-type": opts.contentType ?? "application/json" };
     if (key !== null && key !== undefined) headers["idempotency-key"] = formatKey(key);
-    const a = await this.#api.request("POST", `/v1/publish/${pathEscape(source)}`, data, headers, opts.timeoutMs);
+    const path = `/v1/publish/${pathEscape(source)}${opts.reconcile ? "?reconcile=true" : ""}`;
+    const a = await this.#api.request("POST", path, data, headers, opts.timeoutMs);
     if (a.status !== 200 && a.status !== 202) throw errorFor(a, `publish to ${JSON.stringify(source)}`);
     const b = bodyOf(a);
     const events = Array.isArray(b.events) ? (b.events.filter((e) => e && typeof e === "object") as Array<Record<string, unknown>>) : [];
-    const status = b.status === "duplicate" || (b.status === undefined && a.status === 200) ? "duplicate" : "accepted";
-    return { status, key: events.length ? String(events[0]!.key ?? "") : (key ?? ""), duplicate: status === "duplicate", events };
+    const status: Published["status"] =
+      b.status === "republished" ? "republished" : b.status === "duplicate" || (b.status === undefined && a.status === 200) ? "duplicate" : "accepted";
+    return {
+      status, key: events.length ? String(events[0]!.key ?? "") : (key ?? ""),
+      duplicate: status !== "accepted", republished: status === "republished", events,
+    };
   }
 }
 

@@ -87,6 +87,27 @@ describe("deliveries", { skip }, () => {
     assert.deepEqual([first.status, again.status, again.duplicate], ["accepted", "duplicate", true]);
   });
 
+  test("a reconciliation pass is republished, not duplicates", async () => {
+    const outbox = new Outbox({ url: gw.api, token: TOKEN });
+    // oncehook_events_total, which the gateway counts as it answers.
+    const counted = async (verdict) => {
+      const text = await (await fetch(`${gw.intake}/metrics`)).text();
+      const m = new RegExp(`^oncehook_events_total\\{source="orders",verdict="${verdict}"\\} (\\d+)$`, "m").exec(text);
+      return m ? Number(m[1]) : 0;
+    };
+    const keys = [0, 1, 2, 3, 4].map((i) => `ord_rec_${i}`);
+    for (const k of keys) assert.equal((await outbox.publish("orders", k, { order: k })).status, "accepted");
+    const before = [await counted("republished"), await counted("duplicate")];
+    for (const k of keys) {
+      const again = await outbox.publish("orders", k, { order: k }, { reconcile: true });
+      assert.deepEqual([again.status, again.duplicate, again.republished], ["republished", true, true]);
+    }
+    assert.deepEqual([(await counted("republished")) - before[0], (await counted("duplicate")) - before[1]], [keys.length, 0]);
+    // A row whose publish was lost: new, so stored (and delivered).
+    const lost = await outbox.publish("orders", "ord_rec_lost", { order: "lost" }, { reconcile: true });
+    assert.deepEqual([lost.status, lost.duplicate, lost.republished], ["accepted", false, false]);
+  });
+
   test("a key that is not a token is sent quoted and read as the same key", async () => {
     assert.equal(formatKey("ord 7"), '"ord 7"');
     assert.equal(formatKey('say "hi"\\'), '"say \\"hi\\"\\\\"');

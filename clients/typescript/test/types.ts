@@ -25,6 +25,11 @@ export async function publish(): Promise<Published> {
   return new Outbox().publish("orders", "ord_1042", { event_name: "Purchase" }, { headers: { "X-Event-Type": "purchase" } });
 }
 
+export async function reconcile(): Promise<boolean> {
+  const p = await new Outbox().publish("orders", "ord_1042", { event_name: "Purchase" }, { reconcile: true });
+  return p.republished;
+}
+
 export function check(body: Uint8Array, headers: Record<string, string | string[] | undefined>): Delivery {
   return verifyDelivery(body, headers, ["whsec_a", "whsec_b"], { toleranceSec: 300 });
 }

@@ -14,8 +14,10 @@ _TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 @dataclass(frozen=True)
 class Published:
     """The gateway's answer to a publish, given once the event was durable:
-    ``status`` is ``accepted`` (new: it will be delivered) or ``duplicate``
-    (published before: nothing written, no second delivery). ``key`` is the
+    ``status`` is ``accepted`` (new: it will be delivered), ``duplicate``
+    (published before: nothing written, no second delivery) or, for a
+    publish marked ``reconcile=True``, ``republished`` (published before,
+    and counted as a reconciliation pass's, not as a duplicate). ``key`` is the
     key as the gateway keeps it and deliveries carry it (a space or a byte
     that a header cannot hold percent-encoded)."""
 
@@ -25,7 +27,14 @@ class Published:
 
     @property
     def duplicate(self) -> bool:
-        return self.status == "duplicate"
+        """Published before: nothing written, no second delivery (true for
+        ``republished`` too)."""
+        return self.status in ("duplicate", "republished")
+
+    @property
+    def republished(self) -> bool:
+        """A ``reconcile=True`` publish of a key published before."""
+        return self.status == "republished"
 
 
 class Outbox:
@@ -44,7 +53,8 @@ class Outbox:
         return f"Outbox({self._api.url!r})"
 
     def publish(self, source: str, key: Optional[str], body: Any, *, content_type: Optional[str] = None,
-                headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Published:
+                headers: Optional[Mapping[str, str]] = None, reconcile: bool = False,
+                timeout: Optional[float] = None) -> Published:
         """Publish ``body`` to ``source`` under ``key`` (the Idempotency-Key
         header; ``None`` leaves the key to the source's ``key:`` rules).
 
@@ -53,6 +63,12 @@ class Outbox:
         are sent too (a source's ``type:`` rules may read one). Publishing
         again with the same key is safe: it answers ``duplicate``. So after an
         UnreachableError or a 503, publish again.
+
+        ``reconcile=True`` marks a reconciliation pass (``?reconcile=true``):
+        a key published before answers ``republished`` and is counted so, apart
+        from the duplicates whose rate reveals a provider's trouble, and it never
+        raises the duplicate-rate alert; a key never published is accepted and
+        delivered as any other.
         """
         if isinstance(body, (bytes, bytearray, memoryview)):
             data = bytes(body)
@@ -66,7 +82,10 @@ class Outbox:
             h["Idempotency-Key"] = format_key(key)
         if not source or "/" in source:
             raise errors.InvalidError(f"{source!r} is not a source's name", field="source")
-        a = self._api.request("POST", f"/v1/publish/{_api.path_escape(source)}", data, headers=h, timeout=timeout)
+        path = f"/v1/publish/{_api.path_escape(source)}"
+        if reconcile:
+            path += "?reconcile=true"
+        a = self._api.request("POST", path, data, headers=h, timeout=timeout)
         if a.status not in (200, 202):
             raise _api.error_for(a, f"publish to {source!r}")
         b = a.json()
