@@ -170,16 +170,21 @@ func TestSearchByContentFindsWhatTheFilterMatches(t *testing.T) {
 				if i%3 == 0 {
 					sources = append(sources, "shop") // with another parameter
 				}
+				var from time.Time // and with a time window, for some
+				if i%3 == 1 {
+					from = base.Add(1000 * time.Second)
+				}
 				for _, source := range sources {
 					var want []string
 					for i := len(corpus) - 1; i >= 0; i-- { // newest first
 						e := corpus[i]
-						if in := (route.Input{Body: e.body, Header: e.header}); (source == "" || e.source == source) && filter.Match(&in) {
+						in := route.Input{Body: e.body, Header: e.header}
+						if (source == "" || e.source == source) && !base.Add(time.Duration(i)*time.Second).Before(from) && filter.Match(&in) {
 							want = append(want, e.key)
 						}
 					}
 					var got []string
-					f := admin.EventFilter{Source: source, Where: where, Limit: 200}
+					f := admin.EventFilter{Source: source, Where: where, From: from, Limit: 200}
 					for pages := 0; ; pages++ {
 						page, err := svc.Events(ctx, f)
 						if err != nil {
