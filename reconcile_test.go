@@ -269,3 +269,52 @@ destinations:
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Invariant 27 for an outbox table: rows inserted again by a
+// reconciliation pass, marked {"Oncehook-Reconcile": "true"} in their
+// headers column, are republished (not duplicates), delivered no second
+// time and removed; a marked row never taken before is delivered; a
+// mark neither true nor false refuses the row (moved aside, malformed).
+func TestTableSourceReconciliationRowsAreRepublished(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			const n = 20
+			o := newOutboxTable(t, kind, nil)
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
+			var rows []outboxRow
+			for i := range n {
+				rows = append(rows, order(i))
+			}
+			if err := o.insert(t, true, rows...); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(30*time.Second, func() bool { return len(sink.ByKey()) == n && o.count(t, "") == 0 }) {
+				t.Fatalf("%d of %d delivered, %d rows left", len(sink.ByKey()), n, o.count(t, ""))
+			}
+			// The pass: every row again, marked, and one whose first
+			// insert was lost; and a row marked with a value no one can read.
+			for i := range rows {
+				rows[i].headers = `{"Oncehook-Reconcile": "true", "X-Pass": "hourly"}`
+			}
+			lost := order(n)
+			lost.headers = `{"Oncehook-Reconcile": "true"}`
+			bad := order(n + 1)
+			bad.headers = `{"Oncehook-Reconcile": "maybe"}`
+			if err := o.insert(t, true, append(rows, lost, bad)...); err != nil {
+				t.Fatal(err)
+			}
+			if !testenv.WaitFor(30*time.Second, func() bool { return o.count(t, "") == 0 && o.count(t, "_rejected") == 1 }) {
+				t.Fatalf("%d rows left, %d moved aside; want 0 and 1", o.count(t, ""), o.count(t, "_rejected"))
+			}
+			if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.ByKey()) == n+1 }) {
+				t.Fatalf("%d keys delivered, want %d (the lost row's too)", len(sink.ByKey()), n+1)
+			}
+			time.Sleep(300 * time.Millisecond)
+			sink.CheckEachOnce(t)
+			if r, d := metric(t, gw, `oncehook_events_total{source="orders",verdict="republished"}`), metric(t, gw, `oncehook_events_total{source="orders",verdict="duplicate"}`); r != n || d != 0 {
+				t.Errorf("republished %d, duplicate %d: want %d and 0", r, d, n)
+			}
+		})
+	}
+}

@@ -391,6 +391,15 @@ func (c *Consumer) take(ctx context.Context, held *receive.Held, r row) broker.O
 		c.in.Release(held)
 		return c.in.Refuse(ctx, c.client(), http.StatusBadRequest, receive.ReasonMalformed, "headers column: "+err.Error())
 	}
+	reconcile := false
+	if v := h.Values(HeaderReconcile); len(v) > 0 {
+		if reconcile, err = strconv.ParseBool(v[0]); err != nil || len(v) != 1 {
+			c.in.Release(held)
+			return c.in.Refuse(ctx, c.client(), http.StatusBadRequest, receive.ReasonMalformed,
+				"headers column: "+HeaderReconcile+" is given once, true or false")
+		}
+		h.Del(HeaderReconcile)
+	}
 	h.Set(HeaderID, string(r.key))
 	h.Del(HeaderType)
 	h.Del(HeaderAggregateType)
@@ -407,7 +416,7 @@ func (c *Consumer) take(ctx context.Context, held *receive.Held, r row) broker.O
 	broker.DefaultContentType(h, r.payload)
 	return c.in.Take(ctx, held, receive.Envelope{
 		Header: h, Body: r.payload, ReceivedAt: c.now(), Queued: true, Trace: h.Get("Traceparent"),
-		SkipVerify: !c.verify, Client: c.client(),
+		SkipVerify: !c.verify, Client: c.client(), Reconcile: reconcile,
 	})
 }
 

@@ -31,7 +31,9 @@
 // poll_interval (1 s by default).
 //
 // A reconciliation pass (the user's code inserting again what it is not
-// sure was delivered) can mark its rows with the header
-// Oncehook-Reconcile: true in the headers column; it travels with the
-// event's headers as any other, for intake to count the copies apart.
+// sure was delivered) marks its rows with the header
+// Oncehook-Reconcile: true in the headers column (HeaderReconcile): an id
+// already stored is then counted as republished, not as a duplicate
+// (receive.Envelope.Reconcile), and the mark is taken out of the headers
+// the source's rules read.
 package table

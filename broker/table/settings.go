@@ -43,6 +43,14 @@ const (
 	HeaderType          = "Outbox-Type"
 	HeaderAggregateType = "Outbox-Aggregate-Type"
 	HeaderAggregateID   = "Outbox-Aggregate-Id"
+	// HeaderReconcile, in a row's headers column ({"Oncehook-Reconcile":
+	// "true"}), marks the row as a reconciliation pass's, as
+	// POST /v1/publish?reconcile=true does (receive.Envelope.Reconcile): an
+	// id already stored is counted as republished, not as a duplicate, and
+	// never raises the duplicate-rate alert. It is read and removed before
+	// the source's rules see the headers; a value neither true nor false
+	// refuses the row (malformed), as the API refuses ?reconcile=maybe.
+	HeaderReconcile = "Oncehook-Reconcile"
 )
 
 // Defaults of a table source's settings.
