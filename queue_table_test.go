@@ -321,6 +321,8 @@ func TestTableSourceTakesHostileBytesOrTheDatabaseRefusesThem(t *testing.T) {
 				{id: "type-bad", typ: "order\xffx", payload: []byte("p6")},
 				{id: "payload-bytes", typ: "t", payload: []byte("\x00\xff\xfe\r\n\x1b[31m")},
 				{id: "payload-1mib", typ: "t", payload: big},
+				{id: "headers-crlf", typ: "t", payload: []byte("p7"),
+					headers: `{"X-Evil\r\nInjected": "v\r\nX-Other: y", "Traceparent": "00-zz\u00ff", "Content-Type": "text/plain\r\n", "Outbox-Id": "not-mine"}`},
 			}
 			var stored []outboxRow
 			for _, r := range hostile {
@@ -358,6 +360,9 @@ func TestTableSourceTakesHostileBytesOrTheDatabaseRefusesThem(t *testing.T) {
 			}
 			if n := o.count(t, "_rejected"); n != 0 {
 				t.Errorf("%d hostile rows moved aside: every one the database holds is deliverable", n)
+			}
+			if sink.ByKey()["orders:headers-crlf"] != 1 {
+				t.Errorf("the row whose headers name an Outbox-Id of their own: keys %v (the id column is the key)", sink.ByKey())
 			}
 		})
 	}

@@ -47,7 +47,7 @@ type Consumer interface {
 // Status is a consumer's connection, as an operator reads it.
 type Status struct {
 	Source string `json:"source"`
-	Kind   string `json:"kind"` // nats, amqp or kafka
+	Kind   string `json:"kind"` // nats, amqp, kafka or table
 	// Where names what is consumed, without credentials ("stream ORDERS
 	// subject orders.>", "queue payments", "topic clicks").
 	Where     string    `json:"where"`

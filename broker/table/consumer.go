@@ -47,10 +47,6 @@ type Consumer struct {
 	// wake is poked by a NOTIFY (PostgreSQL) or a batch that was full:
 	// the next batch starts without waiting for the poll.
 	wake chan struct{}
-	// beforeCommit, when set (tests), runs after a batch's deletes and
-	// before its commit; an error rolls the batch back, as a crash there
-	// would.
-	beforeCommit func() error
 }
 
 // NewConsumer builds src's consumer from its consume.table settings
@@ -67,9 +63,19 @@ func NewConsumer(src broker.Source, s ConsumeSettings) (*Consumer, error) {
 		in: broker.NewIntake(src), log: broker.Log(src.Logger), now: time.Now,
 		wake: make(chan struct{}, 1),
 	}
+	if d.my != nil {
+		// The driver's own complaints (a pooled connection the server
+		// closed) are the consumer's debug log, not stderr.
+		d.my.Logger = driverLog{c.log}
+	}
 	c.health = broker.NewHealth(src.Name, "table", c.where(), c.now())
 	return c, nil
 }
+
+// driverLog is the MySQL driver's Logger, as debug lines of the consumer's.
+type driverLog struct{ log *slog.Logger }
+
+func (l driverLog) Print(v ...any) { l.log.Debug("mysql driver", "msg", fmt.Sprint(v...)) }
 
 // where names the table and its database, without credentials.
 func (c *Consumer) where() string {
@@ -229,20 +235,26 @@ type taken struct {
 // the table's order, and after one that is left the rest of its entity
 // are left too, so they stay in order.
 func (c *Consumer) batch(ctx context.Context, db *sql.DB) (n int, retry bool, err error) {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// The transaction and Accept run on a context that a stop does not
+	// cut (database/sql rolls a transaction back when its context ends):
+	// a row on its way to intake's commit finishes, and is deleted,
+	// rather than left for a duplicate. A stop ends only the reading of
+	// more rows (Reserve's wait).
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), acceptTimeout)
+	defer cancel()
+	tx, err := db.BeginTx(actx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, false, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, c.q.take, c.s.Batch)
+	rows, err := tx.QueryContext(actx, c.q.take, c.s.Batch)
 	if err != nil {
 		return 0, false, err
 	}
-	// Accept runs on a context that a stop does not cut: a row on its way
-	// to intake's commit finishes, and is deleted, rather than left for
-	// a duplicate.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), acceptTimeout)
-	defer cancel()
+	// Reading waits for room in the byte budget only while the
+	// transaction has time left for the rows it then takes.
+	rctx, rcancel := context.WithTimeout(ctx, acceptTimeout/2)
+	defer rcancel()
 	var all []*taken
 	var wg sync.WaitGroup
 	last := map[string]*taken{} // the entity's row before, by aggregateid
@@ -256,11 +268,9 @@ func (c *Consumer) batch(ctx context.Context, db *sql.DB) (n int, retry bool, er
 		t.key, t.hasAggID = idBytes(t.id), t.aggID != nil
 		// Room in intake's byte budget first: while there is none, the
 		// batch reads no further (the rows already handed over make it).
-		held, err := c.in.Reserve(ctx, len(t.payload))
+		held, err := c.in.Reserve(rctx, len(t.payload))
 		if err != nil {
-			rows.Close()
-			wg.Wait()
-			return 0, false, err
+			break // stopping, or no room in time: the rows handed over are finished and committed, the rest stay
 		}
 		var before *taken
 		if t.hasAggID {
@@ -309,11 +319,6 @@ func (c *Consumer) batch(ctx context.Context, db *sql.DB) (n int, retry bool, er
 	}
 	if err := c.remove(actx, tx, done); err != nil {
 		return 0, false, fmt.Errorf("delete taken rows: %w", err)
-	}
-	if c.beforeCommit != nil {
-		if err := c.beforeCommit(); err != nil {
-			return 0, false, err
-		}
 	}
 	// A commit that fails (or a crash before it) leaves the rows: they
 	// are taken again, and intake counts them as duplicates.
