@@ -27,6 +27,7 @@ import (
 	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/deliver/pull"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/alert"
@@ -126,6 +127,7 @@ type Gateway struct {
 	maintain      *maintain.Maintainer
 	consumers     []broker.Consumer // the queue sources' (consume:)
 	publishers    *publishers       // the queue destinations' (publish:), kept across reloads
+	pulls         *pull.Hub         // the pull destinations' offers and leases (pull:)
 	tls           *tls.Config       // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
@@ -287,6 +289,14 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	if g.holds, err = hold.New(ctx, g.store, hold.Options{Policies: holdPolicies(cfg), Logger: log.With("component", "hold")}); err != nil {
 		return err
 	}
+	// A pull destination nobody pulls from is held, as a paused one is
+	// (pull.Hub.Idle); a pull wakes the worker.
+	g.pulls = pull.New(pull.Options{Held: g.holds.Held, Wake: func() {
+		if g.worker != nil {
+			g.worker.Notify()
+		}
+	}})
+	g.pulls.Configure(pullNames(cfg))
 	// One writer for everything: intake's claims, the worker's outcomes and
 	// its leases share commits, and a new event's deliveries are handed to
 	// the worker in memory at the commit that stores them.
@@ -302,13 +312,13 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	stops.push(g.publishers.Close)
 	g.worker = deliver.New(g.store, deliver.Options{
 		Writer:        g.committer,
-		Destinations:  deliverDestinations(cfg, p.scripts, senders),
+		Destinations:  deliverDestinations(cfg, p.scripts, senders, g.pulls),
 		Concurrency:   cfg.Delivery.Concurrency,
 		Lease:         lease,
 		ShutdownGrace: min(g.opts.ShutdownTimeout, lease),
 		Logger:        log.With("component", "deliver"),
 		Metrics:       g.metrics,
-		Held:          g.holds.Held,
+		Held:          g.held,
 		Gate:          g.holds,
 		Unconfigured:  g.holds.Unconfigured, // removed from the config: held
 		Tracer:        g.tracer,
@@ -420,7 +430,7 @@ func (g *Gateway) writerOptions(writer store.Writer, lease time.Duration) groupc
 		Stats:         rollups,
 		Copies:        g.metrics.Copies,
 		Shard:         store.NewLeaseToken()[:12],
-		Held:          g.holds.Held,
+		Held:          g.held,
 	}
 }
 
@@ -444,6 +454,8 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	})
 	adminAPI := auth.Wrap(adminMux)
 	g.api.Handle(PublishRoute, auth.WrapPublish(g.traced("publish", http.HandlerFunc(g.publish))))
+	g.api.Handle(pull.PullRoute, auth.WrapPull(func(r *http.Request) string { return r.PathValue("name") }, g.traced("pull", http.HandlerFunc(g.pulls.ServePull))))
+	g.api.Handle(pull.AckRoute, auth.WrapPull(g.pulls.AckDestination, g.traced("ack", http.HandlerFunc(g.pulls.ServeAck))))
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 

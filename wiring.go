@@ -16,6 +16,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/deliver/pull"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/alert"
@@ -37,14 +38,36 @@ import (
 
 // deliverDestinations are the worker's destinations; scripts, their
 // transformations (compile); senders, the queue destinations' publishers
-// (publishers.prepare), by name: the others POST to their url.
-func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Script, senders map[string]deliver.Sender) []deliver.Destination {
+// (publishers.prepare), by name; pulls, the pull destinations' offers:
+// the others POST to their url.
+func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Script, senders map[string]deliver.Sender, pulls *pull.Hub) []deliver.Destination {
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		dests[i] = DeliveryDestination(d, scripts[d.Name], senders[d.Name])
+		if d.Pull != nil {
+			// Signed with its secret, as a POST would be.
+			dests[i].Sender = pulls.Sender(d.Name, dests[i].SigningKey)
+		}
 	}
 	return dests
 }
+
+// pullNames are the pull destinations' names.
+func pullNames(cfg *config.Config) []string {
+	var out []string
+	for _, d := range cfg.Destinations {
+		if d.Pull != nil {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// held names the destinations whose deliveries wait now: the holds'
+// (paused, rate spent, breaker open, removed) and the pull destinations
+// nobody pulls from. The writer asks it at every commit: without pull
+// destinations it is the holds' answer as it is.
+func (g *Gateway) held() []string { return g.pulls.Held(g.holds.Held()) }
 
 // DeliveryDestination is the config's destination d as the worker sends
 // to it, with its transformation (script, nil for none) and, for a queue
@@ -454,7 +477,7 @@ func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Hand
 func apiTokens(cfg *config.Config) []apiauth.Token {
 	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
 	for i, t := range cfg.API.Tokens {
-		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish}
+		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish, Pull: t.Pull}
 	}
 	return tokens
 }

@@ -190,6 +190,19 @@ func (c *Config) checkTokens(fail failFunc) {
 		if t.ReadOnly && len(t.Publish) > 0 {
 			fail(f+".publish", "a token either reads (read_only) or publishes (publish), not both")
 		}
+		if (t.ReadOnly || len(t.Publish) > 0) && len(t.Pull) > 0 {
+			fail(f+".pull", "a token that pulls (pull) does only that: not read_only, no publish")
+		}
+		for j, name := range t.Pull {
+			at := fmt.Sprintf("%s.pull[%d]", f, j)
+			i := slices.IndexFunc(c.Destinations, func(d Destination) bool { return d.Name == name })
+			switch {
+			case i < 0:
+				fail(at, "no destination named %q", name)
+			case c.Destinations[i].Pull == nil:
+				fail(at, "destination %q is not a pull destination (pull: {}): only a pull destination's deliveries are taken", name)
+			}
+		}
 		for j, name := range t.Publish {
 			at := fmt.Sprintf("%s.publish[%d]", f, j)
 			i := slices.IndexFunc(c.Sources, func(s Source) bool { return s.Name == name })
@@ -289,6 +302,9 @@ func (c *Config) checkDestination(i int, dests map[string]bool, kinds Checker, r
 	switch {
 	case d.Publish != nil && d.URL != "":
 		fail(f+".url", "a destination either has a url or publishes to a queue (publish:), not both")
+	case d.Pull != nil && (d.Publish != nil || d.URL != ""):
+		fail(f+".pull", "a pull destination has no url and no publish: its consumers take its deliveries")
+	case d.Pull != nil:
 	case d.Publish != nil:
 		readPublish(d.Publish, f, kinds, report, fail)
 	default:

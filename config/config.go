@@ -131,6 +131,10 @@ type APIToken struct {
 	// /v1/publish/{source} for these sources (each an outbox source), and
 	// nothing else (every other endpoint, and the dashboard, refuse it).
 	Publish []string `yaml:"publish"`
+	// Pull, when set, makes the token a consumer's: it may pull and ack
+	// the deliveries of these destinations (each a pull destination), and
+	// nothing else (every other endpoint, and the dashboard, refuse it).
+	Pull []string `yaml:"pull"`
 }
 
 // TLS names a certificate and its key, PEM files (a chain: the leaf
@@ -368,6 +372,13 @@ type Destination struct {
 	// RabbitMQ or Kafka) instead of an HTTP URL: each attempt is a publish
 	// the broker acknowledges.
 	Publish *Publish `yaml:"publish"`
+	// Pull, when set, makes the destination one whose deliveries wait to
+	// be taken (POST /v1/destinations/{name}/pull, then an ack each)
+	// instead of being POSTed: for a laptop behind NAT (`oncehook
+	// listen`) or a service with no inbound port. Its timeout is how long
+	// an attempt may take from when it is offered to its ack (default
+	// DefaultPullTimeout).
+	Pull *Pull `yaml:"pull"`
 	// Transform reshapes what the destination receives with a script
 	// (see Transform); unset: it receives the event as it came.
 	Transform *Transform `yaml:"transform"`
@@ -375,11 +386,17 @@ type Destination struct {
 
 // Kind is the destination's transport: http, or the broker it publishes to.
 func (d *Destination) Kind() string {
+	if d.Pull != nil {
+		return "pull"
+	}
 	if k := d.Publish.Kind(); k != "" {
 		return k
 	}
 	return "http"
 }
+
+// Pull is a pull destination's settings: none yet (`pull: {}`).
+type Pull struct{}
 
 // Transform is a destination's transformation: a JavaScript file beside
 // the config (`transform: transforms/capi.js`) or inline

@@ -32,7 +32,9 @@ func (c *Config) setDefaults() error {
 	var longest time.Duration
 	for i := range c.Destinations {
 		d := &c.Destinations[i]
-		if d.Timeout == 0 {
+		if d.Timeout == 0 && d.Pull != nil {
+			d.Timeout = Duration(DefaultPullTimeout)
+		} else if d.Timeout == 0 {
 			d.Timeout = Duration(10 * time.Second)
 		}
 		longest = max(longest, time.Duration(d.Timeout))
@@ -89,3 +91,8 @@ func (c *Config) setDefaults() error {
 	}
 	return nil
 }
+
+// DefaultPullTimeout is a pull destination's timeout when it sets none:
+// the time an attempt has from being offered to a consumer to its ack,
+// which bounds the lease a consumer can ask for.
+const DefaultPullTimeout = time.Minute

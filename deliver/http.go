@@ -86,19 +86,7 @@ func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
 	if m.Header != nil {
 		req.Header = m.Header
 	}
-	h := req.Header
-	own := ownHeaders{h: h, vals: make([]string, 0, 2)}
-	if m.ContentType != "" {
-		own.set("Content-Type", m.ContentType)
-	}
-	own.set("User-Agent", "oncehook")
-	if s.SigningKey != nil {
-		id := MessageID(m.Source, m.Key)
-		now := s.Now()
-		h.Set("webhook-id", id)
-		h.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
-		h.Set("webhook-signature", provider.SignStandard(s.SigningKey, id, now, m.Body))
-	}
+	SignHeader(req.Header, m, s.SigningKey, s.Now)
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		// (A timeout is said by the worker, which knows the deadline.)
@@ -120,19 +108,65 @@ func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
 		}
 	}
 	snippets.Put(buf)
-	switch status := resp.StatusCode; {
+	var after time.Duration = -1
+	if ra, ok := retryAfter(resp, s.Now()); ok {
+		after = ra
+	}
+	location := ""
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		location = resp.Header.Get("Location")
+	}
+	classify(&res, after, location)
+	return res
+}
+
+// SignHeader puts on h what every attempt of m carries beside the
+// event's own headers, whichever way it travels (HTTP's POST, a pull):
+// its Content-Type, oncehook's User-Agent and, with signingKey, the
+// Standard Webhooks signature (webhook-id, webhook-timestamp,
+// webhook-signature) over m's body as it is sent.
+func SignHeader(h http.Header, m *Message, signingKey []byte, now func() time.Time) {
+	own := ownHeaders{h: h, vals: make([]string, 0, 2)}
+	if m.ContentType != "" {
+		own.set("Content-Type", m.ContentType)
+	}
+	own.set("User-Agent", "oncehook")
+	if signingKey != nil {
+		id := MessageID(m.Source, m.Key)
+		t := now()
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", strconv.FormatInt(t.Unix(), 10))
+		h.Set("webhook-signature", provider.SignStandard(signingKey, id, t, m.Body))
+	}
+}
+
+// ClassifyStatus is what an HTTP answer of status means for a delivery,
+// as the HTTP sender classifies its destination's: 2xx delivered; 400,
+// 401, 403, 404, 410 and 422 permanent; a redirect permanent (location
+// is where it pointed); anything else a retry, after retryAfter when the
+// answer (a 429 or a 503) said how long (-1: it did not). A pull
+// consumer's ack reports its local app's status, and is classified here
+// too, so both kinds of destination follow one rule.
+func ClassifyStatus(status int, retryAfter time.Duration, location string) Result {
+	res := Result{Status: status, After: -1}
+	classify(&res, retryAfter, location)
+	return res
+}
+
+// classify sets res's kind (and error) from res.Status.
+func classify(res *Result, after time.Duration, location string) {
+	switch status := res.Status; {
 	case status >= 200 && status < 300:
 		res.Kind = Delivered
 	case IsPermanent(status):
 		res.Kind, res.Error = Permanent, fmt.Sprintf("permanent failure: HTTP %d", status)
 	case status >= 300 && status < 400:
 		res.Kind = Permanent
-		res.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(redact.URL(resp.Header.Get("Location")), 256))
+		res.Error = fmt.Sprintf("redirected (HTTP %d to %q): fix the destination's url", status, storable(redact.URL(location), 256))
 	default:
 		res.Kind, res.Error = Retry, fmt.Sprintf("HTTP %d", status)
-		if ra, ok := retryAfter(resp, s.Now()); ok {
-			res.After = ra
+		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && after >= 0 {
+			res.After = after
 		}
 	}
-	return res
 }

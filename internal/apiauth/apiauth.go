@@ -42,6 +42,9 @@ type Token struct {
 	// Publish, when set, are the outbox sources the token may publish to
 	// (POST /v1/publish/{source}, WrapPublish): it may do nothing else.
 	Publish []string
+	// Pull, when set, are the pull destinations the token may pull from
+	// and ack (WrapPull): it may do nothing else.
+	Pull []string
 }
 
 type entry struct {
@@ -49,6 +52,7 @@ type entry struct {
 	hash     [32]byte
 	readOnly bool
 	publish  []string
+	pull     []string
 }
 
 // Auth checks requests against a set of tokens.
@@ -98,7 +102,7 @@ func peer(r *http.Request) string {
 func (a *Auth) SetTokens(tokens []Token) {
 	entries := make([]entry, len(tokens))
 	for i, t := range tokens {
-		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish}
+		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish, pull: t.Pull}
 	}
 	a.tokens.Store(&entries)
 }
@@ -110,6 +114,26 @@ type Caller struct {
 	// Publish are the sources a publishing token may publish to; a
 	// caller with them may do nothing else.
 	Publish []string
+	// Pull are the destinations a consumer's token may pull from; a
+	// caller with them may do nothing else.
+	Pull []string
+}
+
+// Scoped reports whether the caller's token may only publish or only
+// pull: it reaches neither the admin API nor the dashboard.
+func (c Caller) Scoped() bool { return len(c.Publish) > 0 || len(c.Pull) > 0 }
+
+// Consumer reports whether the caller's token only pulls.
+func (c Caller) Consumer() bool { return len(c.Pull) > 0 }
+
+// MayPull reports whether the caller may pull from (and ack the
+// deliveries of) destination: a consumer's token that names it, or a
+// token that may change anything.
+func (c Caller) MayPull(destination string) bool {
+	if c.Consumer() {
+		return slices.Contains(c.Pull, destination)
+	}
+	return !c.ReadOnly && !c.Publisher()
 }
 
 // Publisher reports whether the caller's token only publishes.
@@ -121,10 +145,12 @@ func (c Caller) MayPublish(source string) bool {
 	if c.Publisher() {
 		return slices.Contains(c.Publish, source)
 	}
-	return !c.ReadOnly
+	return !c.ReadOnly && !c.Consumer()
 }
 
-func (t entry) caller() Caller { return Caller{Name: t.name, ReadOnly: t.readOnly, Publish: t.publish} }
+func (t entry) caller() Caller {
+	return Caller{Name: t.name, ReadOnly: t.readOnly, Publish: t.publish, Pull: t.pull}
+}
 
 type callerKey struct{}
 
@@ -162,8 +188,8 @@ func (a *Auth) Session(token string) (Caller, bool) {
 	}
 	for _, t := range *a.tokens.Load() {
 		if t.name == name && hmac.Equal([]byte(digest), []byte(hex.EncodeToString(t.hash[:8]))) {
-			if len(t.publish) > 0 {
-				return Caller{}, false // a publisher never signs in (see Login)
+			if len(t.publish) > 0 || len(t.pull) > 0 {
+				return Caller{}, false // a publisher or a consumer never signs in (see Login)
 			}
 			return t.caller(), true
 		}
@@ -224,6 +250,10 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			jsonhttp.WriteError(w, http.StatusForbidden, "publish_only", "token "+c.Name+" may only publish (POST /v1/publish/{source})")
 			return
 		}
+		if c.Consumer() {
+			jsonhttp.WriteError(w, http.StatusForbidden, "pull_only", "token "+c.Name+" may only pull from its destinations (POST /v1/destinations/{name}/pull) and ack their deliveries")
+			return
+		}
 		if c.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			jsonhttp.WriteError(w, http.StatusForbidden, "read_only", "token "+c.Name+" is read-only")
 			return
@@ -241,6 +271,24 @@ func (a *Auth) WrapPublish(h http.Handler) http.Handler {
 		source := r.PathValue("source")
 		if !c.MayPublish(source) {
 			jsonhttp.WriteError(w, http.StatusForbidden, "not_publisher", "token "+c.Name+" may not publish to "+source)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+	})
+}
+
+// WrapPull serves h (a pull from, or an ack of a delivery of, the
+// destination named destination(r)) to a token that may pull from it: a
+// consumer's token that names it, or a token that may change anything.
+// A read-only token, a publisher's, or a consumer's that does not name
+// the destination gets 403. An ack whose lease is not known here
+// (destination says "") goes on to h, which answers it 409, for any token
+// that may pull from something.
+func (a *Auth) WrapPull(destination func(*http.Request) string, h http.Handler) http.Handler {
+	return a.check(func(w http.ResponseWriter, r *http.Request, c Caller) {
+		name := destination(r)
+		if !c.MayPull(name) && (name != "" || !c.Consumer()) {
+			jsonhttp.WriteError(w, http.StatusForbidden, "not_consumer", "token "+c.Name+" may not pull from "+name)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))

@@ -441,8 +441,9 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "Failed": true, "Demo": d.opts.Demo})
 		return
 	}
-	if caller.Publisher() {
-		// A publishing token may publish and do nothing else: no session.
+	if caller.Scoped() {
+		// A publishing (or pulling) token may publish (pull) and do
+		// nothing else: no session.
 		d.opts.Logger.Warn("dashboard: login with a publishing token", "token", caller.Name, "client", client)
 		d.render(w, r, http.StatusForbidden, "login", session{}, map[string]any{"Next": next(r.PostFormValue("next")), "PublishOnly": true, "Demo": d.opts.Demo})
 		return
@@ -480,7 +481,7 @@ func (d *Dashboard) loginByLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller, ok := d.opts.Auth.Check(l.token)
-	if !ok || caller.Publisher() {
+	if !ok || caller.Scoped() {
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, map[string]any{"Next": Prefix + "/", "LinkUsed": true, "Demo": d.opts.Demo})
 		return
 	}

@@ -1,0 +1,509 @@
+// Package pull is the destination kind whose deliveries wait to be taken:
+// a laptop behind NAT (`oncehook listen`), a service with no inbound port.
+//
+// It is a deliver.Sender like HTTP's POST, so the worker decides what is
+// due exactly as it does for any destination: it leases, holds (pause,
+// rate, the breaker, its share of the worker's concurrency), keeps each
+// FIFO entity to one delivery in flight, builds the attempt's message
+// (headers, transformation, traceparent) and records the classified
+// outcome (retries with backoff, dead letters). Only the last step
+// differs: Send offers the message to the destination's consumers and
+// returns when one acks it (its local outcome, classified as an HTTP
+// status is), when the consumer's lease on it expires (a retry: the next
+// attempt, same key), or when nobody takes it (released: no attempt
+// spent).
+//
+// A destination nobody is pulling from is held (Hub.Idle, which the
+// gateway adds to the holds): the worker leases nothing for it, so a
+// backlog waits in the store, not in memory, and survives restarts.
+// A pull makes it wanted and wakes the worker; it stays wanted for
+// Linger after the last pull ends, so a consumer's next pull finds the
+// deliveries already offered.
+//
+// Leases live in the process that handed them out: an ack must reach the
+// same gateway (one replica, or a sticky balancer); one that reaches
+// another is refused (ErrNoLease), the lease expires and the delivery is
+// handed out again under the same key.
+package pull
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncehook/oncehook/deliver"
+)
+
+// Linger is how long a destination stays wanted after its last pull
+// ended: a consumer forwarding its batch pulls again within it.
+const Linger = 3 * time.Second
+
+// gather is how long a pull that has its first delivery waits for the
+// next, to fill its batch with what the worker is leasing at that moment.
+const gather = 10 * time.Millisecond
+
+// minLease is the shortest lease handed out: an attempt with less time
+// left is given back (released) rather than handed to a consumer that
+// could not ack it in time.
+const minLease = time.Second
+
+// The limits of one pull.
+const (
+	MaxBatch     = 1000
+	MaxWait      = 60 * time.Second
+	DefaultLease = 30 * time.Second
+)
+
+// Named errors of Take and Ack, which the API answers by reason.
+var (
+	// ErrUnknown: no pull destination has that name.
+	ErrUnknown = errors.New("no such pull destination")
+	// ErrNoLease: the delivery is leased to nobody here (its lease
+	// expired, it was acked already, or another gateway handed it out).
+	ErrNoLease = errors.New("the delivery is not leased: its lease expired, it was acked, or another gateway handed it out")
+	// ErrStaleToken: the delivery is leased, under another token (it was
+	// handed out again after this token's lease expired).
+	ErrStaleToken = errors.New("the lease token is not the delivery's current one: the lease expired and it was handed out again")
+	// ErrInvalid: the ack says no outcome (neither a status nor an error).
+	ErrInvalid = errors.New("invalid ack")
+)
+
+// Hub holds a gateway's pull destinations: the offers the worker makes
+// and the leases consumers hold.
+type Hub struct {
+	now    func() time.Time
+	wake   func()
+	held   func() []string
+	queues atomic.Pointer[map[string]*queue]
+	mu     sync.Mutex // Configure
+}
+
+// Options configure a Hub.
+type Options struct {
+	// Wake is called when a destination becomes wanted (a pull came): the
+	// worker should lease its due deliveries now.
+	Wake func()
+	// Held names the destinations the holds hold now (paused, rate spent,
+	// breaker open): a pull hands nothing of theirs out.
+	Held func() []string
+	Now  func() time.Time
+}
+
+// New returns an empty Hub: Configure names its destinations.
+func New(opts Options) *Hub {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Wake == nil {
+		opts.Wake = func() {}
+	}
+	if opts.Held == nil {
+		opts.Held = func() []string { return nil }
+	}
+	h := &Hub{now: opts.Now, wake: opts.Wake, held: opts.Held}
+	h.queues.Store(&map[string]*queue{})
+	return h
+}
+
+// queue is one pull destination: offers wait on the unbuffered channel
+// until a pull takes them; leased, by delivery id, are those a consumer
+// holds.
+type queue struct {
+	name   string
+	offers chan *offer
+
+	mu       sync.Mutex
+	pulling  int       // pulls waiting now
+	lastPull time.Time // when the last one ended
+	leased   map[string]*offer
+}
+
+// offer is one attempt offered to the consumers: Send waits on done for
+// its outcome.
+type offer struct {
+	m        *deliver.Message
+	id       string
+	deadline time.Time
+	done     chan deliver.Result // one result, buffered
+
+	// Set under the queue's lock once a pull takes it.
+	token    string
+	consumer string
+	expiry   *time.Timer
+}
+
+// Configure names the pull destinations (a start, a reload): one that
+// stays keeps its offers and leases; one removed is forgotten (its
+// offers and leases end with their attempts' deadlines).
+func (h *Hub) Configure(names []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := *h.queues.Load()
+	next := make(map[string]*queue, len(names))
+	for _, n := range names {
+		if q := old[n]; q != nil {
+			next[n] = q
+			continue
+		}
+		next[n] = &queue{name: n, offers: make(chan *offer), leased: map[string]*offer{}}
+	}
+	h.queues.Store(&next)
+}
+
+// Idle names the pull destinations nobody is pulling from, nor has
+// within Linger: held, so that their backlog waits in the store. It is
+// called on every commit: without pull destinations it costs one load.
+func (h *Hub) Idle() []string {
+	qs := *h.queues.Load()
+	if len(qs) == 0 {
+		return nil
+	}
+	now := h.now()
+	var out []string
+	for name, q := range qs {
+		if !q.wanted(now) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Held adds the idle pull destinations to held (sorted, as the holds
+// give them): what the worker and the writer must not lease now.
+func (h *Hub) Held(held []string) []string {
+	idle := h.Idle()
+	if len(idle) == 0 {
+		return held
+	}
+	out := slices.Clone(held)
+	for _, d := range idle {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (q *queue) wanted(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pulling > 0 || now.Sub(q.lastPull) < Linger
+}
+
+func (h *Hub) queue(name string) *queue { return (*h.queues.Load())[name] }
+
+func (h *Hub) isHeld(name string) bool { return slices.Contains(h.held(), name) }
+
+// Sender is destination name's deliver.Sender: each attempt is signed
+// with signingKey (nil: unsigned), as an HTTP destination's POST is, and
+// offered to its consumers.
+func (h *Hub) Sender(name string, signingKey []byte) deliver.Sender {
+	return &sender{hub: h, name: name, key: signingKey}
+}
+
+type sender struct {
+	hub  *Hub
+	name string
+	key  []byte
+}
+
+func (s *sender) Close() error { return nil }
+
+// Send offers m to the destination's consumers and returns its outcome:
+// the consumer's ack, classified; a retry when the consumer's lease
+// expired unacked, or the attempt's deadline passed; released (no
+// attempt spent) when nobody took it, because nobody is pulling or the
+// destination is held.
+func (s *sender) Send(ctx context.Context, m *deliver.Message) deliver.Result {
+	q := s.hub.queue(s.name)
+	if q == nil {
+		return deliver.Result{Kind: deliver.Released, After: -1}
+	}
+	if m.Header == nil {
+		m.Header = http.Header{}
+	}
+	// The headers and signature HTTP's POST would carry, on the same bytes.
+	deliver.SignHeader(m.Header, m, s.key, s.hub.now)
+	o := &offer{m: m, id: deliver.DeliveryID(m.Source, m.Key, m.Destination), done: make(chan deliver.Result, 1)}
+	if dl, ok := ctx.Deadline(); ok {
+		o.deadline = dl
+	}
+	check := time.NewTimer(Linger)
+	defer check.Stop()
+	for taken := false; !taken; {
+		select {
+		case q.offers <- o:
+			taken = true
+		case <-ctx.Done():
+			return deliver.Result{Kind: deliver.Released, After: -1}
+		case <-check.C:
+			if !q.wanted(s.hub.now()) || s.hub.isHeld(s.name) {
+				return deliver.Result{Kind: deliver.Released, After: -1}
+			}
+			check.Reset(Linger)
+		}
+	}
+	select {
+	case r := <-o.done:
+		return r
+	case <-ctx.Done():
+		// The attempt's deadline came before the lease's end (they are
+		// bounded to fit, so this is a shutdown or a clock's jump): the
+		// consumer's ack is refused from now on.
+		q.forget(o)
+		select {
+		case r := <-o.done: // acked meanwhile
+			return r
+		default:
+		}
+		return deliver.Result{Kind: deliver.Retry, After: -1, Error: "not acked before the attempt's deadline (consumer " + o.consumerName() + ")"}
+	}
+}
+
+func (o *offer) consumerName() string {
+	if o.consumer == "" {
+		return "unknown"
+	}
+	return o.consumer
+}
+
+// forget drops o's lease, if it still holds one.
+func (q *queue) forget(o *offer) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.leased[o.id] == o {
+		delete(q.leased, o.id)
+		if o.expiry != nil {
+			o.expiry.Stop()
+		}
+	}
+}
+
+// Request is one pull: how many deliveries at most, how long each is
+// leased, and how long to wait for the first (a long poll).
+type Request struct {
+	Max   int
+	Lease time.Duration
+	Wait  time.Duration
+	// Consumer names who pulls (the token's name, and what the consumer
+	// says of itself): the attempts record it.
+	Consumer string
+}
+
+// Delivery is one attempt handed to a consumer: everything a push
+// delivery carries, and the lease to ack it under.
+type Delivery struct {
+	ID          string
+	Source, Key string
+	Type        string
+	Attempt     int
+	Header      http.Header
+	Body        []byte
+	Token       string
+	LeaseExpiry time.Time
+	ReceivedAt  time.Time
+}
+
+// Take leases up to r.Max of destination's due deliveries, waiting up to
+// r.Wait for the first (less if ctx ends first): each is leased to this
+// consumer until its LeaseExpiry, then handed out again as its next
+// attempt if not acked. A held destination (paused, its rate spent, its
+// breaker open) hands nothing out.
+func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delivery, error) {
+	q := h.queue(destination)
+	if q == nil {
+		return nil, ErrUnknown
+	}
+	r.Max = min(max(r.Max, 1), MaxBatch)
+	r.Wait = min(max(r.Wait, 0), MaxWait)
+	if r.Lease <= 0 {
+		r.Lease = DefaultLease
+	}
+	q.mu.Lock()
+	q.pulling++
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.pulling--
+		q.lastPull = h.now()
+		q.mu.Unlock()
+	}()
+	h.wake()
+	wait := time.NewTimer(r.Wait)
+	defer wait.Stop()
+	if h.isHeld(destination) {
+		// Nothing goes out; the consumer waits as a long poll does.
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	}
+	var out []Delivery
+	var o *offer
+	select {
+	case o = <-q.offers:
+	case <-wait.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
+	gap := time.NewTimer(gather)
+	defer gap.Stop()
+	for o != nil {
+		if d, ok := q.lease(o, r, h.now()); ok {
+			out = append(out, d)
+		}
+		o = nil
+		if len(out) >= r.Max {
+			break
+		}
+		select {
+		case o = <-q.offers:
+		default:
+			gap.Reset(gather)
+			select {
+			case o = <-q.offers:
+			case <-gap.C:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return out, nil
+}
+
+// lease hands o to the pulling consumer until its lease ends (r.Lease,
+// cut to end before the attempt's deadline), and arms its expiry. An
+// attempt without time left for minLease is given back, uncounted.
+func (q *queue) lease(o *offer, r Request, now time.Time) (Delivery, bool) {
+	d := r.Lease
+	if !o.deadline.IsZero() {
+		d = min(d, o.deadline.Sub(now)-o.deadline.Sub(now)/10)
+	}
+	if d < minLease {
+		o.done <- deliver.Result{Kind: deliver.Released, After: -1}
+		return Delivery{}, false
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	q.mu.Lock()
+	o.token, o.consumer = token, r.Consumer
+	q.leased[o.id] = o
+	o.expiry = time.AfterFunc(d, func() { q.expire(o, token) })
+	q.mu.Unlock()
+	m := o.m
+	return Delivery{
+		ID: o.id, Source: m.Source, Key: m.Key, Type: m.Type, Attempt: m.Attempt,
+		Header: m.Header, Body: m.Body, Token: token, LeaseExpiry: now.Add(d), ReceivedAt: m.ReceivedAt,
+	}, true
+}
+
+// expire ends o's lease under token, unacked: a retry, its next attempt
+// after the destination's backoff.
+func (q *queue) expire(o *offer, token string) {
+	q.mu.Lock()
+	if q.leased[o.id] != o || o.token != token {
+		q.mu.Unlock()
+		return
+	}
+	delete(q.leased, o.id)
+	q.mu.Unlock()
+	o.done <- deliver.Result{Kind: deliver.Retry, After: -1, Error: fmt.Sprintf("consumer %s did not ack before its lease ended", o.consumerName())}
+}
+
+// Outcome is what a consumer says of one delivery: its local app's
+// answer (Status, with Retry-After on a 429 or a 503) or why there was
+// none (Error: a refused connection, a timeout), and how long it took.
+type Outcome struct {
+	Status     int
+	RetryAfter time.Duration // -1 or 0: none
+	Latency    time.Duration
+	Error      string
+	Response   string
+}
+
+// Ack ends the lease of delivery id under token with the consumer's
+// outcome, which the worker records as the attempt's: a 2xx delivered;
+// 400, 401, 403, 404, 410, 422 or a redirect permanent (a dead letter);
+// anything else, or an error without a status, retried with backoff
+// (Retry-After honoured on 429 and 503), as an HTTP destination's answer
+// is.
+func (h *Hub) Ack(destination, id, token string, out Outcome) (deliver.ResultKind, error) {
+	q := h.queue(destination)
+	if q == nil {
+		return 0, ErrUnknown
+	}
+	if out.Status == 0 && out.Error == "" {
+		return 0, fmt.Errorf("%w: give the local status, or the error when there was no answer", ErrInvalid)
+	}
+	if out.Status != 0 && (out.Status < 100 || out.Status > 599) {
+		return 0, fmt.Errorf("%w: status %d is not an HTTP status", ErrInvalid, out.Status)
+	}
+	q.mu.Lock()
+	o := q.leased[id]
+	switch {
+	case o == nil:
+		q.mu.Unlock()
+		return 0, ErrNoLease
+	case o.token != token:
+		q.mu.Unlock()
+		return 0, ErrStaleToken
+	}
+	delete(q.leased, id)
+	o.expiry.Stop()
+	q.mu.Unlock()
+	r := Classify(o.consumerName(), out)
+	o.done <- r
+	return r.Kind, nil
+}
+
+// Classify is a consumer's outcome as the worker records it: its status
+// classified as an HTTP destination's (deliver.ClassifyStatus), or a
+// retry for an error without a status; the response says which consumer
+// answered, in what time.
+func Classify(consumer string, out Outcome) deliver.Result {
+	var r deliver.Result
+	if out.Status == 0 {
+		r = deliver.Result{Kind: deliver.Retry, After: -1}
+	} else {
+		after := out.RetryAfter
+		if after <= 0 {
+			after = -1
+		}
+		r = deliver.ClassifyStatus(out.Status, after, "")
+	}
+	if out.Error != "" {
+		if r.Error != "" {
+			r.Error += ": "
+		}
+		r.Error += out.Error
+	}
+	if r.Error != "" {
+		r.Error = "consumer " + consumer + ": " + r.Error
+	}
+	r.Response = fmt.Sprintf("[consumer %s, %s] %s", consumer, out.Latency.Round(time.Millisecond), out.Response)
+	return r
+}
+
+// Destination names the pull destination a delivery id is leased from,
+// for an ack that names only the delivery: "" when none here holds it.
+func (h *Hub) Destination(id string) string {
+	for name, q := range *h.queues.Load() {
+		q.mu.Lock()
+		_, ok := q.leased[id]
+		q.mu.Unlock()
+		if ok {
+			return name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,160 @@
+package oncehook_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/deliver/pull"
+	"github.com/oncehook/oncehook/provider"
+)
+
+const (
+	pullToken  = "pull-token-0123456789abcdef"
+	pullSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+)
+
+// pullGateway serves a generic, unsigned source delivering to a pull
+// destination (laptop, signed with pullSecret) and to nothing else, with
+// fast retries; extra is more of the destination's fields.
+func pullGateway(t *testing.T, extra string) *gateway {
+	t.Helper()
+	return startGateway(t, `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens:
+    - {name: ops, token: `+opsToken+`}
+    - {name: dev, token: `+pullToken+`, pull: [laptop]}
+    - {name: ro, token: `+roToken+`, read_only: true}
+sources:
+  - name: shop
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    destinations: [laptop]
+  - name: ordered
+    preset: generic
+    unsigned: true
+    key: ["json:id"]
+    order: {entity: "json:entity", version: "json:v", mode: fifo}
+    destinations: [laptop]
+destinations:
+  - name: laptop
+    pull: {}
+    secret: `+pullSecret+`
+    retry: {max_attempts: 5, base_delay: 10ms, max_delay: 50ms}
+`+extra)
+}
+
+func postShop(t *testing.T, gw *gateway, id string) string {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"type":"order.paid","note":"caf\u00e9 \u2603"}`, id)
+	resp, err := http.Post(gw.URL+"/in/shop", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("post %s: %d", id, resp.StatusCode)
+	}
+	return body
+}
+
+// pullAll pulls until want deliveries came or within passed.
+func pullAll(t *testing.T, c *pull.Client, want int, within time.Duration, b pull.PullBody) []pull.WireDelivery {
+	t.Helper()
+	var out []pull.WireDelivery
+	deadline := time.Now().Add(within)
+	for len(out) < want && time.Now().Before(deadline) {
+		if b.Wait == "" {
+			b.Wait = "2s"
+		}
+		ds, err := c.Pull(context.Background(), "laptop", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ds...)
+	}
+	return out
+}
+
+// Invariant 26: a pulled delivery carries what a push carries (the body
+// byte for byte, the key, the signature), is acked with a classified
+// outcome, and a retry or an expired lease hands it out again as its next
+// attempt, under the same key.
+func TestPulledIsDeliveredLikePushed(t *testing.T) {
+	gw := pullGateway(t, "")
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	bodies := map[string]string{}
+	for i := range 3 {
+		id := "ev_" + strconv.Itoa(i)
+		bodies["shop:"+id] = postShop(t, gw, id)
+	}
+	ds := pullAll(t, c, 3, 20*time.Second, pull.PullBody{Max: 10, Lease: "30s"})
+	if len(ds) != 3 {
+		t.Fatalf("pulled %d deliveries, want 3", len(ds))
+	}
+	key, _ := provider.DecodeStandardSecret(pullSecret)
+	byKey := map[string]pull.WireDelivery{}
+	for _, d := range ds {
+		h := http.Header(d.Headers)
+		ik := h.Get("Idempotency-Key")
+		byKey[ik] = d
+		if string(d.Body) != bodies[ik] {
+			t.Errorf("%s: body %q, want %q byte for byte", ik, d.Body, bodies[ik])
+		}
+		if d.Attempt != 1 || h.Get("X-Oncehook-Attempt") != "1" || h.Get("X-Oncehook-Source") != "shop" || d.Token == "" {
+			t.Errorf("%s: attempt %d, headers %v, token %q", ik, d.Attempt, h, d.Token)
+		}
+		ts, _ := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
+		if want := provider.SignStandard(key, h.Get("webhook-id"), time.Unix(ts, 0), d.Body); h.Get("webhook-signature") != want {
+			t.Errorf("%s: signature %q, want %q (the destination's secret over the body)", ik, h.Get("webhook-signature"), want)
+		}
+	}
+	// Delivered, retried (a 503 from the local app), and a lease left to
+	// expire.
+	ok, retried := byKey["shop:ev_0"], byKey["shop:ev_1"]
+	if a, err := c.Ack(context.Background(), ok.ID, pull.AckBody{Token: ok.Token, Status: 200, Latency: "3ms"}); err != nil || a.Outcome != "delivered" {
+		t.Fatalf("ack 200: %+v %v", a, err)
+	}
+	// The same token again: the lease is gone.
+	var apiErr *pull.APIError
+	if _, err := c.Ack(context.Background(), ok.ID, pull.AckBody{Token: ok.Token, Status: 200}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.Body.Reason != "lease_unknown" {
+		t.Fatalf("second ack: %v, want 409 lease_unknown", err)
+	}
+	if _, err := c.Ack(context.Background(), retried.ID, pull.AckBody{Token: "not-the-token", Status: 200}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || apiErr.Body.Reason != "stale_token" {
+		t.Fatalf("ack with a wrong token: %v, want 409 stale_token", err)
+	}
+	if a, err := c.Ack(context.Background(), retried.ID, pull.AckBody{Token: retried.Token, Status: 503, Error: "local app down"}); err != nil || a.Outcome != "retry" {
+		t.Fatalf("ack 503: %+v %v", a, err)
+	}
+	again := pullAll(t, c, 1, 20*time.Second, pull.PullBody{Max: 10, Lease: "2s"})
+	if len(again) != 1 || again[0].ID != retried.ID || again[0].Attempt != 2 || http.Header(again[0].Headers).Get("Idempotency-Key") != "shop:ev_1" {
+		t.Fatalf("after a 503: %+v, want ev_1's attempt 2", again)
+	}
+	// ev_2 is still leased (30s): not handed out again meanwhile.
+	// Let attempt 2 of ev_1 expire (2s lease): it comes back as attempt 3.
+	third := pullAll(t, c, 1, 20*time.Second, pull.PullBody{Max: 10, Lease: "30s"})
+	if len(third) != 1 || third[0].ID != retried.ID || third[0].Attempt != 3 {
+		t.Fatalf("after an expired lease: %+v, want ev_1's attempt 3", third)
+	}
+	if string(third[0].Body) != bodies["shop:ev_1"] {
+		t.Fatalf("attempt 3's body %q", third[0].Body)
+	}
+	// 404: permanent, a dead letter, not handed out again.
+	if a, err := c.Ack(context.Background(), third[0].ID, pull.AckBody{Token: third[0].Token, Status: 404}); err != nil || a.Outcome != "permanent" {
+		t.Fatalf("ack 404: %+v %v", a, err)
+	}
+	left := byKey["shop:ev_2"]
+	if _, err := c.Ack(context.Background(), left.ID, pull.AckBody{Token: left.Token, Status: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if more, err := c.Pull(context.Background(), "laptop", pull.PullBody{Max: 10, Wait: "1s"}); err != nil || len(more) != 0 {
+		t.Fatalf("after every ack: %d more, %v", len(more), err)
+	}
+}
