@@ -27,7 +27,6 @@
 //   - stored:     the headline with -stored events already in the store
 //   - sweep:      the headline while -stored expired events are swept
 //   - pgsweep:    the same on PostgreSQL, against sweeping nothing
-//   - pgsweep:    the same on PostgreSQL, against sweeping nothing
 //   - postgres:   the headline on PostgreSQL, one gateway
 //   - postgres2:  the same with two gateways (replicas) on one database
 //   - pgnodest:   unique events on PostgreSQL with no destination
@@ -39,6 +38,9 @@
 //     alternating over 3 rounds: what they cost intake
 //   - operator:   the dashboard's overview and events list and the admin
 //     API's reads, one at a time, with -stored events in the store
+//   - search:     a search by content (events ?where=) over -stored events
+//     of 1 KiB: the default bound, every event, a time window (SQLite)
+//   - pgsearch:   the same on PostgreSQL
 //   - tracing:    the headline with OpenTelemetry tracing off and on (every
 //     request and attempt sampled, the batches dropped), alternating twice
 //   - order:      the headline with order per entity (Stripe's default:
@@ -124,7 +126,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added, and what they allocated with .relay.allocs and .gateway.allocs")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,order,tracing,transform (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,search,pgsearch,order,tracing,transform (the baselines always run)")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
@@ -480,6 +482,8 @@ func (b *bench) run(want func(string) bool) error {
 		{"effectspg", b.effectsPostgres},
 		{"rollups", b.rollups},
 		{"operator", b.operatorPages},
+		{"search", b.searchSQLite},
+		{"pgsearch", b.searchPostgres},
 		{"latency", one(b.latency)},
 		{"delivery", one(b.deliveryThroughput)},
 	} {
