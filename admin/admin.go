@@ -720,10 +720,7 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 			return Count{}, err
 		}
 		searched = &rep
-		q.IDs = make([]int64, len(found))
-		for i, e := range found {
-			q.IDs[i] = e.ID
-		}
+		q.IDs = found
 	}
 	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActReplayEvents, f.String())})
 	if errors.Is(err, store.ErrNotFound) {

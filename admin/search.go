@@ -103,7 +103,7 @@ func (f EventFilter) scan() (int, error) {
 // limit that filter matches (0: no limit), it has read scan events, or
 // none is left. next is the id to go on below: 0 when the search read to
 // the end.
-func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.Filter, scan, limit int) (found []store.EventSummary, rep Searched, next int64, err error) {
+func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.Filter, scan, limit int) (found []int64, rep Searched, next int64, err error) {
 	rep.Scan = scan
 	// The time window's start is read here, not in SQL: no index has the
 	// arrival time (one more on every insert of the hot path), and a
@@ -130,7 +130,7 @@ func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.
 			rep.Oldest = e.ReceivedAt.UTC()
 			in := route.Input{Body: e.Body, Header: e.Header}
 			if filter.Match(&in) {
-				found = append(found, e.EventSummary)
+				found = append(found, e.ID)
 				if limit > 0 && len(found) == limit {
 					rep.Matched = len(found)
 					rep.Message = fmt.Sprintf("read %d events, %d matched: a full page (the next page searches on from the cursor)", rep.Read, rep.Matched)
@@ -143,6 +143,10 @@ func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.
 		rep.Matched = len(found)
 		switch {
 		case len(batch) < q.Limit || past:
+			rep.Complete = true
+			rep.Message = fmt.Sprintf("read %d events, every one the other parameters select; %d matched", rep.Read, rep.Matched)
+			return found, rep, 0, nil
+		case rep.Read >= scan && !s.olderThan(ctx, q):
 			rep.Complete = true
 			rep.Message = fmt.Sprintf("read %d events, every one the other parameters select; %d matched", rep.Read, rep.Matched)
 			return found, rep, 0, nil
@@ -175,12 +179,28 @@ func (s *Service) searchEvents(ctx context.Context, f EventFilter, q store.Event
 	if err != nil {
 		return EventPage{}, err
 	}
-	page := EventPage{Events: make([]EventSummary, len(found)), Searched: &rep}
-	for i, e := range found {
+	// The page's summaries (state, deliveries), for the events found only.
+	var list []store.EventSummary
+	if len(found) > 0 {
+		if list, err = s.admin.ListEvents(ctx, store.EventQuery{IDs: found, Limit: len(found)}); err != nil {
+			return EventPage{}, err
+		}
+	}
+	page := EventPage{Events: make([]EventSummary, len(list)), Searched: &rep}
+	for i, e := range list {
 		page.Events[i] = summaryOf(e)
 	}
 	if next != 0 {
 		page.NextCursor = cursorOf(next)
 	}
 	return page, nil
+}
+
+// olderThan reports whether q selects an event below q.Before: whether a
+// search stopped by its bound left any unread (an error says yes, and the
+// search says to go on).
+func (s *Service) olderThan(ctx context.Context, q store.EventQuery) bool {
+	q.Limit = 1
+	older, err := s.admin.ListEvents(ctx, q)
+	return err != nil || len(older) > 0
 }

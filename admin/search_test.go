@@ -241,6 +241,11 @@ func TestSearchByContentFindsWhatTheFilterMatches(t *testing.T) {
 				t.Fatalf("the bounded search in steps found %d events, want %d, each once", len(got), want)
 			}
 
+			// A bound that ends exactly at the oldest event read them all.
+			if page, err := svc.Events(ctx, admin.EventFilter{Where: `{"body":{"type":"none"}}`, Scan: n}); err != nil || !page.Searched.Complete || page.NextCursor != "" {
+				t.Fatalf("a bound of every stored event: %+v, %v", page.Searched, err)
+			}
+
 			// A bad filter is refused, naming what is wrong.
 			for where, says := range map[string]string{
 				`{"body":{"amount":{"$bogus":1}}}`: "$bogus",

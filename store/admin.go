@@ -19,10 +19,11 @@ type Admin interface {
 	// ListEvents lists events newest first (by id), a page at a time: the
 	// next page is q with Before set to the last id.
 	ListEvents(ctx context.Context, q EventQuery) ([]EventSummary, error)
-	// EventContents is ListEvents with each event's forwarded headers and
-	// body (nil once dropped): what a search by content reads, a page at a
-	// time, newest first, one short read each, so that a long search holds
-	// no snapshot open.
+	// EventContents reads the events q selects as ListEvents lists them
+	// (newest first, paged by Before and Limit), each with its forwarded
+	// headers and body (nil once dropped): what a search by content
+	// reads, a page at a time, one short read each, so that a long search
+	// holds no snapshot open.
 	EventContents(ctx context.Context, q EventQuery) ([]EventContent, error)
 	// Event returns one event with its body, forwarded headers, and every
 	// delivery with every attempt, or ErrNotFound.
@@ -186,12 +187,15 @@ type EventSummary struct {
 	Deliveries  int
 }
 
-// EventContent is an event in a list with what a search by content
-// reads of it.
+// EventContent is what a search by content reads of an event: no more, so
+// that a search reads each row without the summary's subqueries (its
+// state, its deliveries), which ListEvents gives for what it found.
 type EventContent struct {
-	EventSummary
-	Header http.Header
-	Body   []byte
+	ID         int64
+	Source     string
+	ReceivedAt time.Time
+	Header     http.Header
+	Body       []byte
 }
 
 // EventDetail is one event, whole.

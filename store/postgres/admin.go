@@ -45,8 +45,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 func (s *Store) EventContents(ctx context.Context, q store.EventQuery) ([]store.EventContent, error) {
 	f := sqlstore.Events(q, s.dialect())
 	page := f.Page("e.id", q.Before, q.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
-		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers::text, `+bodyOf+`
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.source, e.received_at, e.headers::text, `+bodyOf+`
 		FROM events e `+withBody+` WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
 		return nil, unavailable("read events", err)
@@ -54,8 +53,8 @@ func (s *Store) EventContents(ctx context.Context, q store.EventQuery) ([]store.
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.EventContent, error) {
 		var e store.EventContent
 		var header string
-		err := row.Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &e.ReceivedAt, &e.ExpiresAt, &e.State, &e.Deliveries, &header, &e.Body)
-		e.ReceivedAt, e.ExpiresAt, e.Header = s.fromDB(e.ReceivedAt), s.fromDB(e.ExpiresAt), store.DecodeHeader(header)
+		err := row.Scan(&e.ID, &e.Source, &e.ReceivedAt, &header, &e.Body)
+		e.ReceivedAt, e.Header = s.fromDB(e.ReceivedAt), store.DecodeHeader(header)
 		return e, err
 	})
 	if err != nil {

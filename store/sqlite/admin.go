@@ -44,8 +44,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 func (s *Store) EventContents(ctx context.Context, q store.EventQuery) ([]store.EventContent, error) {
 	f := sqlstore.Events(q, dialect)
 	page := f.Page("e.id", q.Before, q.Limit)
-	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.key, e.type, e.keyless, e.content_type, `+bodySize+`, e.received_at, e.expires_at,
-		`+sqlstore.EventState+`, (SELECT COUNT(*) FROM deliveries d WHERE d.event_id = e.id), e.headers,
+	rows, err := s.read.QueryContext(ctx, `SELECT e.id, e.source, e.received_at, e.headers,
 		COALESCE((SELECT b.body FROM bodies b WHERE b.event_id = e.id), e.body)
 		FROM events e WHERE `+f.Where()+page, f.Args()...)
 	if err != nil {
@@ -55,12 +54,12 @@ func (s *Store) EventContents(ctx context.Context, q store.EventQuery) ([]store.
 	var out []store.EventContent
 	for rows.Next() {
 		var e store.EventContent
-		var received, expires int64
+		var received int64
 		var header string
-		if err := rows.Scan(&e.ID, &e.Source, &e.Key, &e.Type, &e.Keyless, &e.ContentType, &e.Size, &received, &expires, &e.State, &e.Deliveries, &header, &e.Body); err != nil {
+		if err := rows.Scan(&e.ID, &e.Source, &received, &header, &e.Body); err != nil {
 			return nil, unavailable("read events", err)
 		}
-		e.ReceivedAt, e.ExpiresAt, e.Header = fromMS(received), fromMS(expires), store.DecodeHeader(header)
+		e.ReceivedAt, e.Header = fromMS(received), store.DecodeHeader(header)
 		out = append(out, e)
 	}
 	return out, rows.Err()
