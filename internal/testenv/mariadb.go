@@ -69,18 +69,26 @@ func (m *MariaDB) Start() {
 	if err := m.cmd.Start(); err != nil {
 		m.t.Fatalf("start mariadbd: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	if err := listening(m.port, 30*time.Second); err != nil {
+		log, _ := os.ReadFile(filepath.Join(m.dir, "error.log"))
+		m.t.Fatalf("mariadbd on port %d did not start: %v\n%s", m.port, err, log)
+	}
+}
+
+// listening waits until a loopback port takes connections: a server a
+// test started is up.
+func listening(port int, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(m.port), 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(m.dir, "error.log"))
-			m.t.Fatalf("mariadbd on port %d did not start: %v\n%s", m.port, err, log)
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

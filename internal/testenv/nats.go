@@ -72,17 +72,8 @@ func (s *NATSServer) Start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start nats-server: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.port), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("nats-server on port %d did not start: %v", s.port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := listening(s.port, 10*time.Second); err != nil {
+		s.t.Fatalf("nats-server on port %d did not start: %v", s.port, err)
 	}
 }
 
