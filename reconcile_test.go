@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -53,22 +52,6 @@ func (r *alertReceiver) got() []string {
 		out = append(out, fmt.Sprint(a["kind"], " ", a["name"]))
 	}
 	return out
-}
-
-// publishTo is publish with a query (?reconcile=...).
-func publishTo(t *testing.T, gw *gateway, path, key, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, gw.APIURL+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+shopToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // sourceTotal is /v1/stats' total for source.
@@ -121,7 +104,7 @@ destinations:
 	for i := range n {
 		for _, src := range []string{"orders", "refunds"} {
 			k := fmt.Sprintf("%s-%d", src, i)
-			if status, got := publishTo(t, gw, "/v1/publish/"+src, k, body(k)); status != http.StatusAccepted {
+			if status, got := publish(t, gw, shopToken, src, k, body(k)); status != http.StatusAccepted {
 				t.Fatalf("publish %s: %d %s", k, status, got)
 			}
 		}
@@ -153,20 +136,20 @@ destinations:
 			if !p.Duplicate || !p.Republished {
 				t.Fatalf("PublishTx %s with Reconcile: %+v, want Duplicate and Republished", k, p)
 			}
-		} else if status, got := publishTo(t, gw, "/v1/publish/orders?reconcile=true", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"republished"`) {
+		} else if status, got := publish(t, gw, shopToken, "orders?reconcile=true", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"republished"`) {
 			t.Fatalf("reconcile %s: %d %s, want 200 republished", k, status, got)
 		}
 		k = fmt.Sprintf("refunds-%d", i)
-		if status, got := publishTo(t, gw, "/v1/publish/refunds", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+		if status, got := publish(t, gw, shopToken, "refunds", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
 			t.Fatalf("unmarked re-publish %s: %d %s, want 200 duplicate", k, status, got)
 		}
 	}
 	// A row whose publish was lost: new, so stored and delivered.
-	if status, got := publishTo(t, gw, "/v1/publish/orders?reconcile=true", "orders-lost", body("orders-lost")); status != http.StatusAccepted || !strings.Contains(got, `"status":"accepted"`) {
+	if status, got := publish(t, gw, shopToken, "orders?reconcile=true", "orders-lost", body("orders-lost")); status != http.StatusAccepted || !strings.Contains(got, `"status":"accepted"`) {
 		t.Fatalf("reconcile of a key never published: %d %s, want 202 accepted", status, got)
 	}
 	for _, q := range []string{"reconcile=maybe", "reconcile=true&reconcile=false"} {
-		if status, got := publishTo(t, gw, "/v1/publish/orders?"+q, "orders-x", body("x")); status != http.StatusBadRequest || !strings.Contains(got, `"field":"reconcile"`) {
+		if status, got := publish(t, gw, shopToken, "orders?"+q, "orders-x", body("x")); status != http.StatusBadRequest || !strings.Contains(got, `"field":"reconcile"`) {
 			t.Fatalf("?%s: %d %s, want 400 naming reconcile", q, status, got)
 		}
 	}
@@ -241,7 +224,7 @@ destinations:
 			// 100 orders published twice: 50% duplicates.
 			for i := range 2 * n {
 				k := fmt.Sprintf("ord-%d", i%n)
-				if status, got := publishTo(t, gw, "/v1/publish/orders", k, `{}`); status != http.StatusAccepted && status != http.StatusOK {
+				if status, got := publish(t, gw, shopToken, "orders", k, `{}`); status != http.StatusAccepted && status != http.StatusOK {
 					t.Fatalf("publish %s: %d %s", k, status, got)
 				}
 			}
