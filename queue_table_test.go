@@ -16,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/broker/table"
+	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
@@ -714,4 +717,38 @@ func TestTableSourceSurvivesItsMariaDBKilled(t *testing.T) {
 	sink.CheckEachOnce(t)
 	t.Logf("delivered 60 once; %d duplicates counted (rows whose delete the kill cut off)",
 		metric(t, gw, `oncehook_events_total{source="orders",verdict="duplicate"}`))
+}
+
+// A table source reads its row's id, type and aggregateid unless it says
+// otherwise: its own key:, type: and order.entity win, and a preset's
+// source (a table of a provider's events) keeps the preset's rules.
+func TestTableSourceDefaultRulesGiveWayToTheSources(t *testing.T) {
+	parse := func(src string) config.Source {
+		t.Helper()
+		cfg, err := oncehook.ParseConfig([]byte(`
+store: sqlite://./x.db
+sources:
+  - name: orders
+    consume: {table: {url: "postgres://127.0.0.1/test"}}
+    destinations: [app]
+`+src+`
+destinations: [{name: app, url: "http://127.0.0.1:9"}]
+`), func(string) (string, bool) { return "", false }, kinds.All())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Sources[0]
+	}
+	s := parse("    order: {}")
+	if fmt.Sprintf("%v %v %s", s.Key, s.Type, s.Order.Entity) != "[header:Outbox-Id] [header:Outbox-Type] header:Outbox-Aggregate-Id" {
+		t.Errorf("defaults: key %v type %v entity %q", s.Key, s.Type, s.Order.Entity)
+	}
+	s = parse("    key: [json:order_id]\n    type: [json:event]\n    order: {entity: json:customer}")
+	if fmt.Sprintf("%v %v %s", s.Key, s.Type, s.Order.Entity) != "[json:order_id] [json:event] json:customer" {
+		t.Errorf("the source's own: key %v type %v entity %q", s.Key, s.Type, s.Order.Entity)
+	}
+	s = parse("    preset: stripe\n    secrets: [whsec_x]")
+	if len(s.Key) != 0 || len(s.Type) != 0 {
+		t.Errorf("a stripe source's rules: key %v type %v, want the preset's (none written)", s.Key, s.Type)
+	}
 }

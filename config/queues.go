@@ -17,7 +17,7 @@ import (
 // and the broker's kind reads and checks what its block says (see
 // Checker), so a new broker is its own package and one registration line.
 type Consume struct {
-	// Broker is the kind the block names: nats, amqp, kafka.
+	// Broker is the kind the block names: nats, amqp, kafka, table.
 	Broker string
 	// Settings is the broker's block, read and checked by its kind: nil
 	// until the config is checked with a build's kinds (ParseWith,
@@ -60,8 +60,8 @@ type ConsumeSettings interface {
 // RuleDefaulter is a consume block whose messages carry their key, type
 // and order entity where its kind knows (a table's id, type and
 // aggregateid columns, handed over as headers): the rules a source that
-// names none of its own reads them by. A source's own key:, type: or
-// order.entity always wins.
+// names none of its own, and no preset, reads them by. A source's own
+// key:, type: or order.entity always wins.
 type RuleDefaulter interface {
 	DefaultRules() Rules
 }
@@ -76,10 +76,11 @@ type Rules struct {
 }
 
 // defaultRules gives s the rules its consume block names where s names
-// none of its own.
+// none of its own. A source with a provider's preset (a table of Stripe
+// events, verify: true) keeps the preset's: its key is the provider's.
 func (s *Source) defaultRules() {
 	d, ok := s.Consume.Settings.(RuleDefaulter)
-	if !ok {
+	if !ok || s.Preset != "generic" {
 		return
 	}
 	r := d.DefaultRules()
