@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,9 @@ type Alert struct {
 	Baseline  *float64  `json:"baseline,omitempty"`
 	Volume    int64     `json:"volume,omitempty"`
 	Message   string    `json:"message"`
+	// Resolved marks the one POST that says an alert told before has
+	// ended (its Hour is the hour it was told for).
+	Resolved bool `json:"resolved,omitempty"`
 }
 
 // Alerter runs the checks and remembers what fires.
@@ -91,6 +95,11 @@ type Alerter struct {
 
 	mu    sync.Mutex
 	state map[alertID]Alert // firing now
+	// seeded: state was read back from the ledger (what was told this
+	// hour or the last, before a restart), at the first check.
+	seeded bool
+	// ending are alerts that ended but whose end could not be told yet.
+	ending map[alertID]Alert
 }
 
 type alertID struct{ kind, scope, name string }
@@ -263,17 +272,41 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 	for _, al := range alerts {
 		next[alertID{al.Kind, al.Scope, al.Name}] = al
 	}
+	var errs []error
+	if !a.seeded && a.opts.Ledger != nil {
+		told, err := a.toldBefore(ctx, hour)
+		if err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		maps.Copy(a.state, told)
+		a.mu.Unlock()
+		a.seeded = true
+	}
 	a.mu.Lock()
 	prev := a.state
 	a.state = next
 	a.mu.Unlock()
-	for id := range prev {
+	for id, al := range prev {
 		if _, ok := next[id]; !ok {
 			a.firing.DeleteLabelValues(id.kind, id.scope, id.name)
-			a.opts.Logger.Info("alert resolved", "kind", id.kind, id.scope, id.name)
+			if a.ending == nil {
+				a.ending = map[alertID]Alert{}
+			}
+			a.ending[id] = al
 		}
 	}
-	var errs []error
+	for id, al := range a.ending {
+		if _, ok := next[id]; ok {
+			delete(a.ending, id) // firing again before its end was told
+			continue
+		}
+		if err := a.tellEnd(ctx, al); err != nil {
+			errs = append(errs, err) // kept: the next check tries again
+			continue
+		}
+		delete(a.ending, id)
+	}
 	for _, al := range alerts {
 		id := alertID{al.Kind, al.Scope, al.Name}
 		a.firing.WithLabelValues(al.Kind, al.Scope, al.Name).Set(1)
@@ -320,10 +353,83 @@ func (a *Alerter) tell(ctx context.Context, al Alert) error {
 	return nil
 }
 
+// tellEnd says once that al, told before, has ended (invariant 27: an
+// alert is sent once when its condition starts and once when it ends): an
+// Info line and a POST with resolved: true, an effect under its own key,
+// so that neither another replica nor a restart says it again.
+func (a *Alerter) tellEnd(ctx context.Context, al Alert) error {
+	end := Alert{Kind: al.Kind, Scope: al.Scope, Name: al.Name, Hour: al.Hour, Resolved: true,
+		Message: fmt.Sprintf("%s %s: %s alert resolved", al.Scope, al.Name, al.Kind)}
+	say := func(ctx context.Context) (json.RawMessage, error) {
+		a.opts.Logger.Info("alert resolved", "kind", al.Kind, al.Scope, al.Name)
+		return a.post(ctx, end)
+	}
+	if a.opts.Ledger == nil {
+		_, err := say(ctx)
+		return err
+	}
+	_, _, err := effect.Do(ctx, a.opts.Ledger, endKey(al), effect.ClaimOptions{Lease: 30 * time.Second},
+		func(ctx context.Context, _ effect.Claim) (json.RawMessage, error) { return say(ctx) })
+	var busy *effect.BusyError
+	if errors.As(err, &busy) {
+		return nil // another replica is telling it
+	}
+	if err != nil {
+		return fmt.Errorf("alert %s %s resolved: %w", al.Kind, al.Name, err)
+	}
+	return nil
+}
+
+// alertPrefix begins every alert's key in the effects ledger.
+const alertPrefix = "oncehook:alert:"
+
 // alertKey is al's key: the effect that tells it, and the POST's
 // Idempotency-Key.
 func alertKey(al Alert) string {
-	return fmt.Sprintf("oncehook:alert:%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
+	return fmt.Sprintf(alertPrefix+"%s:%s:%s:%s", al.Kind, al.Scope, al.Name, al.Hour.Format("2006-01-02T15"))
+}
+
+// endKey is the key of the effect that tells al's end.
+func endKey(al Alert) string {
+	return "oncehook:alert-resolved:" + strings.TrimPrefix(alertKey(al), alertPrefix)
+}
+
+// toldBefore reads back from the ledger the alerts told (done) for hour
+// or the hour before, the latest per alert: what a gateway that restarted
+// told before it stopped, so that it neither tells them again nor misses
+// telling their end.
+func (a *Alerter) toldBefore(ctx context.Context, hour time.Time) (map[alertID]Alert, error) {
+	out := map[alertID]Alert{}
+	after := alertPrefix
+	for range 100 { // 100 pages of 500: an alert's keys are one an hour, swept with the effects
+		recs, err := a.opts.Ledger.List(ctx, store.EffectQuery{State: store.EffectDone, After: after, Limit: 500})
+		if err != nil {
+			return nil, fmt.Errorf("alerts told before: %w", err)
+		}
+		for _, r := range recs {
+			if !strings.HasPrefix(r.Key, alertPrefix) {
+				return out, nil
+			}
+			parts := strings.Split(strings.TrimPrefix(r.Key, alertPrefix), ":")
+			if len(parts) < 4 {
+				continue
+			}
+			h, err := time.Parse("2006-01-02T15", parts[len(parts)-1])
+			if err != nil || !(h.Equal(hour) || h.Equal(hour.Add(-time.Hour))) {
+				continue
+			}
+			al := Alert{Kind: parts[0], Scope: parts[1], Name: strings.Join(parts[2:len(parts)-1], ":"), Hour: h}
+			id := alertID{al.Kind, al.Scope, al.Name}
+			if old, ok := out[id]; !ok || old.Hour.Before(h) {
+				out[id] = al
+			}
+		}
+		if len(recs) < 500 {
+			break
+		}
+		after = recs[len(recs)-1].Key
+	}
+	return out, nil
 }
 
 // post sends al to the configured URL (nothing without one), and says

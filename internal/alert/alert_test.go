@@ -162,7 +162,8 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// The next hour, the spike goes on: one more POST for it.
+	// The next hour, the spike goes on: one more POST for it; crm's dead
+	// letters stopped: one POST says its alert ended.
 	next := hour.Add(time.Hour)
 	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
 		{Hour: next, Scope: store.ScopeSource, Name: "stripe", Metric: "events.duplicate", Value: 300},
@@ -174,9 +175,41 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	check()
 	check()
 	mu.Lock()
-	defer mu.Unlock()
-	if len(posts) != 3 || posts[2].Name != "stripe" || !posts[2].Hour.Equal(next) || keys[2] == keys[0] && keys[2] == keys[1] {
+	if len(posts) != 4 {
 		t.Fatalf("posts after the hour turned: %+v", posts)
+	}
+	for i, p := range posts[2:] {
+		switch {
+		case p.Name == "stripe" && !p.Resolved && p.Hour.Equal(next) && keys[2+i] != keys[0] && keys[2+i] != keys[1]:
+		case p.Name == "crm" && p.Resolved && p.Kind == alert.KindDeadLetters && p.Hour.Equal(hour):
+		default:
+			t.Fatalf("posts after the hour turned: %+v", posts[2:])
+		}
+	}
+	mu.Unlock()
+
+	// The spike ends while the gateway is down; the gateway that starts
+	// finds it told (from the ledger) and says once that it ended.
+	later := next.Add(20 * time.Minute)
+	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
+		{Hour: next, Scope: store.ScopeSource, Name: "stripe", Metric: "events.accepted", Value: 5000},
+	}, Shard: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	set(later)
+	for range 3 {
+		restarted, err := alert.New(alert.Options{URL: hook.URL, Store: st, Ledger: ledger, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := restarted.Check(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("after the spike ended: %+v %v", got, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) != 5 || posts[4].Name != "stripe" || !posts[4].Resolved || !posts[4].Hour.Equal(next) {
+		t.Fatalf("posts after the spike ended across restarts: %+v", posts[4:])
 	}
 }
 
