@@ -51,7 +51,7 @@ func newOutboxTableAt(t testing.TB, kind, server string, via func(addr string) s
 	rand.Read(b[:])
 	o := &outboxTable{kind: kind, table: "outbox", url: server}
 	switch {
-	case kind == "postgres":
+	case kind == "postgres" && server == "":
 		o.url = testenv.Postgres(t)
 	case server == "":
 		o.url = testenv.MySQL(t)
@@ -672,51 +672,66 @@ func TestREADMETableSourceExampleKeysByIDTypeAndEntity(t *testing.T) {
 	}
 }
 
-// The table's database killed (kill -9 of a private mariadbd) right after
-// rows were committed, while the consumer takes them, then started again:
-// the source says it is away, HTTP intake answers meanwhile, and once the
+// The table's database killed (kill -9 of a private mariadbd, an
+// immediate shutdown of a private PostgreSQL) right after rows were
+// committed, while the consumer takes them, then started again: the
+// source says it is away, HTTP intake answers meanwhile, and once the
 // database is back every row, those written before the kill and after the
 // restart, is delivered once and deleted (a batch the kill cut short comes
 // back as duplicates).
-func TestTableSourceSurvivesItsMariaDBKilled(t *testing.T) {
-	m := testenv.StartMariaDB(t)
-	o := newOutboxTableAt(t, "mysql", m.URL, nil)
-	sink := testenv.NewSink(t)
-	gw := oncehooktest.Start(t, o.config(sink.URL, ", batch: 5"))
-	waitConnected(t, gw, true, 20*time.Second)
-	var before []outboxRow
-	for i := range 40 {
-		before = append(before, order(i))
+func TestTableSourceSurvivesItsDatabaseKilled(t *testing.T) {
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			var server interface {
+				Kill()
+				Start()
+			}
+			var o *outboxTable
+			if kind == "postgres" {
+				p := testenv.StartPostgres(t)
+				server, o = p, newOutboxTableAt(t, kind, p.URL, nil)
+			} else {
+				m := testenv.StartMariaDB(t)
+				server, o = m, newOutboxTableAt(t, kind, m.URL, nil)
+			}
+			sink := testenv.NewSink(t)
+			gw := oncehooktest.Start(t, o.config(sink.URL, ", batch: 5"))
+			waitConnected(t, gw, true, 20*time.Second)
+			var before []outboxRow
+			for i := range 40 {
+				before = append(before, order(i))
+			}
+			if err := o.insert(t, true, before...); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // the consumer is taking them
+			server.Kill()
+			st := waitConnected(t, gw, false, 60*time.Second)
+			if st.Error == "" {
+				t.Errorf("status while the database is down says no error: %+v", st)
+			}
+			if code := postHook(t, gw.URL+"/in/hooks", "h1"); code != 200 {
+				t.Errorf("a webhook answered %d while the table's database was down", code)
+			}
+			server.Start()
+			var after []outboxRow
+			for i := 40; i < 60; i++ {
+				after = append(after, order(i))
+			}
+			if !testenv.WaitFor(20*time.Second, func() bool { return o.insert(t, true, after...) == nil }) {
+				t.Fatal("could not insert after the restart")
+			}
+			waitConnected(t, gw, true, 60*time.Second)
+			// 60 rows, and the webhook.
+			if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == 61 && o.count(t, "") == 0 }) {
+				t.Fatalf("after the restart: %d of 61 delivered, %d rows left; %+v", len(sink.ByKey()), o.count(t, ""), gw.ConsumerStatus())
+			}
+			time.Sleep(300 * time.Millisecond)
+			sink.CheckEachOnce(t)
+			t.Logf("delivered 60 once; %d duplicates counted (rows whose delete the kill cut off)",
+				metric(t, gw, `oncehook_events_total{source="orders",verdict="duplicate"}`))
+		})
 	}
-	if err := o.insert(t, true, before...); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond) // the consumer is taking them
-	m.Kill()
-	st := waitConnected(t, gw, false, 60*time.Second)
-	if st.Error == "" {
-		t.Errorf("status while the database is down says no error: %+v", st)
-	}
-	if code := postHook(t, gw.URL+"/in/hooks", "h1"); code != 200 {
-		t.Errorf("a webhook answered %d while the table's database was down", code)
-	}
-	m.Start()
-	var after []outboxRow
-	for i := 40; i < 60; i++ {
-		after = append(after, order(i))
-	}
-	if !testenv.WaitFor(20*time.Second, func() bool { return o.insert(t, true, after...) == nil }) {
-		t.Fatal("could not insert after the restart")
-	}
-	waitConnected(t, gw, true, 60*time.Second)
-	// 60 rows, and the webhook.
-	if !testenv.WaitFor(60*time.Second, func() bool { return len(sink.ByKey()) == 61 && o.count(t, "") == 0 }) {
-		t.Fatalf("after the restart: %d of 61 delivered, %d rows left; %+v", len(sink.ByKey()), o.count(t, ""), gw.ConsumerStatus())
-	}
-	time.Sleep(300 * time.Millisecond)
-	sink.CheckEachOnce(t)
-	t.Logf("delivered 60 once; %d duplicates counted (rows whose delete the kill cut off)",
-		metric(t, gw, `oncehook_events_total{source="orders",verdict="duplicate"}`))
 }
 
 // A table source reads its row's id, type and aggregateid unless it says
