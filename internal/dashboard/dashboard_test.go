@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -534,5 +535,38 @@ func TestReplayingEveryEventFromThePageAsksForConfirmation(t *testing.T) {
 	}
 	if _, page := get(t, c, gw.APIURL+"/ui/events?source=stripe"); strings.Contains(page, `name="confirm"`) {
 		t.Fatalf("a filtered page asks for a confirmation:\n%s", page)
+	}
+}
+
+// A reconciliation pass's republished events are shown on the source's
+// card apart from its duplicates (invariant 27), in each language; the
+// duplicate rate does not count them.
+func TestSourceCardShowsRepublishedApartFromDuplicates(t *testing.T) {
+	gw := startGateway(t)
+	hour := time.Now().UTC().Truncate(time.Hour)
+	if _, err := gw.Store().Commit(context.Background(), store.Batch{Shard: "test", Stats: []store.StatDelta{
+		{Hour: hour, Scope: store.ScopeSource, Name: "stripe", Metric: "events.accepted", Value: 190},
+		{Hour: hour, Scope: store.ScopeSource, Name: "stripe", Metric: "events.republished", Value: 190},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := login(t, gw, token)
+	for lang, want := range map[string]string{"en": "Republished by a reconciliation pass", "pt-BR": "Republicados por uma reconciliação"} {
+		req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/ui/sources/stripe", nil)
+		req.Header.Set("Accept-Language", lang)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		page := string(b)
+		i := strings.Index(page, `data-test="republished"`)
+		if i < 0 || !strings.Contains(page[i:], want) || !strings.Contains(page[i:min(len(page), i+400)], "190") {
+			t.Fatalf("%s: no republished line with 190 on the source's page", lang)
+		}
+		if !strings.Contains(page, `data-test="rate-hour">0`) {
+			t.Errorf("%s: the hour's duplicate rate is not 0: %s", lang, page[strings.Index(page, `data-test="rate-hour"`):][:60])
+		}
 	}
 }
