@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/broker"
 	"github.com/oncehook/oncehook/broker/table"
 	"github.com/oncehook/oncehook/config"
@@ -484,6 +485,15 @@ func TestTableSourceSurvivesItsDatabaseGoingAway(t *testing.T) {
 			}
 			if ready := get(t, gw.URL+"/readyz"); !strings.Contains(ready, `"connected":false`) {
 				t.Errorf("/readyz does not say the table is away: %s", ready)
+			}
+			if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="table",source="orders"} 0`) {
+				t.Errorf("/metrics does not say the table is away:\n%s", grep(m, "broker"))
+			}
+			rep, err := gw.Admin().Doctor(t.Context(), "orders")
+			if err != nil || len(rep.Sources) != 1 || !slices.ContainsFunc(rep.Sources[0].Findings, func(f admin.Finding) bool {
+				return f.Kind == admin.FindingBrokerUnreachable && strings.Contains(f.Message, "table "+o.table)
+			}) {
+				t.Errorf("doctor: %+v %v: want broker_unreachable naming the table", rep, err)
 			}
 			// HTTP intake is another path: it answers as ever.
 			if code := postHook(t, gw.URL+"/in/hooks", "h1"); code != 200 {

@@ -64,12 +64,12 @@ func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, erro
 		if st, ok := consumers[name]; ok && !st.Connected {
 			// Unreachable, or reached without what it consumes (a stream or
 			// queue not there yet): the error says which.
-			msg := fmt.Sprintf("the consumer of %s is not consuming from its %s broker (since %s", st.Where, st.Kind, st.Since.UTC().Format(time.RFC3339))
+			msg := fmt.Sprintf("the %s consumer of %s is not consuming (since %s", st.Kind, st.Where, st.Since.UTC().Format(time.RFC3339))
 			if st.Error != "" {
 				msg += ": " + st.Error
 			}
 			d.Findings = append(d.Findings, Finding{Kind: FindingBrokerUnreachable, Fields: []string{}, Keys: []string{},
-				Message: msg + "); it reconnects with backoff, its messages wait in the broker, and HTTP intake is unaffected"})
+				Message: msg + "); it reconnects with backoff, what it consumes waits where it is (in the broker, or the table's rows in their table), and HTTP intake is unaffected"})
 		}
 		report.Sources = append(report.Sources, d)
 	}
