@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/deliver/pull"
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/provider"
 )
 
@@ -158,3 +164,70 @@ func TestPulledIsDeliveredLikePushed(t *testing.T) {
 		t.Fatalf("after every ack: %d more, %v", len(more), err)
 	}
 }
+
+// A consumer's token (pull: [laptop]) pulls and acks laptop's deliveries,
+// and gets 403 on every other route of the API and from every other
+// destination; a read-only or a publishing token may not pull.
+func TestPullTokenMayOnlyPullItsDestinations(t *testing.T) {
+	gw := pullGateway(t, "  - {name: app, url: http://127.0.0.1:9/}\n")
+	do := func(token, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, gw.APIURL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	routes := append(api.Routes(), effect.Routes()...)
+	routes = append(routes, oncehook.PublishRoute)
+	for _, r := range routes {
+		method, path, _ := strings.Cut(r, " ")
+		path = wildcard.ReplaceAllString(path, "laptop")
+		if status, b := do(pullToken, method, path, "{}"); status != http.StatusForbidden {
+			t.Errorf("%s %s with the consumer's token: %d %s, want 403", method, path, status, b)
+		}
+	}
+	for _, c := range []struct {
+		token, dest string
+		want        int
+	}{
+		{pullToken, "app", http.StatusForbidden},  // not a destination it names
+		{pullToken, "nope", http.StatusForbidden}, // nor one that does not exist
+		{roToken, "laptop", http.StatusForbidden}, // read-only
+		{pullToken, "laptop", http.StatusOK},
+		{opsToken, "laptop", http.StatusOK}, // a token that may change anything
+		{opsToken, "app", http.StatusNotFound},
+	} {
+		if status, b := do(c.token, http.MethodPost, "/v1/destinations/"+c.dest+"/pull", `{"wait":"0s"}`); status != c.want {
+			t.Errorf("pull %s with %s: %d %s, want %d", c.dest, c.token, status, b, c.want)
+		}
+	}
+	// An ack of a lease nobody holds: 409 to the consumer, 403 to the others.
+	if status, b := do(pullToken, http.MethodPost, "/v1/deliveries/dlv_x/ack", `{"token":"t","status":200}`); status != http.StatusConflict || !strings.Contains(b, "lease_unknown") {
+		t.Errorf("ack of no lease: %d %s, want 409 lease_unknown", status, b)
+	}
+	if status, b := do(roToken, http.MethodPost, "/v1/deliveries/dlv_x/ack", `{"token":"t","status":200}`); status != http.StatusForbidden {
+		t.Errorf("ack with the read-only token: %d %s, want 403", status, b)
+	}
+	// The dashboard's login refuses it.
+	form := url.Values{"token": {pullToken}, "next": {"/ui/"}}
+	req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", gw.APIURL)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Fatalf("dashboard login with the consumer's token: %d, cookies %v; want 403 and no session", resp.StatusCode, resp.Cookies())
+	}
+}
+
+// wildcard is a route's {name}.
+var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
