@@ -291,7 +291,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	}
 	// A pull destination nobody pulls from is held, as a paused one is
 	// (pull.Hub.Idle); a pull wakes the worker.
-	g.pulls = pull.New(pull.Options{Held: g.holds.Held, Wake: func() {
+	g.pulls = pull.New(pull.Options{Paused: g.holds.Paused, Wake: func() {
 		if g.worker != nil {
 			g.worker.Notify()
 		}

@@ -35,6 +35,7 @@ Usage:
   oncehook dead ls|retry|purge              list, retry and purge dead letters
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
+  oncehook listen DEST --forward-to URL    forward a pull destination's deliveries to a local app (--api URL --token T)
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
   oncehook reload --api URL --token T       a running gateway reads its config anew (as SIGHUP)
   oncehook doctor [--source S]              check that sources' keys look right
@@ -148,6 +149,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return destinations(ctx, args[1:], stdout, stderr)
 	case "order":
 		return order(ctx, args[1:], stdout, stderr)
+	case "listen":
+		return listen(ctx, args[1:], stdout, stderr)
 	case "stats":
 		return stats(ctx, args[1:], stdout, stderr)
 	case "reload":

@@ -80,7 +80,7 @@ var (
 type Hub struct {
 	now    func() time.Time
 	wake   func()
-	held   func() []string
+	paused func() []string
 	queues atomic.Pointer[map[string]*queue]
 	mu     sync.Mutex // Configure
 }
@@ -90,9 +90,11 @@ type Options struct {
 	// Wake is called when a destination becomes wanted (a pull came): the
 	// worker should lease its due deliveries now.
 	Wake func()
-	// Held names the destinations the holds hold now (paused, rate spent,
-	// breaker open): a pull hands nothing of theirs out.
-	Held func() []string
+	// Paused names the destinations an operator paused: a pull hands
+	// nothing of theirs out, not even what was offered before the pause.
+	// (Flow control, the rate and the breaker, admitted each offer
+	// before it was made.)
+	Paused func() []string
 	Now  func() time.Time
 }
 
@@ -104,10 +106,10 @@ func New(opts Options) *Hub {
 	if opts.Wake == nil {
 		opts.Wake = func() {}
 	}
-	if opts.Held == nil {
-		opts.Held = func() []string { return nil }
+	if opts.Paused == nil {
+		opts.Paused = func() []string { return nil }
 	}
-	h := &Hub{now: opts.Now, wake: opts.Wake, held: opts.Held}
+	h := &Hub{now: opts.Now, wake: opts.Wake, paused: opts.Paused}
 	h.queues.Store(&map[string]*queue{})
 	return h
 }
@@ -200,7 +202,7 @@ func (q *queue) wanted(now time.Time) bool {
 
 func (h *Hub) queue(name string) *queue { return (*h.queues.Load())[name] }
 
-func (h *Hub) isHeld(name string) bool { return slices.Contains(h.held(), name) }
+func (h *Hub) isPaused(name string) bool { return slices.Contains(h.paused(), name) }
 
 // Sender is destination name's deliver.Sender: each attempt is signed
 // with signingKey (nil: unsigned), as an HTTP destination's POST is, and
@@ -245,7 +247,7 @@ func (s *sender) Send(ctx context.Context, m *deliver.Message) deliver.Result {
 		case <-ctx.Done():
 			return deliver.Result{Kind: deliver.Released, After: -1}
 		case <-check.C:
-			if !q.wanted(s.hub.now()) || s.hub.isHeld(s.name) {
+			if !q.wanted(s.hub.now()) || s.hub.isPaused(s.name) {
 				return deliver.Result{Kind: deliver.Released, After: -1}
 			}
 			check.Reset(Linger)
@@ -315,8 +317,8 @@ type Delivery struct {
 // Take leases up to r.Max of destination's due deliveries, waiting up to
 // r.Wait for the first (less if ctx ends first): each is leased to this
 // consumer until its LeaseExpiry, then handed out again as its next
-// attempt if not acked. A held destination (paused, its rate spent, its
-// breaker open) hands nothing out.
+// attempt if not acked. A paused destination hands nothing out; its rate
+// and its breaker admitted each offer before it was made.
 func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delivery, error) {
 	q := h.queue(destination)
 	if q == nil {
@@ -339,7 +341,7 @@ func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delive
 	h.wake()
 	wait := time.NewTimer(r.Wait)
 	defer wait.Stop()
-	if h.isHeld(destination) {
+	if h.isPaused(destination) {
 		// Nothing goes out; the consumer waits as a long poll does.
 		select {
 		case <-wait.C:

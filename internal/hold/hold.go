@@ -136,6 +136,11 @@ func (h *Holds) Unconfigured(destination string) {
 	h.log.Warn("held: the destination is not in the config; its pending deliveries wait until it is configured again", "destination", destination)
 }
 
+// Paused returns the destinations an operator paused, in order (of the
+// reasons Held gives, the one that stops what is already leased from
+// going out: the others are flow control, which Admit applied to it).
+func (h *Holds) Paused() []string { return *h.paused.Load() }
+
 // Held returns the destinations whose deliveries wait now, in order.
 func (h *Holds) Held() []string {
 	paused, removed, flows := *h.paused.Load(), *h.removed.Load(), *h.flows.Load()

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/oncehook/oncehook/deliver/pull"
+)
+
+// listen is `oncehook listen DESTINATION --forward-to URL`: a pull
+// destination's deliveries, forwarded to a local app (pull.Listener).
+func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("listen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: oncehook listen DESTINATION --forward-to URL [--api URL --token T] [flags]\n\nForwards a pull destination's deliveries to a local app, one line each; the backlog and the retries wait in the gateway.")
+		fs.PrintDefaults()
+	}
+	forward := fs.String("forward-to", "", "the local app's URL, e.g. http://localhost:3000/webhooks (required)")
+	apiURL := fs.String("api", os.Getenv(apiEnv), "the gateway's API URL, e.g. https://hooks.example.com:8081 (or $"+apiEnv+")")
+	token := fs.String("token", "", "an API token that may pull from DESTINATION (default $"+tokenEnv+")")
+	fromNow := fs.Bool("from-now", false, "skip the backlog: what arrived before now is acked, not forwarded")
+	types := fs.String("type", "", "forward only these event types (comma-separated; order.* is a prefix); the others are acked, not forwarded")
+	printBody := fs.Bool("print-body", false, "print each delivery's body under its line")
+	batch := fs.Int("batch", 16, "deliveries per pull")
+	lease := fs.Duration("lease", pull.DefaultLease, "how long each delivery is leased before the gateway hands it out again")
+	journal := fs.String("journal", "", "the file that keeps answers not yet acked, across a kill (default: one per destination in the user's state folder)")
+	// Flags may come after the destination's name, as the usage shows.
+	var dest string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		dest, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if dest == "" && fs.NArg() > 0 {
+		dest = fs.Arg(0)
+	}
+	if dest == "" || *forward == "" {
+		fs.Usage()
+		return errUsage
+	}
+	if *apiURL == "" {
+		return fmt.Errorf("--api URL (or $%s): the gateway's API listener", apiEnv)
+	}
+	if *token == "" {
+		*token = os.Getenv(tokenEnv)
+	}
+	if *token == "" {
+		return fmt.Errorf("--token (or $%s): a token that may pull from %s", tokenEnv, dest)
+	}
+	if *journal == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		*journal = filepath.Join(dir, "oncehook", "listen-"+dest+".journal")
+	}
+	host, _ := os.Hostname()
+	l := &pull.Listener{
+		Client: pull.NewClient(*apiURL, *token, nil), Destination: dest, ForwardTo: *forward, Out: stdout,
+		FromNow: *fromNow, PrintBody: *printBody, Batch: *batch, Lease: *lease, Journal: *journal,
+		Consumer: fmt.Sprintf("%s/%d", host, os.Getpid()),
+	}
+	if *types != "" {
+		l.Types = strings.Split(*types, ",")
+	}
+	fmt.Fprintf(stdout, "%s  listening to %s at %s, forwarding to %s (Ctrl-C to stop; what is not acked waits in the gateway)\n",
+		time.Now().Format("2006-01-02 15:04:05"), dest, *apiURL, *forward)
+	err := l.Run(ctx)
+	var api *pull.APIError
+	if errors.As(err, &api) {
+		return fmt.Errorf("listen %s: %s", dest, api.Body.Error)
+	}
+	return err
+}
