@@ -29,8 +29,13 @@ const (
 	// maxWhere bounds a search's filter text (a filter is written by a
 	// person; MaxDepth bounds how it nests).
 	maxWhere = 64 << 10
-	// scanPage is how many events one read of the store returns.
-	scanPage = 500
+	// A read of the store returns scanBytes of bodies or so: its first
+	// firstPage events, then as many as the bodies read so far say fit,
+	// at most maxPage (1 KiB events: 2,000 a read; 1 MiB ones: 16), so a
+	// search holds a few MiB whatever its events weigh.
+	scanBytes = 16 << 20
+	firstPage = 32
+	maxPage   = 2000
 	// idSkew is how far before its newer neighbours' an event's arrival
 	// may be in id order: ids follow arrival but for a batch's commit, a
 	// replica's sequence, a publish inside a long transaction. A search
@@ -113,8 +118,9 @@ func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.
 	// once it is idSkew past from: a day's search reads about the day.
 	from := q.From
 	q.From = time.Time{}
+	var bodyBytes int64 // read so far
 	for {
-		q.Limit = min(scanPage, scan-rep.Read)
+		q.Limit = min(pageFor(rep.Read, bodyBytes), scan-rep.Read)
 		batch, err := s.admin.EventContents(ctx, q)
 		if err != nil {
 			return nil, rep, 0, err
@@ -122,6 +128,7 @@ func (s *Service) search(ctx context.Context, q store.EventQuery, filter *route.
 		past := false
 		for _, e := range batch {
 			rep.Read++
+			bodyBytes += int64(len(e.Body)) + 256 // and its row
 			q.Before = e.ID
 			if !from.IsZero() && e.ReceivedAt.Before(from) {
 				past = past || e.ReceivedAt.Before(from.Add(-idSkew))
@@ -203,4 +210,13 @@ func (s *Service) olderThan(ctx context.Context, q store.EventQuery) bool {
 	q.Limit = 1
 	older, err := s.admin.ListEvents(ctx, q)
 	return err != nil || len(older) > 0
+}
+
+// pageFor is how many events the next read of a search asks for, having
+// read n events of size bytes in all.
+func pageFor(n int, size int64) int {
+	if n == 0 {
+		return firstPage
+	}
+	return int(max(1, min(maxPage, scanBytes*int64(n)/max(size, 1))))
 }
