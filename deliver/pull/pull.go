@@ -95,7 +95,7 @@ type Options struct {
 	// (Flow control, the rate and the breaker, admitted each offer
 	// before it was made.)
 	Paused func() []string
-	Now  func() time.Time
+	Now    func() time.Time
 }
 
 // New returns an empty Hub: Configure names its destinations.
