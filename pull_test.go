@@ -2,14 +2,17 @@ package oncehook_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/deliver/pull"
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/provider"
 )
 
@@ -231,3 +235,81 @@ func TestPullTokenMayOnlyPullItsDestinations(t *testing.T) {
 
 // wildcard is a route's {name}.
 var wildcard = regexp.MustCompile(`\{[a-z]+\}`)
+
+// Invariant 16 through a pull: a FIFO source's entity is handed out one
+// delivery at a time, in order, however many a pull asks for and however
+// many the listener forwards at once.
+func TestPullKeepsEachFIFOEntitysOrder(t *testing.T) {
+	gw := pullGateway(t, "")
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Entity string `json:"entity"`
+			V      int    `json:"v"`
+		}
+		json.NewDecoder(r.Body).Decode(&ev)
+		mu.Lock()
+		seen[ev.Entity] = append(seen[ev.Entity], ev.V)
+		mu.Unlock()
+	}))
+	defer app.Close()
+	const entities, versions = 10, 5
+	for v := 1; v <= versions; v++ {
+		for e := range entities {
+			postOrdered(t, gw.URL+"/in/ordered", "e"+strconv.Itoa(e), v)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &pull.Listener{Client: pull.NewClient(gw.APIURL, pullToken, nil), Destination: "laptop", ForwardTo: app.URL,
+		Out: io.Discard, Batch: 128, Parallel: 16}
+	go l.Run(ctx)
+	if !testenv.WaitFor(30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, vs := range seen {
+			n += len(vs)
+		}
+		return n >= entities*versions
+	}) {
+		t.Fatalf("delivered %v", seen)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for e, vs := range seen {
+		for i, v := range vs {
+			if v != i+1 {
+				t.Fatalf("entity %s arrived in the order %v", e, vs)
+			}
+		}
+	}
+}
+
+// Invariant 14 through a pull: a paused destination hands nothing out,
+// and what waited is handed out once it is resumed.
+func TestPausedPullDestinationHandsNothingOut(t *testing.T) {
+	gw := pullGateway(t, "")
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	operate := func(action string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/v1/destinations/laptop/"+action, nil)
+		req.Header.Set("Authorization", "Bearer "+opsToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %v %v", action, resp, err)
+		}
+		resp.Body.Close()
+	}
+	operate("pause")
+	postShop(t, gw, "p1")
+	postShop(t, gw, "p2")
+	if ds, err := c.Pull(context.Background(), "laptop", pull.PullBody{Max: 10, Wait: "3s"}); err != nil || len(ds) != 0 {
+		t.Fatalf("paused: pulled %d, %v; want nothing", len(ds), err)
+	}
+	operate("resume")
+	if ds := pullAll(t, c, 2, 20*time.Second, pull.PullBody{Max: 10}); len(ds) != 2 || ds[0].Attempt != 1 {
+		t.Fatalf("resumed: pulled %+v, want both, first attempt", ds)
+	}
+}
