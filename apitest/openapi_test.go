@@ -7,6 +7,7 @@ package apitest
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/api"
+	"github.com/oncehook/oncehook/deliver/pull"
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
@@ -59,7 +61,7 @@ func TestSpecNamesEveryRouteAndNoOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := append(api.Routes(), effect.Routes()...)
-	served = append(served, oncehook.PublishRoute)
+	served = append(served, oncehook.PublishRoute, pull.PullRoute, pull.AckRoute)
 	served = append(served, oncehook.HealthRoutes()...)
 	sort.Strings(served)
 	inSpec := operations(t, spec)
@@ -107,7 +109,9 @@ sources:
      destinations: [app, {name: gone, types: ["order.*"]}]}
   - {name: shop, preset: generic, unsigned: true, key: ["json:id"], order: {entity: "json:order", version: "json:v", mode: fifo}, destinations: [gone]}
   - {name: orders, outbox: true}
+  - {name: dev, preset: generic, unsigned: true, key: ["json:id"], destinations: [laptop]}
 destinations:
+  - {name: laptop, pull: {}}
   - {name: app, url: ` + app.URL + `}
   - {name: gone, url: ` + failing.URL + `, retry: {max_attempts: 1}}
 `
@@ -194,6 +198,20 @@ destinations:
 	call("POST /v1/destinations/{name}/resume", "/v1/destinations/app/resume", "", 200)
 	call("POST /v1/destinations/{name}/breaker/open", "/v1/destinations/app/breaker/open", "", 200)
 	call("POST /v1/destinations/{name}/breaker/close", "/v1/destinations/app/breaker/close", "", 200)
+	post("/in/dev", `{"id":"d1","type":"x"}`)
+	pulled := call("POST /v1/destinations/{name}/pull", "/v1/destinations/laptop/pull", `{"max":10,"lease":"30s","wait":"10s"}`, 200)
+	var got struct {
+		Deliveries []struct{ ID, Token string }
+	}
+	if err := json.Unmarshal(pulled, &got); err != nil || len(got.Deliveries) != 1 {
+		t.Fatalf("pulled %s: %v", pulled, err)
+	}
+	d := got.Deliveries[0]
+	call("POST /v1/deliveries/{id}/ack", "/v1/deliveries/"+d.ID+"/ack", `{"token":"wrong","status":200}`, 409)
+	call("POST /v1/deliveries/{id}/ack", "/v1/deliveries/"+d.ID+"/ack", `{"token":"`+d.Token+`","status":200,"latency":"3ms"}`, 200)
+	call("POST /v1/deliveries/{id}/ack", "/v1/deliveries/"+d.ID+"/ack", `{"token":"`+d.Token+`","status":200}`, 409)
+	call("POST /v1/destinations/{name}/pull", "/v1/destinations/nope/pull", `{}`, 404)
+	call("POST /v1/destinations/{name}/pull", "/v1/destinations/laptop/pull", `{"lease":"soon"}`, 400)
 	call("GET /v1/audit", "/v1/audit?limit=5", "", 200)
 	call("GET /v1/doctor", "/v1/doctor", "", 200)
 	call("POST /v1/reload", "/v1/reload", "", 200)

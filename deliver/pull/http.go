@@ -102,6 +102,12 @@ func (h *Hub) ServePull(w http.ResponseWriter, r *http.Request) {
 	}
 	out := PullAnswer{Deliveries: make([]WireDelivery, len(ds))}
 	for i, d := range ds {
+		if d.Body == nil {
+			d.Body = []byte{} // "", not null
+		}
+		if d.Header == nil {
+			d.Header = http.Header{}
+		}
 		out.Deliveries[i] = WireDelivery{
 			ID: d.ID, Source: d.Source, Key: d.Key, Type: d.Type, Attempt: d.Attempt, Token: d.Token,
 			LeaseExpiresAt: d.LeaseExpiry.UTC(), ReceivedAt: d.ReceivedAt.UTC(), Headers: d.Header, Body: d.Body,
