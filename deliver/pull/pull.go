@@ -45,9 +45,9 @@ import (
 // ended: a consumer forwarding its batch pulls again within it.
 const Linger = 3 * time.Second
 
-// gather is how long a pull that has its first delivery waits for the
-// next, to fill its batch with what the worker is leasing at that moment.
-const gather = 10 * time.Millisecond
+// gather is how long after its first delivery a pull waits for more, to
+// fill its batch with what the worker is leasing at that moment.
+const gather = 5 * time.Millisecond
 
 // minLease is the shortest lease handed out: an attempt with less time
 // left is given back (released) rather than handed to a consumer that
@@ -358,6 +358,8 @@ func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delive
 	case <-ctx.Done():
 		return nil, nil
 	}
+	// The batch fills with what is offered within gather of the first:
+	// the worker leases a commit's worth at once.
 	gap := time.NewTimer(gather)
 	defer gap.Stop()
 	for o != nil {
@@ -370,13 +372,8 @@ func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delive
 		}
 		select {
 		case o = <-q.offers:
-		default:
-			gap.Reset(gather)
-			select {
-			case o = <-q.offers:
-			case <-gap.C:
-			case <-ctx.Done():
-			}
+		case <-gap.C:
+		case <-ctx.Done():
 		}
 	}
 	return out, nil
