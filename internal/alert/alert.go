@@ -190,6 +190,16 @@ func (a *Alerter) Firing(scope, name string) []string {
 func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 	now := a.opts.Now()
 	hour := now.UTC().Truncate(time.Hour)
+	alerts, err := a.conditions(ctx, now, hour)
+	if err != nil {
+		return nil, err
+	}
+	return alerts, a.notify(ctx, hour, alerts)
+}
+
+// conditions are the alerts that hold at now (in hour), read from the
+// rollups, the queues and the breakers.
+func (a *Alerter) conditions(ctx context.Context, now, hour time.Time) ([]Alert, error) {
 	rows, err := a.opts.Store.Rollups(ctx, store.RollupQuery{From: hour.Add(-7 * 24 * time.Hour), To: hour.Add(time.Hour)})
 	if err != nil {
 		return nil, err
@@ -267,7 +277,12 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 			Value: float64(b.Opens), Threshold: 1,
 			Message: fmt.Sprintf("destination %s: its circuit breaker is %s (%s): its deliveries are held, none dropped", name, b.State, b.Reason)})
 	}
+	return alerts, nil
+}
 
+// notify tells what changed since the last check: each alert that began
+// (once per alert and hour) and each that ended, and keeps the gauge.
+func (a *Alerter) notify(ctx context.Context, hour time.Time, alerts []Alert) error {
 	next := map[alertID]Alert{}
 	for _, al := range alerts {
 		next[alertID{al.Kind, al.Scope, al.Name}] = al
@@ -276,7 +291,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 	if !a.seeded && a.opts.Ledger != nil {
 		told, err := a.toldBefore(ctx, hour)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.mu.Lock()
 		maps.Copy(a.state, told)
@@ -321,7 +336,7 @@ func (a *Alerter) Check(ctx context.Context) ([]Alert, error) {
 			a.mu.Unlock()
 		}
 	}
-	return alerts, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // tell says al (the log's warning, oncehook_alerts_total, the POST) once
