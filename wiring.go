@@ -443,6 +443,9 @@ func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
 	dests := make([]admin.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		dests[i] = admin.Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target()}
+		if d.Pull != nil {
+			dests[i].Target = "POST /v1/destinations/" + d.Name + "/pull"
+		}
 	}
 	return sources, dests
 }

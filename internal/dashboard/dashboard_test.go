@@ -570,3 +570,31 @@ func TestSourceCardShowsRepublishedApartFromDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// A pull destination's row says what it is, and where its consumers take
+// its deliveries, in English and in Portuguese.
+func TestPullDestinationsRowSaysConsumersTakeItsDeliveries(t *testing.T) {
+	gw := oncehooktest.Start(t, `
+store: sqlite://$DIR/oncehook.db
+api: {tokens: [{name: ops, token: `+token+`}]}
+sources:
+  - {name: stripe, preset: stripe, secrets: [`+secret+`], destinations: [laptop]}
+destinations:
+  - {name: laptop, pull: {}}
+`)
+	c, _ := login(t, gw, token)
+	for lang, want := range map[string]string{"en": "Pull: its consumers take its deliveries", "pt-BR": "Pull: seus consumidores retiram as entregas"} {
+		req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/ui/destinations", nil)
+		req.Header.Set("Accept-Language", lang)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		row := regexp.MustCompile(`(?s)<tr data-destination="laptop">.*?</tr>`).FindString(string(b))
+		if !strings.Contains(row, `data-kind="pull"`) || !strings.Contains(row, want) || !strings.Contains(row, "POST /v1/destinations/laptop/pull") {
+			t.Fatalf("%s: the pull destination's row:\n%s", lang, row)
+		}
+	}
+}
