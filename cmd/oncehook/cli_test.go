@@ -245,7 +245,7 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		{"dead"}, {"dead", "ls"}, {"dead", "retry"}, {"dead", "purge"},
 		{"destinations"}, {"destinations", "ls"}, {"destinations", "pause"}, {"destinations", "resume"},
 		{"destinations", "open-breaker"}, {"destinations", "close-breaker"},
-		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"},
+		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"}, {"listen"},
 	}
 	subcommands := map[string][]string{
 		"events":       {"ls", "show", "replay", "deliver", "skip"},

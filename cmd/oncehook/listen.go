@@ -40,8 +40,12 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if dest == "" && fs.NArg() > 0 {
-		dest = fs.Arg(0)
+	rest := fs.Args()
+	if dest == "" && len(rest) > 0 {
+		dest, rest = rest[0], rest[1:]
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("listen takes one destination (got %q too)", rest[0])
 	}
 	if dest == "" || *forward == "" {
 		fs.Usage()
