@@ -46,6 +46,7 @@ sources:
     preset: generic
     unsigned: true
     key: ["json:id"]
+    type: ["json:type"]
     destinations: [laptop]
   - name: ordered
     preset: generic
@@ -311,5 +312,79 @@ func TestPausedPullDestinationHandsNothingOut(t *testing.T) {
 	operate("resume")
 	if ds := pullAll(t, c, 2, 20*time.Second, pull.PullBody{Max: 10}); len(ds) != 2 || ds[0].Attempt != 1 {
 		t.Fatalf("resumed: pulled %+v, want both, first attempt", ds)
+	}
+}
+
+// A rate-limited pull destination hands out at its rate, however much a
+// pull asks for.
+func TestRateLimitedPullDestinationHandsOutAtItsRate(t *testing.T) {
+	gw := pullGateway(t, "    rate: 2/s\n")
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	for i := range 10 {
+		postShop(t, gw, "r"+strconv.Itoa(i))
+	}
+	start := time.Now()
+	var n int
+	for time.Since(start) < 2*time.Second {
+		ds, err := c.Pull(context.Background(), "laptop", pull.PullBody{Max: 100, Wait: "500ms"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if _, err := c.Ack(context.Background(), d.ID, pull.AckBody{Token: d.Token, Status: 200}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n += len(ds)
+	}
+	// 2/s for about 2s, and the window's first slots: far from all 10.
+	if n < 1 || n > 7 {
+		t.Fatalf("%d handed out in 2s at 2/s", n)
+	}
+}
+
+// listen --from-now forwards nothing that arrived before it started, and
+// --type only the types it names; what it does not forward is acked, not
+// left to come back.
+func TestListenFromNowAndTypeForwardOnlyWhatTheyName(t *testing.T) {
+	gw := pullGateway(t, "")
+	var mu sync.Mutex
+	var got []string
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+	}))
+	defer app.Close()
+	postShop(t, gw, "before")
+	time.Sleep(50 * time.Millisecond)
+	var out testenv.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &pull.Listener{Client: pull.NewClient(gw.APIURL, pullToken, nil), Destination: "laptop", ForwardTo: app.URL,
+		Out: &out, FromNow: true, Types: []string{"order.*"}}
+	go l.Run(ctx)
+	time.Sleep(100 * time.Millisecond)
+	postShop(t, gw, "after") // type order.paid
+	resp, err := http.Post(gw.URL+"/in/shop", "application/json", strings.NewReader(`{"id":"other","type":"user.created"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !testenv.WaitFor(20*time.Second, func() bool { return strings.Count(out.String(), " attempt ") >= 3 }) {
+		t.Fatalf("listen said:\n%s", out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "shop:after" {
+		t.Fatalf("forwarded %v, want only shop:after; listen said:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), "skipped (--from-now)") || !strings.Contains(out.String(), "skipped (--type)") {
+		t.Fatalf("listen said:\n%s", out.String())
+	}
+	// Acked: nothing comes back.
+	cancel()
+	if ds, err := pull.NewClient(gw.APIURL, pullToken, nil).Pull(context.Background(), "laptop", pull.PullBody{Max: 10, Wait: "1s"}); err != nil || len(ds) != 0 {
+		t.Fatalf("after listen: %d more, %v", len(ds), err)
 	}
 }
