@@ -405,6 +405,9 @@ func listEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, asJ
 		// A header alone reads as a listing that broke; say what matched.
 		fmt.Fprintln(stdout, "no events match"+unknownNames(ctx, op, f.Source, ""))
 		searched(stdout, page.Searched)
+		if page.NextCursor != "" { // a search stopped by its bound goes on from here
+			fmt.Fprintf(stdout, "more: --cursor %s\n", page.NextCursor)
+		}
 		return nil
 	}
 	tw := table(stdout)

@@ -122,6 +122,11 @@ destinations:
 			if !strings.Contains(out, "evt_5") || strings.Contains(out, "evt_2") || !strings.Contains(out, "older ones were not read") || !strings.Contains(out, "more: --cursor c") {
 				t.Fatalf("events ls --where --scan 2 (%s):\n%s", how[0], out)
 			}
+			// Nothing found within the bound still says where to go on.
+			out = run(t, true, append([]string{"events", "ls", "--where", `{"body":{"id":"evt_0"}}`, "--scan", "2"}, how...)...)
+			if !strings.Contains(out, "no events match") || !strings.Contains(out, "more: --cursor c") {
+				t.Fatalf("events ls --where with nothing in its bound (%s):\n%s", how[0], out)
+			}
 			if out := run(t, false, append([]string{"events", "ls", "--where", `{"body":{"id":{"$bogus":1}}}`}, how...)...); !strings.Contains(out, "where") || !strings.Contains(out, "$bogus") {
 				t.Fatalf("a bad operator (%s):\n%s", how[0], out)
 			}
