@@ -168,6 +168,18 @@ func TestPulledIsDeliveredLikePushed(t *testing.T) {
 	if more, err := c.Pull(context.Background(), "laptop", pull.PullBody{Max: 10, Wait: "1s"}); err != nil || len(more) != 0 {
 		t.Fatalf("after every ack: %d more, %v", len(more), err)
 	}
+	// The attempts say which consumer answered, as the API shows them.
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		detail := apiGet(t, gw, "/v1/events?source=shop&key=ev_1")
+		m := regexp.MustCompile(`"id":(\d+)`).FindStringSubmatch(detail)
+		if m == nil {
+			return false
+		}
+		e := apiGet(t, gw, "/v1/events/"+m[1])
+		return strings.Contains(e, "consumer dev") && strings.Contains(e, "did not ack before its lease ended") && strings.Contains(e, `"dead"`)
+	}) {
+		t.Fatalf("ev_1's attempts do not name the consumer: %s", apiGet(t, gw, "/v1/events?source=shop&key=ev_1"))
+	}
 }
 
 // A consumer's token (pull: [laptop]) pulls and acks laptop's deliveries,
