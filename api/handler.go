@@ -185,6 +185,11 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 	}
 	for k, vs := range q {
 		if !slices.Contains(allowed, k) {
+			// Named as sent, but cut: a body pasted as a parameter's name
+			// (curl --data-urlencode @file) is not answered back whole.
+			if len(k) > 64 {
+				k = strings.ToValidUTF8(k[:64], "") + "..."
+			}
 			return nil, invalid(k, "unknown parameter; this endpoint takes %s", strings.Join(allowed, ", "))
 		}
 		if len(vs) > 1 {
