@@ -352,3 +352,32 @@ destinations: [{name: app, url: "http://x"}]`), env(nil), kinds.All())
 		}
 	}
 }
+
+// A pull destination has no url and no publish; its timeout defaults to
+// a minute (the delivery lease covers it); a token's pull: names pull
+// destinations only, and such a token does nothing else.
+func TestPullDestinationAndItsTokens(t *testing.T) {
+	cfg, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: generic, unsigned: true, key: ["json:id"], destinations: [laptop]}]
+destinations: [{name: laptop, pull: {}}, {name: app, url: "http://x"}]
+api:
+  tokens:
+    - {name: dev, token: "0123456789abcdef", pull: [laptop]}
+`), env(nil), kinds.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Destinations[0]; d.Kind() != "pull" || time.Duration(d.Timeout) != time.Minute || time.Duration(cfg.Delivery.Lease) < time.Minute {
+		t.Fatalf("pull destination %+v, lease %s", d, time.Duration(cfg.Delivery.Lease))
+	}
+	for bad, want := range map[string]string{
+		`destinations: [{name: laptop, pull: {}, url: "http://x"}]`:                                                                           "destinations[0].pull",
+		`destinations: [{name: laptop, url: "http://x"}]` + "\napi: {tokens: [{name: d, token: 0123456789abcdef, pull: [laptop]}]}":           `api.tokens[0].pull[0]: destination "laptop" is not a pull destination`,
+		`destinations: [{name: laptop, pull: {}}]` + "\napi: {tokens: [{name: d, token: 0123456789abcdef, pull: [nope]}]}":                    `no destination named "nope"`,
+		`destinations: [{name: laptop, pull: {}}]` + "\napi: {tokens: [{name: d, token: 0123456789abcdef, read_only: true, pull: [laptop]}]}": "api.tokens[0].pull",
+	} {
+		_, err := oncehook.ParseConfig([]byte("sources: [{name: s, preset: generic, unsigned: true, key: ['json:id'], destinations: [laptop]}]\n"+bad+"\n"), env(nil), kinds.All())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", bad, err, want)
+		}
+	}
+}
