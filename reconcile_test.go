@@ -60,22 +60,7 @@ func (r *alertReceiver) got() []string {
 // sourceTotal is /v1/stats' total for source.
 func sourceTotal(t *testing.T, gw *gateway, source string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, gw.APIURL+"/v1/stats?source="+source, nil)
-	req.Header.Set("Authorization", "Bearer "+opsToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var view struct {
-		Sources []struct {
-			Total map[string]any `json:"total"`
-		} `json:"sources"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil || len(view.Sources) != 1 {
-		t.Fatalf("stats of %s: %+v %v", source, view, err)
-	}
-	return view.Sources[0].Total
+	return testenv.SourceTotal(t, gw.APIURL, opsToken, source)
 }
 
 // Invariant 27: a reconciliation pass over N events already delivered,

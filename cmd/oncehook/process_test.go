@@ -41,19 +41,14 @@ func TestMain(m *testing.M) {
 		effectHolder() // a child of TestKilledEffectHolderIsTakenOverOnce
 		return
 	}
-	dir, err := os.MkdirTemp("", "oncehook-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "oncehook")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	var remove func()
+	var err error
+	if binary, remove, err = testenv.BuildOncehook("."); err != nil {
 		fmt.Fprintln(os.Stderr, "build oncehook:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
