@@ -65,7 +65,8 @@ func escapeKeyPart(b *strings.Builder, p string) {
 //     that no proxy trims or folds, and different keys stay different;
 //   - a result longer than MaxKeyLen becomes DigestPrefix + the hex SHA-256
 //     of the key, which is deterministic, so every copy of the event still
-//     gets the same key.
+//     gets the same key; a key that starts with DigestPrefix itself has that
+//     prefix's colon encoded (sha256%3A...), so it never meets a digest.
 //
 // A key that is already safe and short is returned unchanged.
 func SafeKey(key string) string {
@@ -89,6 +90,12 @@ func SafeKey(key string) string {
 	if len(enc) > MaxKeyLen {
 		sum := sha256.Sum256([]byte(key))
 		return DigestPrefix + hex.EncodeToString(sum[:])
+	}
+	if strings.HasPrefix(enc, DigestPrefix) {
+		// A key sent as "sha256:<64 hex>" would be the digest of some long
+		// key, and one would be answered as the other's duplicate: its
+		// colon is encoded (no raw key holds "%3A": % is itself encoded).
+		enc = DigestPrefix[:len(DigestPrefix)-1] + "%3A" + enc[len(DigestPrefix):]
 	}
 	return enc
 }

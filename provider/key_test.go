@@ -111,6 +111,11 @@ func TestSafeKey(t *testing.T) {
 		{"100%", "100%25"},
 		{"a%20b", "a%2520b"},
 		{strings.Repeat("k", MaxKeyLen), strings.Repeat("k", MaxKeyLen)},
+		// A key that looks like a digest is not one (found from outside:
+		// it was answered as the duplicate of the long key it names).
+		{DigestPrefix + "622b", "sha256%3A622b"},
+		{"sha256", "sha256"},
+		{"sha256%3A622b", "sha256%253A622b"},
 	}
 	for _, c := range cases {
 		if got := SafeKey(c.in); got != c.want {
@@ -123,6 +128,9 @@ func TestSafeKey(t *testing.T) {
 	}
 	if SafeKey(long+"x") == d {
 		t.Fatal("two long keys share a digest")
+	}
+	if SafeKey(d) == d {
+		t.Fatalf("the key %q, sent as it is, meets the digest of a long key", d)
 	}
 	// Percent-encoding can push a key over the limit.
 	if got := SafeKey(strings.Repeat("\n", MaxKeyLen/3+1)); !strings.HasPrefix(got, DigestPrefix) {
@@ -137,6 +145,7 @@ func FuzzSafeKey(f *testing.F) {
 		"evt_\xed\xa0\x80", "evt_\xed\xaf\xbf", "evt_\xed\xb0\x80", "evt_\ufffd", "evt_\xff", "evt_\U0001F600"} {
 		f.Add(s, s+"%")
 	}
+	f.Add(strings.Repeat("k", MaxKeyLen+1), SafeKey(strings.Repeat("k", MaxKeyLen+1)))
 	f.Add("evt_\xed\xa0\x80", "evt_\ufffd")
 	f.Add("evt_\xed\xb0\x80", "evt_\xed\xaf\xbf")
 	stripe, _ := New("stripe", Options{Secrets: []string{"s"}})
