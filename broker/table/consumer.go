@@ -391,6 +391,17 @@ func idBytes(id any) []byte {
 // a JSON object of strings is refused here, counted as intake counts its
 // own (malformed), and the row is moved aside.
 func (c *Consumer) take(ctx context.Context, held *receive.Held, r row) broker.Outcome {
+	// An empty id would make a keyless event, delivered again each time
+	// the row is written again; a NULL payload, an empty body. Neither is
+	// an event the user's code meant: moved aside, said why.
+	switch {
+	case len(r.key) == 0:
+		c.in.Release(held)
+		return c.in.Refuse(ctx, c.client(), http.StatusBadRequest, receive.ReasonMalformed, "id column: empty: each row needs an id of its own, its key")
+	case r.payload == nil:
+		c.in.Release(held)
+		return c.in.Refuse(ctx, c.client(), http.StatusBadRequest, receive.ReasonMalformed, "payload column: NULL")
+	}
 	h, err := headers(r.header)
 	if err != nil {
 		c.in.Release(held)
