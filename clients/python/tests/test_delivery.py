@@ -165,6 +165,12 @@ class Publish(unittest.TestCase):
             self.outbox.publish("orders", "pedido-ação", b"{}")
         self.assertEqual(cm.exception.field, "Idempotency-Key")
 
+    def test_a_header_with_a_line_break_is_the_clients_own_error(self):
+        # Found from outside: http.client's bare ValueError came through.
+        with self.assertRaises(InvalidError) as cm:
+            self.outbox.publish("orders", "ord_crlf", b"{}", headers={"X-Event-Type": "a\r\nX-Evil: 1"})
+        self.assertEqual(cm.exception.field, "headers")
+
     def test_refusals_name_the_apis_code(self):
         with self.assertRaises(NotFoundError) as cm:
             self.outbox.publish("nope", "k", b"{}")

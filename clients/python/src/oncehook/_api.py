@@ -83,6 +83,12 @@ class Api:
         if body is not None:
             h["Content-Type"] = "application/json"
         if headers:
+            for name, value in headers.items():
+                # http.client refuses a line break or a control byte with a
+                # bare ValueError: said here as the client's own error.
+                if any(c in str(name) + str(value) for c in "\r\n\0"):
+                    raise errors.InvalidError(
+                        f"header {name!r}: a line break or NUL cannot be sent in a header", field="headers")
             h.update(headers)
         try:
             conn.request(method, self._prefix + path, body=body, headers=h)
