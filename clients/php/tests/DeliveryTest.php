@@ -124,8 +124,10 @@ final class DeliveryTest
         // What a reconciliation pass sends for a row whose publish may have been lost: ?reconcile=true.
         $first = $this->outbox->publish('orders', 'ord_reconciled', ['event_name' => 'Purchase'], reconcile: true);
         Check::same(false, $first->isDuplicate(), "a key the gateway had not seen: {$first->status}");
-        Check::same(true, $this->outbox->publish('orders', 'ord_reconciled', ['event_name' => 'Purchase'], reconcile: true)->isDuplicate());
-        Check::same(true, $this->outbox->publish('orders', 'ord_reconciled', ['event_name' => 'Purchase'])->isDuplicate());
+        $again = $this->outbox->publish('orders', 'ord_reconciled', ['event_name' => 'Purchase'], reconcile: true);
+        Check::same(['republished', true, true], [$again->status, $again->isDuplicate(), $again->isRepublished()]);
+        $plain = $this->outbox->publish('orders', 'ord_reconciled', ['event_name' => 'Purchase']);
+        Check::same(['duplicate', true, false], [$plain->status, $plain->isDuplicate(), $plain->isRepublished()]);
     }
 
     public function testAKeyThatIsNotATokenIsSentQuotedAndReadAsTheSameKey(): void
