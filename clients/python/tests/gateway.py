@@ -19,6 +19,7 @@ import unittest
 from typing import Optional
 
 TOKEN = "tok_clients_python_0123456789"
+PULL_TOKEN = "tok_clients_python_pull_0123456789"  # pull: [laptop], and nothing else
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src")
@@ -67,12 +68,23 @@ api:
   listen: 127.0.0.1:0
   tokens:
     - {{name: ops, token: "{TOKEN}"}}
+    - {{name: dev, token: "{PULL_TOKEN}", pull: [laptop]}}
 sources:
   - name: orders
     outbox: true
     type: ["header:X-Event-Type"]
     destinations: [app]
+  - name: jobs
+    outbox: true
+    type: ["header:X-Event-Type"]
+    destinations: [laptop, other]
 destinations:
+  - name: laptop
+    pull: {{}}
+    secret: "{SECRET}"
+    retry: {{max_attempts: 5, base_delay: 100ms, max_delay: 200ms}}
+  - name: other
+    pull: {{}}
   - name: app
     url: "{sink_url}"
     secret: "{SECRET}"

@@ -70,10 +70,12 @@ class Api:
         return f"Api({self.url!r})"
 
     def request(self, method: str, path: str, body: Optional[bytes] = None,
-                headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Answer:
+                headers: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+                wait: float = 0.0) -> Answer:
         """Send one request and return its answer, whatever its status; raise
-        UnreachableError when no answer came within the timeout."""
-        t = self.timeout if timeout is None else max(min(timeout, self.timeout), 0.05)
+        UnreachableError when no answer came within the timeout (and ``wait``
+        more seconds, for a long poll that holds its answer that long)."""
+        t = (self.timeout if timeout is None else max(min(timeout, self.timeout), 0.05)) + max(wait, 0.0)
         if self._scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
                 self._host, self._port, timeout=t, context=ssl.create_default_context())
