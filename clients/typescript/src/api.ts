@@ -62,11 +62,12 @@ export class Api {
 
   /**
    * Send one request and return its answer, whatever its status; reject with
-   * UnreachableError when no answer came within the timeout.
+   * UnreachableError when no answer came within the timeout (and waitMs).
    */
-  async request(method: string, path: string, body?: string | Uint8Array, headers: Record<string, string> = {}, timeoutMs?: number): Promise<Answer> {
-    // Whole milliseconds: AbortSignal.timeout throws on a fraction.
-    const t = Math.ceil(timeoutMs === undefined ? this.timeoutMs : Math.max(Math.min(timeoutMs, this.timeoutMs), 50));
+  async request(method: string, path: string, body?: string | Uint8Array, headers: Record<string, string> = {}, timeoutMs?: number, waitMs = 0): Promise<Answer> {
+    // Whole milliseconds: AbortSignal.timeout throws on a fraction. waitMs
+    // more for a long poll, which holds its answer that long.
+    const t = Math.ceil((timeoutMs === undefined ? this.timeoutMs : Math.max(Math.min(timeoutMs, this.timeoutMs), 50)) + Math.max(waitMs, 0));
     const h: Record<string, string> = {
       authorization: `Bearer ${this.#token}`,
       "user-agent": `oncehook-node/${VERSION}`,

@@ -1,6 +1,7 @@
 /**
  * oncehook's client for Node: the effects ledger as one call, the outbox
- * over HTTP, and the check of a delivery's signature. No dependency.
+ * over HTTP, a pull destination's consumer, and the check of a delivery's
+ * signature. No dependency.
  *
  * ```ts
  * import { Ledger } from "oncehook";
@@ -20,5 +21,8 @@ export {
   DEFAULT_LEASE_MS, DEFAULT_WAIT_MS, Ledger, RawJSON, type Claim, type ClaimOptions, type Effect, type LedgerOptions,
   type OnceOptions,
 } from "./ledger.js";
+export {
+  Consumer, Outcome, type AckOutcome, type ConsumeOptions, type ConsumerOptions, type PullOptions, type PulledDelivery,
+} from "./pull.js";
 export { Outbox, formatKey, type PublishOptions, type Published } from "./outbox.js";
 export { DEFAULT_TOLERANCE_SEC, readDelivery, verifyDelivery, type Delivery, type HeadersLike, type VerifyOptions } from "./verify.js";

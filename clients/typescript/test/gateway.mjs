@@ -10,6 +10,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const TOKEN = "tok_clients_typescript_0123456789";
+/** A consumer's token: pull: [laptop], and nothing else. */
+export const PULL_TOKEN = "tok_clients_typescript_pull_0123456789";
 export const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CHECKOUT = join(HERE, "..", "..", "..");
@@ -48,12 +50,23 @@ api:
   listen: 127.0.0.1:0
   tokens:
     - {name: ops, token: "${TOKEN}"}
+    - {name: dev, token: "${PULL_TOKEN}", pull: [laptop]}
 sources:
   - name: orders
     outbox: true
     type: ["header:X-Event-Type"]
     destinations: [app]
+  - name: jobs
+    outbox: true
+    type: ["header:X-Event-Type"]
+    destinations: [laptop, other]
 destinations:
+  - name: laptop
+    pull: {}
+    secret: "${SECRET}"
+    retry: {max_attempts: 5, base_delay: 100ms, max_delay: 200ms}
+  - name: other
+    pull: {}
   - name: app
     url: "${sinkURL}"
     secret: "${SECRET}"

@@ -1,6 +1,9 @@
 // Compiled, not run (tsc -p test): the package's declarations as a user's
 // TypeScript sees them, through the package's own name.
-import { BusyError, Ledger, Outbox, Permanent, RawJSON, verifyDelivery, type Delivery, type Effect, type Published } from "oncehook";
+import {
+  BusyError, Consumer, Ledger, Outbox, Outcome, Permanent, RawJSON, verifyDelivery, type AckOutcome, type Delivery, type Effect,
+  type PulledDelivery, type Published,
+} from "oncehook";
 
 const ledger = new Ledger({ url: "http://127.0.0.1:8081", token: "t", leaseMs: 30_000 });
 
@@ -32,4 +35,18 @@ export async function reconcile(): Promise<boolean> {
 
 export function check(body: Uint8Array, headers: Record<string, string | string[] | undefined>): Delivery {
   return verifyDelivery(body, headers, ["whsec_a", "whsec_b"], { toleranceSec: 300 });
+}
+
+export async function consume(): Promise<void> {
+  const consumer = new Consumer({ name: "billing-1" });
+  const stop = new AbortController();
+  await consumer.consume("billing", async (d: PulledDelivery) => {
+    if (d.attempt > 3) return Outcome.permanent("gave up", { status: 410 });
+    return d.body.byteLength ? undefined : 204;
+  }, { max: 16, leaseMs: 30_000, waitMs: 20_000, signal: stop.signal });
+  const [d] = await consumer.pull("billing", { max: 1 });
+  if (d) {
+    const how: AckOutcome = await consumer.ack(d, Outcome.retry("db down", { afterMs: 30_000 }));
+    void how;
+  }
 }
