@@ -20,6 +20,7 @@ import (
 	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/idempotency"
 	"github.com/oncehook/oncehook/internal/alert"
+	"github.com/oncehook/oncehook/internal/alert/channel"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/hold"
@@ -248,6 +249,9 @@ func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args
 			fail("max_inflight_bytes", "%v", err)
 		}
 	}
+	// Each alert channel's kind checks what it needs (config checked each
+	// field's form).
+	channel.Check(cfg.Alerts, fail)
 	for i, d := range cfg.Destinations {
 		f := fmt.Sprintf("destinations[%d]", i)
 		if d.Secret != "" {

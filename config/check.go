@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/mail"
 	"net/url"
 	"regexp"
 	"slices"
@@ -291,6 +292,48 @@ func (c *Config) checkAlerts(fail failFunc) {
 	}
 	if c.Alerts.BaselineFloor < 0 || c.Alerts.BaselineFloor >= 1 {
 		fail("alerts.baseline_floor", "want a rate from 0 to 1")
+	}
+	names := map[string]bool{}
+	if c.Alerts.URL != "" {
+		names["url"] = true // alerts.url is the json channel "url"
+	}
+	for i, ch := range c.Alerts.Channels {
+		checkAlertChannel(fmt.Sprintf("alerts.channels[%d]", i), ch, names, fail)
+	}
+}
+
+// checkAlertChannel checks the form of each field a channel sets; which
+// fields its kind needs, and the kind itself, are the kind's to check
+// (internal/alert/channel, through the parts' check).
+func checkAlertChannel(f string, ch AlertChannel, names map[string]bool, fail failFunc) {
+	checkName(f+".name", ch.Name, names, fail)
+	if ch.Kind == "" {
+		fail(f+".kind", "required: json, slack, teams, discord or email")
+	}
+	if u, err := url.Parse(ch.URL); ch.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		// Not quoted: Slack's and Discord's secret is the URL's path.
+		fail(f+".url", "want an http:// or https:// URL")
+	}
+	checkHeaders(f+".headers", ch.Headers, fail)
+	s := ch.SMTP
+	if s.Host != "" && strings.ContainsAny(s.Host, ":/ ") {
+		fail(f+".smtp.host", "%q: want a host name or address alone (the port is smtp.port)", s.Host)
+	}
+	if s.Port < 0 || s.Port > 65535 {
+		fail(f+".smtp.port", "%d: want 1 to 65535 (default 587)", s.Port)
+	}
+	if s.From != "" {
+		if _, err := mail.ParseAddress(s.From); err != nil {
+			fail(f+".smtp.from", "%q: not an address (%v)", s.From, err)
+		}
+	}
+	for j, to := range s.To {
+		if _, err := mail.ParseAddress(to); err != nil {
+			fail(fmt.Sprintf("%s.smtp.to[%d]", f, j), "%q: not an address (%v)", to, err)
+		}
+	}
+	if s.Password != "" && s.Username == "" {
+		fail(f+".smtp.username", "required with a password")
 	}
 }
 

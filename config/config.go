@@ -179,8 +179,14 @@ type Stats struct {
 // set as a metric, and optionally POSTed (JSON) to URL, at most once per
 // source or destination and hour across every replica.
 type Alerts struct {
+	// URL and Headers are the first way alerts were sent, kept: a channel
+	// of kind json named "url", before Channels.
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
+	// Channels are where each alert issue's notices go (opened, reminder,
+	// resolved): a JSON POST, Slack, Microsoft Teams or Discord incoming
+	// webhooks, or email.
+	Channels []AlertChannel `yaml:"channels"`
 	// DuplicateFactor (default 3) times the baseline, with at least
 	// MinVolume events this hour (default 100); the baseline is never taken
 	// below BaselineFloor (default 0.02).
@@ -193,6 +199,37 @@ type Alerts struct {
 	OldestPending Duration `yaml:"oldest_pending"`
 	// Interval between checks (default 1m).
 	Interval Duration `yaml:"interval"`
+}
+
+// AlertChannel is one place alerts are sent. Which fields a kind reads
+// is the kind's to check (internal/alert/channel): the webhooks' kinds
+// (json, slack, teams, discord) a URL, json its Headers too, email SMTP.
+type AlertChannel struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"`
+	// URL is the webhook's URL; Slack's and Discord's hold their secret,
+	// so it is never logged whole.
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	SMTP    SMTP              `yaml:"smtp"`
+}
+
+// SMTP is the server an email channel sends through, and the message's
+// addresses.
+type SMTP struct {
+	Host string `yaml:"host"`
+	// Port defaults to 587 (submission, with STARTTLS).
+	Port     int    `yaml:"port"`
+	Username string `yaml:"username"`
+	// Password: write it as "${ENV}"; it is never logged.
+	Password string   `yaml:"password"`
+	From     string   `yaml:"from"`
+	To       []string `yaml:"to"`
+	// StartTLS (default true) upgrades the connection before anything
+	// else is said, and fails when the server does not offer it; false
+	// only for a relay on a trusted network (the password is then refused
+	// but to localhost, by net/smtp's own rule).
+	StartTLS *bool `yaml:"starttls"`
 }
 
 // Effects tunes the effects ledger.

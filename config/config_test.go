@@ -268,3 +268,35 @@ func TestHeadersNoRequestCanCarryAreRefused(t *testing.T) {
 		t.Fatalf("a header HTTP can carry: %v", err)
 	}
 }
+
+// An alert channel's fields are checked by their form, each error naming
+// its field; the password comes from the environment as any field does.
+func TestAlertChannelsFields(t *testing.T) {
+	const base = "sources: [{name: s, outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\n"
+	for _, c := range []struct{ text, field string }{
+		{`alerts: {channels: [{name: "a b", kind: slack, url: "https://x/"}]}`, "alerts.channels[0].name"},
+		{`alerts: {url: "https://x/", channels: [{name: url, kind: slack, url: "https://x/"}]}`, "alerts.channels[0].name"},
+		{`alerts: {channels: [{name: a, url: "https://x/"}]}`, "alerts.channels[0].kind"},
+		{`alerts: {channels: [{name: a, kind: slack, url: "ftp://x/"}]}`, "alerts.channels[0].url"},
+		{`alerts: {channels: [{name: a, kind: json, url: "https://x/", headers: {"X Y": z}}]}`, "alerts.channels[0].headers"},
+		{`alerts: {channels: [{name: a, kind: email, smtp: {host: "h:25", from: a@b.c, to: [d@e.f]}}]}`, "alerts.channels[0].smtp.host"},
+		{`alerts: {channels: [{name: a, kind: email, smtp: {host: h, port: 70000, from: a@b.c, to: [d@e.f]}}]}`, "alerts.channels[0].smtp.port"},
+		{`alerts: {channels: [{name: a, kind: email, smtp: {host: h, from: "not an address", to: [d@e.f]}}]}`, "alerts.channels[0].smtp.from"},
+		{`alerts: {channels: [{name: a, kind: email, smtp: {host: h, from: a@b.c, to: [d@e.f, "nope"]}}]}`, "alerts.channels[0].smtp.to[1]"},
+		{`alerts: {channels: [{name: a, kind: email, smtp: {host: h, password: x, from: a@b.c, to: [d@e.f]}}]}`, "alerts.channels[0].smtp.username"},
+		{`alerts: {channels: [{name: a, kind: email, smtp: {host: h, username: u, password: "${NOPE}", from: a@b.c, to: [d@e.f]}}]}`, "alerts.channels[0].smtp.password"},
+	} {
+		_, err := config.Parse([]byte(base+c.text), env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: err = %v, want an error naming %s", c.text, err, c.field)
+		}
+	}
+	cfg, err := config.Parse([]byte(base+`alerts: {channels: [{name: ops, kind: email, smtp: {host: smtp.example.com, username: u, password: "${SMTP_PASSWORD}", from: "oncehook <a@b.c>", to: [d@e.f], starttls: true}}]}`),
+		env(map[string]string{"SMTP_PASSWORD": "s3cret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Alerts.Channels[0].SMTP; s.Password != "s3cret" || s.StartTLS == nil || !*s.StartTLS {
+		t.Fatalf("smtp = %+v", s)
+	}
+}
