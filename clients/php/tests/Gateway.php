@@ -14,6 +14,8 @@ namespace Oncehook\Tests;
 final class Gateway
 {
     public const TOKEN = 'tok_clients_php_0123456789';
+    /** A consumer's token: pull: [laptop], and nothing else. */
+    public const PULL_TOKEN = 'tok_clients_php_pull_0123456789';
     public const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
     public const CHECKOUT = __DIR__ . '/../../..';
 
@@ -57,6 +59,7 @@ final class Gateway
         $this->dir = Files::tempDir('oncehook-gw-');
         register_shutdown_function([$this, 'close']); // even when the runner dies: no gateway left behind
         $token = self::TOKEN;
+        $pullToken = self::PULL_TOKEN;
         $secret = self::SECRET;
         file_put_contents("{$this->dir}/oncehook.yaml", <<<YAML
             listen: 127.0.0.1:0
@@ -65,12 +68,23 @@ final class Gateway
               listen: 127.0.0.1:0
               tokens:
                 - {name: ops, token: "{$token}"}
+                - {name: dev, token: "{$pullToken}", pull: [laptop]}
             sources:
               - name: orders
                 outbox: true
                 type: ["header:X-Event-Type"]
                 destinations: [app]
+              - name: jobs
+                outbox: true
+                type: ["header:X-Event-Type"]
+                destinations: [laptop, other]
             destinations:
+              - name: laptop
+                pull: {}
+                secret: "{$secret}"
+                retry: {max_attempts: 5, base_delay: 100ms, max_delay: 200ms}
+              - name: other
+                pull: {}
               - name: app
                 url: "{$sinkUrl}"
                 secret: "{$secret}"

@@ -75,13 +75,14 @@ final class Api
 
     /**
      * Send one request and return its answer, whatever its status; UnreachableException when no answer
-     * came within the timeout (the smaller of $timeout and the client's, at least 50 ms).
+     * came within the timeout (the smaller of $timeout and the client's, at least 50 ms; $timeout itself
+     * when $longPoll, for a pull that holds its answer up to its wait).
      *
      * @param array<string, string> $headers
      */
-    public function request(string $method, string $path, ?string $body = null, array $headers = [], ?float $timeout = null): Answer
+    public function request(string $method, string $path, ?string $body = null, array $headers = [], ?float $timeout = null, bool $longPoll = false): Answer
     {
-        $t = $timeout === null ? $this->timeout : max(min($timeout, $this->timeout), 0.05);
+        $t = $timeout === null ? $this->timeout : max($longPoll ? $timeout : min($timeout, $this->timeout), 0.05);
         $h = ['authorization' => 'Bearer ' . $this->token, 'user-agent' => 'oncehook-php/' . self::VERSION,
             'accept' => 'application/json', 'expect' => ''];
         if ($body !== null) {
