@@ -295,6 +295,7 @@ type Store interface {
 	Admin
 	Flow
 	Sessions
+	AlertIssues
 	Listener
 
 	// Commit applies a Batch in one transaction and returns only after it

@@ -78,6 +78,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"EffectTextIsKeptAsWritten", testEffectText},
 		{"EffectResetIsAuditedInItsTransaction", testEffectResetAudit},
 		{"SessionsEndAtLogoutAndExpiry", replicas(testSessions)},
+		{"AlertIssueOpensOnceAndLivesItsLife", replicas(testAlertIssues)},
 		{"CopiesAreCountedOnTheirEvents", testCopies},
 		{"EffectOneOwnerAmongManyClaimers", replicas(testEffectRace)},
 		{"EffectReconciliationListAndSweep", testEffectList},

@@ -246,3 +246,29 @@ func FirstDelivered(started time.Time, durationMS int64, status int, response, s
 	return &store.AttemptRecord{Attempt: 1, StartedAt: started, Duration: time.Duration(durationMS) * time.Millisecond,
 		StatusCode: status, Outcome: store.OutcomeDelivered.String(), Response: response, ScriptDigest: script, SentDigest: sent}
 }
+
+// IssueColumns are an alert issue's columns in the order ScanIssue's
+// caller reads them (both backends).
+const IssueColumns = `id, kind, scope, name, state, opened_at, acknowledged_at, acknowledged_by, resolved_at, resolved_by,
+	figures, notified, notices, last_notified_at`
+
+// IssueFilter is the WHERE clause of q (store.IssueQuery) and its page's
+// end, in d.
+func IssueFilter(q store.IssueQuery, d Dialect) *Filter {
+	f := NewFilter(d)
+	if len(q.States) > 0 {
+		ph := make([]string, len(q.States))
+		args := make([]any, len(q.States))
+		for i, st := range q.States {
+			ph[i], args[i] = "?", st
+		}
+		f.Add("state IN ("+strings.Join(ph, ", ")+")", args...)
+	}
+	if q.Unnotified {
+		f.Add("state = ? AND notified NOT IN ('', ?)", store.IssueResolved, store.NoticeResolved)
+	}
+	if q.Before > 0 {
+		f.Add("id < ?", q.Before)
+	}
+	return f
+}
