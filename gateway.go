@@ -332,7 +332,11 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	g.effects = effect.New(g.store, effectOptions(cfg, g.committer.Effects))
 
 	samples := admin.NewSamples(100, 64<<10)
-	if g.alerts, err = alert.New(alertOptions(cfg, g.store, g.effects, g.metrics, log.With("component", "alerts"))); err != nil {
+	alertOpts, err := alertOptions(cfg, g.store, g.effects, g.metrics, log.With("component", "alerts"))
+	if err != nil {
+		return err
+	}
+	if g.alerts, err = alert.New(alertOpts); err != nil {
 		return err
 	}
 	sources, dests := catalog(cfg)

@@ -151,14 +151,20 @@ func effectOptions(cfg *config.Config, commit func(context.Context, []store.Effe
 	}
 }
 
-func alertOptions(cfg *config.Config, st store.Store, ledger *effect.Local, m *metrics.Metrics, log *slog.Logger) alert.Options {
+// alertOptions are the alerter's, its channels built from alerts.url and
+// alerts.channels.
+func alertOptions(cfg *config.Config, st store.Store, ledger *effect.Local, m *metrics.Metrics, log *slog.Logger) (alert.Options, error) {
 	a := cfg.Alerts
+	channels, err := channel.FromConfig(a, channel.Deps{})
+	if err != nil {
+		return alert.Options{}, fmt.Errorf("alerts: %w", err)
+	}
 	return alert.Options{
-		URL: a.URL, Headers: a.Headers,
+		Channels: channels, RemindAfter: time.Duration(a.RemindAfter),
 		DuplicateFactor: a.DuplicateFactor, MinVolume: a.MinVolume, BaselineFloor: a.BaselineFloor,
 		DeadLetters: a.DeadLetters, OldestPending: time.Duration(a.OldestPending), Interval: time.Duration(a.Interval),
 		Store: st, Ledger: ledger, Registerer: m.Registry, Logger: log,
-	}
+	}, nil
 }
 
 // parts are what a config builds beyond its plain data: intake's sources

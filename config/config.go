@@ -199,6 +199,9 @@ type Alerts struct {
 	OldestPending Duration `yaml:"oldest_pending"`
 	// Interval between checks (default 1m).
 	Interval Duration `yaml:"interval"`
+	// RemindAfter, when set, notifies an issue still open and not
+	// acknowledged again after this long without a notice (default: never).
+	RemindAfter Duration `yaml:"remind_after"`
 }
 
 // AlertChannel is one place alerts are sent. Which fields a kind reads

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,13 +20,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/alert"
+	"github.com/oncehook/oncehook/internal/alert/channel"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
-// A duplicate spike against the trailing baseline raises exactly one alert
-// POST per source and hour, even with two replicas checking every minute;
+// A duplicate spike against the trailing baseline opens one issue,
+// notified once, even with two replicas checking every minute and six
+// restarts; its end is notified once, across restarts too (invariant 27);
 // quiet sources and steady high rates do not alert.
 func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	ctx := context.Background()
@@ -55,22 +59,7 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	var posts []alert.Alert
-	var keys []string
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var a alert.Alert
-		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &a); err != nil {
-			t.Errorf("alert body %s: %v", body, err)
-		}
-		mu.Lock()
-		posts = append(posts, a)
-		keys = append(keys, r.Header.Get("Idempotency-Key"))
-		mu.Unlock()
-	}))
-	defer hook.Close()
-
+	rx := newReceiver(t)
 	var clock atomic.Pointer[time.Time]
 	set := func(t time.Time) { clock.Store(&t) }
 	now := func() time.Time { return *clock.Load() }
@@ -79,7 +68,7 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	replicas := make([]*alert.Alerter, 2)
 	for i := range replicas {
-		opts := alert.Options{URL: hook.URL, Store: st, Ledger: ledger, Now: now}
+		opts := alert.Options{Channels: rx.channels(t), Store: st, Ledger: ledger, Now: now}
 		if i == 0 {
 			opts.Registerer = reg
 		}
@@ -114,34 +103,36 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 			t.Fatalf("at :%02d firing %+v", m, firing)
 		}
 	}
-	mu.Lock()
-	if len(posts) != 2 || posts[0].Name+posts[1].Name != "stripecrm" && posts[0].Name+posts[1].Name != "crmstripe" {
-		t.Fatalf("posts in the hour: %+v", posts)
+	got := rx.notices()
+	if len(got) != 2 || got[0].Event != "opened" || got[1].Event != "opened" || got[0].Name+got[1].Name != "stripecrm" && got[0].Name+got[1].Name != "crmstripe" {
+		t.Fatalf("notices in the hour: %+v", got)
 	}
-	var dup alert.Alert
-	for _, p := range posts {
+	var dup notice
+	for _, p := range got {
 		if p.Kind == alert.KindDuplicateRate {
 			dup = p
 		}
 	}
-	if dup.Baseline == nil || math.Abs(*dup.Baseline-10.0/510) > 1e-9 || dup.Threshold != 0.06 || dup.Value != 0.4 || dup.Volume != 500 || !dup.Hour.Equal(hour) || !strings.Contains(dup.Message, "40.0%") {
-		t.Fatalf("alert %+v", dup)
+	if dup.Baseline == nil || math.Abs(*dup.Baseline-10.0/510) > 1e-9 || dup.Threshold != 0.06 || dup.Value != 0.4 || dup.Volume != 500 || !strings.Contains(dup.Message, "40.0%") || dup.Issue == "" {
+		t.Fatalf("notice %+v", dup)
 	}
-	mu.Unlock()
 	if got := firingSum(t, reg); got != 2 {
 		t.Fatalf("oncehook_alert_firing sums to %v", got)
+	}
+	if told := sumOf(t, reg, "oncehook_alerts_total"); told > 2 {
+		t.Fatalf("oncehook_alerts_total %v on one of two replicas; want at most the 2 notices", told)
 	}
 	if f := replicas[0].Firing(store.ScopeSource, "stripe"); len(f) != 1 || f[0] != alert.KindDuplicateRate {
 		t.Fatalf("Firing: %v", f)
 	}
 
-	// A gateway restarted within the hour (a new Alerter on the same
-	// store, six times over) finds the alerts it told before it stopped:
-	// firing still, but neither POSTed, logged nor counted again.
+	// A gateway restarted (a new Alerter on the same store, six times
+	// over) finds the issues open and notified: firing still, but
+	// neither notified, logged nor counted again.
 	for i := range 6 {
 		var logged bytes.Buffer
 		reg := prometheus.NewRegistry()
-		restarted, err := alert.New(alert.Options{URL: hook.URL, Store: st, Ledger: ledger, Now: now, Registerer: reg,
+		restarted, err := alert.New(alert.Options{Channels: rx.channels(t), Store: st, Ledger: ledger, Now: now, Registerer: reg,
 			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -156,14 +147,12 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 			t.Fatalf("start %d told the alerts again: oncehook_alerts_total %v, log:\n%s", i+2, told, logged.String())
 		}
 	}
-	mu.Lock()
-	if len(posts) != 2 {
-		t.Fatalf("posts after six restarts within the hour: %d, want the 2 told before", len(posts))
+	if got := rx.notices(); len(got) != 2 {
+		t.Fatalf("notices after six restarts: %d, want the 2 told before", len(got))
 	}
-	mu.Unlock()
 
-	// The next hour, the spike goes on: one more POST for it; crm's dead
-	// letters stopped: one POST says its alert ended.
+	// The next hour, the spike goes on: the same issue, nothing told;
+	// crm's dead letters stopped: one notice says its issue resolved.
 	next := hour.Add(time.Hour)
 	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
 		{Hour: next, Scope: store.ScopeSource, Name: "stripe", Metric: "events.duplicate", Value: 300},
@@ -174,22 +163,13 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	set(next.Add(5 * time.Minute))
 	check()
 	check()
-	mu.Lock()
-	if len(posts) != 4 {
-		t.Fatalf("posts after the hour turned: %+v", posts)
+	got = rx.notices()
+	if len(got) != 3 || got[2].Name != "crm" || got[2].Event != "resolved" || !got[2].Resolved || got[2].By != "" || got[2].Kind != alert.KindDeadLetters {
+		t.Fatalf("notices after the hour turned: %+v", got)
 	}
-	for i, p := range posts[2:] {
-		switch {
-		case p.Name == "stripe" && !p.Resolved && p.Hour.Equal(next) && keys[2+i] != keys[0] && keys[2+i] != keys[1]:
-		case p.Name == "crm" && p.Resolved && p.Kind == alert.KindDeadLetters && p.Hour.Equal(hour):
-		default:
-			t.Fatalf("posts after the hour turned: %+v", posts[2:])
-		}
-	}
-	mu.Unlock()
 
 	// The spike ends while the gateway is down; the gateway that starts
-	// finds it told (from the ledger) and says once that it ended.
+	// finds its issue open in the store, resolves it and says so once.
 	later := next.Add(20 * time.Minute)
 	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
 		{Hour: next, Scope: store.ScopeSource, Name: "stripe", Metric: "events.accepted", Value: 5000},
@@ -198,7 +178,7 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 	}
 	set(later)
 	for range 3 {
-		restarted, err := alert.New(alert.Options{URL: hook.URL, Store: st, Ledger: ledger, Now: now})
+		restarted, err := alert.New(alert.Options{Channels: rx.channels(t), Store: st, Ledger: ledger, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,11 +186,142 @@ func TestDuplicateSpikeAlertsOncePerHour(t *testing.T) {
 			t.Fatalf("after the spike ended: %+v %v", got, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(posts) != 5 || posts[4].Name != "stripe" || !posts[4].Resolved || !posts[4].Hour.Equal(next) {
-		t.Fatalf("posts after the spike ended across restarts: %+v", posts[4:])
+	got = rx.notices()
+	if len(got) != 4 || got[3].Name != "stripe" || got[3].Event != "resolved" || got[3].Issue != dup.Issue {
+		t.Fatalf("notices after the spike ended across restarts: %+v", got[3:])
 	}
+	issues, err := st.Issues(ctx, store.IssueQuery{})
+	if err != nil || len(issues) != 2 || issues[0].State != store.IssueResolved || issues[1].State != store.IssueResolved {
+		t.Fatalf("issues: %+v %v", issues, err)
+	}
+}
+
+// An open issue is reminded of once per quiet period; an acknowledged
+// one is told nothing more until it resolves, and its resolution (by an
+// operator here) is told once, naming who resolved it.
+func TestReminderAndAcknowledgement(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "o.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hour := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
+	if _, err := st.Commit(ctx, store.Batch{Stats: []store.StatDelta{
+		{Hour: hour, Scope: store.ScopeDestination, Name: "crm", Metric: "attempts.dead", Value: 12},
+		{Hour: hour, Scope: store.ScopeDestination, Name: "erp", Metric: "attempts.dead", Value: 30},
+	}, Shard: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	rx := newReceiver(t)
+	var clock atomic.Pointer[time.Time]
+	set := func(t time.Time) { clock.Store(&t) }
+	set(hour)
+	now := func() time.Time { return *clock.Load() }
+	a, err := alert.New(alert.Options{Channels: rx.channels(t), Store: st, Ledger: effect.New(st, effect.Options{Now: now}),
+		Now: now, RemindAfter: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range 26 { // a check a minute, 25 minutes
+		set(hour.Add(time.Duration(m) * time.Minute))
+		if _, err := a.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m == 0 {
+			issues, _ := st.Issues(ctx, store.IssueQuery{})
+			for _, is := range issues {
+				if is.Name == "erp" {
+					if _, _, err := st.AcknowledgeIssue(ctx, is.ID, store.AuditEntry{At: now(), Actor: "ops", Action: "acknowledge"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	var told []string
+	for _, n := range rx.notices() {
+		told = append(told, n.Name+":"+n.Event)
+	}
+	want := "crm:opened erp:opened crm:reminder crm:reminder"
+	if strings.Join(told, " ") != want && strings.Join(told, " ") != "erp:opened crm:opened crm:reminder crm:reminder" {
+		t.Fatalf("told %q over 25 minutes; want %q (erp acknowledged after its opening)", told, want)
+	}
+	issues, _ := st.Issues(ctx, store.IssueQuery{States: []string{store.IssueAcknowledged}})
+	if len(issues) != 1 {
+		t.Fatalf("acknowledged: %+v", issues)
+	}
+	if _, _, err := st.ResolveIssue(ctx, issues[0].ID, now(), "ops", store.AuditEntry{At: now(), Actor: "ops", Action: "resolve"}); err != nil {
+		t.Fatal(err)
+	}
+	// Its resolution is told once, naming who; erp's condition still
+	// holds, so a new issue opens (acknowledge, not resolve, silences).
+	for range 3 {
+		if _, err := a.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := rx.notices()
+	if len(got) != 6 || got[4].Name != "erp" || got[4].Event != "resolved" || got[4].By != "ops" ||
+		got[5].Name != "erp" || got[5].Event != "opened" || got[5].Issue == got[4].Issue {
+		t.Fatalf("after erp was resolved by hand: %+v", got[4:])
+	}
+}
+
+// notice is what the json channel POSTs.
+type notice struct {
+	Event, Issue, Kind, Scope, Name, Message, By string
+	Value, Threshold                           float64
+	Baseline                                   *float64
+	Volume                                     int64
+	Resolved                                   bool
+	key                                        string
+}
+
+// receiver is a real HTTP receiver of the json channel's POSTs.
+type receiver struct {
+	url  string
+	mu   sync.Mutex
+	got  []notice
+	fail atomic.Bool
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rx := &receiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rx.fail.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		var n notice
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &n); err != nil {
+			t.Errorf("notice %s: %v", body, err)
+		}
+		n.key = r.Header.Get("Idempotency-Key")
+		rx.mu.Lock()
+		rx.got = append(rx.got, n)
+		rx.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	rx.url = srv.URL
+	return rx
+}
+
+// channels are the alerts' channels with the receiver's URL as
+// alerts.url.
+func (rx *receiver) channels(t *testing.T) []channel.Channel {
+	chs, err := channel.FromConfig(config.Alerts{URL: rx.url}, channel.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chs
+}
+
+func (rx *receiver) notices() []notice {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	return slices.Clone(rx.got)
 }
 
 // firingSum sums oncehook_alert_firing.
@@ -260,7 +371,14 @@ func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
 	}))
 	defer hook.Close()
 	ledger := effect.New(st, effect.Options{})
-	a, err := alert.New(alert.Options{URL: hook.URL + "/?key=S3CRET", Store: st, Ledger: ledger})
+	chans := func(url string) []channel.Channel {
+		chs, err := channel.FromConfig(config.Alerts{URL: url}, channel.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return chs
+	}
+	a, err := alert.New(alert.Options{Channels: chans(hook.URL + "/?key=S3CRET"), Store: st, Ledger: ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +390,7 @@ func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close()
-	b, _ := alert.New(alert.Options{URL: downURL + "/?key=S3CRET", Store: st, Ledger: ledger})
+	b, _ := alert.New(alert.Options{Channels: chans(downURL + "/?key=S3CRET"), Store: st, Ledger: ledger})
 	b.Check(ctx)
 	recs, err := ledger.List(ctx, store.EffectQuery{Limit: 100})
 	if err != nil {
@@ -288,7 +406,7 @@ func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
 			shown += at.Error
 		}
 	}
-	if !strings.Contains(shown, "key=xxxxx") {
+	if !strings.Contains(shown, "channel url") {
 		t.Fatalf("the alerts' errors do not say which URL failed: %q", shown)
 	}
 	for _, r := range recs {

@@ -12,11 +12,9 @@ import (
 	"github.com/oncehook/oncehook/store/internal/sqlstore"
 )
 
-// OpenIssue implements store.AlertIssues: the insert that the partial
-// unique index alert_issues_active arbitrates (two replicas inserting at
-// once: one inserts, the other's ON CONFLICT waits for it and does
-// nothing), then, when it inserted nothing, the active issue's figures
-// brought up to date.
+// OpenIssue implements store.AlertIssues: the active issue's figures
+// brought up to date, or, when there is none, the insert that the
+// partial unique index alert_issues_active arbitrates.
 func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIssue, bool, error) {
 	figures, err := json.Marshal(o.Figures)
 	if err != nil {
@@ -25,8 +23,23 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 	var is store.AlertIssue
 	var opened bool
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The active issue's figures first: a condition that goes on
+		// (every check) costs no insert, and burns no id of the sequence.
+		tag, err := tx.Exec(ctx, `UPDATE alert_issues SET figures = $1 WHERE kind = $2 AND scope = $3 AND name = $4 AND state <> 'resolved'`,
+			string(figures), o.Kind, o.Scope, o.Name)
+		if err != nil || tag.RowsAffected() > 0 {
+			if err == nil {
+				is, err = s.scanIssue(tx.QueryRow(ctx, `SELECT `+sqlstore.IssueColumns+` FROM alert_issues
+					WHERE kind = $1 AND scope = $2 AND name = $3 AND state <> 'resolved'`, o.Kind, o.Scope, o.Name))
+			}
+			return err
+		}
+		// None active: the insert the index arbitrates. A replica that
+		// inserted at the same moment wins; this one's ON CONFLICT waits
+		// for its commit, does nothing, and reads its issue (READ
+		// COMMITTED: the next statement sees it).
 		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO alert_issues (kind, scope, name, state, opened_at, figures)
+		err = tx.QueryRow(ctx, `INSERT INTO alert_issues (kind, scope, name, state, opened_at, figures)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, scope, name) WHERE state <> 'resolved' DO NOTHING RETURNING id`,
 			o.Kind, o.Scope, o.Name, store.IssueOpen, s.toDB(o.At), string(figures)).Scan(&id)
 		switch {
@@ -35,12 +48,7 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 			if err := s.issueEvent(ctx, tx, id, o.At, store.IssueEventOpened, "", ""); err != nil {
 				return err
 			}
-		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := tx.Exec(ctx, `UPDATE alert_issues SET figures = $1 WHERE kind = $2 AND scope = $3 AND name = $4 AND state <> 'resolved'`,
-				string(figures), o.Kind, o.Scope, o.Name); err != nil {
-				return err
-			}
-		default:
+		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
 		is, err = s.scanIssue(tx.QueryRow(ctx, `SELECT `+sqlstore.IssueColumns+` FROM alert_issues

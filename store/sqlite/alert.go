@@ -11,9 +11,9 @@ import (
 	"github.com/oncehook/oncehook/store/internal/sqlstore"
 )
 
-// OpenIssue implements store.AlertIssues: the insert that the partial
-// unique index alert_issues_active arbitrates, then, when it inserted
-// nothing, the active issue's figures brought up to date.
+// OpenIssue implements store.AlertIssues: the active issue's figures
+// brought up to date, or, when there is none, the insert that the
+// partial unique index alert_issues_active arbitrates.
 func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIssue, bool, error) {
 	figures, err := json.Marshal(o.Figures)
 	if err != nil {
@@ -25,20 +25,27 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 	}
 	defer done()
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO alert_issues (kind, scope, name, state, opened_at, figures)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, o.Kind, o.Scope, o.Name, store.IssueOpen, ms(o.At), string(figures))
+	// The active issue's figures first: a condition that goes on (every
+	// check) costs no insert, and burns no id. The write lock makes the
+	// two steps one; the index would refuse a second active issue anyway.
+	res, err := tx.ExecContext(ctx, `UPDATE alert_issues SET figures = ? WHERE kind = ? AND scope = ? AND name = ? AND state <> ?`,
+		string(figures), o.Kind, o.Scope, o.Name, store.IssueResolved)
 	if err != nil {
-		return store.AlertIssue{}, false, failed("open issue", err)
-	}
-	opened, _ := res.RowsAffected()
-	if opened == 1 {
-		id, _ := res.LastInsertId()
-		if err := issueEvent(ctx, tx, id, o.At, store.IssueEventOpened, "", ""); err != nil {
-			return store.AlertIssue{}, false, err
-		}
-	} else if _, err := tx.ExecContext(ctx, `UPDATE alert_issues SET figures = ? WHERE kind = ? AND scope = ? AND name = ? AND state <> ?`,
-		string(figures), o.Kind, o.Scope, o.Name, store.IssueResolved); err != nil {
 		return store.AlertIssue{}, false, failed("issue figures", err)
+	}
+	var opened int64
+	if n, _ := res.RowsAffected(); n == 0 {
+		res, err := tx.ExecContext(ctx, `INSERT INTO alert_issues (kind, scope, name, state, opened_at, figures)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, o.Kind, o.Scope, o.Name, store.IssueOpen, ms(o.At), string(figures))
+		if err != nil {
+			return store.AlertIssue{}, false, failed("open issue", err)
+		}
+		if opened, _ = res.RowsAffected(); opened == 1 {
+			id, _ := res.LastInsertId()
+			if err := issueEvent(ctx, tx, id, o.At, store.IssueEventOpened, "", ""); err != nil {
+				return store.AlertIssue{}, false, err
+			}
+		}
 	}
 	is, err := scanIssue(tx.QueryRowContext(ctx, `SELECT `+sqlstore.IssueColumns+` FROM alert_issues
 		WHERE kind = ? AND scope = ? AND name = ? AND state <> ?`, o.Kind, o.Scope, o.Name, store.IssueResolved))
