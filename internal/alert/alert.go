@@ -286,4 +286,3 @@ func (a *Alerter) conditions(ctx context.Context, now, hour time.Time) ([]Alert,
 	}
 	return alerts, nil
 }
-

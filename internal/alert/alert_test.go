@@ -19,8 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/internal/alert"
 	"github.com/oncehook/oncehook/internal/alert/channel"
 	"github.com/oncehook/oncehook/store"
@@ -271,11 +271,11 @@ func TestReminderAndAcknowledgement(t *testing.T) {
 // notice is what the json channel POSTs.
 type notice struct {
 	Event, Issue, Kind, Scope, Name, Message, By string
-	Value, Threshold                           float64
-	Baseline                                   *float64
-	Volume                                     int64
-	Resolved                                   bool
-	key                                        string
+	Value, Threshold                             float64
+	Baseline                                     *float64
+	Volume                                       int64
+	Resolved                                     bool
+	key                                          string
 }
 
 // receiver is a real HTTP receiver of the json channel's POSTs.
