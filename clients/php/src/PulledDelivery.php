@@ -25,6 +25,10 @@ final class PulledDelivery
         public readonly ?\DateTimeImmutable $receivedAt,
         public readonly array $headers,
         public readonly string $body,
+        /** Set when the destination's transformation set the request's path ('' otherwise): it replaces your URL's. */
+        public readonly string $path = '',
+        /** Likewise the query, encoded (a=1&b=2). */
+        public readonly string $query = '',
     ) {
     }
 
@@ -41,6 +45,7 @@ final class PulledDelivery
             is_string($d['type'] ?? null) && $d['type'] !== '' ? $d['type'] : null, (int) ($d['attempt'] ?? 0),
             (string) ($d['token'] ?? ''), Api::parseTime($d['lease_expires_at'] ?? null),
             Api::parseTime($d['received_at'] ?? null), $headers, $body === false ? '' : $body,
+            is_string($d['path'] ?? null) ? $d['path'] : '', is_string($d['query'] ?? null) ? $d['query'] : '',
         );
     }
 

@@ -27,6 +27,10 @@ export interface PulledDelivery {
   receivedAt: Date | undefined;
   headers: Headers;
   body: Uint8Array;
+  /** Set when the destination's transformation set the request's path ("" otherwise): it replaces your URL's, as an HTTP destination's. */
+  path: string;
+  /** Likewise the query, encoded ("a=1&b=2"). */
+  query: string;
   /** Check the destination's signature over the body, as verifyDelivery does for a push. */
   verify(secret: string | string[], opts?: VerifyOptions): Delivery;
 }
@@ -203,7 +207,7 @@ function fromWire(d: Record<string, unknown>): PulledDelivery {
     id: String(d.id ?? ""), source, key, type: typeof d.type === "string" && d.type ? d.type : undefined,
     attempt: Number(d.attempt ?? 0), idempotencyKey: headers.get("idempotency-key") ?? `${source}:${key}`,
     token: String(d.token ?? ""), leaseExpiresAt: parseTime(d.lease_expires_at), receivedAt: parseTime(d.received_at),
-    headers, body,
+    headers, body, path: typeof d.path === "string" ? d.path : "", query: typeof d.query === "string" ? d.query : "",
     verify(secret, opts) {
       return verifyDelivery(body, headers, secret, opts);
     },

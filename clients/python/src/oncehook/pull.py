@@ -60,7 +60,10 @@ class PulledDelivery:
     carries (``headers``, ``body`` byte for byte), and the lease to ack it
     under (``token``, until ``lease_expires_at``). ``attempt`` counts the
     destination's attempts (1 on the first); ``idempotency_key`` is the same
-    on every attempt: dedupe on it."""
+    on every attempt: dedupe on it. ``path`` and ``query`` (encoded,
+    ``a=1&b=2``) are set when the destination's transformation set the
+    request's: they replace your URL's, as they would an HTTP destination's;
+    empty otherwise."""
 
     id: str
     source: str
@@ -72,6 +75,8 @@ class PulledDelivery:
     received_at: Optional[datetime]
     headers: Headers
     body: bytes = field(repr=False)
+    path: str = ""
+    query: str = ""
 
     @property
     def idempotency_key(self) -> str:
@@ -88,7 +93,8 @@ class PulledDelivery:
                    type=d.get("type") or None, attempt=int(d.get("attempt") or 0), token=str(d.get("token", "")),
                    lease_expires_at=_api.parse_time(d.get("lease_expires_at")),
                    received_at=_api.parse_time(d.get("received_at")),
-                   headers=Headers(d.get("headers") or {}), body=base64.b64decode(d.get("body") or ""))
+                   headers=Headers(d.get("headers") or {}), body=base64.b64decode(d.get("body") or ""),
+                   path=str(d.get("path") or ""), query=str(d.get("query") or ""))
 
 
 @dataclass(frozen=True)
