@@ -77,6 +77,20 @@ api: {tokens: [{name: shop, token: 0123456789abcdef, publish: [s]}]}`, "api.toke
 api: {tokens: [{name: shop, token: 0123456789abcdef, publish: [ghost]}]}`, "api.tokens[0].publish[0]"},
 		{`sources: [{name: o, outbox: true}]
 api: {tokens: [{name: shop, token: 0123456789abcdef, read_only: true, publish: [o]}]}`, "api.tokens[0].publish"},
+		// Retry rules (#46): each item, and a status in both lists.
+		{`sources: [{name: o, outbox: true, destinations: [d]}]
+destinations: [{name: d, url: "http://x", retry_on: [5xx, 6xx]}]`, `destinations[0].retry_on[1]: "6xx": want statuses from 100 to 599`},
+		{`sources: [{name: o, outbox: true, destinations: [d]}]
+destinations: [{name: d, url: "http://x", retry_on: [503], final_on: [503]}]`, "destinations[0].final_on: 503 is in retry_on too"},
+		{`sources: [{name: o, outbox: true, destinations: [d]}]
+destinations: [{name: d, publish: {nats: {url: "nats://127.0.0.1:4222", subject: x}}, final_on: [5xx]}]`, "destinations[0].retry_on: a queue destination"},
+		{`sources: [{name: o, outbox: true, destinations: [d]}]
+destinations: [{name: d, pull: {}, standard_webhooks_abort: true}]`, "destinations[0].standard_webhooks_abort"},
+		// Alert channels (#46): each kind checks its own block.
+		{`sources: [{name: o, outbox: true}]
+alerts: {channels: [{name: a, kind: pager, url: "http://x"}]}`, `alerts.channels[0].kind: "pager": want discord, email, json, slack, teams`},
+		{`sources: [{name: o, outbox: true}]
+alerts: {channels: [{name: a, kind: slack}]}`, "alerts.channels[0].url: required for a slack channel"},
 	}
 	for _, c := range cases {
 		_, err := oncehook.ParseConfig([]byte(c.yaml), env(nil), kinds.All())

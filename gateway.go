@@ -321,6 +321,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 		Held:          g.held,
 		Gate:          g.holds,
 		Unconfigured:  g.holds.Unconfigured, // removed from the config: held
+		Disable:       g.disableAsked,
 		Tracer:        g.tracer,
 		IdlePoll:      idlePoll(cfg, g.store),
 	})

@@ -70,6 +70,22 @@ func pullNames(cfg *config.Config) []string {
 // destinations it is the holds' answer as it is.
 func (g *Gateway) held() []string { return g.pulls.Held(g.holds.Held()) }
 
+// ReceiverActor is who the audit log says paused a destination whose
+// receiver answered webhook-delivery: disable.
+const ReceiverActor = "receiver:webhook-delivery"
+
+// disableAsked pauses destination, as an operator's pause does (held,
+// never dropped; audited, by ReceiverActor), because its receiver asked
+// (standard_webhooks_abort): once, however many attempts in flight heard
+// it, until an operator resumes it.
+func (g *Gateway) disableAsked(ctx context.Context, destination, why string) error {
+	if slices.Contains(g.holds.Paused(), destination) {
+		return nil
+	}
+	_, err := g.admin.SetPaused(admin.WithActor(ctx, ReceiverActor), destination, true)
+	return err
+}
+
 // DeliveryDestination is the config's destination d as the worker sends
 // to it, with its transformation (script, nil for none) and, for a queue
 // destination, its publisher (sender; nil: POST to its url). Serving, the
@@ -79,10 +95,14 @@ func (g *Gateway) held() []string { return g.pulls.Held(g.holds.Held()) }
 func DeliveryDestination(d config.Destination, script *transform.Script, sender deliver.Sender) deliver.Destination {
 	dest := deliver.Destination{
 		Name: d.Name, URL: d.URL, Timeout: time.Duration(d.Timeout), Headers: d.Headers,
-		Retry:         deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
-		NoTraceparent: d.Traceparent != nil && !*d.Traceparent,
-		Sender:        sender,
-		Transform:     script,
+		Retry:           deliver.RetryPolicy{MaxAttempts: d.Retry.MaxAttempts, BaseDelay: time.Duration(d.Retry.BaseDelay), MaxDelay: time.Duration(d.Retry.MaxDelay)},
+		NoTraceparent:   d.Traceparent != nil && !*d.Traceparent,
+		Sender:          sender,
+		Transform:       script,
+		DeliveryControl: d.StandardWebhooksAbort,
+	}
+	if len(d.RetryOn) > 0 || len(d.FinalOn) > 0 {
+		dest.Statuses, _ = deliver.ParseStatusRules(d.RetryOn, d.FinalOn) // validated
 	}
 	if d.Secret != "" {
 		dest.SigningKey, _ = provider.DecodeStandardSecret(d.Secret) // validated
@@ -263,6 +283,12 @@ func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args
 		if d.Secret != "" {
 			if _, err := provider.DecodeStandardSecret(d.Secret); err != nil {
 				fail(f+".secret", "%v", err)
+			}
+		}
+		if _, err := deliver.ParseStatusRules(d.RetryOn, d.FinalOn); err != nil {
+			var e *deliver.StatusRuleError
+			if errors.As(err, &e) {
+				fail(f+"."+e.Field, "%v", e.Err)
 			}
 		}
 		for _, name := range slices.Sorted(maps.Keys(d.Headers)) {

@@ -363,6 +363,14 @@ func (c *Config) checkDestination(i int, dests map[string]bool, kinds Checker, r
 	if d.Retry.MaxAttempts < 1 {
 		fail(f+".retry.max_attempts", "must be at least 1")
 	}
+	// What each status means is deliver's to read (the parts' check);
+	// here, where an answer has no status to read.
+	if d.Publish != nil && (len(d.RetryOn) > 0 || len(d.FinalOn) > 0 || d.StandardWebhooksAbort) {
+		fail(f+".retry_on", "a queue destination's publish has no HTTP status to classify (retry_on, final_on and standard_webhooks_abort are for url: and pull: destinations)")
+	}
+	if d.Pull != nil && d.StandardWebhooksAbort {
+		fail(f+".standard_webhooks_abort", "a pull consumer's ack carries no answer headers: only a url: destination reads webhook-delivery")
+	}
 	if d.Retry.BaseDelay > d.Retry.MaxDelay {
 		fail(f+".retry", "base_delay %s is above max_delay %s", time.Duration(d.Retry.BaseDelay), time.Duration(d.Retry.MaxDelay))
 	}

@@ -392,6 +392,17 @@ type Destination struct {
 	Secret  string            `yaml:"secret"`
 	Headers map[string]string `yaml:"headers"`
 	Retry   Retry             `yaml:"retry"`
+	// RetryOn and FinalOn override which answers are retried and which
+	// are final (a dead letter at once): statuses (429), classes (5xx) or
+	// ranges (500-503), the narrowest rule deciding, over the default
+	// table (3xx, 400, 401, 403, 404, 410, 422 final; other failures
+	// retried). For HTTP destinations and pull consumers' acks.
+	RetryOn []string `yaml:"retry_on"`
+	FinalOn []string `yaml:"final_on"`
+	// StandardWebhooksAbort honours the receiver's webhook-delivery
+	// answer header (Standard Webhooks): abort-message makes that failed
+	// delivery final, disable pauses the destination (audited).
+	StandardWebhooksAbort bool `yaml:"standard_webhooks_abort"`
 	// Traceparent, when false, sends no W3C traceparent with deliveries
 	// that are traced (by default each attempt's span travels with it).
 	Traceparent *bool `yaml:"traceparent"`

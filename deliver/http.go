@@ -99,7 +99,7 @@ func (s *HTTPSender) Send(ctx context.Context, m *Message) Result {
 	// the connection can be reused. The rest is not ours.
 	buf := snippets.Get().(*[responseSnippet]byte)
 	n, _ := io.ReadFull(resp.Body, buf[:])
-	res := Result{Status: resp.StatusCode, After: -1, Response: string(buf[:n])}
+	res := Result{Status: resp.StatusCode, After: -1, Response: string(buf[:n]), Control: resp.Header.Get("Webhook-Delivery")}
 	for drained := 0; drained < 64<<10; {
 		k, err := resp.Body.Read(buf[:min(len(buf), 64<<10-drained)])
 		drained += k

@@ -86,6 +86,10 @@ type Result struct {
 	// Error says why it failed. It is stored and shown: no secrets (a URL's
 	// query may hold an API key).
 	Error string
+	// Control is the receiver's webhook-delivery header (Standard
+	// Webhooks: "abort-message", "disable"), which the worker honours for
+	// a destination that opted in (Destination.DeliveryControl).
+	Control string
 }
 
 // Sender is one destination kind's way out: HTTP's POST, a publish to NATS

@@ -68,6 +68,16 @@ type Destination struct {
 	// nothing the breaker counts.
 	Transform *transform.Script
 
+	// Statuses are its retry_on and final_on (nil: the default table),
+	// applied to every answer with an HTTP status: a POST's, and a pull
+	// consumer's ack.
+	Statuses *StatusRules
+	// DeliveryControl honours the receiver's webhook-delivery header
+	// (standard_webhooks_abort): "abort-message" makes a failed attempt
+	// final (a dead letter, no more retries), "disable" pauses the
+	// destination (Options.Disable), as an operator would.
+	DeliveryControl bool
+
 	// secrets are what its URL and headers carry that an answer quoting
 	// them must not show (SetDestinations reads them).
 	secrets *redact.Secrets
@@ -116,6 +126,10 @@ type Options struct {
 	// it until it is configured again. Without it, such a delivery is
 	// given back due in a minute.
 	Unconfigured func(destination string)
+	// Disable, when set, pauses a destination whose receiver asked for it
+	// (webhook-delivery: disable, on a destination with DeliveryControl),
+	// as an operator's pause does, audited; why says so.
+	Disable func(ctx context.Context, destination, why string) error
 	// Tracer, when set, traces each attempt (a client span, the child of
 	// the intake span the event was stored under) and sends its
 	// traceparent with the delivery.
@@ -650,6 +664,10 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 	if timedOut {
 		res.Error = fmt.Sprintf("timed out after %s", timeout)
 	}
+	dest.Statuses.Apply(&res)
+	if dest.DeliveryControl && res.Control != "" && res.Kind != Released {
+		w.control(ctx, dest, &res)
+	}
 	// One place makes what any destination sent back fit to store and show:
 	// without the secrets it was sent with, which an answer may quote
 	// (an API that says which URL it refused), then cut to size.
@@ -701,6 +719,31 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		w.opts.Metrics.Attempt(dest.Name, metrics.Retry)
 	}
 	return out
+}
+
+// control honours the receiver's webhook-delivery header (Standard
+// Webhooks, as Svix does): abort-message ends a failed delivery here, a
+// dead letter (a delivered one stays delivered); disable pauses the
+// destination, audited, its deliveries held until an operator resumes it,
+// this one too (it is retried, then waits under the pause).
+func (w *Worker) control(ctx context.Context, dest *Destination, res *Result) {
+	switch strings.ToLower(strings.TrimSpace(res.Control)) {
+	case "abort-message":
+		if res.Kind == Retry {
+			res.Kind = Permanent
+			res.Error = withReason(res.Error, fmt.Sprintf("aborted by the receiver (webhook-delivery: abort-message, HTTP %d)", res.Status), res.Status)
+		}
+	case "disable":
+		if w.opts.Disable == nil {
+			return
+		}
+		why := fmt.Sprintf("the receiver answered webhook-delivery: disable (HTTP %d)", res.Status)
+		if err := w.opts.Disable(ctx, dest.Name, why); err != nil {
+			w.log.Error("destination not paused as its receiver asked", "destination", dest.Name, "err", err)
+			return
+		}
+		w.log.Warn("destination paused: "+why, "destination", dest.Name)
+	}
 }
 
 // admitting is the context an attempt under ctx waits for its send slot
