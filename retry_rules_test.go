@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/deliver/pull"
 	"github.com/oncehook/oncehook/internal/testenv"
 )
 
@@ -228,4 +229,54 @@ destinations:
 		t.Fatal("resumed, the destination got nothing: its deliveries were lost")
 	}
 	t.Logf("attempts: %v", rx.hits)
+}
+
+// A pull consumer's ack is classified by the same rules, and its answer
+// says the outcome they make: final_on: [503] ends a 503 at once (a dead
+// letter), retry_on: [404] retries a 404 (offered again).
+func TestRetryRulesClassifyPullAcks(t *testing.T) {
+	gw := startGateway(t, `
+store: sqlite://$DIR/oncehook.db
+api:
+  tokens:
+    - {name: ops, token: `+opsToken+`}
+    - {name: dev, token: `+pullToken+`, pull: [laptop]}
+sources:
+  - {name: shop, preset: generic, unsigned: true, key: ["json:id"], destinations: [laptop]}
+destinations:
+  - name: laptop
+    pull: {}
+    retry: {max_attempts: 3, base_delay: 10ms, max_delay: 50ms}
+    final_on: [503]
+    retry_on: [404]
+`)
+	ctx := context.Background()
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	for _, id := range []string{"a", "b"} {
+		if a := postJSON(t, gw.URL+"/in/shop", `{"id":"`+id+`"}`); a.Status != http.StatusOK {
+			t.Fatalf("intake: %d", a.Status)
+		}
+	}
+	got := pullAll(t, c, 2, 10*time.Second, pull.PullBody{Max: 10, Wait: "1s"})
+	byKey := map[string]pull.WireDelivery{}
+	for _, d := range got {
+		byKey[d.Key] = d
+	}
+	if a, err := c.Ack(ctx, byKey["a"].ID, pull.AckBody{Token: byKey["a"].Token, Status: 503}); err != nil || a.Outcome != "permanent" {
+		t.Fatalf("503 under final_on: %+v, %v; want permanent", a, err)
+	}
+	if a, err := c.Ack(ctx, byKey["b"].ID, pull.AckBody{Token: byKey["b"].Token, Status: 404}); err != nil || a.Outcome != "retry" {
+		t.Fatalf("404 under retry_on: %+v, %v; want retry", a, err)
+	}
+	again := pullAll(t, c, 1, 10*time.Second, pull.PullBody{Max: 10, Wait: "1s"})
+	if again[0].Key != "b" {
+		t.Fatalf("offered again: %s, want b", again[0].Key)
+	}
+	dl, err := gw.Admin().DeadLetters(ctx, admin.DeadFilter{Destination: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dl.DeadLetters) != 1 || dl.DeadLetters[0].Key != "a" || !strings.Contains(dl.DeadLetters[0].LastError, "final_on") {
+		t.Fatalf("dead letters: %+v", dl.DeadLetters)
+	}
 }

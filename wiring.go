@@ -47,7 +47,7 @@ func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Scrip
 		dests[i] = DeliveryDestination(d, scripts[d.Name], senders[d.Name])
 		if d.Pull != nil {
 			// Signed with its secret, as a POST would be.
-			dests[i].Sender = pulls.Sender(d.Name, dests[i].SigningKey)
+			dests[i].Sender = pulls.SenderWith(d.Name, dests[i].SigningKey, dests[i].Statuses)
 		}
 	}
 	return dests

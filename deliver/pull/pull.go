@@ -133,7 +133,8 @@ type offer struct {
 	m        *deliver.Message
 	id       string
 	deadline time.Time
-	done     chan deliver.Result // one result, buffered
+	done     chan deliver.Result  // one result, buffered
+	statuses *deliver.StatusRules // the destination's retry_on, final_on
 
 	// Set under the queue's lock once a pull takes it.
 	token    string
@@ -208,13 +209,21 @@ func (h *Hub) isPaused(name string) bool { return slices.Contains(h.paused(), na
 // with signingKey (nil: unsigned), as an HTTP destination's POST is, and
 // offered to its consumers.
 func (h *Hub) Sender(name string, signingKey []byte) deliver.Sender {
-	return &sender{hub: h, name: name, key: signingKey}
+	return h.SenderWith(name, signingKey, nil)
+}
+
+// SenderWith is Sender for a destination with retry_on and final_on
+// (statuses): an ack's answer says the outcome they make of its status,
+// the one the worker records.
+func (h *Hub) SenderWith(name string, signingKey []byte, statuses *deliver.StatusRules) deliver.Sender {
+	return &sender{hub: h, name: name, key: signingKey, statuses: statuses}
 }
 
 type sender struct {
-	hub  *Hub
-	name string
-	key  []byte
+	hub      *Hub
+	name     string
+	key      []byte
+	statuses *deliver.StatusRules
 }
 
 func (s *sender) Close() error { return nil }
@@ -234,7 +243,7 @@ func (s *sender) Send(ctx context.Context, m *deliver.Message) deliver.Result {
 	}
 	// The headers and signature HTTP's POST would carry, on the same bytes.
 	deliver.SignHeader(m.Header, m, s.key, s.hub.now)
-	o := &offer{m: m, id: deliver.DeliveryID(m.Source, m.Key, m.Destination), done: make(chan deliver.Result, 1)}
+	o := &offer{m: m, id: deliver.DeliveryID(m.Source, m.Key, m.Destination), done: make(chan deliver.Result, 1), statuses: s.statuses}
 	if dl, ok := ctx.Deadline(); ok {
 		o.deadline = dl
 	}
@@ -461,6 +470,7 @@ func (h *Hub) Ack(destination, id, token string, out Outcome) (deliver.ResultKin
 	o.expiry.Stop()
 	q.mu.Unlock()
 	r := Classify(o.consumerName(), out)
+	o.statuses.Apply(&r)
 	o.done <- r
 	return r.Kind, nil
 }
