@@ -20,12 +20,12 @@ import (
 )
 
 // check verifies build's output in dir as a user receives it: the
-// checksums file names every target's archive and nothing else, each with
+// checksums file names each of targets' archives and nothing else, each with
 // its SHA-256; each archive holds the README and a static binary built for
 // its platform the release's way; this platform's binary names the
 // release, its commit and date, and every other binary carries the same
 // stamps; and this platform's binary runs (smoke).
-func check(ctx context.Context, dir string, log io.Writer) error {
+func check(ctx context.Context, dir string, targets []Target, log io.Writer) error {
 	matches, err := filepath.Glob(filepath.Join(dir, "oncehook_*_checksums.txt"))
 	if err != nil || len(matches) != 1 {
 		return fmt.Errorf("%s: want one oncehook_<version>_checksums.txt, found %d", dir, len(matches))

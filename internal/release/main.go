@@ -5,8 +5,8 @@
 // the same way wherever it comes from.
 //
 //	go run ./internal/release build -version v1.2.3 [-out dist]   a release: HEAD must carry the tag, the tree clean
-//	go run ./internal/release build -snapshot [-out dist]         the same artifacts, versioned after the commit
-//	go run ./internal/release check [-out dist]                   verify them, and smoke-test this platform's binary
+//	go run ./internal/release build -snapshot [-targets T] [-out dist]   the same artifacts, versioned after the commit
+//	go run ./internal/release check [-targets T] [-out dist]      verify them, and smoke-test this platform's binary
 //	go run ./internal/release binary -o PATH [-goos OS -goarch ARCH] [-version V -commit C -date D]
 //	go run ./internal/release stamps -version v1.2.3|-snapshot   version=, commit=, date= lines (for the image's build)
 //
@@ -33,8 +33,8 @@ import (
 
 const usage = `Usage: go run ./internal/release COMMAND [flags]
 
-  build  -version v1.2.3 | -snapshot  [-out dist]   every target's archive and the checksums
-  check  [-out dist]                                verify build's output; smoke-test this platform's binary
+  build  -version v1.2.3 | -snapshot [-targets all|os/arch,...]  [-out dist]   every target's archive and the checksums
+  check  [-targets all|os/arch,...] [-out dist]     verify build's output; smoke-test this platform's binary
   binary -o PATH [-goos OS -goarch ARCH] [-version V -commit C -date D]   one binary, as build makes it
   stamps -version v1.2.3 | -snapshot                the version, commit and date build would stamp
 `
@@ -65,10 +65,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var req stampRequest
 	fs.StringVar(&req.version, "version", "", "the release, vMAJOR.MINOR.PATCH[-PRERELEASE]: HEAD must carry this tag")
 	fs.BoolVar(&req.snapshot, "snapshot", false, "version the artifacts after the commit; publish nothing")
+	targetList := fs.String("targets", "all", "a snapshot's platforms: all, or os/arch,... among the release's (host: this one)")
 	switch args[0] {
 	case "build", "stamps":
 		if err := parse(fs, args[1:]); err != nil {
 			return err
+		}
+		only, err := parseTargets(*targetList)
+		if err != nil {
+			return err
+		}
+		if !req.snapshot && len(only) != len(targets) {
+			return errors.New("-targets: a release builds every target; only a -snapshot builds fewer")
 		}
 		s, err := req.resolve(ctx)
 		if err != nil {
@@ -78,12 +86,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "version=%s\ncommit=%s\ndate=%s\n", s.Version, s.Commit, s.Date)
 			return nil
 		}
-		return build(ctx, s, *out, stdout)
+		return build(ctx, s, only, *out, stdout)
 	case "check":
 		if err := parse(fs, args[1:]); err != nil {
 			return err
 		}
-		return check(ctx, *out, stdout)
+		only, err := parseTargets(*targetList)
+		if err != nil {
+			return err
+		}
+		return check(ctx, *out, only, stdout)
 	case "binary":
 		return binaryCmd(ctx, args[1:], stderr)
 	case "help", "-h", "--help":

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +279,39 @@ func TestTheREADMEsDownloadsAreTheBuildsNames(t *testing.T) {
 		if !strings.Contains(install, "`"+target.OS+"`") || !strings.Contains(install, "`"+target.Arch+"`") {
 			t.Errorf("the README does not say OS %s or ARCH %s", target.OS, target.Arch)
 		}
+	}
+}
+
+// -targets: a snapshot may build a few of the release's platforms, named
+// as os/arch or host; a tag's release builds them all, and a name that is
+// not a release platform is refused, naming the ones that are.
+func TestTargetsChooseASnapshotsPlatforms(t *testing.T) {
+	for _, c := range []struct {
+		list string
+		want []Target
+		err  string
+	}{
+		{"all", targets, ""},
+		{"", targets, ""},
+		{"host", []Target{hostTarget()}, ""},
+		{"host, windows/amd64,host", []Target{hostTarget(), {"windows", "amd64"}}, ""},
+		{"plan9/amd64", nil, `"plan9/amd64" is not a release target`},
+		{"linux", nil, `"linux" is not a release target`},
+	} {
+		got, err := parseTargets(c.list)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: got %v, %v; want an error saying %s", c.list, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%q: got %v, %v; want %v", c.list, got, err, c.want)
+		}
+	}
+	var stderr strings.Builder
+	err := run(context.Background(), []string{"build", "-version", "v1.2.3", "-targets", "host", "-out", t.TempDir()}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "only a -snapshot builds fewer") {
+		t.Errorf("a release of one target: got %v, want it refused", err)
 	}
 }
