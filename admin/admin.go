@@ -301,6 +301,13 @@ type EventFilter struct {
 	// so that a forgotten filter never replays everything. A list takes
 	// no All (nor does the API's query for one).
 	All bool `json:"all,omitempty" query:"-"`
+	// Destination and Dead narrow a bulk replay to part of what the
+	// filter found (a list takes neither): Destination, to the events'
+	// deliveries to that one destination, the others left as they are;
+	// Dead, to their dead letters (a retry of the found events that gave
+	// up, where a replay would also send again those that were delivered).
+	Destination string `json:"destination,omitempty" query:"-"`
+	Dead        bool   `json:"dead,omitempty" query:"-"`
 }
 
 func (f EventFilter) empty() bool {
@@ -329,6 +336,10 @@ func (f EventFilter) String() string {
 	add("where", f.Where)
 	if f.Scan != 0 {
 		add("scan", fmt.Sprint(f.Scan))
+	}
+	add("destination", f.Destination)
+	if f.Dead {
+		add("dead", "true")
 	}
 	if len(parts) == 0 {
 		return "all events"
@@ -698,7 +709,10 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 	if f.empty() && !f.All {
 		return Count{}, invalid("all", "the filter is empty: set all to replay every stored event")
 	}
-	if err := s.knownNames(f.Source, ""); err != nil {
+	if err := filterText("destination", f.Destination, 200); err != nil {
+		return Count{}, err
+	}
+	if err := s.knownNames(f.Source, f.Destination); err != nil {
 		return Count{}, err // a typo, not "nothing to replay"
 	}
 	q.Limit = 0
@@ -722,7 +736,11 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 		searched = &rep
 		q.IDs = found
 	}
-	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActReplayEvents, f.String())})
+	audit := s.audit(ctx, ActReplayEvents, f.String())
+	if f.Dead {
+		audit.Action = "retry"
+	}
+	n, err := s.admin.Replay(ctx, store.Replay{Events: q, Destination: f.Destination, Dead: f.Dead, Now: s.opts.Now(), DryRun: dryRun, Audit: audit})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("replay %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
 	}

@@ -301,3 +301,114 @@ func TestSearchByContentFindsWhatTheFilterMatches(t *testing.T) {
 		})
 	}
 }
+
+// Issue 46, acting on what a search found: its events went to two
+// destinations, and half of them gave up at one; a bulk replay narrowed to
+// a destination requeues only the found events' deliveries there, and
+// one narrowed to dead letters retries only those that gave up (a dry run
+// counting each first), on both backends. A destination no config names
+// is refused as a typo, not a replay of nothing.
+func TestActingOnASearchNarrowsToADestinationOrItsDeadLetters(t *testing.T) {
+	for name, open := range searchStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := open(t)
+			base := time.Now().Add(-time.Hour).Truncate(time.Second)
+			const n = 60
+			var batch []store.NewEvent
+			for i := range n {
+				batch = append(batch, store.NewEvent{Source: "shop", Key: fmt.Sprintf("ord_%02d", i), ContentType: "application/json",
+					Body:       []byte(fmt.Sprintf(`{"order":{"id":%d,"customer":"cus_%d"}}`, i, i%3)),
+					ReceivedAt: base.Add(time.Duration(i) * time.Millisecond), ExpiresAt: base.Add(240 * time.Hour), Destinations: []string{"billing", "crm"}})
+			}
+			if _, err := store.ClaimEvents(ctx, s, batch); err != nil {
+				t.Fatal(err)
+			}
+			// billing takes every event; crm gives up on the even orders.
+			ds, err := store.LeaseDeliveries(ctx, s, base.Add(time.Minute), time.Minute, 1000)
+			if err != nil || len(ds) != 2*n {
+				t.Fatalf("leased %d, %v; want %d", len(ds), err, 2*n)
+			}
+			outs := make([]store.Outcome, len(ds))
+			for i, d := range ds {
+				outs[i] = store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: 1, StatusCode: 200, StartedAt: base}
+				var id int
+				fmt.Sscanf(d.Key, "ord_%d", &id)
+				if d.Destination == "crm" && id%2 == 0 {
+					outs[i].Kind, outs[i].StatusCode, outs[i].Error = store.OutcomeDead, 410, "gone"
+				}
+			}
+			if err := store.CompleteDeliveries(ctx, s, outs); err != nil {
+				t.Fatal(err)
+			}
+			svc, err := admin.New(admin.Options{Store: s, Sources: []admin.Source{{Name: "shop"}},
+				Destinations: []admin.Destination{{Name: "billing"}, {Name: "crm"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			where := `{"body":{"order":{"customer":"cus_1"}}}` // ids 1, 4, 7, ...: 20 orders, 10 even
+			var found, foundDead []string
+			for i := range n {
+				if i%3 == 1 {
+					found = append(found, fmt.Sprintf("ord_%02d", i))
+					if i%2 == 0 {
+						foundDead = append(foundDead, fmt.Sprintf("ord_%02d", i))
+					}
+				}
+			}
+			requeued := func() (keys []string, to map[string]int) {
+				t.Helper()
+				ds, err := store.LeaseDeliveries(ctx, s, time.Now().Add(time.Hour), time.Minute, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				to = map[string]int{}
+				outs := make([]store.Outcome, len(ds))
+				for i, d := range ds {
+					keys, to[d.Destination] = append(keys, d.Key), to[d.Destination]+1
+					outs[i] = store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: d.Attempt, StatusCode: 200, StartedAt: time.Now()}
+				}
+				if err := store.CompleteDeliveries(ctx, s, outs); err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(keys)
+				return keys, to
+			}
+
+			f := admin.EventFilter{Where: where, Destination: "billing"}
+			if dry, err := svc.ReplayEvents(ctx, f, true); err != nil || dry.Count != len(found) {
+				t.Fatalf("dry run to billing: %+v, %v; want %d", dry, err, len(found))
+			}
+			if done, err := svc.ReplayEvents(ctx, f, false); err != nil || done.Count != len(found) {
+				t.Fatalf("replay to billing: %+v, %v; want %d", done, err, len(found))
+			}
+			if keys, to := requeued(); !slices.Equal(keys, found) || to["crm"] != 0 {
+				t.Fatalf("replay to billing requeued %v (%v), want exactly %v, to billing alone", keys, to, found)
+			}
+
+			f = admin.EventFilter{Where: where, Dead: true}
+			if dry, err := svc.ReplayEvents(ctx, f, true); err != nil || dry.Count != len(foundDead) {
+				t.Fatalf("dry run of the dead letters: %+v, %v; want %d", dry, err, len(foundDead))
+			}
+			if done, err := svc.ReplayEvents(ctx, f, false); err != nil || done.Count != len(foundDead) {
+				t.Fatalf("retry of the dead letters: %+v, %v; want %d", done, err, len(foundDead))
+			}
+			if keys, to := requeued(); !slices.Equal(keys, foundDead) || to["billing"] != 0 {
+				t.Fatalf("the retry requeued %v (%v), want exactly %v, to crm alone", keys, to, foundDead)
+			}
+			if again, err := svc.ReplayEvents(ctx, f, true); err != nil || again.Count != 0 {
+				t.Fatalf("dead letters once retried and delivered: %+v, %v; want none left", again, err)
+			}
+
+			_, err = svc.ReplayEvents(ctx, admin.EventFilter{Where: where, Destination: "bililng"}, true)
+			if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "bililng") {
+				t.Fatalf("a misspelt destination: %v, want not found naming it", err)
+			}
+			audit, err := svc.Audit(ctx, "", 10)
+			if err != nil || len(audit.Entries) == 0 || !strings.Contains(audit.Entries[0].Target, "destination=bil") && !strings.Contains(audit.Entries[0].Target, "dead=true") {
+				t.Fatalf("audit: %+v, %v; want the narrowed replay named", audit, err)
+			}
+		})
+	}
+}

@@ -305,8 +305,8 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // to every destination, and "events ls --destination D" listed every event.
 var eventFlagsFor = map[string][]string{
 	"limit": {"ls", "list"}, "cursor": {"ls", "list"},
-	"dry-run": {"replay"}, "all": {"replay"},
-	"destination": {"deliver", "skip"},
+	"dry-run": {"replay"}, "all": {"replay"}, "dead": {"replay"},
+	"destination": {"deliver", "skip", "replay"},
 	// The filter: which events ls lists and a bulk replay requeues.
 	"source": {"ls", "list", "replay"}, "state": {"ls", "list", "replay"}, "key": {"ls", "list", "replay"},
 	"type": {"ls", "list", "replay"}, "key-prefix": {"ls", "list", "replay"}, "since": {"ls", "list", "replay"},
@@ -340,7 +340,7 @@ func eventsTakes(fs *flag.FlagSet, verb string, rest []string) error {
 var eventsSynopsis = map[string]string{
 	"ls":      "[--source S] [--state S] [--key K] [--type T] [--since D] [--where FILTER [--scan N]] [--limit N] [--cursor C] [flags]",
 	"show":    "ID | SOURCE KEY (a key as events ls prints it, or as the provider sent it; -- just before a key that starts with -) [flags]",
-	"replay":  "[ID] | filter flags (--all for every stored event) [--dry-run] [flags]",
+	"replay":  "[ID] | filter flags (--all for every stored event) [--destination D] [--dead] [--dry-run] [flags]",
 	"deliver": "ID --destination D [flags]",
 	"skip":    "ID --destination D [flags]",
 }
@@ -354,7 +354,7 @@ type eventFlags struct {
 	since                                     *time.Duration
 	limit, scan                               *int
 	cursor, destination                       *string
-	dryRun, all                               *bool
+	dryRun, all, dead                         *bool
 }
 
 func addEventFlags(fs *flag.FlagSet) eventFlags {
@@ -374,14 +374,18 @@ func addEventFlags(fs *flag.FlagSet) eventFlags {
 		cursor:        fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it"),
 		dryRun:        fs.Bool("dry-run", false, "with replay: only count what would be replayed"),
 		all:           fs.Bool("all", false, "with replay and no filter: replay every stored event"),
-		destination:   fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end"),
+		destination:   fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end; with a replay by filter: only the deliveries to this destination"),
+		dead:          fs.Bool("dead", false, "with a replay by filter: only the dead letters among what it selects (retry them)"),
 	}
 }
 
 // filter is the events the flags select (--from overrides --since).
 func (ef eventFlags) filter() (admin.EventFilter, error) {
 	f := admin.EventFilter{Source: *ef.source, Key: *ef.key, Type: *ef.typ, State: *ef.state, KeyPrefix: *ef.prefix, From: since(*ef.since), All: *ef.all,
-		Where: *ef.where, Scan: *ef.scan}
+		Where: *ef.where, Scan: *ef.scan, Dead: *ef.dead}
+	if ef.destination != nil {
+		f.Destination = *ef.destination // read by a replay; deliver and skip take it apart
+	}
 	var err error
 	if *ef.from != "" {
 		if f.From, err = parseTimeFlag("from", *ef.from); err != nil {

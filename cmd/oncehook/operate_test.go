@@ -134,6 +134,19 @@ destinations:
 			if !strings.Contains(out, "would requeue 1 delivery (dry run)") || !strings.Contains(out, "search: read 6 events") {
 				t.Fatalf("events replay --where --dry-run (%s):\n%s", how[0], out)
 			}
+			// Narrowed to a destination, and to its dead letters: evt_4
+			// was delivered to app, so there is none to retry.
+			out = run(t, true, append([]string{"events", "replay", "--where", `{"body":{"id":"evt_4"}}`, "--destination", "app", "--dry-run"}, how...)...)
+			if !strings.Contains(out, "would requeue 1 delivery (dry run)") {
+				t.Fatalf("events replay --where --destination app --dry-run (%s):\n%s", how[0], out)
+			}
+			out = run(t, true, append([]string{"events", "replay", "--where", `{"body":{"id":"evt_4"}}`, "--destination", "app", "--dead", "--dry-run"}, how...)...)
+			if !strings.Contains(out, "would requeue 0 deliveries (dry run)") {
+				t.Fatalf("events replay --where --destination app --dead --dry-run (%s):\n%s", how[0], out)
+			}
+			if out := run(t, false, append([]string{"events", "replay", "--where", `{"body":{"id":"evt_4"}}`, "--destination", "nope", "--dry-run"}, how...)...); !strings.Contains(out, "nope") || !strings.Contains(out, "not found") {
+				t.Fatalf("events replay --destination nope (%s):\n%s", how[0], out)
+			}
 		}
 	})
 	t.Run("ReplayAndDeadRetry", func(t *testing.T) {
@@ -307,15 +320,16 @@ destinations:
 		// A flag an events command does not read is refused, not ignored: a
 		// replay "to one destination" went to all of them.
 		for args, want := range map[string]string{
-			"events replay --state dead --destination app": "events replay does not take --destination (events deliver and skip do)",
-			"events ls --destination app":                  "events ls does not take --destination",
-			"events ls --dry-run":                          "events ls does not take --dry-run (events replay does)",
-			"events show 1 --limit 5":                      "events show does not take --limit (events ls does)",
-			"events replay 1 --source stripe":              "events replay 1 replays that one event: it takes no --source",
-			"events ls --limit 0":                          "--limit 0: want 1 to 500",
-			"dead ls --limit 0":                            "--limit 0: want 1 to 500",
-			"events ls --since -1h":                        "--since -1h0m0s: want a span back from now",
-			"stats --since -1h":                            "--since -1h0m0s: want a span back from now",
+			"events replay 1 --destination app": "events replay 1 replays that one event: it takes no --destination",
+			"events ls --destination app":       "events ls does not take --destination",
+			"events show 1 --dead":              "events show does not take --dead (events replay does)",
+			"events ls --dry-run":               "events ls does not take --dry-run (events replay does)",
+			"events show 1 --limit 5":           "events show does not take --limit (events ls does)",
+			"events replay 1 --source stripe":   "events replay 1 replays that one event: it takes no --source",
+			"events ls --limit 0":               "--limit 0: want 1 to 500",
+			"dead ls --limit 0":                 "--limit 0: want 1 to 500",
+			"events ls --since -1h":             "--since -1h0m0s: want a span back from now",
+			"stats --since -1h":                 "--since -1h0m0s: want a span back from now",
 			// A refusal names the flag, not the API's field (to, key_prefix).
 			"events ls --from 2026-12-04T00:00:00Z --to 2026-12-03T00:00:00Z": "--to: must be after from",
 			"stats --since 3000d":                    "--since: at most 2160 spans at a time (of --granularity 1h)",
