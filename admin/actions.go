@@ -269,6 +269,20 @@ var (
 		})
 )
 
+// The alerts' issues.
+var (
+	ActIssues = act(Action{Name: "alert_issues", Method: "Issues", Route: get("/v1/alerts/issues"), Role: RoleRead, CLI: "alerts ls"},
+		func(ctx context.Context, op Operator, in IssueFilter) (IssuePage, error) { return op.Issues(ctx, in) })
+	ActIssue = act(Action{Name: "alert_issue", Method: "Issue", Route: get("/v1/alerts/issues/{id}"), Role: RoleRead, CLI: "alerts show ID"},
+		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) { return op.Issue(ctx, in.ID) })
+	ActAcknowledgeIssue = act(Action{Name: "alert_acknowledge", Method: "AcknowledgeIssue", Route: post("/v1/alerts/issues/{id}/acknowledge"),
+		Role: RoleOperate, Audit: "alert_acknowledge", CLI: "alerts ack ID"},
+		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) { return op.AcknowledgeIssue(ctx, in.ID) })
+	ActResolveIssue = act(Action{Name: "alert_resolve", Method: "ResolveIssue", Route: post("/v1/alerts/issues/{id}/resolve"),
+		Role: RoleOperate, Audit: "alert_resolve", CLI: "alerts resolve ID"},
+		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) { return op.ResolveIssue(ctx, in.ID) })
+)
+
 // setPaused is the pause (paused) or the resume of a destination.
 func setPaused(name string, paused bool) Act[DestinationRef, DestinationView] {
 	return act(Action{Name: name, Method: "SetPaused", Route: post("/v1/destinations/{name}/" + name), Role: RoleOperate,
@@ -292,5 +306,6 @@ func Actions() []Action {
 	return []Action{ActSources.Action, ActStats.Action, ActEvents.Action, ActReplayEvents.Action, ActEvent.Action,
 		ActReplayEvent.Action, ActDeliverEvent.Action, ActSkipEvent.Action, ActResetOrder.Action, ActDeadLetters.Action,
 		ActRetryDead.Action, ActPurgeDead.Action, ActDestinations.Action, ActPause.Action, ActResume.Action,
-		ActOpenBreaker.Action, ActCloseBreaker.Action, ActAudit.Action, ActDoctor.Action, ActReload.Action, ActResetEffect.Action}
+		ActOpenBreaker.Action, ActCloseBreaker.Action, ActAudit.Action, ActDoctor.Action, ActReload.Action, ActResetEffect.Action,
+		ActIssues.Action, ActIssue.Action, ActAcknowledgeIssue.Action, ActResolveIssue.Action}
 }

@@ -79,6 +79,14 @@ type Operator interface {
 	// Reload reads the running gateway's config file anew and applies
 	// it without a restart, audited (see Service.Reload).
 	Reload(ctx context.Context) (ReloadView, error)
+	// Issues lists the alerts' issues, newest first; Issue is one with
+	// its timeline (see alerts.go).
+	Issues(ctx context.Context, f IssueFilter) (IssuePage, error)
+	Issue(ctx context.Context, id int64) (IssueView, error)
+	// AcknowledgeIssue silences an open issue until it resolves;
+	// ResolveIssue ends one by hand. Both audited.
+	AcknowledgeIssue(ctx context.Context, id int64) (IssueView, error)
+	ResolveIssue(ctx context.Context, id int64) (IssueView, error)
 }
 
 // Errors an Operator returns; the API answers them with 404 and 400.

@@ -160,3 +160,23 @@ func (c *Client) ResetEffect(ctx context.Context, key string) error {
 	_, err := call(ctx, c, admin.ActResetEffect, admin.EffectRef{Key: key})
 	return err
 }
+
+// Issues implements admin.Operator.
+func (c *Client) Issues(ctx context.Context, f admin.IssueFilter) (admin.IssuePage, error) {
+	return call(ctx, c, admin.ActIssues, f)
+}
+
+// Issue implements admin.Operator.
+func (c *Client) Issue(ctx context.Context, id int64) (admin.IssueView, error) {
+	return call(ctx, c, admin.ActIssue, admin.IssueRef{ID: id})
+}
+
+// AcknowledgeIssue implements admin.Operator.
+func (c *Client) AcknowledgeIssue(ctx context.Context, id int64) (admin.IssueView, error) {
+	return call(ctx, c, admin.ActAcknowledgeIssue, admin.IssueRef{ID: id})
+}
+
+// ResolveIssue implements admin.Operator.
+func (c *Client) ResolveIssue(ctx context.Context, id int64) (admin.IssueView, error) {
+	return call(ctx, c, admin.ActResolveIssue, admin.IssueRef{ID: id})
+}

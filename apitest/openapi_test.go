@@ -114,6 +114,7 @@ destinations:
   - {name: laptop, pull: {}}
   - {name: app, url: ` + app.URL + `}
   - {name: gone, url: ` + failing.URL + `, retry: {max_attempts: 1}}
+alerts: {interval: 100ms, dead_letters: 1}
 `
 	// The file is there for POST /v1/reload to read again.
 	configFile := filepath.Join(dir, "oncehook.yaml")
@@ -212,6 +213,23 @@ destinations:
 	call("POST /v1/deliveries/{id}/ack", "/v1/deliveries/"+d.ID+"/ack", `{"token":"`+d.Token+`","status":200}`, 409)
 	call("POST /v1/destinations/{name}/pull", "/v1/destinations/nope/pull", `{}`, 404)
 	call("POST /v1/destinations/{name}/pull", "/v1/destinations/laptop/pull", `{"lease":"soon"}`, 400)
+	// gone's dead letters open an issue at the alerts' next check.
+	var issues struct{ Issues []struct{ ID int64 } }
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		b := call("GET /v1/alerts/issues", "/v1/alerts/issues?state=open", "", 200)
+		return json.Unmarshal(b, &issues) == nil && len(issues.Issues) > 0
+	}) {
+		t.Fatal("no alert issue opened for gone's dead letters")
+	}
+	issue := fmt.Sprint(issues.Issues[0].ID)
+	call("GET /v1/alerts/issues", "/v1/alerts/issues?limit=1", "", 200)
+	call("GET /v1/alerts/issues", "/v1/alerts/issues?state=closed", "", 400)
+	call("GET /v1/alerts/issues/{id}", "/v1/alerts/issues/"+issue, "", 200)
+	call("GET /v1/alerts/issues/{id}", "/v1/alerts/issues/999999", "", 404)
+	call("POST /v1/alerts/issues/{id}/acknowledge", "/v1/alerts/issues/"+issue+"/acknowledge", "", 200)
+	call("POST /v1/alerts/issues/{id}/resolve", "/v1/alerts/issues/"+issue+"/resolve", "", 200)
+	call("POST /v1/alerts/issues/{id}/acknowledge", "/v1/alerts/issues/"+issue+"/acknowledge", "", 409)
+	call("POST /v1/alerts/issues/{id}/resolve", "/v1/alerts/issues/999999/resolve", "", 404)
 	call("GET /v1/audit", "/v1/audit?limit=5", "", 200)
 	call("GET /v1/doctor", "/v1/doctor", "", 200)
 	call("POST /v1/reload", "/v1/reload", "", 200)

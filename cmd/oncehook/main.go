@@ -35,6 +35,7 @@ Usage:
   oncehook dead ls|retry|purge              list, retry and purge dead letters
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
+  oncehook alerts [ls|show|ack|resolve]     the alerts' issues; acknowledge or resolve one
   oncehook listen DEST --forward-to URL    forward a pull destination's deliveries to a local app (--api URL --token T)
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
   oncehook reload --api URL --token T       a running gateway reads its config anew (as SIGHUP)
@@ -44,7 +45,7 @@ Usage:
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          the release, its commit and build date, Go and the SQLite driver
 
-The operator commands (events, dead, destinations, order, stats, doctor) work on
+The operator commands (events, dead, destinations, alerts, order, stats, doctor) work on
 the config's store directly (--config) or on a running gateway's API
 (--api URL --token T, or $ONCEHOOK_API and $ONCEHOOK_API_TOKEN).
 
@@ -147,6 +148,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return dead(ctx, args[1:], stdout, stderr)
 	case "destinations":
 		return destinations(ctx, args[1:], stdout, stderr)
+	case "alerts":
+		return alerts(ctx, args[1:], stdout, stderr)
 	case "order":
 		return order(ctx, args[1:], stdout, stderr)
 	case "listen":
