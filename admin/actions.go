@@ -277,10 +277,14 @@ var (
 		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) { return op.Issue(ctx, in.ID) })
 	ActAcknowledgeIssue = act(Action{Name: "alert_acknowledge", Method: "AcknowledgeIssue", Route: post("/v1/alerts/issues/{id}/acknowledge"),
 		Role: RoleOperate, Audit: "alert_acknowledge", CLI: "alerts ack ID"},
-		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) { return op.AcknowledgeIssue(ctx, in.ID) })
+		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) {
+			return op.AcknowledgeIssue(ctx, in.ID)
+		})
 	ActResolveIssue = act(Action{Name: "alert_resolve", Method: "ResolveIssue", Route: post("/v1/alerts/issues/{id}/resolve"),
 		Role: RoleOperate, Audit: "alert_resolve", CLI: "alerts resolve ID"},
-		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) { return op.ResolveIssue(ctx, in.ID) })
+		func(ctx context.Context, op Operator, in IssueRef) (IssueView, error) {
+			return op.ResolveIssue(ctx, in.ID)
+		})
 )
 
 // setPaused is the pause (paused) or the resume of a destination.
