@@ -120,15 +120,18 @@ type Gateway struct {
 	api           *http.ServeMux
 	health        writeHealth
 	holds         *hold.Holds
-	auth          *apiauth.Auth
-	queues        *metrics.StoreCollector // nil: the store has no operator queries
-	reloading     sync.Mutex              // one Reload at a time
-	upstreams     []upstream              // the user's APIs on listeners of their own
-	maintain      *maintain.Maintainer
-	consumers     []broker.Consumer // the queue sources' (consume:)
-	publishers    *publishers       // the queue destinations' (publish:), kept across reloads
-	pulls         *pull.Hub         // the pull destinations' offers and leases (pull:)
-	tls           *tls.Config       // every listener's, when the config names a certificate
+	// disabling serializes the pauses receivers ask for (disableAsked),
+	// so that attempts in flight that all heard it pause once.
+	disabling  sync.Mutex
+	auth       *apiauth.Auth
+	queues     *metrics.StoreCollector // nil: the store has no operator queries
+	reloading  sync.Mutex              // one Reload at a time
+	upstreams  []upstream              // the user's APIs on listeners of their own
+	maintain   *maintain.Maintainer
+	consumers  []broker.Consumer // the queue sources' (consume:)
+	publishers *publishers       // the queue destinations' (publish:), kept across reloads
+	pulls      *pull.Hub         // the pull destinations' offers and leases (pull:)
+	tls        *tls.Config       // every listener's, when the config names a certificate
 
 	closeOnce sync.Once
 	closeErr  error

@@ -78,11 +78,19 @@ const ReceiverActor = "receiver:webhook-delivery"
 // never dropped; audited, by ReceiverActor), because its receiver asked
 // (standard_webhooks_abort): once, however many attempts in flight heard
 // it, until an operator resumes it.
-func (g *Gateway) disableAsked(ctx context.Context, destination, why string) error {
-	if slices.Contains(g.holds.Paused(), destination) {
+func (g *Gateway) disableAsked(ctx context.Context, destination, _ string) error {
+	g.disabling.Lock()
+	defer g.disabling.Unlock()
+	// The store's pauses, not the holds' copy, which a pause made a
+	// moment ago may not have reached yet.
+	paused, err := g.store.Paused(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := paused[destination]; ok {
 		return nil
 	}
-	_, err := g.admin.SetPaused(admin.WithActor(ctx, ReceiverActor), destination, true)
+	_, err = g.admin.SetPaused(admin.WithActor(ctx, ReceiverActor), destination, true)
 	return err
 }
 
