@@ -154,7 +154,7 @@ func New(opts Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"login", "overview", "source", "events", "event", "dead", "destinations", "effects", "audit", "error"} {
+	for _, name := range []string{"login", "overview", "source", "events", "event", "dead", "destinations", "effects", "audit", "alerts", "error"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: template %s: %w", name, err)
@@ -192,6 +192,8 @@ func New(opts Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET "+Prefix+"/effects", d.authed(d.effects))
 	d.mux.HandleFunc("POST "+Prefix+"/effects/reset", d.authed(d.resetEffect))
 	d.mux.HandleFunc("GET "+Prefix+"/audit", d.authed(d.audit))
+	d.mux.HandleFunc("GET "+Prefix+"/alerts", d.authed(d.alerts))
+	d.mux.HandleFunc("POST "+Prefix+"/alerts/{id}/{action}", d.authed(d.onIssue))
 	d.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 	})

@@ -456,6 +456,54 @@ func (d *Dashboard) audit(w http.ResponseWriter, r *http.Request, s session) {
 	d.render(w, r, http.StatusOK, "audit", s, map[string]any{"Page": page})
 }
 
+// alerts lists the alerts' issues: each active one with its timeline
+// and its buttons, and the recently resolved.
+func (d *Dashboard) alerts(w http.ResponseWriter, r *http.Request, s session) {
+	ctx := r.Context()
+	var active []admin.IssueView
+	for _, state := range []string{store.IssueOpen, store.IssueAcknowledged} {
+		page, err := d.opts.Service.Issues(ctx, admin.IssueFilter{State: state, Limit: 100})
+		if err != nil {
+			d.failErr(w, r, err)
+			return
+		}
+		for _, is := range page.Issues {
+			whole, err := d.opts.Service.Issue(ctx, is.ID)
+			if err != nil {
+				d.failErr(w, r, err)
+				return
+			}
+			active = append(active, whole)
+		}
+	}
+	resolved, err := d.opts.Service.Issues(ctx, admin.IssueFilter{State: store.IssueResolved, Limit: 20})
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "alerts", s, map[string]any{"Active": active, "Resolved": resolved.Issues})
+}
+
+// onIssue acknowledges or resolves an issue: the admin table's action
+// on one issue that the path names.
+func (d *Dashboard) onIssue(w http.ResponseWriter, r *http.Request, _ session) {
+	i := slices.IndexFunc(admin.Actions(), func(a admin.Action) bool {
+		_, onOne := a.Input().(*admin.IssueRef)
+		return onOne && a.Role == admin.RoleOperate && a.Name == r.PathValue("action")
+	})
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if i < 0 || err != nil {
+		d.fail(w, r, http.StatusNotFound, "not_found")
+		return
+	}
+	a := admin.Actions()[i]
+	if _, err := a.Do(r.Context(), d.opts.Service, &admin.IssueRef{ID: id}); err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	done(w, r, Prefix+"/alerts", a.Name)
+}
+
 // flash turns a done= value ("replay:3") into its message.
 func (p page) FlashMessage() string {
 	if p.Flash == "" {
@@ -468,7 +516,7 @@ func (p page) FlashMessage() string {
 			return ""
 		}
 		return p.L.T("done."+kind, n)
-	case "pause", "resume", "reset", "skip", "deliver", "breaker_open", "breaker_close", "order_reset":
+	case "pause", "resume", "reset", "skip", "deliver", "breaker_open", "breaker_close", "order_reset", "alert_acknowledge", "alert_resolve":
 		return p.L.T("done." + kind)
 	}
 	return ""
