@@ -287,8 +287,8 @@ type Committed struct {
 //
 // What a backend must do: the core's methods below (claims, outcomes,
 // leases, effects, sweeps, counters), and the operator's queries (Admin),
-// flow control (Flow) and the dashboard's sessions (Sessions), which every
-// replica must share. What it may do: announce new deliveries (Listener),
+// flow control (Flow), the dashboard's sessions (Sessions) and pull
+// consumers' leases (Pulls), which every replica must share. What it may do: announce new deliveries (Listener),
 // asked for with SupportsListener; without it, Listen returns an error
 // wrapping ErrNotSupported.
 type Store interface {
@@ -296,6 +296,7 @@ type Store interface {
 	Flow
 	Sessions
 	AlertIssues
+	Pulls
 	Listener
 
 	// Commit applies a Batch in one transaction and returns only after it

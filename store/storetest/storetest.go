@@ -108,6 +108,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"SkippedByTransformationIsDoneWithItsDigests", testSkippedByTransformation},
 		{"HistoryReadsTheSameWhereverAnAttemptIsKept", testHistoryInOrder},
 		{"ACommitWhoseContextEndedStoresNothing", testCommitContextEnded},
+		{"HandedOutLeaseHoldsOnEveryReplica", replicas(testHandOut)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
