@@ -368,7 +368,7 @@ destinations: [{name: app, url: "http://x"}]`), env(nil), kinds.All())
 }
 
 // A pull destination has no url and no publish; its timeout defaults to
-// a minute (the delivery lease covers it); a token's pull: names pull
+// a minute (which leaves the other destinations' lease as it was); a token's pull: names pull
 // destinations only, and such a token does nothing else.
 func TestPullDestinationAndItsTokens(t *testing.T) {
 	cfg, err := oncehook.ParseConfig([]byte(`sources: [{name: s, preset: generic, unsigned: true, key: ["json:id"], destinations: [laptop]}]
@@ -380,8 +380,14 @@ api:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cfg.Destinations[0]; d.Kind() != "pull" || time.Duration(d.Timeout) != time.Minute || time.Duration(cfg.Delivery.Lease) < time.Minute {
-		t.Fatalf("pull destination %+v, lease %s", d, time.Duration(cfg.Delivery.Lease))
+	if d := cfg.Destinations[0]; d.Kind() != "pull" || time.Duration(d.Timeout) != time.Minute {
+		t.Fatalf("pull destination %+v", d)
+	}
+	// The lease follows the HTTP destination's 10s timeout, as it did
+	// before there were pull destinations: a pull destination's attempt
+	// holds its own lease (its consumer's, in the store).
+	if l := time.Duration(cfg.Delivery.Lease); l != 40*time.Second {
+		t.Fatalf("delivery lease %s, want 40s (app's 10s timeout + 30s), not raised by laptop's minute", l)
 	}
 	for bad, want := range map[string]string{
 		`destinations: [{name: laptop, pull: {}, url: "http://x"}]`:                                                                           "destinations[0].pull",

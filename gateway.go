@@ -298,6 +298,12 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 		if g.worker != nil {
 			g.worker.Notify()
 		}
+	}, Store: g.store, Record: func(ctx context.Context, d store.LeasedDelivery, started time.Time, r deliver.Result) (deliver.ResultKind, bool) {
+		// An ack for a lease another replica handed out: recorded here.
+		if g.worker == nil {
+			return r.Kind, false
+		}
+		return g.worker.Record(ctx, d, started, r)
 	}})
 	g.pulls.Configure(pullNames(cfg))
 	// One writer for everything: intake's claims, the worker's outcomes and

@@ -400,3 +400,60 @@ func TestListenFromNowAndTypeForwardOnlyWhatTheyName(t *testing.T) {
 		t.Fatalf("after listen: %d more, %v", len(ds), err)
 	}
 }
+
+// A pull destination's lease follows its own timeout (a minute by
+// default), not the delivery lease, which stays sized for the HTTP
+// destinations (here app's 2s timeout: 32s): a consumer asking for 45s
+// gets 45s, where the attempt used to be cut to fit the shorter lease.
+func TestPullLeaseFollowsItsOwnTimeout(t *testing.T) {
+	gw := pullGateway(t, "  - {name: app, url: http://127.0.0.1:9/, timeout: 2s}\n")
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	postShop(t, gw, "ev_long")
+	asked := time.Now()
+	ds := pullAll(t, c, 1, 20*time.Second, pull.PullBody{Max: 1, Lease: "45s"})
+	if len(ds) != 1 {
+		t.Fatalf("pulled %d", len(ds))
+	}
+	if got := ds[0].LeaseExpiresAt.Sub(asked); got < 44*time.Second || got > 46*time.Second+20*time.Second {
+		t.Fatalf("lease of %s, want the 45s asked for (the delivery lease is 32s)", got.Round(time.Second))
+	}
+	if _, err := c.Ack(context.Background(), ds[0].ID, pull.AckBody{Token: ds[0].Token, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A transformation's path and query travel with a pulled delivery, and
+// listen's forward puts them on its URL as an HTTP destination's POST
+// puts them on the destination's.
+func TestPulledDeliveryCarriesTheTransformationsPathAndQuery(t *testing.T) {
+	gw := pullGateway(t, `    transform:
+      inline: 'addHandler("transform", (request) => { request.path = "/hooks/" + request.body.type; request.query = "v=2&src=shop"; return request; })'
+`)
+	got := make(chan string, 1)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.URL.RequestURI():
+		default:
+		}
+	}))
+	defer app.Close()
+	postShop(t, gw, "ev_path")
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	ds := pullAll(t, c, 1, 20*time.Second, pull.PullBody{Max: 1, Lease: "2s"})
+	if len(ds) != 1 || ds[0].Path != "/hooks/order.paid" || ds[0].Query != "src=shop&v=2" {
+		t.Fatalf("pulled %+v, want path /hooks/order.paid and query src=shop&v=2", ds)
+	}
+	// Unacked: its lease ends and listen takes the next attempt.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &pull.Listener{Client: c, Destination: "laptop", ForwardTo: app.URL + "/webhooks?from=listen", Out: io.Discard}
+	go l.Run(ctx)
+	select {
+	case uri := <-got:
+		if uri != "/hooks/order.paid?src=shop&v=2" {
+			t.Fatalf("the local app was sent to %s, want /hooks/order.paid?src=shop&v=2 (the script's path and query in place of --forward-to's)", uri)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing forwarded")
+	}
+}

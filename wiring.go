@@ -48,6 +48,7 @@ func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Scrip
 		if d.Pull != nil {
 			// Signed with its secret, as a POST would be.
 			dests[i].Sender = pulls.SenderWith(d.Name, dests[i].SigningKey, dests[i].Statuses)
+			dests[i].OwnLease = true
 		}
 	}
 	return dests

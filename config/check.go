@@ -377,8 +377,10 @@ func (c *Config) checkDestination(i int, dests map[string]bool, kinds Checker, r
 	// A lease shorter than an attempt lets a second worker take the
 	// delivery over while the first still waits on the destination:
 	// the event is delivered twice, at once, again and again.
+	// A pull destination's attempt is bounded by its own timeout, its
+	// lease the consumer's once handed out (deliver.Destination.OwnLease).
 	held := time.Duration(c.Delivery.Lease)
-	if held < time.Duration(d.Timeout)+lease.AttemptMargin(held) {
+	if d.Pull == nil && held < time.Duration(d.Timeout)+lease.AttemptMargin(held) {
 		fail("delivery.lease", "%s does not cover %s's timeout (%s) plus its margin (%s, or a fifth of a lease under %s): an attempt would outlive its lease and be made twice at once; use at least %s",
 			held, f, time.Duration(d.Timeout), lease.Margin, 5*lease.Margin, lease.MinLease(time.Duration(d.Timeout)))
 	}

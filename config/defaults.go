@@ -37,7 +37,13 @@ func (c *Config) setDefaults() error {
 		} else if d.Timeout == 0 {
 			d.Timeout = Duration(10 * time.Second)
 		}
-		longest = max(longest, time.Duration(d.Timeout))
+		if d.Pull == nil {
+			// A pull destination's attempt holds its own lease in the
+			// store once handed out (deliver.Destination.OwnLease): its
+			// minute-long timeout does not lengthen every other
+			// destination's lease.
+			longest = max(longest, time.Duration(d.Timeout))
+		}
 		if d.Retry.MaxAttempts == 0 {
 			d.Retry.MaxAttempts = 12
 		}

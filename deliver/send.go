@@ -37,6 +37,11 @@ type Message struct {
 	// order events): a Kafka record's key, so an entity's events keep one
 	// partition and their order.
 	Entity string
+	// StoreID and LeaseToken are the delivery's row and the worker's
+	// lease on it: a pull destination passes that lease on to the
+	// consumer that takes the attempt (store.Pulls).
+	StoreID    int64
+	LeaseToken string
 }
 
 // ResultKind is what one send led to, as far as the destination says.
@@ -90,6 +95,10 @@ type Result struct {
 	// Webhooks: "abort-message", "disable"), which the worker honours for
 	// a destination that opted in (Destination.DeliveryControl).
 	Control string
+	// LeaseToken, when set, is the lease the attempt ended under, where
+	// the Sender passed the worker's on (a pull destination's consumer
+	// holds it in the store): its outcome is recorded under this one.
+	LeaseToken string
 }
 
 // Sender is one destination kind's way out: HTTP's POST, a publish to NATS

@@ -67,6 +67,12 @@ type Destination struct {
 	// destination's: a dead letter with the script's error and line, and
 	// nothing the breaker counts.
 	Transform *transform.Script
+	// OwnLease says the Sender passes the worker's lease on before it
+	// ends (a pull destination hands it to its consumer, in the store,
+	// under the store's fence): an attempt is bounded by the destination's
+	// timeout alone, not by the worker's lease, which is sized for the
+	// other destinations.
+	OwnLease bool
 
 	// Statuses are its retry_on and final_on (nil: the default table),
 	// applied to every answer with an HTTP status: a POST's, and a pull
@@ -244,7 +250,9 @@ func New(s store.Store, opts Options) *Worker {
 	if opts.Lease <= 0 {
 		var longest time.Duration
 		for _, d := range opts.Destinations {
-			longest = max(longest, d.Timeout)
+			if !d.OwnLease {
+				longest = max(longest, d.Timeout)
+			}
 		}
 		opts.Lease = lease.Default(longest)
 	}
@@ -615,7 +623,7 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 	// whatever the destination's timeout: past the lease, another worker may
 	// already be delivering the same event.
 	timeout := dest.Timeout
-	if !d.LeaseExpiresAt.IsZero() {
+	if !d.LeaseExpiresAt.IsZero() && !dest.OwnLease {
 		timeout = min(timeout, d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease)).Sub(start))
 	}
 	if timeout <= 0 {
@@ -628,6 +636,9 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 		var latest time.Time
 		if !d.LeaseExpiresAt.IsZero() {
 			latest = d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease) - dest.Timeout)
+			if dest.OwnLease {
+				latest = d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease))
+			}
 		}
 		waitCtx, stop := w.admitting(ctx)
 		ok, at := w.opts.Gate.Admit(waitCtx, dest.Name, latest)
@@ -638,7 +649,7 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 			out.Kind, out.NextAttemptAt = store.OutcomeReleased, at
 			return out
 		}
-		if !d.LeaseExpiresAt.IsZero() {
+		if !d.LeaseExpiresAt.IsZero() && !dest.OwnLease {
 			timeout = min(dest.Timeout, d.LeaseExpiresAt.Add(-lease.AttemptMargin(w.opts.Lease)).Sub(w.opts.Now()))
 		}
 	}
@@ -653,6 +664,7 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 			return out
 		}
 	}
+	msg.StoreID, msg.LeaseToken = d.ID, d.LeaseToken
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	res := dest.Sender.Send(sendCtx, msg)
 	timedOut := res.Kind == Retry && errors.Is(sendCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
@@ -668,6 +680,39 @@ func (w *Worker) try(ctx context.Context, d store.LeasedDelivery) store.Outcome 
 	if dest.DeliveryControl && res.Control != "" && res.Kind != Released {
 		w.control(ctx, dest, &res)
 	}
+	return w.settle(ctx, dest, d, msg, res, out)
+}
+
+// Record records the outcome of d's attempt that a consumer acked
+// through this gateway where another one handed it out (a pull
+// destination's, its lease in the store under res.LeaseToken): the same
+// outcome, retry policy and breaker count as the attempts this worker
+// makes. The store records it only while that lease still holds.
+//
+// It returns the result's kind as the destination's retry_on and final_on
+// make it (what the consumer is answered), and false when the destination
+// is no longer configured here (its lease then expires, and it is held).
+func (w *Worker) Record(ctx context.Context, d store.LeasedDelivery, started time.Time, res Result) (ResultKind, bool) {
+	dest, ok := (*w.dests.Load())[d.Destination]
+	if !ok {
+		return res.Kind, false
+	}
+	dest.Statuses.Apply(&res)
+	out := store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Attempt: d.Attempt, StartedAt: started, Ordered: d.Ordered}
+	w.writer.Complete(w.settle(ctx, dest, d, &Message{Header: http.Header{}}, res, out))
+	return res.Kind, true
+}
+
+// settle is the outcome of d's attempt that ended with res: what the
+// destination said, made fit to store, classified under its retry
+// policy, counted and reported to the gate. An attempt that ended under
+// another lease than the worker took (a pull consumer's) is recorded
+// under that one.
+func (w *Worker) settle(ctx context.Context, dest *Destination, d store.LeasedDelivery, msg *Message, res Result, out store.Outcome) store.Outcome {
+	if res.LeaseToken != "" {
+		out.LeaseToken = res.LeaseToken
+	}
+	start := out.StartedAt
 	// One place makes what any destination sent back fit to store and show:
 	// without the secrets it was sent with, which an answer may quote
 	// (an API that says which URL it refused), then cut to size.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/oncehook/oncehook/deliver"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/duration"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
@@ -46,6 +48,27 @@ type WireDelivery struct {
 	ReceivedAt     time.Time   `json:"received_at"`
 	Headers        http.Header `json:"headers"`
 	Body           []byte      `json:"body"`
+	// Path and Query, when the destination's transformation set them,
+	// replace the consumer's URL's path and query, as they replace an HTTP
+	// destination's (Query encoded, "a=1&b=2"; ForwardURL does it).
+	Path  string `json:"path,omitempty"`
+	Query string `json:"query,omitempty"`
+}
+
+// ForwardURL is base (a consumer's own URL) with d's path and query in
+// place of its own, as an HTTP destination's URL gets them.
+func (d WireDelivery) ForwardURL(base *url.URL) *url.URL {
+	if d.Path == "" && d.Query == "" {
+		return base
+	}
+	c := *base
+	if d.Path != "" {
+		c.Path, c.RawPath = d.Path, ""
+	}
+	if d.Query != "" {
+		c.RawQuery = d.Query
+	}
+	return &c
 }
 
 // AckBody is an ack's request body: the lease token and the consumer's
@@ -111,6 +134,10 @@ func (h *Hub) ServePull(w http.ResponseWriter, r *http.Request) {
 		out.Deliveries[i] = WireDelivery{
 			ID: d.ID, Source: d.Source, Key: d.Key, Type: d.Type, Attempt: d.Attempt, Token: d.Token,
 			LeaseExpiresAt: d.LeaseExpiry.UTC(), ReceivedAt: d.ReceivedAt.UTC(), Headers: d.Header, Body: d.Body,
+			Path: d.Path,
+		}
+		if d.Query != nil {
+			out.Deliveries[i].Query = d.Query.Encode()
 		}
 	}
 	jsonhttp.WriteJSON(w, http.StatusOK, out)
@@ -146,12 +173,14 @@ func (h *Hub) ServeAck(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := r.PathValue("id")
-	dest := h.Destination(id)
-	if dest == "" {
-		answer(w, ErrNoLease)
-		return
+	var kind deliver.ResultKind
+	if dest := h.Destination(id); dest != "" {
+		kind, err = h.Ack(dest, id, b.Token, out)
+	} else {
+		// Handed out by another replica, or not leased at all: the store says.
+		c, _ := apiauth.CallerOf(r.Context())
+		kind, err = h.AckStored(r.Context(), c.MayPull, consumer(r, ""), id, b.Token, out)
 	}
-	kind, err := h.Ack(dest, id, b.Token, out)
 	if err != nil {
 		answer(w, err)
 		return
@@ -202,6 +231,10 @@ func answer(w http.ResponseWriter, err error) {
 		jsonhttp.WriteError(w, http.StatusConflict, "stale_token", err.Error())
 	case errors.Is(err, ErrInvalid):
 		jsonhttp.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, ErrForbidden):
+		jsonhttp.WriteError(w, http.StatusForbidden, "not_consumer", err.Error())
+	case errors.Is(err, ErrUnavailable):
+		jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	default:
 		jsonhttp.WriteError(w, http.StatusInternalServerError, "internal", "the ack could not be taken")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -169,9 +170,16 @@ func (l *Listener) handle(ctx context.Context, d WireDelivery) {
 	}
 }
 
-// forward POSTs d to the local app: the same headers and bytes.
+// forward POSTs d to the local app: the same headers and bytes, at the
+// path and query a transformation gave it.
 func (l *Listener) forward(ctx context.Context, d WireDelivery) AckBody {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.ForwardTo, bytes.NewReader(d.Body))
+	base, err := url.Parse(l.ForwardTo)
+	if err != nil {
+		return AckBody{Error: err.Error()}
+	}
+	// A transformation's path and query, as an HTTP destination's URL
+	// would have them.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ForwardURL(base).String(), bytes.NewReader(d.Body))
 	if err != nil {
 		return AckBody{Error: err.Error()}
 	}

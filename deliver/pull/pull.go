@@ -20,10 +20,15 @@
 // Linger after the last pull ends, so a consumer's next pull finds the
 // deliveries already offered.
 //
-// Leases live in the process that handed them out: an ack must reach the
-// same gateway (one replica, or a sticky balancer); one that reaches
-// another is refused (ErrNoLease), the lease expires and the delivery is
-// handed out again under the same key.
+// A lease is kept in the store as well as in the process that handed it
+// out (Options.Store): the worker's lease on the delivery passes to the
+// consumer's token and expiry. An ack that reaches that process ends its
+// Send at once; one that reaches another replica is checked against the
+// store and recorded there by that replica's worker (Options.Record),
+// under the consumer's token, which the store fences as any outcome; the
+// process that handed it out finds it recorded when the lease ends. A
+// lease whose gateway died is due in the store at its expiry, and any
+// replica's worker leases it again, as its next attempt, same key.
 package pull
 
 import (
@@ -33,12 +38,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/oncehook/oncehook/deliver"
+	"github.com/oncehook/oncehook/store"
 )
 
 // Linger is how long a destination stays wanted after its last pull
@@ -73,7 +82,16 @@ var (
 	ErrStaleToken = errors.New("the lease token is not the delivery's current one: the lease expired and it was handed out again")
 	// ErrInvalid: the ack says no outcome (neither a status nor an error).
 	ErrInvalid = errors.New("invalid ack")
+	// ErrForbidden: the caller's token may not pull from the delivery's
+	// destination.
+	ErrForbidden = errors.New("the token may not pull from this delivery's destination")
+	// ErrUnavailable: the store could not be reached to hand a lease out
+	// or to check one.
+	ErrUnavailable = errors.New("the store is unavailable")
 )
+
+// storeTimeout bounds a pull's or an ack's call to the store.
+const storeTimeout = 5 * time.Second
 
 // Hub holds a gateway's pull destinations: the offers the worker makes
 // and the leases consumers hold.
@@ -81,8 +99,41 @@ type Hub struct {
 	now    func() time.Time
 	wake   func()
 	paused func() []string
+	store  store.Pulls
+	record func(context.Context, store.LeasedDelivery, time.Time, deliver.Result) (deliver.ResultKind, bool)
 	queues atomic.Pointer[map[string]*queue]
 	mu     sync.Mutex // Configure
+
+	// acked are the tokens acked here whose outcomes the writer may not
+	// have committed yet, until their leases' ends: a second ack is
+	// refused as it was before the store kept leases.
+	ackedMu sync.Mutex
+	acked   map[string]time.Time
+}
+
+// ack notes token as acked, its lease ending at end.
+func (h *Hub) ack(token string, end time.Time) {
+	h.ackedMu.Lock()
+	defer h.ackedMu.Unlock()
+	if h.acked == nil {
+		h.acked = map[string]time.Time{}
+	}
+	now := h.now()
+	if len(h.acked) >= 1024 {
+		for t, e := range h.acked {
+			if !e.After(now) {
+				delete(h.acked, t)
+			}
+		}
+	}
+	h.acked[token] = end
+}
+
+func (h *Hub) wasAcked(token string) bool {
+	h.ackedMu.Lock()
+	defer h.ackedMu.Unlock()
+	end, ok := h.acked[token]
+	return ok && end.After(h.now())
 }
 
 // Options configure a Hub.
@@ -96,6 +147,14 @@ type Options struct {
 	// before it was made.)
 	Paused func() []string
 	Now    func() time.Time
+	// Store, when set, keeps each lease handed out (store.Pulls), so that
+	// an ack is taken on any replica; Record then records an ack taken
+	// here for a lease another replica handed out (deliver.Worker.Record).
+	// Record answers the kind the destination's retry rules make of r,
+	// and false when the destination is not configured there. Without
+	// them, leases live in this process alone.
+	Store  store.Pulls
+	Record func(ctx context.Context, d store.LeasedDelivery, started time.Time, r deliver.Result) (deliver.ResultKind, bool)
 }
 
 // New returns an empty Hub: Configure names its destinations.
@@ -109,7 +168,10 @@ func New(opts Options) *Hub {
 	if opts.Paused == nil {
 		opts.Paused = func() []string { return nil }
 	}
-	h := &Hub{now: opts.Now, wake: opts.Wake, paused: opts.Paused}
+	h := &Hub{now: opts.Now, wake: opts.Wake, paused: opts.Paused, store: opts.Store, record: opts.Record}
+	if h.store == nil || h.record == nil {
+		h.store, h.record = nil, nil
+	}
 	h.queues.Store(&map[string]*queue{})
 	return h
 }
@@ -140,6 +202,10 @@ type offer struct {
 	token    string
 	consumer string
 	expiry   *time.Timer
+	ends     time.Time
+	// stored: the store holds the lease under token (store.Pulls): the
+	// attempt's outcome is recorded under it.
+	stored bool
 }
 
 // Configure names the pull destinations (a start, a reload): one that
@@ -275,8 +341,20 @@ func (s *sender) Send(ctx context.Context, m *deliver.Message) deliver.Result {
 			return r
 		default:
 		}
-		return deliver.Result{Kind: deliver.Retry, After: -1, Error: "not acked before the attempt's deadline (consumer " + o.consumerName() + ")"}
+		return deliver.Result{Kind: deliver.Retry, After: -1, Error: "not acked before the attempt's deadline (consumer " + o.consumerName() + ")",
+			LeaseToken: q.storedToken(o)}
 	}
+}
+
+// storedToken is the token the store holds o's lease under, "" when it
+// holds the worker's.
+func (q *queue) storedToken(o *offer) string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if o.stored {
+		return o.token
+	}
+	return ""
 }
 
 func (o *offer) consumerName() string {
@@ -321,6 +399,11 @@ type Delivery struct {
 	Token       string
 	LeaseExpiry time.Time
 	ReceivedAt  time.Time
+	// Path and Query, when the destination's transformation set them:
+	// what an HTTP destination's URL would have had replaced, for the
+	// consumer to apply to its own URL (listen's --forward-to).
+	Path  string
+	Query url.Values
 }
 
 // Take leases up to r.Max of destination's due deliveries, waiting up to
@@ -359,6 +442,7 @@ func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delive
 		return nil, nil
 	}
 	var out []Delivery
+	var taken []*offer
 	var o *offer
 	select {
 	case o = <-q.offers:
@@ -372,8 +456,8 @@ func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delive
 	gap := time.NewTimer(gather)
 	defer gap.Stop()
 	for o != nil {
-		if d, ok := q.lease(o, r, h.now()); ok {
-			out = append(out, d)
+		if d, ok := q.lease(o, r, h.now(), h.store != nil); ok {
+			out, taken = append(out, d), append(taken, o)
 		}
 		o = nil
 		if len(out) >= r.Max {
@@ -385,13 +469,60 @@ func (h *Hub) Take(ctx context.Context, destination string, r Request) ([]Delive
 		case <-ctx.Done():
 		}
 	}
+	return h.handOut(q, taken, out)
+}
+
+// handOut keeps the leases of a pull's batch in the store, and then arms
+// their expiries: what the store did not take (the worker's lease ended
+// meanwhile) goes back to its worker, and all of it when the store is
+// unreachable, for none was written.
+func (h *Hub) handOut(q *queue, os []*offer, ds []Delivery) ([]Delivery, error) {
+	var held []bool
+	var err error
+	if h.store != nil && len(os) > 0 {
+		hs := make([]store.HandOut, len(os))
+		for i, o := range os {
+			hs[i] = store.HandOut{DeliveryID: o.m.StoreID, Token: o.m.LeaseToken, ConsumerToken: ds[i].Token, Expires: ds[i].LeaseExpiry}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		held, err = h.store.HandOut(ctx, hs)
+		cancel()
+	}
+	out := ds[:0]
+	for i, o := range os {
+		if err != nil || (held != nil && !held[i]) {
+			q.forget(o)
+			o.done <- deliver.Result{Kind: deliver.Released, After: -1}
+			continue
+		}
+		q.arm(h, o, ds[i].LeaseExpiry, h.store != nil)
+		out = append(out, ds[i])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	return out, nil
 }
 
+// arm starts o's lease clock, to expire at expiry; stored says the store
+// holds the lease under o's token.
+func (q *queue) arm(h *Hub, o *offer, expiry time.Time, stored bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.leased[o.id] != o {
+		return
+	}
+	token := o.token
+	o.stored, o.ends = stored, expiry
+	o.expiry = time.AfterFunc(expiry.Sub(h.now()), func() { h.expire(q, o, token) })
+}
+
 // lease hands o to the pulling consumer until its lease ends (r.Lease,
-// cut to end before the attempt's deadline), and arms its expiry. An
-// attempt without time left for minLease is given back, uncounted.
-func (q *queue) lease(o *offer, r Request, now time.Time) (Delivery, bool) {
+// cut to end before the attempt's deadline); handOut arms its expiry. An
+// attempt without time left for minLease is given back, uncounted. A
+// token kept in the store starts with the delivery's row id, so that any
+// replica finds the lease an ack names.
+func (q *queue) lease(o *offer, r Request, now time.Time, stored bool) (Delivery, bool) {
 	d := r.Lease
 	if !o.deadline.IsZero() {
 		d = min(d, o.deadline.Sub(now)-o.deadline.Sub(now)/10)
@@ -403,29 +534,45 @@ func (q *queue) lease(o *offer, r Request, now time.Time) (Delivery, bool) {
 	var b [16]byte
 	rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
+	if stored {
+		token = strconv.FormatInt(o.m.StoreID, 10) + "." + token
+	}
 	q.mu.Lock()
 	o.token, o.consumer = token, r.Consumer
 	q.leased[o.id] = o
-	o.expiry = time.AfterFunc(d, func() { q.expire(o, token) })
 	q.mu.Unlock()
 	m := o.m
 	return Delivery{
 		ID: o.id, Source: m.Source, Key: m.Key, Type: m.Type, Attempt: m.Attempt,
 		Header: m.Header, Body: m.Body, Token: token, LeaseExpiry: now.Add(d), ReceivedAt: m.ReceivedAt,
+		Path: m.Path, Query: m.Query,
 	}, true
 }
 
-// expire ends o's lease under token, unacked: a retry, its next attempt
-// after the destination's backoff.
-func (q *queue) expire(o *offer, token string) {
+// expire ends o's lease under token, unacked here: a retry, its next
+// attempt after the destination's backoff; unless the store says it was
+// acked through another replica (its lease is no longer token's), whose
+// outcome stands: then the lease goes back, which the store ignores.
+func (h *Hub) expire(q *queue, o *offer, token string) {
 	q.mu.Lock()
 	if q.leased[o.id] != o || o.token != token {
 		q.mu.Unlock()
 		return
 	}
 	delete(q.leased, o.id)
+	stored := o.stored
 	q.mu.Unlock()
-	o.done <- deliver.Result{Kind: deliver.Retry, After: -1, Error: fmt.Sprintf("consumer %s did not ack before its lease ended", o.consumerName())}
+	r := deliver.Result{Kind: deliver.Retry, After: -1, Error: fmt.Sprintf("consumer %s did not ack before its lease ended", o.consumerName())}
+	if stored {
+		r.LeaseToken = token
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		d, err := h.store.Leased(ctx, o.m.StoreID)
+		cancel()
+		if errors.Is(err, store.ErrNotFound) || (err == nil && d.LeaseToken != token) {
+			r = deliver.Result{Kind: deliver.Released, After: -1, LeaseToken: token}
+		}
+	}
+	o.done <- r
 }
 
 // Outcome is what a consumer says of one delivery: its local app's
@@ -450,11 +597,8 @@ func (h *Hub) Ack(destination, id, token string, out Outcome) (deliver.ResultKin
 	if q == nil {
 		return 0, ErrUnknown
 	}
-	if out.Status == 0 && out.Error == "" {
-		return 0, fmt.Errorf("%w: give the local status, or the error when there was no answer", ErrInvalid)
-	}
-	if out.Status != 0 && (out.Status < 100 || out.Status > 599) {
-		return 0, fmt.Errorf("%w: status %d is not an HTTP status", ErrInvalid, out.Status)
+	if err := out.check(); err != nil {
+		return 0, err
 	}
 	q.mu.Lock()
 	o := q.leased[id]
@@ -467,12 +611,80 @@ func (h *Hub) Ack(destination, id, token string, out Outcome) (deliver.ResultKin
 		return 0, ErrStaleToken
 	}
 	delete(q.leased, id)
-	o.expiry.Stop()
+	if o.expiry != nil {
+		o.expiry.Stop()
+	}
+	stored, ends := o.stored, o.ends
 	q.mu.Unlock()
 	r := Classify(o.consumerName(), out)
 	o.statuses.Apply(&r)
+	if stored {
+		r.LeaseToken = token
+		h.ack(token, ends)
+	}
 	o.done <- r
 	return r.Kind, nil
+}
+
+func (out Outcome) check() error {
+	if out.Status == 0 && out.Error == "" {
+		return fmt.Errorf("%w: give the local status, or the error when there was no answer", ErrInvalid)
+	}
+	if out.Status != 0 && (out.Status < 100 || out.Status > 599) {
+		return fmt.Errorf("%w: status %d is not an HTTP status", ErrInvalid, out.Status)
+	}
+	return nil
+}
+
+// AckStored takes an ack of delivery id whose lease no queue here holds:
+// one another replica handed out, checked against the store (the token
+// names the delivery's row) and recorded by this gateway's worker under
+// the consumer's token. may says whether the caller may pull from the
+// delivery's destination. A token the store no longer holds is refused
+// as it is where the lease was handed out.
+func (h *Hub) AckStored(ctx context.Context, may func(destination string) bool, consumer, id, token string, out Outcome) (deliver.ResultKind, error) {
+	if err := out.check(); err != nil {
+		return 0, err
+	}
+	row, ok := rowOf(token)
+	if h.store == nil || !ok || h.wasAcked(token) {
+		return 0, ErrNoLease
+	}
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	d, err := h.store.Leased(sctx, row)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return 0, ErrNoLease
+	case err != nil:
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case h.queue(d.Destination) == nil || deliver.DeliveryID(d.Source, d.Key, d.Destination) != id:
+		return 0, ErrNoLease
+	case !may(d.Destination):
+		return 0, ErrForbidden
+	case d.LeaseToken == "" || !d.LeaseExpiresAt.After(h.now()):
+		return 0, ErrNoLease
+	case d.LeaseToken != token:
+		return 0, ErrStaleToken
+	}
+	r := Classify(consumer, out)
+	r.LeaseToken, d.LeaseToken = token, token
+	kind, ok := h.record(ctx, d, h.now().Add(-out.Latency), r)
+	if !ok {
+		return 0, ErrNoLease
+	}
+	h.ack(token, d.LeaseExpiresAt)
+	return kind, nil
+}
+
+// rowOf is the delivery row a stored lease's token names.
+func rowOf(token string) (int64, bool) {
+	row, _, ok := strings.Cut(token, ".")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(row, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // Classify is a consumer's outcome as the worker records it: its status
