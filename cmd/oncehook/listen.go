@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +34,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	printBody := fs.Bool("print-body", false, "print each delivery's body under its line")
 	batch := fs.Int("batch", 16, "deliveries per pull")
 	lease := fs.Duration("lease", pull.DefaultLease, "how long each delivery is leased before the gateway hands it out again")
+	ca := fs.String("ca", "", "a PEM file of CA certificates to trust for --api's HTTPS, besides the system's (or $SSL_CERT_FILE)")
 	journal := fs.String("journal", "", "the file that keeps answers not yet acked, across a kill (default: one per destination in the user's state folder)")
 	// Flags may come after the destination's name, as the usage shows.
 	var dest string
@@ -67,9 +71,13 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		*journal = filepath.Join(dir, "oncehook", "listen-"+dest+".journal")
 	}
+	hc, err := apiClient(*ca)
+	if err != nil {
+		return err
+	}
 	host, _ := os.Hostname()
 	l := &pull.Listener{
-		Client: pull.NewClient(*apiURL, *token, nil), Destination: dest, ForwardTo: *forward, Out: stdout,
+		Client: pull.NewClient(*apiURL, *token, hc), Destination: dest, ForwardTo: *forward, Out: stdout,
 		FromNow: *fromNow, PrintBody: *printBody, Batch: *batch, Lease: *lease, Journal: *journal,
 		Consumer: fmt.Sprintf("%s/%d", host, os.Getpid()),
 	}
@@ -78,10 +86,36 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "%s  listening to %s at %s, forwarding to %s (Ctrl-C to stop; what is not acked waits in the gateway)\n",
 		time.Now().Format("2006-01-02 15:04:05"), dest, *apiURL, *forward)
-	err := l.Run(ctx)
+	err = l.Run(ctx)
 	var api *pull.APIError
-	if errors.As(err, &api) {
+	switch {
+	case errors.As(err, &api):
 		return fmt.Errorf("listen %s: %s", dest, api.Body.Error)
+	case errors.Is(err, pull.ErrUntrusted):
+		return fmt.Errorf("listen %s: %w; trust its CA with --ca FILE (or $SSL_CERT_FILE)", dest, err)
 	}
 	return err
+}
+
+// apiClient is the HTTP client listen calls the API with: the system's
+// CAs, and caFile's when it names one (a gateway whose certificate a
+// private CA signed).
+func apiClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: t}, nil
 }

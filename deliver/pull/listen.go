@@ -3,6 +3,8 @@ package pull
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -87,6 +89,10 @@ func (l *Listener) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
+			if untrusted(err) {
+				// No retry fixes it: say so, rather than retry for ever.
+				return fmt.Errorf("%w: %w", ErrUntrusted, err)
+			}
 			var api *APIError
 			if errors.As(err, &api) && api.Status != http.StatusServiceUnavailable && api.Status != http.StatusBadGateway &&
 				api.Status != http.StatusGatewayTimeout && api.Status != http.StatusTooManyRequests {
@@ -105,6 +111,19 @@ func (l *Listener) Run(ctx context.Context) error {
 		l.forwardBatch(ctx, ds)
 	}
 	return nil
+}
+
+// ErrUntrusted: the gateway's TLS certificate is not one this machine
+// trusts (a private CA not given, a name it is not for, expired): Run
+// returns it at once, for a retry would fail the same way.
+var ErrUntrusted = errors.New("the gateway's TLS certificate is not trusted")
+
+func untrusted(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var authority x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
 }
 
 // forwardBatch forwards and acks ds, Parallel at a time.
