@@ -37,7 +37,7 @@ api:
 sources:
   - {name: shop, preset: generic, unsigned: true, key: ["json:id"], destinations: [laptop]}
 destinations:
-  - {name: laptop, pull: {}, retry: {max_attempts: 20, base_delay: 10ms, max_delay: 50ms}}
+  - {name: laptop, pull: {}, concurrency: 1, retry: {max_attempts: 20, base_delay: 10ms, max_delay: 50ms}}
 `, pg, addr, replicaPullToken)
 	path := filepath.Join(dir, "oncehook.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -104,6 +104,14 @@ func TestPullLeaseHoldsOnEveryReplica(t *testing.T) {
 	if _, err := cb.Ack(ctx, d.ID, pull.AckBody{Token: d.Token, Status: 200}); err == nil {
 		t.Fatal("a second ack of the same lease on the replica that took the first was accepted")
 	}
+	// a frees the attempt's slot (concurrency 1) once it sees the ack in
+	// the store, long before the 30s lease would have ended.
+	postShopEvent(t, a, "ev_next")
+	next := pullOne(t, ca, "30s", 10*time.Second)
+	t.Logf("with the slot's one attempt acked on b, a handed out the next %s after that ack", time.Since(start).Round(time.Millisecond))
+	if _, err := ca.Ack(ctx, next.ID, pull.AckBody{Token: next.Token, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
 
 	// A lease left to expire on a is handed out again (b's consumer
 	// pulls it): its old token is stale on both replicas.
@@ -141,7 +149,7 @@ func TestPullLeaseHoldsOnEveryReplica(t *testing.T) {
 	if ans, err := cb.Ack(ctx, taken.ID, pull.AckBody{Token: taken.Token, Status: 200}); err != nil || ans.Outcome != "delivered" {
 		t.Fatalf("ack: %+v %v", ans, err)
 	}
-	if !testenv.WaitFor(10*time.Second, func() bool { st := pgStats(t, pg); return st.Delivered == 3 && st.Pending == 0 }) {
-		t.Fatalf("the store says %+v, want 3 delivered", pgStats(t, pg))
+	if !testenv.WaitFor(10*time.Second, func() bool { st := pgStats(t, pg); return st.Delivered == 4 && st.Pending == 0 }) {
+		t.Fatalf("the store says %+v, want 4 delivered", pgStats(t, pg))
 	}
 }

@@ -93,6 +93,11 @@ var (
 // storeTimeout bounds a pull's or an ack's call to the store.
 const storeTimeout = 5 * time.Second
 
+// recheck is how often a lease kept in the store is looked up while it
+// runs, for an ack another replica took: the attempt then ends here, its
+// slot freed, rather than when the lease would have ended.
+const recheck = 2 * time.Second
+
 // Hub holds a gateway's pull destinations: the offers the worker makes
 // and the leases consumers hold.
 type Hub struct {
@@ -109,6 +114,7 @@ type Hub struct {
 	// refused as it was before the store kept leases.
 	ackedMu sync.Mutex
 	acked   map[string]time.Time
+	pruned  time.Time
 }
 
 // ack notes token as acked, its lease ending at end.
@@ -119,7 +125,8 @@ func (h *Hub) ack(token string, end time.Time) {
 		h.acked = map[string]time.Time{}
 	}
 	now := h.now()
-	if len(h.acked) >= 1024 {
+	if len(h.acked) >= 1024 && now.Sub(h.pruned) >= time.Second {
+		h.pruned = now
 		for t, e := range h.acked {
 			if !e.After(now) {
 				delete(h.acked, t)
@@ -514,7 +521,11 @@ func (q *queue) arm(h *Hub, o *offer, expiry time.Time, stored bool) {
 	}
 	token := o.token
 	o.stored, o.ends = stored, expiry
-	o.expiry = time.AfterFunc(expiry.Sub(h.now()), func() { h.expire(q, o, token) })
+	wait := expiry.Sub(h.now())
+	if stored {
+		wait = min(wait, recheck)
+	}
+	o.expiry = time.AfterFunc(wait, func() { h.tick(q, o, token) })
 }
 
 // lease hands o to the pulling consumer until its lease ends (r.Lease,
@@ -549,28 +560,46 @@ func (q *queue) lease(o *offer, r Request, now time.Time, stored bool) (Delivery
 	}, true
 }
 
-// expire ends o's lease under token, unacked here: a retry, its next
-// attempt after the destination's backoff; unless the store says it was
-// acked through another replica (its lease is no longer token's), whose
-// outcome stands: then the lease goes back, which the store ignores.
-func (h *Hub) expire(q *queue, o *offer, token string) {
+// tick looks at o's lease under token while it runs unacked here: when
+// the store says another replica took its ack (the lease is no longer
+// token's), the attempt ends with that outcome standing (the lease goes
+// back, which the store ignores); at the lease's end, it is a retry, the
+// next attempt after the destination's backoff. Otherwise it looks again
+// within recheck.
+func (h *Hub) tick(q *queue, o *offer, token string) {
 	q.mu.Lock()
 	if q.leased[o.id] != o || o.token != token {
 		q.mu.Unlock()
 		return
 	}
+	stored, ends := o.stored, o.ends
+	q.mu.Unlock()
+	elsewhere := false
+	if stored {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		d, err := h.store.Leased(ctx, o.m.StoreID)
+		cancel()
+		elsewhere = errors.Is(err, store.ErrNotFound) || (err == nil && d.LeaseToken != token)
+	}
+	now := h.now()
+	q.mu.Lock()
+	if q.leased[o.id] != o || o.token != token { // acked here meanwhile
+		q.mu.Unlock()
+		return
+	}
+	if !elsewhere && now.Before(ends) {
+		o.expiry = time.AfterFunc(min(ends.Sub(now), recheck), func() { h.tick(q, o, token) })
+		q.mu.Unlock()
+		return
+	}
 	delete(q.leased, o.id)
-	stored := o.stored
 	q.mu.Unlock()
 	r := deliver.Result{Kind: deliver.Retry, After: -1, Error: fmt.Sprintf("consumer %s did not ack before its lease ended", o.consumerName())}
 	if stored {
 		r.LeaseToken = token
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		d, err := h.store.Leased(ctx, o.m.StoreID)
-		cancel()
-		if errors.Is(err, store.ErrNotFound) || (err == nil && d.LeaseToken != token) {
-			r = deliver.Result{Kind: deliver.Released, After: -1, LeaseToken: token}
-		}
+	}
+	if elsewhere {
+		r = deliver.Result{Kind: deliver.Released, After: -1, LeaseToken: token}
 	}
 	o.done <- r
 }
