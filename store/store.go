@@ -288,9 +288,10 @@ type Committed struct {
 // What a backend must do: the core's methods below (claims, outcomes,
 // leases, effects, sweeps, counters), and the operator's queries (Admin),
 // flow control (Flow), the dashboard's sessions (Sessions) and pull
-// consumers' leases (Pulls), which every replica must share. What it may do: announce new deliveries (Listener),
-// asked for with SupportsListener; without it, Listen returns an error
-// wrapping ErrNotSupported.
+// consumers' leases (Pulls), which every replica must share. What it may
+// do: announce new deliveries (Listener), asked for with
+// SupportsListener; without it, Listen returns an error wrapping
+// ErrNotSupported.
 type Store interface {
 	Admin
 	Flow
