@@ -172,7 +172,7 @@ func TestAPI(t *testing.T) {
 				t.Errorf("GET %s %s: %d, want %d (after %d failures)", path, what, code, want, failures-1)
 			}
 		}
-		for _, path := range []string{"/v1/sources", "/v1/stats", "/v1/events", "/v1/events/1", "/v1/dead-letters", "/v1/destinations", "/v1/audit", "/v1/doctor"} {
+		for _, path := range []string{"/v1/sources", "/v1/stats", "/v1/events", "/v1/events/1", "/v1/dead-letters", "/v1/destinations", "/v1/audit", "/v1/doctor", "/v1/alerts/issues"} {
 			for range 2 {
 				if code, _ := s.call(t, "", "GET", path, ""); code != 401 {
 					t.Errorf("GET %s without a token: %d, want 401 (after %d wrong ones)", path, code, failures)
@@ -187,7 +187,8 @@ func TestAPI(t *testing.T) {
 			}
 		}
 		for _, c := range [][2]string{{"POST", "/v1/events/1/replay"}, {"POST", "/v1/events/replay"}, {"POST", "/v1/dead-letters/retry"},
-			{"DELETE", "/v1/dead-letters?all=true"}, {"POST", "/v1/destinations/app/pause"}, {"POST", "/v1/destinations/app/resume"}} {
+			{"DELETE", "/v1/dead-letters?all=true"}, {"POST", "/v1/destinations/app/pause"}, {"POST", "/v1/destinations/app/resume"},
+			{"POST", "/v1/alerts/issues/1/acknowledge"}, {"POST", "/v1/alerts/issues/1/resolve"}} {
 			if code, body := s.call(t, viewerToken, c[0], c[1], `{"all":true}`); code != 403 || body["reason"] != "read_only" {
 				t.Errorf("%s %s read-only: %d %v", c[0], c[1], code, body)
 			}
