@@ -116,6 +116,24 @@ final class PullTest
         Check::same([], $short->pull('laptop', wait: 1.5), 'nothing again, after a wait longer than the timeout');
     }
 
+    public function testATransformationsPathAndQueryComeWithTheDelivery(): void
+    {
+        $this->publish('routed-1', ['job' => 'resize']);
+        $ops = new Consumer(self::$gw->api, Gateway::TOKEN); // a token that may change anything pulls too
+        // Every jobs event goes to routed too: the others are acked on the way.
+        $got = null;
+        for ($giveUp = microtime(true) + 15; $got === null && microtime(true) < $giveUp;) {
+            foreach ($ops->pull('routed', max: 100, wait: 2) as $d) {
+                $got = $d->key === 'routed-1' ? $d : $got;
+                $ops->ack($d);
+            }
+        }
+        Check::same(['/jobs/resize', 'v=2'], $got ? [$got->path, $got->query] : null);
+        [$plain] = $this->pullN(1); // the same event through laptop, which has no transformation
+        Check::same(['routed-1', '', ''], [$plain->key, $plain->path, $plain->query]);
+        $this->consumer->ack($plain);
+    }
+
     public function testAConsumersTokenIsRefusedElsewhere(): void
     {
         $e = Check::throws(ApiException::class, fn () => $this->consumer->pull('other', wait: 0));

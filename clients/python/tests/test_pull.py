@@ -104,6 +104,19 @@ class PullTest(unittest.TestCase):
             Ledger(gw.api, PULL_TOKEN).claim("pull-token-claims")
         self.assertEqual((e.exception.status, e.exception.code), (403, "pull_only"))
 
+    def test_a_transformations_path_and_query_come_with_the_delivery(self):
+        self.publish("routed-1", {"job": "resize"})
+        # Every jobs event goes to routed too: the others are acked on the way.
+        ops, got, give_up = Consumer(gw.api, TOKEN), None, time.monotonic() + 15  # a token that may change anything pulls too
+        while got is None and time.monotonic() < give_up:
+            for d in ops.pull("routed", max=100, wait=2):
+                got = d if d.key == "routed-1" else got
+                ops.ack(d)
+        self.assertEqual((got.path, got.query) if got else None, ("/jobs/resize", "v=2"))
+        [plain] = self.pull_n(1)  # the same event through laptop, which has no transformation
+        self.assertEqual((plain.key, plain.path, plain.query), ("routed-1", "", ""))
+        self.consumer.ack(plain)
+
     def pull_n(self, n):
         out, give_up = [], time.monotonic() + 15
         while len(out) < n and time.monotonic() < give_up:

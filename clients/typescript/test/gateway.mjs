@@ -59,8 +59,12 @@ sources:
   - name: jobs
     outbox: true
     type: ["header:X-Event-Type"]
-    destinations: [laptop, other]
+    destinations: [laptop, other, routed]
 destinations:
+  - name: routed
+    pull: {}
+    transform:
+      inline: 'addHandler("transform", (request) => { request.path = "/jobs/" + request.body.job; request.query = "v=2"; return request; })'
   - name: laptop
     pull: {}
     secret: "${SECRET}"

@@ -89,6 +89,23 @@ describe("pull", { skip }, () => {
     assert.deepEqual(await short.pull("laptop", { waitMs: 1500 }), []);
   });
 
+  test("a transformation's path and query come with the delivery", async () => {
+    await publish("routed-1", { job: "resize" });
+    const ops = new Consumer({ url: gw.api, token: TOKEN }); // a token that may change anything pulls too
+    // Every jobs event goes to routed too: the others are acked on the way.
+    let got;
+    for (const giveUp = Date.now() + 15_000; !got && Date.now() < giveUp;) {
+      for (const d of await ops.pull("routed", { max: 100, waitMs: 2000 })) {
+        if (d.key === "routed-1") got = d;
+        await ops.ack(d);
+      }
+    }
+    assert.deepEqual(got && [got.path, got.query], ["/jobs/resize", "v=2"]);
+    const [plain] = await pullN(1); // the same event through laptop, which has no transformation
+    assert.deepEqual([plain.key, plain.path, plain.query], ["routed-1", "", ""]);
+    await consumer.ack(plain);
+  });
+
   test("a consumer's token is refused elsewhere", async () => {
     const refused = (status, code) => (e) => e instanceof ApiError && e.status === status && (!code || e.code === code);
     await assert.rejects(consumer.pull("other", { waitMs: 0 }), refused(403, "not_consumer"));
