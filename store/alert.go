@@ -20,7 +20,10 @@ type AlertIssues interface {
 	// figures, unless one is active: then it returns that one with
 	// opened false (its figures updated to o's). One atomic step (an
 	// insert that a unique partial index arbitrates), so two replicas
-	// that see the condition begin at once open one issue.
+	// that see the condition begin at once open one issue. A condition
+	// whose last issue resolved by itself at or after o.At is not opened
+	// again (a replica whose check measured later saw it end, and this
+	// one's measure is older): it returns a zero issue, opened false.
 	OpenIssue(ctx context.Context, o NewIssue) (issue AlertIssue, opened bool, err error)
 	// AcknowledgeIssue marks an open issue acknowledged by a.Actor at
 	// a.At, audited in the same transaction. An issue acknowledged

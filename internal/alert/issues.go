@@ -64,6 +64,9 @@ func (a *Alerter) track(ctx context.Context, now time.Time, alerts []Alert) erro
 			errs = append(errs, fmt.Errorf("open issue %s %s: %w", al.Kind, al.Name, err))
 			continue
 		}
+		if is.ID == 0 {
+			continue // another replica's later check saw it end
+		}
 		if opened {
 			a.opts.Logger.Info("alert issue opened", "issue", is.ID, "kind", al.Kind, al.Scope, al.Name)
 		}

@@ -40,7 +40,9 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 		// COMMITTED: the next statement sees it).
 		var id int64
 		err = tx.QueryRow(ctx, `INSERT INTO alert_issues (kind, scope, name, state, opened_at, figures)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (kind, scope, name) WHERE state <> 'resolved' DO NOTHING RETURNING id`,
+			SELECT $1, $2, $3, $4, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM alert_issues
+				WHERE kind = $1 AND scope = $2 AND name = $3 AND state = 'resolved' AND resolved_by = '' AND resolved_at >= $5)
+			ON CONFLICT (kind, scope, name) WHERE state <> 'resolved' DO NOTHING RETURNING id`,
 			o.Kind, o.Scope, o.Name, store.IssueOpen, s.toDB(o.At), string(figures)).Scan(&id)
 		switch {
 		case err == nil:
@@ -53,6 +55,10 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 		}
 		is, err = s.scanIssue(tx.QueryRow(ctx, `SELECT `+sqlstore.IssueColumns+` FROM alert_issues
 			WHERE kind = $1 AND scope = $2 AND name = $3 AND state <> 'resolved'`, o.Kind, o.Scope, o.Name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			is = store.AlertIssue{} // a later check saw the condition end
+			return nil
+		}
 		return err
 	})
 	if err != nil {

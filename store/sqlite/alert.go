@@ -36,7 +36,9 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 	var opened int64
 	if n, _ := res.RowsAffected(); n == 0 {
 		res, err := tx.ExecContext(ctx, `INSERT INTO alert_issues (kind, scope, name, state, opened_at, figures)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, o.Kind, o.Scope, o.Name, store.IssueOpen, ms(o.At), string(figures))
+			SELECT ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM alert_issues
+				WHERE kind = ? AND scope = ? AND name = ? AND state = 'resolved' AND resolved_by = '' AND resolved_at >= ?)
+			ON CONFLICT DO NOTHING`, o.Kind, o.Scope, o.Name, store.IssueOpen, ms(o.At), string(figures), o.Kind, o.Scope, o.Name, ms(o.At))
 		if err != nil {
 			return store.AlertIssue{}, false, failed("open issue", err)
 		}
@@ -49,6 +51,9 @@ func (s *Store) OpenIssue(ctx context.Context, o store.NewIssue) (store.AlertIss
 	}
 	is, err := scanIssue(tx.QueryRowContext(ctx, `SELECT `+sqlstore.IssueColumns+` FROM alert_issues
 		WHERE kind = ? AND scope = ? AND name = ? AND state <> ?`, o.Kind, o.Scope, o.Name, store.IssueResolved))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.AlertIssue{}, false, nil // a later check saw the condition end
+	}
 	if err != nil {
 		return is, false, unavailable("read issue", err)
 	}

@@ -97,6 +97,14 @@ func testAlertIssues(t *testing.T, stores []store.Store) {
 		t.Fatalf("every resolution notified, yet listed: %+v %v", got, err)
 	}
 
+	// A check that measured before the resolution (another replica's,
+	// slower) does not open it again: its measure is older.
+	stale := open
+	stale.At = base.Add(4 * time.Minute)
+	if is, ok, err := b.OpenIssue(ctx, stale); err != nil || ok || is.ID != 0 {
+		t.Fatalf("a measure older than the resolution: %+v opened=%v %v; want nothing opened", is, ok, err)
+	}
+
 	// The condition again: a new issue.
 	again := open
 	again.At = base.Add(10 * time.Minute)
