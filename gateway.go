@@ -294,11 +294,18 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	}
 	// A pull destination nobody pulls from is held, as a paused one is
 	// (pull.Hub.Idle); a pull wakes the worker.
+	// Their leases are kept in the store when replicas share it, so that
+	// an ack is taken on any (store.Kind.Shared); on SQLite, one process,
+	// in memory, which spares a write per pull.
+	var leases store.Pulls
+	if kind, ok := g.opts.Kinds.storeKind(cfg.Store); ok && kind.Shared {
+		leases = g.store
+	}
 	g.pulls = pull.New(pull.Options{Paused: g.holds.Paused, Wake: func() {
 		if g.worker != nil {
 			g.worker.Notify()
 		}
-	}, Store: g.store, Record: func(ctx context.Context, d store.LeasedDelivery, started time.Time, r deliver.Result) (deliver.ResultKind, bool) {
+	}, Store: leases, Record: func(ctx context.Context, d store.LeasedDelivery, started time.Time, r deliver.Result) (deliver.ResultKind, bool) {
 		// An ack for a lease another replica handed out: recorded here.
 		if g.worker == nil {
 			return r.Kind, false

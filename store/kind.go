@@ -26,6 +26,11 @@ type Kind struct {
 	Check func(url string) error
 	// Writer is how the group committer runs on it.
 	Writer Writer
+	// Shared says several gateways may serve one database (PostgreSQL),
+	// so what they must agree on beyond the commit is kept in it: a pull
+	// consumer's lease (Pulls), which costs a write per pull. One process
+	// serves a SQLite file, and keeps those leases in memory.
+	Shared bool
 	// Open opens the store at url, applying its pending migrations.
 	Open func(ctx context.Context, url string, o OpenOptions) (Store, error)
 }

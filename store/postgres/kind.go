@@ -17,6 +17,7 @@ func Kind() store.Kind {
 		// make bigger batches; with the database on another host, overlap
 		// matters more). Lingering did not gain.
 		Writer: store.Writer{Writers: 2},
+		Shared: true,
 		Open: func(ctx context.Context, url string, o store.OpenOptions) (store.Store, error) {
 			return Open(ctx, url, Options{Logger: o.Logger, Horizon: o.Horizon})
 		},
