@@ -587,7 +587,7 @@ func (h *Hub) tick(q *queue, o *offer, token string) {
 		q.mu.Unlock()
 		return
 	}
-	if !elsewhere && now.Before(ends) {
+	if stored && !elsewhere && now.Before(ends) {
 		o.expiry = time.AfterFunc(min(ends.Sub(now), recheck), func() { h.tick(q, o, token) })
 		q.mu.Unlock()
 		return
