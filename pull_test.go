@@ -205,8 +205,8 @@ func TestPullTokenMayOnlyPullItsDestinations(t *testing.T) {
 	for _, r := range routes {
 		method, path, _ := strings.Cut(r, " ")
 		path = wildcard.ReplaceAllString(path, "laptop")
-		if status, b := do(pullToken, method, path, "{}"); status != http.StatusForbidden {
-			t.Errorf("%s %s with the consumer's token: %d %s, want 403", method, path, status, b)
+		if status, b := do(pullToken, method, path, "{}"); status != http.StatusForbidden || !strings.Contains(b, `"pull_only"`) {
+			t.Errorf("%s %s with the consumer's token: %d %s, want 403 pull_only", method, path, status, b)
 		}
 	}
 	for _, c := range []struct {

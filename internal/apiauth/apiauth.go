@@ -269,6 +269,10 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 func (a *Auth) WrapPublish(h http.Handler) http.Handler {
 	return a.check(func(w http.ResponseWriter, r *http.Request, c Caller) {
 		source := r.PathValue("source")
+		if c.Consumer() { // as on every route but its pulls and acks
+			jsonhttp.WriteError(w, http.StatusForbidden, "pull_only", "token "+c.Name+" may only pull from its destinations (POST /v1/destinations/{name}/pull) and ack their deliveries")
+			return
+		}
 		if !c.MayPublish(source) {
 			jsonhttp.WriteError(w, http.StatusForbidden, "not_publisher", "token "+c.Name+" may not publish to "+source)
 			return
