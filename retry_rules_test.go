@@ -3,6 +3,7 @@ package oncehook_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -48,6 +49,14 @@ func (r *countingReceiver) count(path string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.hits[path]
+}
+
+// snapshot is a copy of the counts, read under the lock: the receiver's
+// handlers may still be counting an attempt in flight.
+func (r *countingReceiver) snapshot() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.hits)
 }
 
 func (r *countingReceiver) total() int {
@@ -171,7 +180,7 @@ destinations:
 		return rx.count("/abort/503/abort-message") == 5 && rx.count("/abort-ignored/503/abort-message") == 15 && rx.count("/abort-ok/200/abort-message") == 5 &&
 			rx.count("/disable/503/disable") >= 1 && rx.count("/disable-ignored/503/disable") == 15
 	}) {
-		t.Fatalf("attempts: %v", rx.hits)
+		t.Fatalf("attempts: %v", rx.snapshot())
 	}
 	paused := func(name string) bool {
 		ds, err := gw.Admin().Destinations(ctx)
@@ -238,7 +247,7 @@ destinations:
 	if !testenv.WaitFor(10*time.Second, func() bool { return rx.count("/disable/503/disable") > before }) {
 		t.Fatal("resumed, the destination got nothing: its deliveries were lost")
 	}
-	t.Logf("attempts: %v", rx.hits)
+	t.Logf("attempts: %v", rx.snapshot())
 }
 
 // A pull consumer's ack is classified by the same rules, and its answer
