@@ -18,6 +18,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -319,7 +320,34 @@ type EventFilter struct {
 }
 
 func (f EventFilter) empty() bool {
-	return f.Source == "" && f.Key == "" && f.Type == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero() && f.Where == ""
+	return f.Source == "" && f.Key == "" && f.Type == "" && f.State == "" && f.KeyPrefix == "" && f.From.IsZero() && f.To.IsZero() && selectsAll(f.Where)
+}
+
+// selectsAll is true of a where that narrows nothing: none, or one whose
+// objects hold no condition ({}, {"body": {}}), which a bulk replay must
+// not take as a filter (it replayed every stored event without all).
+func selectsAll(where string) bool {
+	if strings.TrimSpace(where) == "" {
+		return true
+	}
+	var spec any
+	if json.Unmarshal([]byte(where), &spec) != nil {
+		return false // not JSON: refused as such by where()
+	}
+	var bare func(any) bool
+	bare = func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		for _, x := range m {
+			if !bare(x) {
+				return false
+			}
+		}
+		return true
+	}
+	return bare(spec)
 }
 
 // String describes the filter, for the audit log.

@@ -419,6 +419,18 @@ func TestActingOnASearchNarrowsToADestinationOrItsDeadLetters(t *testing.T) {
 				t.Fatalf("dead letters once retried and delivered: %+v, %v; want none left", again, err)
 			}
 
+			// A where that narrows nothing is no filter: every event
+			// replayed only with all.
+			for _, everything := range []string{`{}`, `{"body":{}}`, `{"body":{},"headers":{}}`, ` {"body":{"order":{}}} `} {
+				_, err := svc.ReplayEvents(ctx, admin.EventFilter{Where: everything}, true)
+				var inv *admin.InvalidError
+				if !errors.As(err, &inv) || inv.Field != "all" {
+					t.Errorf("a replay where %s: %v, want it refused without all", everything, err)
+				}
+			}
+			if dry, err := svc.ReplayEvents(ctx, admin.EventFilter{Where: `{}`, All: true}, true); err != nil || dry.Count != 2*n {
+				t.Errorf("a replay where {} with all: %+v, %v; want every delivery, %d", dry, err, 2*n)
+			}
 			_, err = svc.ReplayEvents(ctx, admin.EventFilter{Where: where, Destination: "bililng"}, true)
 			if !errors.Is(err, admin.ErrNotFound) || !strings.Contains(err.Error(), "bililng") {
 				t.Fatalf("a misspelt destination: %v, want not found naming it", err)
