@@ -2,7 +2,9 @@ package channel_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +215,33 @@ func TestCheckNamesTheField(t *testing.T) {
 		}
 		if _, err := channel.FromConfig(config.Alerts{Channels: []config.AlertChannel{c.ch}}, channel.Deps{}); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("FromConfig(%+v) = %v, want an error naming %s", c.ch, err, c.field)
+		}
+	}
+}
+
+// A receiver that refuses a notice and echoes the request in its answer
+// (a proxy's error page quoting the path, an API quoting the api_key or
+// the Authorization it refused) does not put the channel's secrets in the
+// error, which reaches the log, the alert's effect record and the
+// dashboard (found by a tester: Slack's and Discord's paths, a json
+// channel's query and header, verbatim in all three).
+func TestARefusalThatEchoesTheRequestQuotesNoSecret(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "refused %s %s?%s auth=%q raw=%s", r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"), r.URL.RequestURI())
+	}))
+	defer echo.Close()
+	for _, kind := range []string{"slack", "discord", "json", "teams"} {
+		ch := config.AlertChannel{Name: "x", Kind: kind, URL: echo.URL + "/services/T0/B0/SECRETP4TH?api_key=SECRETQU3RY&x=a%2Fb+SECRETESC"}
+		if kind == "json" {
+			ch.Headers = map[string]string{"Authorization": "Bearer SECRETH3ADER"}
+		}
+		err := build(t, config.Alerts{Channels: []config.AlertChannel{ch}})[0].Send(context.Background(), notice(channel.EventOpened))
+		if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "refused POST") {
+			t.Fatalf("%s: err = %v, want the refusal quoted", kind, err)
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: the error quotes a secret: %v", kind, err)
 		}
 	}
 }

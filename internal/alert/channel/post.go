@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/oncehook/oncehook/internal/redact"
@@ -59,7 +60,51 @@ func (p poster) post(ctx context.Context, key string, body any) error {
 		if msg != "" {
 			msg = ": " + truncate(strings.Join(strings.Fields(msg), " "), 200)
 		}
-		return fmt.Errorf("channel %s: %s%s", p.name, resp.Status, msg)
+		return fmt.Errorf("channel %s: %s%s", p.name, resp.Status, p.scrub(msg))
 	}
 	return nil
+}
+
+// scrub takes out of a receiver's answer every secret the request carried,
+// which a receiver may echo (a proxy's error page quoting the path, an API
+// quoting its api_key or the Authorization it refused): the URL's path
+// segments, its user's password, its query's values and the headers'
+// values. The error reaches the log, the alert's effect record (listed to
+// read-only tokens) and the dashboard.
+func (p poster) scrub(msg string) string {
+	var secrets []string
+	add := func(v string) {
+		if len(v) >= 6 {
+			secrets = append(secrets, v)
+		}
+	}
+	if u, err := url.Parse(p.url); err == nil {
+		add(u.Path)
+		add(u.EscapedPath())
+		for _, seg := range strings.Split(u.Path, "/") {
+			add(seg)
+		}
+		if pw, ok := u.User.Password(); ok {
+			add(pw)
+		}
+		add(u.RawQuery)
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				add(v)
+				add(url.QueryEscape(v))
+			}
+		}
+	}
+	for _, v := range p.headers {
+		add(v)
+		for _, part := range strings.Fields(v) {
+			add(part)
+		}
+	}
+	// Longest first, so that a path is taken out whole before its parts.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, secret := range secrets {
+		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	}
+	return msg
 }
