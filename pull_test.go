@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/deliver/pull"
 	"github.com/oncehook/oncehook/effect"
@@ -456,4 +459,87 @@ func TestPulledDeliveryCarriesTheTransformationsPathAndQuery(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("nothing forwarded")
 	}
+}
+
+// A listener's journal answers only the attempt the gateway hands out
+// again after its own lease ended unacked (a kill between the app's answer
+// and the ack), never the delivery's later life: an ack that landed before
+// the kill could write its done line leaves an outcome behind, and a
+// replay of the event afterwards must reach the app (a tester found it
+// acked from the journal and never forwarded).
+func TestListenJournalAnswersOnlyTheAttemptItKept(t *testing.T) {
+	gw := pullGateway(t, "")
+	ctx := context.Background()
+	c := pull.NewClient(gw.APIURL, pullToken, nil)
+	var mu sync.Mutex
+	got := map[string]int{}
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+	}))
+	defer app.Close()
+	count := func(key string) int { mu.Lock(); defer mu.Unlock(); return got[key] }
+	journal := filepath.Join(t.TempDir(), "laptop.journal")
+	keep := func(ds ...pull.WireDelivery) {
+		var b strings.Builder
+		for _, d := range ds {
+			fmt.Fprintf(&b, `{"id":%q,"attempt":%d,"ack":{"token":"","status":200,"response":"kept"}}`+"\n", d.ID, d.Attempt)
+		}
+		if err := os.WriteFile(journal, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listen := func(until func() bool) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		l := &pull.Listener{Client: c, Destination: "laptop", ForwardTo: app.URL, Out: io.Discard, Journal: journal, Lease: 2 * time.Second}
+		done := make(chan struct{})
+		go func() { defer close(done); l.Run(ctx) }()
+		if !testenv.WaitFor(15*time.Second, until) {
+			t.Errorf("listen: the app has %v", got)
+		}
+		cancel()
+		<-done
+	}
+	delivered := func(key string) func() bool {
+		return func() bool {
+			page, err := gw.Admin().Events(ctx, admin.EventFilter{Source: "shop", Key: key})
+			return err == nil && len(page.Events) == 1 && page.Events[0].State == "delivered"
+		}
+	}
+
+	// Killed before its ack: the app answered attempt 1, the journal kept
+	// it, the lease ended; attempt 2 is acked from the journal, not sent.
+	postShop(t, gw, "jj_kept")
+	ds := pullAll(t, c, 1, 10*time.Second, pull.PullBody{Max: 1, Lease: "1s"})
+	if len(ds) != 1 || ds[0].Attempt != 1 {
+		t.Fatalf("pulled %+v", ds)
+	}
+	keep(ds[0])
+	time.Sleep(1500 * time.Millisecond) // the lease ends unacked
+	listen(delivered("jj_kept"))
+	if n := count("shop:jj_kept"); n != 0 {
+		t.Fatalf("the app got jj_kept %d times, want 0: the journal answers its next attempt", n)
+	}
+
+	// Acked, then replayed: the outcome left in the journal is stale, and
+	// the replay reaches the app.
+	postShop(t, gw, "jj_replayed")
+	ds = pullAll(t, c, 1, 10*time.Second, pull.PullBody{Max: 1})
+	if len(ds) != 1 {
+		t.Fatalf("pulled %+v", ds)
+	}
+	if _, err := c.Ack(ctx, ds[0].ID, pull.AckBody{Token: ds[0].Token, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	keep(ds[0]) // its done line never written: killed right after the ack
+	if !testenv.WaitFor(5*time.Second, delivered("jj_replayed")) {
+		t.Fatal("the ack was not recorded")
+	}
+	if n, err := gw.Admin().ReplayEvents(ctx, admin.EventFilter{Source: "shop", Key: "jj_replayed"}, false); err != nil || n.Count != 1 {
+		t.Fatalf("replay: %+v, %v", n, err)
+	}
+	listen(func() bool { return count("shop:jj_replayed") == 1 })
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	batch := fs.Int("batch", 16, "deliveries per pull")
 	lease := fs.Duration("lease", pull.DefaultLease, "how long each delivery is leased before the gateway hands it out again")
 	ca := fs.String("ca", "", "a PEM file of CA certificates to trust for --api's HTTPS, besides the system's (or $SSL_CERT_FILE)")
-	journal := fs.String("journal", "", "the file that keeps answers not yet acked, across a kill (default: one per destination in the user's state folder)")
+	journal := fs.String("journal", "", "the file that keeps answers not yet acked, across a kill (default: one per gateway and destination in the user's cache folder)")
 	// Flags may come after the destination's name, as the usage shows.
 	var dest string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -69,7 +70,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			dir = os.TempDir()
 		}
-		*journal = filepath.Join(dir, "oncehook", "listen-"+dest+".journal")
+		*journal = filepath.Join(dir, "oncehook", "listen-"+journalName(*apiURL)+"-"+dest+".journal")
 	}
 	hc, err := apiClient(*ca)
 	if err != nil {
@@ -118,4 +119,21 @@ func apiClient(caFile string) (*http.Client, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: t}, nil
+}
+
+// journalName is the gateway's host and port as a file name's part, so
+// that two gateways' destinations of one name keep journals apart (a
+// delivery's id is made of its source, key and destination: the same on
+// both).
+func journalName(apiURL string) string {
+	host := apiURL
+	if u, err := url.Parse(apiURL); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+			return r
+		}
+		return '_'
+	}, host)
 }

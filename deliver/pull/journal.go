@@ -10,21 +10,32 @@ import (
 
 // journal is a listener's file of outcomes the local app gave and the
 // gateway has not yet been told: one JSON line per outcome, and one per
-// ack that landed. A write reaches the kernel before the ack is sent, so
+// ack that landed. An outcome answers only the delivery's next attempt
+// (the one handed out again once the lease of the killed listener's
+// ended): an ack that landed before the kill could write its done line
+// leaves an outcome behind, and the delivery's later life (a replay, whose
+// attempts count from 1 again) must reach the app, not this old answer. A write reaches the kernel before the ack is sent, so
 // a listener killed between the two (SIGKILL) finds it when it starts
 // again; a machine that loses power may lose the last lines, and then
 // that delivery is forwarded again, under the same Idempotency-Key.
 type journal struct {
 	f       *os.File
 	w       *bufio.Writer
-	pending map[string]AckBody
+	pending map[string]journaled
 	lines   int
 }
 
+// journaled is an outcome kept, with the attempt it answered.
+type journaled struct {
+	ack     AckBody
+	attempt int
+}
+
 type journalLine struct {
-	ID   string   `json:"id"`
-	Ack  *AckBody `json:"ack,omitempty"`
-	Done bool     `json:"done,omitempty"`
+	ID      string   `json:"id"`
+	Attempt int      `json:"attempt,omitempty"`
+	Ack     *AckBody `json:"ack,omitempty"`
+	Done    bool     `json:"done,omitempty"`
 }
 
 // compactAfter is how many lines the file may hold before it is written
@@ -45,7 +56,7 @@ func openJournal(path string) (*journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("journal %s is another listener's (%w): give this one its own (--journal)", path, err)
 	}
-	j := &journal{f: f, pending: map[string]AckBody{}}
+	j := &journal{f: f, pending: map[string]journaled{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -55,8 +66,8 @@ func openJournal(path string) (*journal, error) {
 		}
 		if l.Done {
 			delete(j.pending, l.ID)
-		} else if l.Ack != nil {
-			j.pending[l.ID] = *l.Ack
+		} else if l.Ack != nil && l.Attempt > 0 {
+			j.pending[l.ID] = journaled{*l.Ack, l.Attempt}
 		}
 	}
 	if err := j.compact(); err != nil {
@@ -76,7 +87,7 @@ func (j *journal) compact() error {
 	}
 	j.w, j.lines = bufio.NewWriter(j.f), 0
 	for id, a := range j.pending {
-		j.write(journalLine{ID: id, Ack: &a})
+		j.write(journalLine{ID: id, Attempt: a.attempt, Ack: &a.ack})
 	}
 	return j.w.Flush()
 }
@@ -87,11 +98,23 @@ func (j *journal) write(l journalLine) {
 	j.lines++
 }
 
-// add keeps a's outcome for id, written to the kernel before it returns.
-func (j *journal) add(id string, a AckBody) {
-	j.pending[id] = a
-	j.write(journalLine{ID: id, Ack: &a})
+// add keeps a, the outcome of id's attempt, written to the kernel before
+// it returns.
+func (j *journal) add(id string, attempt int, a AckBody) {
+	j.pending[id] = journaled{a, attempt}
+	j.write(journalLine{ID: id, Attempt: attempt, Ack: &a})
 	j.w.Flush()
+}
+
+// answer is the outcome kept for id's attempt: one kept for the attempt
+// before it, which the gateway hands out again when that attempt's lease
+// ends unacked.
+func (j *journal) answer(id string, attempt int) (AckBody, bool) {
+	a, ok := j.pending[id]
+	if !ok || attempt != a.attempt+1 {
+		return AckBody{}, false
+	}
+	return a.ack, true
 }
 
 // done forgets id's outcome: the gateway has it.

@@ -151,12 +151,16 @@ func (l *Listener) handle(ctx context.Context, d WireDelivery) {
 	case !l.wants(d.Type):
 		ack, note = AckBody{Status: http.StatusOK, Response: "not forwarded: listen --type"}, "skipped (--type)"
 	default:
-		if j, ok := l.journaled(d.ID); ok {
+		if j, ok := l.journaled(d); ok {
 			ack, note = j, "answered before a restart: acked, not forwarded again"
 		} else {
+			// An outcome kept for another attempt is stale (its ack
+			// landed; the delivery lives on, replayed): drop it before it
+			// can answer this delivery's next attempt.
+			l.forget(d.ID)
 			ack = l.forward(ctx, d)
 			if ack.Status >= 200 && ack.Status < 300 || ack.Status >= 400 && ack.Status < 500 {
-				l.remember(d.ID, ack)
+				l.remember(d, ack)
 			}
 		}
 	}
@@ -290,23 +294,22 @@ func (l *Listener) say(format string, args ...any) {
 	fmt.Fprintf(l.Out, "%s  %s\n", time.Now().Format("2006-01-02 15:04:05"), fmt.Sprintf(format, args...))
 }
 
-func (l *Listener) journaled(id string) (AckBody, bool) {
+func (l *Listener) journaled(d WireDelivery) (AckBody, bool) {
 	if l.journal == nil {
 		return AckBody{}, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a, ok := l.journal.pending[id]
-	return a, ok
+	return l.journal.answer(d.ID, d.Attempt)
 }
 
-func (l *Listener) remember(id string, a AckBody) {
+func (l *Listener) remember(d WireDelivery, a AckBody) {
 	if l.journal == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.journal.add(id, a)
+	l.journal.add(d.ID, d.Attempt, a)
 }
 
 func (l *Listener) forget(id string) {
