@@ -133,6 +133,17 @@ func TestPulledIsDeliveredLikePushed(t *testing.T) {
 	// Delivered, retried (a 503 from the local app), and a lease left to
 	// expire.
 	ok, retried := byKey["shop:ev_0"], byKey["shop:ev_1"]
+	// A negative latency or retry_after is refused, naming the field (a
+	// latency of -5h was recorded as an attempt that began in the future).
+	for field, ack := range map[string]pull.AckBody{
+		"latency":     {Token: ok.Token, Status: 200, Latency: "-5h"},
+		"retry_after": {Token: ok.Token, Status: 503, RetryAfter: "-1s"},
+	} {
+		var apiErr *pull.APIError
+		if _, err := c.Ack(context.Background(), ok.ID, ack); !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Body.Field != field {
+			t.Fatalf("an ack with a negative %s: %v, want 400 naming it", field, err)
+		}
+	}
 	if a, err := c.Ack(context.Background(), ok.ID, pull.AckBody{Token: ok.Token, Status: 200, Latency: "3ms"}); err != nil || a.Outcome != "delivered" {
 		t.Fatalf("ack 200: %+v %v", a, err)
 	}

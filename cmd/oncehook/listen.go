@@ -83,7 +83,14 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Consumer: fmt.Sprintf("%s/%d", host, os.Getpid()),
 	}
 	if *types != "" {
-		l.Types = strings.Split(*types, ",")
+		for _, t := range strings.Split(*types, ",") {
+			// An empty one would match no type: every event acked as
+			// skipped, none forwarded.
+			if t = strings.TrimSpace(t); t == "" {
+				return fmt.Errorf("--type %q: an empty type in the list; want types such as invoice.paid,order.*", *types)
+			}
+			l.Types = append(l.Types, t)
+		}
 	}
 	fmt.Fprintf(stdout, "%s  listening to %s at %s, forwarding to %s (Ctrl-C to stop; what is not acked waits in the gateway)\n",
 		time.Now().Format("2006-01-02 15:04:05"), dest, *apiURL, *forward)

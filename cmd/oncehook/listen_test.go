@@ -262,3 +262,15 @@ func TestListenRefusesAJournalInUse(t *testing.T) {
 		t.Fatalf("a second listener on the same journal: %v %s", err, out)
 	}
 }
+
+// --type with an empty type in its list is refused: it matched no event,
+// so every one was acked as skipped and none forwarded (a tester's ',').
+func TestListenRefusesAnEmptyType(t *testing.T) {
+	for _, types := range []string{",", "order.paid,", " , invoice.*"} {
+		out, err := exec.Command(binary, "listen", "laptop", "--forward-to", "http://127.0.0.1:9/", "--api", "http://127.0.0.1:9",
+			"--token", listenToken, "--journal", filepath.Join(t.TempDir(), "j"), "--type", types).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "an empty type in the list") {
+			t.Errorf("--type %q: %v %s, want it refused", types, err, out)
+		}
+	}
+}

@@ -161,14 +161,14 @@ func (h *Hub) ServeAck(w http.ResponseWriter, r *http.Request) {
 	out := Outcome{Status: b.Status, Error: b.Error, Response: b.Response}
 	var err error
 	if b.Latency != "" {
-		if out.Latency, err = duration.Parse(b.Latency); err != nil {
-			jsonhttp.WriteFieldError(w, "latency", "a duration, e.g. 12ms")
+		if out.Latency, err = duration.Parse(b.Latency); err != nil || out.Latency < 0 {
+			jsonhttp.WriteFieldError(w, "latency", "a duration of 0 or more, e.g. 12ms")
 			return
 		}
 	}
 	if b.RetryAfter != "" {
-		if out.RetryAfter, err = duration.Parse(b.RetryAfter); err != nil {
-			jsonhttp.WriteFieldError(w, "retry_after", "a duration, e.g. 30s")
+		if out.RetryAfter, err = duration.Parse(b.RetryAfter); err != nil || out.RetryAfter < 0 {
+			jsonhttp.WriteFieldError(w, "retry_after", "a duration of 0 or more, e.g. 30s")
 			return
 		}
 	}
