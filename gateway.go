@@ -39,6 +39,7 @@ import (
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/maintain"
 	"github.com/oncehook/oncehook/internal/metrics"
+	"github.com/oncehook/oncehook/internal/secretbox"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/internal/tracing"
 	"github.com/oncehook/oncehook/internal/transform"
@@ -89,6 +90,9 @@ type Options struct {
 	// the standard OTEL_* environment decides (off when it names no
 	// exporter; see internal/tracing).
 	TracerProvider trace.TracerProvider
+	// Getenv reads the environment (default os.Getenv): the secret keys'
+	// ONCEHOOK_SECRET_KEYS (see internal/secretbox).
+	Getenv func(string) string
 }
 
 // Gateway is one oncehook instance: intake and the API listener's handlers,
@@ -132,6 +136,9 @@ type Gateway struct {
 	publishers *publishers       // the queue destinations' (publish:), kept across reloads
 	pulls      *pull.Hub         // the pull destinations' offers and leases (pull:)
 	tls        *tls.Config       // every listener's, when the config names a certificate
+	// box seals the secrets given through the API; nil without keys
+	// (ONCEHOOK_SECRET_KEYS, secret_keys_file): the API refuses secrets.
+	box *secretbox.Box
 
 	closeOnce sync.Once
 	closeErr  error
@@ -202,6 +209,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		}
 	}()
 	g := &Gateway{opts: opts, log: opts.Logger}
+	// A key that does not parse stops the start: a gateway that could not
+	// read the secrets it stored would answer every provider 401.
+	if g.box, err = loadSecretKeys(cfg, opts.Getenv); err != nil {
+		p.close()
+		return nil, err
+	}
 	g.cfg.Store(cfg)
 	g.scripts.Store(&p.scripts)
 	stops.push(func() error { // the ones running now: a reload swaps them
@@ -244,6 +257,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	return g, nil
 }
 
+// loadSecretKeys reads the keys that seal the API's secrets (see
+// internal/secretbox): nil, and no error, when none is configured.
+func loadSecretKeys(cfg *config.Config, getenv func(string) string) (*secretbox.Box, error) {
+	file := ""
+	if cfg.SecretKeysFile != "" {
+		file = cfg.File(cfg.SecretKeysFile)
+	}
+	box, err := secretbox.Load(getenv, file)
+	if errors.Is(err, secretbox.ErrNoKeys) {
+		return nil, nil
+	}
+	return box, err
+}
+
 // stack is what a gateway started, each with what stops it, in the order
 // it started: New unwinds it when a later step fails, Close when the
 // gateway is done. Unwound, the last started stops first: the writer
@@ -272,6 +299,9 @@ func (o *Options) defaults() {
 	}
 	if o.HotKeys == 0 {
 		o.HotKeys = 100_000
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
 	}
 }
 

@@ -54,6 +54,11 @@ type Config struct {
 	// metrics) over TLS with this certificate: for running without a
 	// reverse proxy in front.
 	TLS TLS `yaml:"tls"`
+	// SecretKeysFile names a file of the keys that encrypt the secrets
+	// given through the API (a source's, a destination's), as
+	// ONCEHOOK_SECRET_KEYS gives them (one or both, not both: see
+	// internal/secretbox): relative to the config file's folder.
+	SecretKeysFile string `yaml:"secret_keys_file"`
 
 	Sources      []Source      `yaml:"sources"`
 	Destinations []Destination `yaml:"destinations"`

@@ -53,6 +53,7 @@ func Reload(old, next *Config, check Checker) (*Reloaded, error) {
 		{"stats", old.Stats, next.Stats, func() { e.Stats = old.Stats }},
 		{"alerts", old.Alerts, next.Alerts, func() { e.Alerts = old.Alerts }},
 		{"upstreams", old.Upstreams, next.Upstreams, func() { e.Upstreams = old.Upstreams }},
+		{"secret_keys_file", old.SecretKeysFile, next.SecretKeysFile, func() { e.SecretKeysFile = old.SecretKeysFile }},
 	}
 	for _, b := range bound {
 		if !reflect.DeepEqual(b.old, b.next) {
