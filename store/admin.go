@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 )
@@ -45,6 +46,11 @@ type Admin interface {
 	// instead), ErrBodyGone when the event's body was dropped, or
 	// ErrNotFound. A sweep never deletes the event under it.
 	AddDelivery(ctx context.Context, eventID int64, destination string, now time.Time, audit AuditEntry) (int, error)
+	// AddDeliveries is AddDelivery for every event d selects: see
+	// Deliver (the type). It returns what it added, what it left alone
+	// and why, or with DryRun what it would; ErrNotFound or ErrBodyGone
+	// when d names one event that is not stored or has no body.
+	AddDeliveries(ctx context.Context, d Deliver) (DeliverCount, error)
 	// SkipDelivery ends an event's pending delivery to destination
 	// without delivering it: an operator's way past a fifo head that
 	// cannot succeed. It becomes a dead letter that says it was skipped
@@ -127,6 +133,78 @@ func (r Replay) Entry() AuditEntry {
 		}
 	}
 	return a
+}
+
+// Deliver selects what AddDeliveries adds: a delivery to Destination, due
+// at Now, for every event Events selects (Before and Limit are ignored:
+// all of them, not a page), an operator's explicit choice as AddDelivery's
+// is for one. An event that already has a delivery there is left as it is
+// (replay that one instead), and one whose body was dropped has nothing to
+// deliver; both are counted apart, never given a second delivery. Each
+// event gets at most one, however often it is asked: the store's unique
+// (event, destination) decides, not a read before the write.
+//
+// The events are read in id order, in transactions of a bounded batch
+// each, so that intake's commits get the writer in between; the audit
+// entry is written by the first and its count raised by each later one,
+// with the deliveries it added: the record and the change never part,
+// even if the process dies halfway (a second call adds the rest). A sweep
+// never deletes an event under a batch that adds its delivery.
+type Deliver struct {
+	Events      EventQuery
+	Destination string
+	Now         time.Time
+	DryRun      bool
+	Audit       AuditEntry // Action defaults to deliver
+}
+
+// Entry is d's audit entry, its action filled in.
+func (d Deliver) Entry() AuditEntry {
+	a := d.Audit
+	if a.Action == "" {
+		a.Action = "deliver"
+	}
+	return a
+}
+
+// OneEvent is true when d names a single event, by ID or by source and key.
+func (d Deliver) OneEvent() bool {
+	return Replay{Events: d.Events}.OneEvent()
+}
+
+// DeliverCount is what AddDeliveries did, or in a dry run would do, with the
+// events it selected: each is counted once, in one of the three.
+type DeliverCount struct {
+	// Added is how many events it gave a delivery to the destination.
+	Added int
+	// Already is how many had one there already: left as they are.
+	Already int
+	// Gone is how many had their body dropped (body_retention): nothing
+	// to deliver.
+	Gone int
+}
+
+// DeliverBatches splits q into the queries of AddDeliveries' batches of
+// at most batch events, for a backend that reads them in id order: when q
+// names its events by IDs (a search's result, thousands of them), each
+// batch names its own share, sorted, so that no statement carries them
+// all; else it returns q alone, and the backend pages it by id.
+func DeliverBatches(q EventQuery, batch int) []EventQuery {
+	if q.IDs == nil || len(q.IDs) <= batch {
+		return []EventQuery{q}
+	}
+	ids := slices.Clone(q.IDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var out []EventQuery
+	for len(ids) > 0 {
+		n := min(batch, len(ids))
+		c := q
+		c.IDs = ids[:n:n]
+		out = append(out, c)
+		ids = ids[n:]
+	}
+	return out
 }
 
 // ErrInFlight is returned when an operator's change would take a delivery

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -301,6 +302,145 @@ func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination stri
 		return 0, fmt.Errorf("event %d: %w", eventID, store.ErrBodyGone)
 	}
 	return n, err
+}
+
+// AddDeliveries implements store.Admin, in transactions of s.bulk events
+// (see store.Deliver). Each batch locks its events' rows, in id order,
+// before it adds their deliveries (FOR UPDATE, as AddDelivery does): a
+// sweep on another replica passes them by (SKIP LOCKED) until the new
+// deliveries, pending, keep them; and no day of bodies is dropped while
+// it adds (holdBodies).
+func (s *Store) AddDeliveries(ctx context.Context, d store.Deliver) (store.DeliverCount, error) {
+	var out store.DeliverCount
+	if d.OneEvent() {
+		f := sqlstore.Events(d.Events, s.dialect())
+		var found, gone int
+		if err := s.pool.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE `+bodyGone+`) FROM events e WHERE `+f.Where(), f.Args()...).Scan(&found, &gone); err != nil {
+			return out, unavailable("deliver", err)
+		}
+		if found == 0 {
+			return out, fmt.Errorf("deliver: %w", store.ErrNotFound)
+		}
+		if gone == found {
+			return out, fmt.Errorf("deliver: %w", store.ErrBodyGone)
+		}
+	}
+	a := d.Entry()
+	if a.At.IsZero() {
+		a.At = s.clock()
+	}
+	var auditID int64
+	for _, q := range store.DeliverBatches(d.Events, s.bulk) {
+		f := sqlstore.Events(q, s.dialect())
+		if d.DryRun {
+			var n, gone, already int
+			args := append(slices.Clone(f.Args()), d.Destination)
+			err := s.pool.QueryRow(ctx, `SELECT COUNT(*), COUNT(*) FILTER (WHERE gone), COUNT(*) FILTER (WHERE has AND NOT gone) FROM (SELECT `+bodyGone+` AS gone,
+				EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.destination = $`+fmt.Sprint(len(args))+`) AS has FROM events e WHERE `+f.Where()+`) x`,
+				args...).Scan(&n, &gone, &already)
+			if err != nil {
+				return out, unavailable("count deliver", err)
+			}
+			out.Added, out.Gone, out.Already = out.Added+n-gone-already, out.Gone+gone, out.Already+already
+			continue
+		}
+		for after, more := int64(0), true; more; {
+			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, holdBodies); err != nil {
+					return err
+				}
+				b, last, m, err := s.deliverBatch(ctx, tx, f, d, after)
+				if err != nil {
+					return err
+				}
+				switch {
+				case auditID == 0:
+					err = tx.QueryRow(ctx, `INSERT INTO audit (at, actor, action, target, count) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+						s.toDB(a.At), a.Actor, a.Action, a.Target, b.Added).Scan(&auditID)
+				case b.Added > 0:
+					_, err = tx.Exec(ctx, `UPDATE audit SET count = count + $1 WHERE id = $2`, b.Added, auditID)
+				}
+				if err == nil && b.Added > 0 {
+					_, err = tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", notifyChannel)
+				}
+				if err == nil {
+					out.Added, out.Already, out.Gone = out.Added+b.Added, out.Already+b.Already, out.Gone+b.Gone
+					after, more = last, m && q.IDs == nil // a share of ids is one batch
+				}
+				return err
+			})
+			if err != nil {
+				// The batches committed before stay, with their audit.
+				return out, failed("deliver", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// deliverBatch adds d's delivery to the next s.bulk events f selects after
+// the id after, in tx, and returns what it did, the last id it read and
+// whether more may follow.
+func (s *Store) deliverBatch(ctx context.Context, tx pgx.Tx, f *sqlstore.Filter, d store.Deliver, after int64) (store.DeliverCount, int64, bool, error) {
+	var out store.DeliverCount
+	args := append(slices.Clone(f.Args()), after, s.bulk)
+	rows, err := tx.Query(ctx, `SELECT e.id, e.filtered, `+bodyGone+` FROM events e WHERE `+f.Where()+
+		fmt.Sprintf(` AND e.id > $%d ORDER BY e.id LIMIT $%d FOR UPDATE`, len(args)-1, len(args)), args...)
+	if err != nil {
+		return out, 0, false, err
+	}
+	filtered := map[int64]string{}
+	var ids []int64
+	read := 0
+	for rows.Next() {
+		var id int64
+		var list string
+		var gone bool
+		if err := rows.Scan(&id, &list, &gone); err != nil {
+			rows.Close()
+			return out, 0, false, err
+		}
+		read, after = read+1, id
+		if gone {
+			out.Gone++
+			continue
+		}
+		ids, filtered[id] = append(ids, id), list
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, 0, false, err
+	}
+	if len(ids) == 0 {
+		return out, after, read == s.bulk, nil
+	}
+	// The unique (event, destination) decides: one already there (made
+	// by the route, an earlier call, a concurrent one) stays.
+	rows, err = tx.Query(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at)
+		SELECT id, $1, $2, $2 FROM unnest($3::bigint[]) AS id ON CONFLICT (event_id, destination) DO NOTHING RETURNING event_id`,
+		d.Destination, s.toDB(d.Now), ids)
+	if err != nil {
+		return out, 0, false, err
+	}
+	added, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return out, 0, false, err
+	}
+	var changed []int64
+	var lists []string
+	for _, id := range added {
+		if l := store.WithoutName(filtered[id], d.Destination); l != filtered[id] {
+			changed, lists = append(changed, id), append(lists, l)
+		}
+	}
+	if len(changed) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE events e SET filtered = v.filtered FROM unnest($1::bigint[], $2::text[]) AS v(id, filtered) WHERE e.id = v.id`,
+			changed, lists); err != nil {
+			return out, 0, false, err
+		}
+	}
+	out.Added, out.Already = len(added), len(ids)-len(added)
+	return out, after, read == s.bulk, nil
 }
 
 // PurgeDeadLetters implements store.Admin.

@@ -63,6 +63,7 @@ type Store struct {
 	analyze analyzer // see analyze.go
 
 	horizon      time.Duration
+	bulk         int          // Options.BulkBatch
 	latestDrop   atomic.Int64 // the latest drop_at committed, in ns (see partitions.go)
 	partitionsAt atomic.Int64 // when maintainPartitions last ran, in ns of the sweep's clock
 }
@@ -80,6 +81,10 @@ type Options struct {
 	// cover it (see partitions.go), so that intake never writes a body
 	// where no day waits for it; the sweep keeps them ahead.
 	Horizon time.Duration
+	// BulkBatch bounds the events one transaction of an operator's bulk
+	// delivery reads (default 1000), so that no transaction holds the
+	// locks of a whole search's result.
+	BulkBatch int
 }
 
 // Open connects to the database at url (postgres://...) and applies the
@@ -121,7 +126,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	s := &Store{pool: pool, log: opts.Logger, clock: opts.Clock, horizon: opts.Horizon}
+	s := &Store{pool: pool, log: opts.Logger, clock: opts.Clock, horizon: opts.Horizon, bulk: opts.BulkBatch}
+	if s.bulk <= 0 {
+		s.bulk = 1000
+	}
 	if _, err := s.Migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

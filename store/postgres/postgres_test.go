@@ -314,3 +314,53 @@ func TestAnUnreachableDatabaseSaysConnect(t *testing.T) {
 		t.Fatalf("error %q, want postgres: connect: ... (unavailable)", err)
 	}
 }
+
+// A bulk delivery runs in transactions of BulkBatch events, by a source
+// and by a search's ids (in shares of a batch each), and still gives
+// every event one delivery, with one audit entry counting them all; each
+// batch wakes the workers.
+func TestBulkDeliveryRunsInBatches(t *testing.T) {
+	ctx := context.Background()
+	s, conn := openWithConn(t, postgres.Options{BulkBatch: 7})
+	now := time.Now()
+	var evs []store.NewEvent
+	for i := range 25 {
+		evs = append(evs, store.NewEvent{Source: "src", Key: fmt.Sprintf("e%02d", i), ContentType: "application/json", Body: []byte("{}"),
+			ReceivedAt: now, ExpiresAt: now.Add(time.Hour), Filtered: []string{"x", "y"}})
+	}
+	if _, err := store.ClaimEvents(ctx, s, evs); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListEvents(ctx, store.EventQuery{Source: "src", Limit: 100})
+	if err != nil || len(list) != 25 {
+		t.Fatalf("listed %d %v", len(list), err)
+	}
+	var ids []int64
+	for _, e := range list {
+		ids = append(ids, e.ID)
+	}
+	for _, dest := range []string{"x", "y"} {
+		q := store.EventQuery{Source: "src"}
+		if dest == "y" {
+			q = store.EventQuery{IDs: ids}
+		}
+		d := store.Deliver{Events: q, Destination: dest, Now: now, Audit: store.AuditEntry{Actor: "ops", Target: dest}}
+		if got, err := s.AddDeliveries(ctx, d); err != nil || got != (store.DeliverCount{Added: 25}) {
+			t.Fatalf("deliver to %s: %+v %v", dest, got, err)
+		}
+		if got, err := s.AddDeliveries(ctx, d); err != nil || got != (store.DeliverCount{Already: 25}) {
+			t.Fatalf("deliver to %s again: %+v %v", dest, got, err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM deliveries WHERE destination = $1`, dest).Scan(&n); err != nil || n != 25 {
+			t.Fatalf("%d deliveries to %s, %v", n, dest, err)
+		}
+	}
+	entries, err := s.ListAudit(ctx, 0, 10)
+	if err != nil || len(entries) != 4 || entries[0].Count != 0 || entries[1].Count != 25 || entries[2].Count != 0 || entries[3].Count != 25 || entries[3].Action != "deliver" {
+		t.Fatalf("audit %+v %v", entries, err)
+	}
+	if e, err := s.Event(ctx, ids[0]); err != nil || len(e.Filtered) != 0 {
+		t.Fatalf("filtered %q %v; want neither x nor y", e.Filtered, err)
+	}
+}

@@ -220,32 +220,18 @@ func (s *Store) bulkChange(ctx context.Context, dryRun bool, a store.AuditEntry,
 	if dryRun {
 		return count()
 	}
-	total, after, auditID := 0, int64(0), int64(0)
+	rec := &batchAudit{entry: a, now: now}
+	total, after := 0, int64(0)
 	for {
-		tx, done, err := s.begin(ctx, "bulk change")
+		var ids []int64
+		err := s.batch(ctx, func(tx *sql.Tx) (err error) {
+			if ids, err = step(tx, after); err != nil {
+				return err
+			}
+			return rec.add(ctx, tx, len(ids))
+		})
 		if err != nil {
 			return total, err
-		}
-		ids, err := step(tx, after)
-		if err == nil {
-			switch {
-			case a.Action == "":
-			case auditID == 0:
-				a.Count = len(ids)
-				auditID, err = auditReturningID(ctx, tx, a, now)
-			case len(ids) > 0:
-				_, err = tx.ExecContext(ctx, `UPDATE audit SET count = count + ? WHERE id = ?`, len(ids), auditID)
-			}
-		}
-		if err == nil {
-			err = tx.Commit()
-		}
-		if err != nil {
-			tx.Rollback()
-		}
-		done()
-		if err != nil {
-			return total, unavailable("bulk change", err)
 		}
 		total += len(ids)
 		if len(ids) < s.bulk {
@@ -253,6 +239,44 @@ func (s *Store) bulkChange(ctx context.Context, dryRun bool, a store.AuditEntry,
 		}
 		after = ids[len(ids)-1]
 	}
+}
+
+// batch runs fn in one transaction of a bulk change, and commits it.
+func (s *Store) batch(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, done, err := s.begin(ctx, "bulk change")
+	if err != nil {
+		return err
+	}
+	defer done()
+	err = fn(tx)
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		tx.Rollback()
+		return unavailable("bulk change", err)
+	}
+	return nil
+}
+
+// batchAudit is a bulk change's audit entry: written by its first
+// transaction, its count raised by each later one that changed rows.
+type batchAudit struct {
+	entry store.AuditEntry
+	now   time.Time
+	id    int64
+}
+
+func (b *batchAudit) add(ctx context.Context, tx *sql.Tx, n int) (err error) {
+	switch {
+	case b.entry.Action == "":
+	case b.id == 0:
+		b.entry.Count = n
+		b.id, err = auditReturningID(ctx, tx, b.entry, b.now)
+	case n > 0:
+		_, err = tx.ExecContext(ctx, `UPDATE audit SET count = count + ? WHERE id = ?`, n, b.id)
+	}
+	return err
 }
 
 // returningIDs runs a statement that returns the ids it changed, in order.
@@ -293,15 +317,8 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 	where, args := f.Where(), f.Args()
 	events := `SELECT e.id FROM events e WHERE ` + where
 	if r.OneEvent() {
-		var found, gone int
-		if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(e.body_dropped_at) FROM events e WHERE `+where, args...).Scan(&found, &gone); err != nil {
-			return 0, unavailable("replay", err)
-		}
-		if found == 0 {
-			return 0, fmt.Errorf("replay: %w", store.ErrNotFound)
-		}
-		if gone == found {
-			return 0, fmt.Errorf("replay: %w", store.ErrBodyGone)
+		if err := s.oneEvent(ctx, "replay", where, args); err != nil {
+			return 0, err
 		}
 	}
 	// An event whose body was dropped has nothing to deliver: its
@@ -322,6 +339,123 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 			return returningIDs(ctx, tx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (SELECT id `+sel+` AND id > ? ORDER BY id LIMIT ?) RETURNING id`,
 				append(append([]any{ms(r.Now), ms(r.Now)}, args...), after, s.bulk)...)
 		})
+}
+
+// oneEvent answers a bulk action that names one event (r.OneEvent) when
+// that event is not stored (ErrNotFound) or has no body (ErrBodyGone).
+func (s *Store) oneEvent(ctx context.Context, what, where string, args []any) error {
+	var found, gone int
+	if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(e.body_dropped_at) FROM events e WHERE `+where, args...).Scan(&found, &gone); err != nil {
+		return unavailable(what, err)
+	}
+	if found == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	if gone == found {
+		return fmt.Errorf("%s: %w", what, store.ErrBodyGone)
+	}
+	return nil
+}
+
+// AddDeliveries implements store.Admin, in transactions of s.bulk events
+// (see store.Deliver). SQLite has one writer, so no sweep runs between a
+// batch's read and its write.
+func (s *Store) AddDeliveries(ctx context.Context, d store.Deliver) (store.DeliverCount, error) {
+	var out store.DeliverCount
+	if d.OneEvent() {
+		f := sqlstore.Events(d.Events, dialect)
+		if err := s.oneEvent(ctx, "deliver", f.Where(), f.Args()); err != nil {
+			return out, err
+		}
+	}
+	rec := &batchAudit{entry: d.Entry(), now: d.Now}
+	for _, q := range store.DeliverBatches(d.Events, s.bulk) {
+		f := sqlstore.Events(q, dialect)
+		if d.DryRun {
+			var n, gone, already int
+			err := s.read.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(e.body_dropped_at), COALESCE(SUM(e.body_dropped_at IS NULL AND EXISTS
+				(SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.destination = ?)), 0) FROM events e WHERE `+f.Where(),
+				append([]any{d.Destination}, f.Args()...)...).Scan(&n, &gone, &already)
+			if err != nil {
+				return out, unavailable("count deliver", err)
+			}
+			out.Added, out.Gone, out.Already = out.Added+n-gone-already, out.Gone+gone, out.Already+already
+			continue
+		}
+		for after, more := int64(0), true; more; {
+			err := s.batch(ctx, func(tx *sql.Tx) error {
+				var b store.DeliverCount
+				var err error
+				b, after, more, err = s.deliverBatch(ctx, tx, f, d, after)
+				more = more && q.IDs == nil // a share of ids is one batch
+				if err == nil {
+					err = rec.add(ctx, tx, b.Added)
+				}
+				if err == nil {
+					out.Added, out.Already, out.Gone = out.Added+b.Added, out.Already+b.Already, out.Gone+b.Gone
+				}
+				return err
+			})
+			if err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// deliverBatch adds d's delivery to the next s.bulk events f selects after
+// the id after, in tx, and returns what it did, the last id it read and
+// whether more may follow.
+func (s *Store) deliverBatch(ctx context.Context, tx *sql.Tx, f *sqlstore.Filter, d store.Deliver, after int64) (store.DeliverCount, int64, bool, error) {
+	var out store.DeliverCount
+	rows, err := tx.QueryContext(ctx, `SELECT e.id, e.filtered, e.body_dropped_at IS NOT NULL FROM events e WHERE `+f.Where()+
+		` AND e.id > ? ORDER BY e.id LIMIT ?`, append(slices.Clone(f.Args()), after, s.bulk)...)
+	if err != nil {
+		return out, 0, false, err
+	}
+	type row struct {
+		id       int64
+		filtered string
+	}
+	var read []row
+	for rows.Next() {
+		var r row
+		var gone bool
+		if err := rows.Scan(&r.id, &r.filtered, &gone); err != nil {
+			rows.Close()
+			return out, 0, false, err
+		}
+		after = r.id
+		if gone {
+			out.Gone++
+			continue
+		}
+		read = append(read, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, 0, false, err
+	}
+	more := len(read)+out.Gone == s.bulk
+	for _, r := range read {
+		// The unique (event, destination) decides: one already there
+		// (made by the route, an earlier call, a concurrent one) stays.
+		res, err := tx.ExecContext(ctx, `INSERT INTO deliveries (event_id, destination, next_attempt_at, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (event_id, destination) DO NOTHING`, r.id, d.Destination, ms(d.Now), ms(d.Now))
+		if err != nil {
+			return out, 0, false, err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			out.Already++
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET filtered = ? WHERE id = ?`, store.WithoutName(r.filtered, d.Destination), r.id); err != nil {
+			return out, 0, false, err
+		}
+		out.Added++
+	}
+	return out, after, more, nil
 }
 
 // ListDeadLetters implements store.Admin.

@@ -166,6 +166,34 @@ func TestBulkChangesRunInBatches(t *testing.T) {
 	if err != nil || len(entries) != 2 || entries[0].Action != "replay" || entries[0].Count != 25 || entries[1].Count != 25 {
 		t.Fatalf("audit %+v %v", entries, err)
 	}
+	// A bulk delivery, by the source and by a search's ids (in shares of
+	// a batch each): every event once, one audit entry counting them all.
+	var ids []int64
+	for _, e := range mustEvents(t, s, store.EventQuery{Source: "src", Limit: 100}) {
+		ids = append(ids, e.ID)
+	}
+	for dest, q := range map[string]store.EventQuery{"x": {Source: "src"}, "y": {IDs: ids}} {
+		d := store.Deliver{Events: q, Destination: dest, Now: now, Audit: audit("deliver")}
+		if got, err := s.AddDeliveries(ctx, d); err != nil || got != (store.DeliverCount{Added: 25}) {
+			t.Fatalf("deliver to %s: %+v %v", dest, got, err)
+		}
+		if got, err := s.AddDeliveries(ctx, d); err != nil || got != (store.DeliverCount{Already: 25}) {
+			t.Fatalf("deliver to %s again: %+v %v", dest, got, err)
+		}
+		entries, err := s.ListAudit(ctx, 0, 2)
+		if err != nil || entries[1].Action != "deliver" || entries[1].Count != 25 || entries[0].Count != 0 {
+			t.Fatalf("audit %+v %v", entries, err)
+		}
+	}
+}
+
+func mustEvents(t *testing.T, s *sqlite.Store, q store.EventQuery) []store.EventSummary {
+	t.Helper()
+	list, err := s.ListEvents(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }
 
 // The outbox's claims in the user's own transaction, on the user's own

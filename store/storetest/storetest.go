@@ -109,6 +109,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"HistoryReadsTheSameWhereverAnAttemptIsKept", testHistoryInOrder},
 		{"ACommitWhoseContextEndedStoresNothing", testCommitContextEnded},
 		{"HandedOutLeaseHoldsOnEveryReplica", replicas(testHandOut)},
+		{"BulkDeliveryAddsEachOnceAndCountsTheRest", replicas(testAddDeliveries)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
