@@ -298,6 +298,7 @@ type Store interface {
 	Sessions
 	AlertIssues
 	Pulls
+	Objects
 	Listener
 
 	// Commit applies a Batch in one transaction and returns only after it

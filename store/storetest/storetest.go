@@ -92,6 +92,8 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"AdminReplaysDeadLettersAndAudits", testAdminDead},
 		{"AdminPausedDestinationIsHeldNotDropped", testAdminPause},
 		{"AdminRecordsAnAuditEntryAlone", testRecordAudit},
+		{"ObjectsAreVersionedAndAudited", testObjects},
+		{"ObjectChangesRaceToOneWinner", replicas(testObjectRace)},
 		{"BodyRetentionDropsTheBodyAndKeepsTheKey", testBodyRetention},
 		{"DaysPassingKeepWhatADeliveryNeeds", testDaysPass},
 		{"OrderStaleIsNotDeliveredAsNew", testOrderStale},

@@ -1,0 +1,20 @@
+-- The sources and destinations created at runtime, through the API
+-- (store.Objects): one row per kind and name, the name unique per kind
+-- whatever the tenant (a source's name is its intake URL, one for all).
+-- spec is JSON under the config file's field names, its secrets sealed
+-- (internal/secretbox), kept as TEXT so that it comes back byte for byte
+-- (jsonb would reorder its keys); version is bumped by each update, the
+-- optimistic check of a change.
+CREATE TABLE objects (
+    kind       TEXT        NOT NULL,
+    name       TEXT        NOT NULL,
+    tenant     TEXT        NOT NULL DEFAULT '',
+    version    BIGINT      NOT NULL,
+    spec       TEXT        NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL,
+    created_by TEXT        NOT NULL DEFAULT '',
+    updated_by TEXT        NOT NULL DEFAULT '',
+    PRIMARY KEY (kind, name)
+);
+CREATE INDEX objects_tenant ON objects (tenant, kind, name);
