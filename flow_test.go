@@ -3,7 +3,6 @@ package oncehook_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -86,8 +85,8 @@ destinations:
 	if err != nil || ds[0].Name != "crm" || ds[0].Breaker == nil || !strings.Contains(ds[0].Breaker.Reason, "503") || ds[1].Breaker != nil {
 		t.Fatalf("destinations %+v %v", ds, err)
 	}
-	if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_breaker_open{destination="crm"} 1`) || !strings.Contains(m, `oncehook_breaker_open{destination="app"} 0`) {
-		t.Fatalf("metrics lack the breaker:\n%s", grep(m, "breaker"))
+	if m := testenv.Get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_breaker_open{destination="crm"} 1`) || !strings.Contains(m, `oncehook_breaker_open{destination="app"} 0`) {
+		t.Fatalf("metrics lack the breaker:\n%s", testenv.Grep(m, "breaker"))
 	}
 	down.Store(false)
 	// Every event arrived while down too (a failed attempt each, some of
@@ -109,27 +108,6 @@ destinations:
 }
 
 const flowToken = "ops-token-0123456789"
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-func grep(text, word string) string {
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, word) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
 
 // An operator opens a destination's breaker by hand: its deliveries are
 // held (none spent, none dropped) until the operator closes it, and both

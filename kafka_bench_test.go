@@ -98,6 +98,6 @@ sources:
 }
 
 func gatewayTaken(b *testing.B, gw *oncehooktest.Gateway) float64 {
-	m := metricsOf(b, gw)
+	m := testenv.Metrics(b, gw.MetricsHandler())
 	return m[`oncehook_events_total{source="clicks",verdict="accepted"}`] + m[`oncehook_events_total{source="clicks",verdict="duplicate"}`]
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,24 +15,6 @@ import (
 	"github.com/oncehook/oncehook/internal/testenv"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
-
-// metricsOf reads every sample of the gateway's /metrics.
-func metricsOf(t testing.TB, gw *oncehooktest.Gateway) map[string]float64 {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	gw.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	out := map[string]float64{}
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[name] = v
-		}
-	}
-	return out
-}
 
 // Issue 27 and invariant 19: a Kafka topic consumed into an HTTP
 // destination, 2,000 distinct clicks plus 600 re-published copies (30%)
@@ -89,7 +68,7 @@ destinations:
 	}
 	var m map[string]float64
 	if !testenv.WaitFor(10*time.Second, func() bool {
-		m = metricsOf(t, gw)
+		m = testenv.Metrics(t, gw.MetricsHandler())
 		return m[`oncehook_events_total{source="clicks",verdict="accepted"}`]+m[`oncehook_events_total{source="clicks",verdict="duplicate"}`] == distinct+copies &&
 			m[`oncehook_requests_total{outcome="missing_key",source="clicks"}`] == poison
 	}) {
@@ -101,7 +80,7 @@ destinations:
 			t.Errorf("key %q delivered %d times; want once, as clicks:<click_id>", key, n)
 		}
 	}
-	m = metricsOf(t, gw)
+	m = testenv.Metrics(t, gw.MetricsHandler())
 	if got := m[`oncehook_events_total{source="clicks",verdict="duplicate"}`]; got != copies {
 		t.Errorf("%v duplicates counted; want exactly the %d copies", got, copies)
 	}

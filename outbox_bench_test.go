@@ -19,6 +19,7 @@ import (
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store"
 	"github.com/oncehook/oncehook/store/postgres"
@@ -58,7 +59,7 @@ func BenchmarkOutboxTx(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		db := shopDB(b, path)
+		db := sqlitetest.Open(b, path)
 		if _, err := db.Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, total INTEGER NOT NULL)`); err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package oncehook_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/sqlite"
@@ -55,37 +55,6 @@ destinations:
 	return gw, path
 }
 
-// shopDB opens the SQLite file at path as a shop's own code would to
-// publish through the outbox: its writes wait for the gateway's
-// (busy_timeout), are durable (synchronous FULL) and take the write lock
-// at BEGIN (_txlock=immediate). It is closed when the test ends.
-func shopDB(tb testing.TB, path string) *sql.DB {
-	tb.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
-}
-
-func publish(t *testing.T, gw *gateway, token, source, key, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/v1/publish/"+source, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // POST /v1/publish/{source}: 202 for a new event, 200 for a duplicate,
 // both after the durable commit; the event is delivered once, with the
 // caller's key in Idempotency-Key; a publish without a key is refused.
@@ -93,17 +62,17 @@ func TestPublishOverHTTPAcceptsOnceAndAnswersDuplicates(t *testing.T) {
 	sink := testenv.NewSink(t)
 	gw, _ := outboxGateway(t, sink.URL)
 	body := `{"event_name":"Purchase","event_id":"ord_1"}`
-	if status, got := publish(t, gw, shopToken, "orders", "ord_1", body); status != http.StatusAccepted || !strings.Contains(got, `"status":"accepted"`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", "ord_1", body); status != http.StatusAccepted || !strings.Contains(got, `"status":"accepted"`) {
 		t.Fatalf("first publish: %d %s, want 202 accepted", status, got)
 	}
-	if status, got := publish(t, gw, shopToken, "orders", "ord_1", body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", "ord_1", body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
 		t.Fatalf("second publish: %d %s, want 200 duplicate", status, got)
 	}
 	// An operator's full token may publish too.
-	if status, got := publish(t, gw, opsToken, "orders", "ord_1", body); status != http.StatusOK {
+	if status, got := testenv.Publish(t, gw.APIURL, opsToken, "orders", "ord_1", body); status != http.StatusOK {
 		t.Fatalf("publish with the operator's token: %d %s", status, got)
 	}
-	if status, got := publish(t, gw, shopToken, "orders", "", body); status != http.StatusUnprocessableEntity || !strings.Contains(got, "missing_key") {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", "", body); status != http.StatusUnprocessableEntity || !strings.Contains(got, "missing_key") {
 		t.Fatalf("publish without a key: %d %s, want 422 missing_key", status, got)
 	}
 	if !testenv.WaitFor(5*time.Second, func() bool { return len(sink.Deliveries()) >= 1 }) {
@@ -134,17 +103,17 @@ func TestPublishReadsIdempotencyKeyAsTheProxyDoes(t *testing.T) {
 	sink := testenv.NewSink(t)
 	gw, path := outboxGateway(t, sink.URL)
 	body := `{"event_name":"Purchase","event_id":"ord_q1"}`
-	if status, got := publish(t, gw, shopToken, "orders", `"ord_q1"`, body); status != http.StatusAccepted || !strings.Contains(got, `"key":"ord_q1"`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", `"ord_q1"`, body); status != http.StatusAccepted || !strings.Contains(got, `"key":"ord_q1"`) {
 		t.Fatalf("quoted: %d %s, want 202 with the key ord_q1", status, got)
 	}
-	if status, got := publish(t, gw, shopToken, "orders", `ord_q1`, body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", `ord_q1`, body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
 		t.Fatalf("bare, after quoted: %d %s, want 200 duplicate", status, got)
 	}
-	if status, got := publish(t, gw, shopToken, "orders", ` "ord_q1" `, body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", ` "ord_q1" `, body); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
 		t.Fatalf("quoted with spaces: %d %s, want 200 duplicate", status, got)
 	}
 	// A quoted key with an escaped quote is that key, not its spelling.
-	if status, got := publish(t, gw, shopToken, "orders", `"say \"hi\""`, body); status != http.StatusAccepted || !strings.Contains(got, `"key":"say%20\"hi\""`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", `"say \"hi\""`, body); status != http.StatusAccepted || !strings.Contains(got, `"key":"say%20\"hi\""`) {
 		t.Fatalf("escaped quote: %d %s, want 202 with the key say \"hi\"", status, got)
 	}
 	for name, values := range map[string][]string{
@@ -175,7 +144,7 @@ func TestPublishReadsIdempotencyKeyAsTheProxyDoes(t *testing.T) {
 		t.Fatalf("%d events stored, want 2 (ord_q1 and say \"hi\"): a refused key stores nothing", got)
 	}
 	// PublishTx reads a key given in its header the same way.
-	db := shopDB(t, path)
+	db := sqlitetest.Open(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	for _, header := range []http.Header{{"Idempotency-Key": {`"ord_q1"`}}, {"Idempotency-Key": {`ord_q1`}}} {
@@ -255,7 +224,7 @@ func TestPublishTokenMayOnlyPublishToItsSources(t *testing.T) {
 		{roToken, "orders", http.StatusForbidden},    // read-only
 		{"wrong-token-0123456789", "orders", http.StatusUnauthorized},
 	} {
-		if status, got := publish(t, gw, c.token, c.source, "k1", body); status != c.want {
+		if status, got := testenv.Publish(t, gw.APIURL, c.token, c.source, "k1", body); status != c.want {
 			t.Errorf("token %s to %s: %d %s, want %d", c.token, c.source, status, got, c.want)
 		}
 	}
@@ -300,7 +269,7 @@ func TestPublishTokenMayOnlyPublishToItsSources(t *testing.T) {
 func TestPublishTxOnTheGatewaysDatabase(t *testing.T) {
 	sink := testenv.NewSink(t)
 	gw, path := outboxGateway(t, sink.URL)
-	db := shopDB(t, path)
+	db := sqlitetest.Open(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	pub := func(key string) oncehook.Published {
@@ -370,7 +339,7 @@ destinations:
   - {name: capi, url: `+purchases.URL+`}
   - {name: ledger, url: `+refunds.URL+`}
 `)
-	db := shopDB(t, path)
+	db := sqlitetest.Open(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	for _, e := range []struct{ key, body string }{
@@ -384,7 +353,7 @@ destinations:
 		}
 		tx.Commit()
 	}
-	if status, got := publish(t, gw, shopToken, "orders", "p3", `{"event_name":"Purchase","value":20}`); status != http.StatusAccepted {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", "p3", `{"event_name":"Purchase","value":20}`); status != http.StatusAccepted {
 		t.Fatalf("publish p3: %d %s", status, got)
 	}
 	if !testenv.WaitFor(5*time.Second, func() bool { return len(purchases.Deliveries()) == 2 && len(refunds.Deliveries()) == 1 }) {
@@ -431,13 +400,13 @@ destinations:
 	}
 	t.Cleanup(pool.Close)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, postgres.TxDriver{})
-	if status, body := publish(t, gw, shopToken, "orders", "held", `{}`); status != http.StatusAccepted {
+	if status, body := testenv.Publish(t, gw.APIURL, shopToken, "orders", "held", `{}`); status != http.StatusAccepted {
 		t.Fatalf("first publish: %d %s", status, body)
 	}
 	// A copy the gateway answers from the keys it remembers, and counts
 	// in a commit of its own within a second; and the caller's copy, in
 	// a transaction it keeps open meanwhile.
-	if status, body := publish(t, gw, shopToken, "orders", "held", `{}`); status != http.StatusOK {
+	if status, body := testenv.Publish(t, gw.APIURL, shopToken, "orders", "held", `{}`); status != http.StatusOK {
 		t.Fatalf("second publish: %d %s", status, body)
 	}
 	tx, err := pool.Begin(ctx)
@@ -451,7 +420,7 @@ destinations:
 	var slowest time.Duration
 	for i := range 30 { // 3 s: past the gateway's 1 s pace of counting copies
 		start := time.Now()
-		if status, body := publish(t, gw, shopToken, "orders", fmt.Sprintf("other-%d", i), `{}`); status != http.StatusAccepted {
+		if status, body := testenv.Publish(t, gw.APIURL, shopToken, "orders", fmt.Sprintf("other-%d", i), `{}`); status != http.StatusAccepted {
 			t.Fatalf("publish other-%d: %d %s", i, status, body)
 		}
 		slowest = max(slowest, time.Since(start))

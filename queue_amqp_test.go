@@ -16,52 +16,9 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
-
-// rabbitQueue declares a fresh queue on the test broker, with a dead-letter
-// exchange and queue, both deleted when the test ends; it returns the
-// broker's URL, an open confirm-mode channel, and the two queues' names.
-func rabbitQueue(t *testing.T) (base string, ch *amqp.Channel, queue, dead string) {
-	t.Helper()
-	base = testenv.RabbitMQ(t)
-	conn, err := amqp.Dial(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	if ch, err = conn.Channel(); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	queue = fmt.Sprintf("oncehook-gw-%08x", rand.Uint32())
-	dead = queue + ".dead"
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(ch.ExchangeDeclare(dead, "fanout", false, false, false, false, nil))
-	_, err = ch.QueueDeclare(dead, false, false, false, false, nil)
-	must(err)
-	must(ch.QueueBind(dead, "", dead, false, nil))
-	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-dead-letter-exchange": dead})
-	must(err)
-	t.Cleanup(func() {
-		c, err := conn.Channel()
-		if err != nil {
-			return
-		}
-		c.QueueDelete(queue, false, false, false)
-		c.QueueDelete(dead, false, false, false)
-		c.ExchangeDelete(dead, false, false)
-		c.Close()
-	})
-	return base, ch, queue, dead
-}
 
 // publishAll publishes bodies to queue in order, pipelined, and waits for
 // every confirm.
@@ -115,7 +72,7 @@ func waitSourceTotal(gw *oncehooktest.Gateway, source string, ok func(admin.Sour
 // same rollups as a webhook's), each poison message is rejected once, by
 // reason, to the queue's dead-letter exchange, and nothing is left.
 func TestRabbitMQSourceTakesEachKeyOnce(t *testing.T) {
-	base, ch, queue, dead := rabbitQueue(t)
+	base, ch, queue, dead := brokertest.RabbitQueue(t)
 	sink := testenv.NewSink(t)
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
@@ -204,7 +161,7 @@ destinations:
 // dead letters); once it is back each event is published once, as a
 // persistent message whose id is <source>:<key>.
 func TestRabbitMQDestinationHoldsWhileTheBrokerIsDown(t *testing.T) {
-	base, ch, queue, _ := rabbitQueue(t)
+	base, ch, queue, _ := brokertest.RabbitQueue(t)
 	u, _ := url.Parse(base)
 	proxy := testenv.NewProxy(t, u.Host)
 	gw := oncehooktest.Start(t, `
@@ -287,7 +244,7 @@ destinations:
 // (a store outage is not poison), and once PostgreSQL is back every
 // message is taken and delivered once.
 func TestRabbitMQSourceAcksNothingWhileTheStoreIsDown(t *testing.T) {
-	base, ch, queue, dead := rabbitQueue(t)
+	base, ch, queue, dead := brokertest.RabbitQueue(t)
 	pg := testenv.Postgres(t)
 	pgURL, _ := url.Parse(pg)
 	proxy := testenv.NewProxy(t, pgURL.Host)
@@ -351,7 +308,7 @@ destinations:
 // message's header fields, and a forged one is poison (unauthorized),
 // dead-lettered once.
 func TestRabbitMQSourceVerifiesAPresetsSignature(t *testing.T) {
-	base, ch, queue, dead := rabbitQueue(t)
+	base, ch, queue, dead := brokertest.RabbitQueue(t)
 	sink := testenv.NewSink(t)
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db

@@ -2,8 +2,6 @@ package oncehook_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -13,47 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
 	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
-// natsStream makes a stream of the test's own on the server at url
-// (subjects <prefix>.>), deleted when the test ends.
-func natsStream(t *testing.T, url string, storage jetstream.StorageType) (js jetstream.JetStream, name, prefix string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	if js, err = jetstream.New(nc); err != nil {
-		t.Fatal(err)
-	}
-	var b [5]byte
-	rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	name, prefix = "GW"+strings.ToUpper(id), "gw"+id
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Storage: storage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		js.DeleteStream(ctx, name)
-	})
-	return js, name, prefix
-}
-
 // metric reads one sample of /metrics (0 when absent).
 func metric(t *testing.T, gw *oncehooktest.Gateway, series string) int {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(get(t, gw.URL+"/metrics"))
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(testenv.Get(t, gw.URL+"/metrics"))
 	if m == nil {
 		return 0
 	}
@@ -68,7 +37,7 @@ func metric(t *testing.T, gw *oncehooktest.Gateway, series string) int {
 // rejected once by reason, and every message is acked.
 func TestNATSSourceDeliversEachKeyOnceAndCountsCopiesAsDuplicates(t *testing.T) {
 	url := testenv.NATS(t)
-	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.MemoryStorage)
 	sink := testenv.NewSink(t)
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
@@ -136,8 +105,8 @@ destinations:
 	if d := sink.Deliveries(); len(d) > 0 && (d[0].Header.Get("X-Oncehook-Type") != "order.created" || d[0].Header.Get("Content-Type") != "application/json") {
 		t.Errorf("a delivery's headers: %v", d[0].Header)
 	}
-	if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="nats",source="orders"} 1`) {
-		t.Errorf("metrics lack the consumer's connection:\n%s", grep(m, "broker"))
+	if m := testenv.Get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="nats",source="orders"} 1`) {
+		t.Errorf("metrics lack the consumer's connection:\n%s", testenv.Grep(m, "broker"))
 	}
 }
 
@@ -147,7 +116,7 @@ destinations:
 // each event is in the stream once, under its <source>:<key> message id.
 func TestWebhookToNATSDestinationIsHeldWhileTheBrokerIsDown(t *testing.T) {
 	srv := testenv.StartNATSServer(t)
-	js, stream, prefix := natsStream(t, srv.URL, jetstream.FileStorage)
+	js, stream, prefix := brokertest.NATSStream(t, srv.URL, jetstream.FileStorage)
 	srv.Stop()
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
@@ -219,7 +188,7 @@ destinations:
 // delivered once.
 func TestNATSMessagesAreNotAckedWhileTheStoreCannotCommit(t *testing.T) {
 	url := testenv.NATS(t)
-	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.MemoryStorage)
 	sink := testenv.NewSink(t)
 	dir := t.TempDir()
 	gw := oncehooktest.Start(t, `
@@ -282,7 +251,7 @@ destinations:
 // every message is taken and delivered once.
 func TestQueueMessagesCountAgainstMaxInflightBytes(t *testing.T) {
 	url := testenv.NATS(t)
-	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.MemoryStorage)
 	sink := testenv.NewSink(t)
 	dir := t.TempDir()
 	gw := oncehooktest.Start(t, `

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
 
@@ -20,7 +21,7 @@ import (
 // it was keeps publishing, each event once.
 func TestAReloadTakesAQueueDestinationsNewSubject(t *testing.T) {
 	url := testenv.NATS(t)
-	js, stream, prefix := natsStream(t, url, jetstream.MemoryStorage)
+	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.MemoryStorage)
 	dir := t.TempDir()
 	yaml := func(subject, note string) string {
 		return `

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
 	"github.com/oncehook/oncehook/provider"
 )
 
@@ -53,9 +54,9 @@ func paddleSigned(t *testing.T, id, secret string, at time.Time) (http.Header, [
 func TestAQueuedBacklogIsNotTooOld(t *testing.T) {
 	ctx := context.Background()
 	natsURL := testenv.NATS(t)
-	js, stream, subject := natsStream(t, natsURL, jetstream.MemoryStorage)
-	amqpURL, ch, queue, _ := rabbitQueue(t)
-	_, ch2, bareQueue, _ := rabbitQueue(t)
+	js, stream, subject := brokertest.NATSStream(t, natsURL, jetstream.MemoryStorage)
+	amqpURL, ch, queue, _ := brokertest.RabbitQueue(t)
+	_, ch2, bareQueue, _ := brokertest.RabbitQueue(t)
 	kc := testenv.NewKafka(t, 1, "paddle")
 
 	type message struct {

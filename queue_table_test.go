@@ -233,8 +233,8 @@ func TestTableSourceDeliversCommittedRowsOnceAndRolledBackNever(t *testing.T) {
 			if got := metric(t, gw, `oncehook_events_total{source="orders",verdict="accepted"}`); got != committed {
 				t.Errorf("accepted counted: %d, want %d", got, committed)
 			}
-			if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="table",source="orders"} 1`) {
-				t.Errorf("metrics lack the consumer's connection:\n%s", grep(m, "broker"))
+			if m := testenv.Get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="table",source="orders"} 1`) {
+				t.Errorf("metrics lack the consumer's connection:\n%s", testenv.Grep(m, "broker"))
 			}
 		})
 	}
@@ -486,11 +486,11 @@ func TestTableSourceSurvivesItsDatabaseGoingAway(t *testing.T) {
 			if st.Error == "" || st.Kind != "table" {
 				t.Errorf("status while the database is away: %+v", st)
 			}
-			if ready := get(t, gw.URL+"/readyz"); !strings.Contains(ready, `"connected":false`) {
+			if ready := testenv.Get(t, gw.URL+"/readyz"); !strings.Contains(ready, `"connected":false`) {
 				t.Errorf("/readyz does not say the table is away: %s", ready)
 			}
-			if m := get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="table",source="orders"} 0`) {
-				t.Errorf("/metrics does not say the table is away:\n%s", grep(m, "broker"))
+			if m := testenv.Get(t, gw.URL+"/metrics"); !strings.Contains(m, `oncehook_source_broker_connected{broker="table",source="orders"} 0`) {
+				t.Errorf("/metrics does not say the table is away:\n%s", testenv.Grep(m, "broker"))
 			}
 			rep, err := gw.Admin().Doctor(t.Context(), "orders")
 			if err != nil || len(rep.Sources) != 1 || !slices.ContainsFunc(rep.Sources[0].Findings, func(f admin.Finding) bool {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
@@ -92,7 +93,7 @@ destinations:
 	for i := range n {
 		for _, src := range []string{"orders", "refunds"} {
 			k := fmt.Sprintf("%s-%d", src, i)
-			if status, got := publish(t, gw, shopToken, src, k, body(k)); status != http.StatusAccepted {
+			if status, got := testenv.Publish(t, gw.APIURL, shopToken, src, k, body(k)); status != http.StatusAccepted {
 				t.Fatalf("publish %s: %d %s", k, status, got)
 			}
 		}
@@ -103,7 +104,7 @@ destinations:
 
 	// The pass: the first ten in the caller's transaction (PublishTx),
 	// the rest over HTTP; refunds' the same, unmarked.
-	db := shopDB(t, path)
+	db := sqlitetest.Open(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	for i := range n {
@@ -124,20 +125,20 @@ destinations:
 			if !p.Duplicate || !p.Republished {
 				t.Fatalf("PublishTx %s with Reconcile: %+v, want Duplicate and Republished", k, p)
 			}
-		} else if status, got := publish(t, gw, shopToken, "orders?reconcile=true", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"republished"`) {
+		} else if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders?reconcile=true", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"republished"`) {
 			t.Fatalf("reconcile %s: %d %s, want 200 republished", k, status, got)
 		}
 		k = fmt.Sprintf("refunds-%d", i)
-		if status, got := publish(t, gw, shopToken, "refunds", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
+		if status, got := testenv.Publish(t, gw.APIURL, shopToken, "refunds", k, body(k)); status != http.StatusOK || !strings.Contains(got, `"status":"duplicate"`) {
 			t.Fatalf("unmarked re-publish %s: %d %s, want 200 duplicate", k, status, got)
 		}
 	}
 	// A row whose publish was lost: new, so stored and delivered.
-	if status, got := publish(t, gw, shopToken, "orders?reconcile=true", "orders-lost", body("orders-lost")); status != http.StatusAccepted || !strings.Contains(got, `"status":"accepted"`) {
+	if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders?reconcile=true", "orders-lost", body("orders-lost")); status != http.StatusAccepted || !strings.Contains(got, `"status":"accepted"`) {
 		t.Fatalf("reconcile of a key never published: %d %s, want 202 accepted", status, got)
 	}
 	for _, q := range []string{"reconcile=maybe", "reconcile=true&reconcile=false"} {
-		if status, got := publish(t, gw, shopToken, "orders?"+q, "orders-x", body("x")); status != http.StatusBadRequest || !strings.Contains(got, `"field":"reconcile"`) {
+		if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders?"+q, "orders-x", body("x")); status != http.StatusBadRequest || !strings.Contains(got, `"field":"reconcile"`) {
 			t.Fatalf("?%s: %d %s, want 400 naming reconcile", q, status, got)
 		}
 	}
@@ -162,18 +163,18 @@ destinations:
 	if total := sourceTotal(t, gw, "refunds"); total["duplicate"] != float64(n) || total["republished"] != float64(0) {
 		t.Fatalf("refunds' stats %v: want %d duplicates", total, n)
 	}
-	metrics := get(t, gw.URL+"/metrics")
+	metrics := testenv.Get(t, gw.URL+"/metrics")
 	for _, want := range []string{
 		fmt.Sprintf(`oncehook_events_total{source="orders",verdict="republished"} %d`, n-10), // PublishTx counts in the rollups only
 		fmt.Sprintf(`oncehook_requests_total{outcome="republished",source="orders"} %d`, n-10),
 		fmt.Sprintf(`oncehook_events_total{source="refunds",verdict="duplicate"} %d`, n),
 	} {
 		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s:\n%s", want, grep(metrics, "oncehook_events_total"))
+			t.Errorf("/metrics lacks %s:\n%s", want, testenv.Grep(metrics, "oncehook_events_total"))
 		}
 	}
 	if strings.Contains(metrics, `source="orders",verdict="duplicate"`) {
-		t.Errorf("/metrics counts orders' pass as duplicates:\n%s", grep(metrics, "oncehook_events_total"))
+		t.Errorf("/metrics counts orders' pass as duplicates:\n%s", testenv.Grep(metrics, "oncehook_events_total"))
 	}
 }
 
@@ -212,14 +213,14 @@ destinations:
 			// 100 orders published twice: 50% duplicates.
 			for i := range 2 * n {
 				k := fmt.Sprintf("ord-%d", i%n)
-				if status, got := publish(t, gw, shopToken, "orders", k, `{}`); status != http.StatusAccepted && status != http.StatusOK {
+				if status, got := testenv.Publish(t, gw.APIURL, shopToken, "orders", k, `{}`); status != http.StatusAccepted && status != http.StatusOK {
 					t.Fatalf("publish %s: %d %s", k, status, got)
 				}
 			}
 		}
 		// Each start shows the alert firing: its checks ran.
 		if !testenv.WaitFor(15*time.Second, func() bool {
-			return strings.Contains(get(t, gw.URL+"/metrics"), `oncehook_alert_firing{kind="duplicate_rate",name="orders",scope="source"} 1`)
+			return strings.Contains(testenv.Get(t, gw.URL+"/metrics"), `oncehook_alert_firing{kind="duplicate_rate",name="orders",scope="source"} 1`)
 		}) {
 			t.Fatalf("start %d: the alert is not firing", start)
 		}

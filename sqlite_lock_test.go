@@ -18,6 +18,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
@@ -93,7 +94,7 @@ sources:
 destinations:
   - {name: app, url: `+sink.URL+`}
 `, oncehook.Options{CommitTimeout: bound})
-	db := shopDB(t, path)
+	db := sqlitetest.Open(t, path)
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	ctx := context.Background()
 	send := func(id string, patience time.Duration) (int, error) {
@@ -340,7 +341,7 @@ destinations:
 	if status, body := readyz(); status != http.StatusOK {
 		t.Fatalf("/readyz at start: %d %v", status, body)
 	}
-	db := shopDB(t, path)
+	db := sqlitetest.Open(t, path)
 	tx, err := db.BeginTx(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

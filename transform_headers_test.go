@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
 	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
@@ -24,7 +25,7 @@ import (
 // wrong last sequence): 5 of 5 events dead-lettered.
 func TestATransformationCannotSetJetStreamsControlHeaders(t *testing.T) {
 	srv := testenv.StartNATSServer(t)
-	js, stream, prefix := natsStream(t, srv.URL, jetstream.MemoryStorage)
+	js, stream, prefix := brokertest.NATSStream(t, srv.URL, jetstream.MemoryStorage)
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
 sources:

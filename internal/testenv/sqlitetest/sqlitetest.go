@@ -50,3 +50,17 @@ func Lock(t testing.TB, path string) (unlock func() error) {
 	t.Cleanup(func() { unlock() })
 	return unlock
 }
+
+// Open opens the SQLite file at path as a shop's own code would to publish
+// through the outbox: its writes wait for the gateway's (busy_timeout), are
+// durable (synchronous FULL) and take the write lock at BEGIN
+// (_txlock=immediate). It is closed when the test ends.
+func Open(tb testing.TB, path string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}

@@ -1,4 +1,4 @@
-package oncehook_test
+package inflight_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
 	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
 	"github.com/oncehook/oncehook/oncehooktest"
 )
@@ -172,7 +173,7 @@ func checkBoundedAndStoredOnce(t *testing.T, dir, cfg string, messages int, hold
 
 func TestANATSBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
 	url := testenv.NATS(t)
-	js, stream, prefix := natsStream(t, url, jetstream.FileStorage)
+	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.FileStorage)
 	for i := range bigMessages {
 		if _, err := js.Publish(context.Background(), prefix+".orders", bigBody(i)); err != nil {
 			t.Fatal(err)
@@ -183,7 +184,7 @@ func TestANATSBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
 }
 
 func TestARabbitMQBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
-	base, ch, queue, _ := rabbitQueue(t)
+	base, ch, queue, _ := brokertest.RabbitQueue(t)
 	for i := range bigMessages {
 		dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: bigBody(i)})
 		if err != nil {

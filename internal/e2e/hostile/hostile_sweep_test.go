@@ -1,4 +1,4 @@
-package oncehook_test
+package hostile_test
 
 import (
 	"bytes"
@@ -30,6 +30,9 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
+	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
@@ -114,7 +117,7 @@ type sweepPort interface {
 	// refuses is the reason a message is refused for by the transport's
 	// or the source's rules, "" when it is taken.
 	refuses(m sweepMsg) string
-	start(t *testing.T, gw *gateway, backend, storeURL, dir string)
+	start(t *testing.T, gw *oncehooktest.Gateway, backend, storeURL, dir string)
 	send(t *testing.T, m sweepMsg) sweepAnswer
 	// settled reports whether the broker has nothing left: every message
 	// acknowledged, none dead-lettered (nil: nothing to wait for).
@@ -334,7 +337,7 @@ func runSweep(t *testing.T, backend string, p sweepPort) {
 		storeURL = testenv.Postgres(t)
 	}
 	p.start(t, nil, backend, storeURL, dir) // the brokers, before the gateway consumes them
-	gw := startGateway(t, sweepConfig(p, storeURL, sink.URL))
+	gw := oncehooktest.Start(t, sweepConfig(p, storeURL, sink.URL))
 	p.start(t, gw, backend, storeURL, dir)
 	cases := sweepCases(t, p)
 
@@ -423,9 +426,12 @@ func runSweep(t *testing.T, backend string, p sweepPort) {
 	})
 	stored := map[string]map[string]int{} // keys, by source, as the API lists them
 	for _, source := range sources {
+		if want[source] == 0 && len(refused[source]) == 0 {
+			continue // not in this gateway's config
+		}
 		page, err := client.Events(context.Background(), admin.EventFilter{Source: source, Limit: 200})
 		if err != nil {
-			continue
+			t.Fatalf("listing %s's events: %v", source, err)
 		}
 		stored[source] = map[string]int{}
 		for _, e := range page.Events {
@@ -463,6 +469,9 @@ func runSweep(t *testing.T, backend string, p sweepPort) {
 	for _, source := range sources {
 		got, ok := counts[source]
 		if !ok {
+			if want[source] != 0 || len(refused[source]) != 0 {
+				t.Errorf("source %s: its stats never answered", source)
+			}
 			continue
 		}
 		n := 0
@@ -489,7 +498,7 @@ func runSweep(t *testing.T, backend string, p sweepPort) {
 	}
 	// Nothing else was refused, under any source or none.
 	temporary := 0
-	for name, v := range metricsOf(t, gw) {
+	for name, v := range testenv.Metrics(t, gw.MetricsHandler()) {
 		if !strings.HasPrefix(name, "oncehook_requests_total{") || v == 0 {
 			continue
 		}
@@ -617,7 +626,7 @@ func httpCarry(value string) (string, bool) {
 }
 
 // sweepHTTP is POST /in/{source} on the intake listener.
-type sweepHTTP struct{ gw *gateway }
+type sweepHTTP struct{ gw *oncehooktest.Gateway }
 
 func newSweepHTTP(*testing.T) sweepPort { return &sweepHTTP{} }
 
@@ -633,7 +642,7 @@ func (*sweepHTTP) bodyLimit() int                       { return 2 << 20 }
 func (*sweepHTTP) github() bool                         { return true }
 func (*sweepHTTP) nativeType() string                   { return "" }
 func (*sweepHTTP) native() string                       { return "" }
-func (p *sweepHTTP) start(_ *testing.T, gw *gateway, _, _, _ string) {
+func (p *sweepHTTP) start(_ *testing.T, gw *oncehooktest.Gateway, _, _, _ string) {
 	p.gw = gw
 }
 
@@ -668,7 +677,7 @@ func sweepDo(t *testing.T, req *http.Request) sweepAnswer {
 
 // sweepPublish is POST /v1/publish/{source} on the API listener: the key
 // is the caller's Idempotency-Key where it gives one.
-type sweepPublish struct{ gw *gateway }
+type sweepPublish struct{ gw *oncehooktest.Gateway }
 
 func newSweepPublish(*testing.T) sweepPort { return &sweepPublish{} }
 
@@ -679,7 +688,7 @@ func (*sweepPublish) bodyLimit() int                       { return 2 << 20 }
 func (*sweepPublish) github() bool                         { return false }
 func (*sweepPublish) nativeType() string                   { return "" }
 func (*sweepPublish) native() string                       { return "Idempotency-Key" }
-func (p *sweepPublish) start(_ *testing.T, gw *gateway, _, _, _ string) {
+func (p *sweepPublish) start(_ *testing.T, gw *oncehooktest.Gateway, _, _, _ string) {
 	p.gw = gw
 }
 
@@ -726,7 +735,7 @@ func (*sweepPublishTx) refuses(m sweepMsg) string { return (&sweepPublish{}).ref
 
 func (*sweepPublishTx) settled(*testing.T) error { return nil }
 
-func (p *sweepPublishTx) start(t *testing.T, gw *gateway, backend, storeURL, dir string) {
+func (p *sweepPublishTx) start(t *testing.T, gw *oncehooktest.Gateway, backend, storeURL, dir string) {
 	if gw == nil {
 		return
 	}
@@ -754,7 +763,7 @@ func (p *sweepPublishTx) start(t *testing.T, gw *gateway, backend, storeURL, dir
 		}
 		return
 	}
-	db := shopDB(t, filepath.Join(dir, "oncehook.db"))
+	db := sqlitetest.Open(t, filepath.Join(dir, "oncehook.db"))
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	p.publish = func(ctx context.Context, m sweepMsg) (oncehook.Published, error) {
 		tx, err := db.BeginTx(ctx, nil)
@@ -814,7 +823,7 @@ func newSweepNATS(t *testing.T) sweepPort {
 		return &sweepNATS{}
 	}
 	p := &sweepNATS{url: testenv.NATS(t)}
-	p.js, p.stream, p.prefix = natsStream(t, p.url, jetstream.MemoryStorage)
+	p.js, p.stream, p.prefix = brokertest.NATSStream(t, p.url, jetstream.MemoryStorage)
 	return p
 }
 
@@ -832,12 +841,12 @@ func (*sweepNATS) carry(_, value string) (string, bool) {
 	}
 	return value[:min(len(value), 63_000)], true
 }
-func (*sweepNATS) bodyLimit() int                                     { return 1<<20 - 4<<10 }
-func (*sweepNATS) github() bool                                       { return true }
-func (*sweepNATS) nativeType() string                                 { return "" }
-func (*sweepNATS) native() string                                     { return "" }
-func (*sweepNATS) refuses(sweepMsg) string                            { return "" }
-func (*sweepNATS) start(*testing.T, *gateway, string, string, string) {}
+func (*sweepNATS) bodyLimit() int                                                  { return 1<<20 - 4<<10 }
+func (*sweepNATS) github() bool                                                    { return true }
+func (*sweepNATS) nativeType() string                                              { return "" }
+func (*sweepNATS) native() string                                                  { return "" }
+func (*sweepNATS) refuses(sweepMsg) string                                         { return "" }
+func (*sweepNATS) start(*testing.T, *oncehooktest.Gateway, string, string, string) {}
 
 func (p *sweepNATS) send(t *testing.T, m sweepMsg) sweepAnswer {
 	msg := &nats.Msg{Subject: p.prefix + "." + m.source, Header: nats.Header{}, Data: m.body}
@@ -888,7 +897,7 @@ func newSweepRabbit(t *testing.T) sweepPort {
 	}
 	for _, source := range []string{"k", "h", "g", "n"} {
 		var ch *amqp.Channel
-		p.url, ch, p.queue[source], p.dead[source] = rabbitQueue(t)
+		p.url, ch, p.queue[source], p.dead[source] = brokertest.RabbitQueue(t)
 		if p.ch == nil {
 			p.ch = ch
 		}
@@ -909,12 +918,12 @@ func (*sweepRabbit) carry(name, value string) (string, bool) {
 	}
 	return value[:min(len(value), 128_000)], true
 }
-func (*sweepRabbit) bodyLimit() int                                     { return 2 << 20 }
-func (*sweepRabbit) github() bool                                       { return true }
-func (*sweepRabbit) nativeType() string                                 { return "Amqp-Type" }
-func (*sweepRabbit) native() string                                     { return "Message-Id" }
-func (*sweepRabbit) refuses(sweepMsg) string                            { return "" }
-func (*sweepRabbit) start(*testing.T, *gateway, string, string, string) {}
+func (*sweepRabbit) bodyLimit() int                                                  { return 2 << 20 }
+func (*sweepRabbit) github() bool                                                    { return true }
+func (*sweepRabbit) nativeType() string                                              { return "Amqp-Type" }
+func (*sweepRabbit) native() string                                                  { return "Message-Id" }
+func (*sweepRabbit) refuses(sweepMsg) string                                         { return "" }
+func (*sweepRabbit) start(*testing.T, *oncehooktest.Gateway, string, string, string) {}
 
 var rabbitProperty = map[string]func(*amqp.Publishing, string){
 	"Message-Id":   func(p *amqp.Publishing, v string) { p.MessageId = v },
@@ -990,12 +999,12 @@ func (p *sweepKafka) intake(source string) string {
 func (*sweepKafka) carry(_, value string) (string, bool) {
 	return value[:min(len(value), 990_000)], true
 }
-func (*sweepKafka) bodyLimit() int                                     { return 990_000 }
-func (*sweepKafka) github() bool                                       { return true }
-func (*sweepKafka) nativeType() string                                 { return "" }
-func (*sweepKafka) native() string                                     { return "Kafka-Key" }
-func (*sweepKafka) refuses(sweepMsg) string                            { return "" }
-func (*sweepKafka) start(*testing.T, *gateway, string, string, string) {}
+func (*sweepKafka) bodyLimit() int                                                  { return 990_000 }
+func (*sweepKafka) github() bool                                                    { return true }
+func (*sweepKafka) nativeType() string                                              { return "" }
+func (*sweepKafka) native() string                                                  { return "Kafka-Key" }
+func (*sweepKafka) refuses(sweepMsg) string                                         { return "" }
+func (*sweepKafka) start(*testing.T, *oncehooktest.Gateway, string, string, string) {}
 
 func (p *sweepKafka) send(t *testing.T, m sweepMsg) sweepAnswer {
 	rec := &kgo.Record{Topic: m.source, Value: m.body}

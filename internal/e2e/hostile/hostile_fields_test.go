@@ -1,4 +1,4 @@
-package oncehook_test
+package hostile_test
 
 import (
 	"context"
@@ -20,6 +20,9 @@ import (
 
 	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/internal/testenv/brokertest"
+	"github.com/oncehook/oncehook/internal/testenv/sqlitetest"
+	"github.com/oncehook/oncehook/oncehooktest"
 	"github.com/oncehook/oncehook/store/postgres"
 	"github.com/oncehook/oncehook/store/sqlite"
 )
@@ -62,8 +65,8 @@ func TestHostileBytesInEveryFieldAreStoredOrRefusedNeverA500(t *testing.T) {
 
 func hostileSweep(t *testing.T, backend string) {
 	natsURL := testenv.NATS(t)
-	js, stream, prefix := natsStream(t, natsURL, jetstream.MemoryStorage)
-	rabbitURL, rabbit, rabbitQ, _ := rabbitQueue(t)
+	js, stream, prefix := brokertest.NATSStream(t, natsURL, jetstream.MemoryStorage)
+	rabbitURL, rabbit, rabbitQ, _ := brokertest.RabbitQueue(t)
 	kc := testenv.NewKafka(t, 1, "hostile")
 	sink := testenv.NewSink(t)
 	dir := t.TempDir()
@@ -72,7 +75,7 @@ func hostileSweep(t *testing.T, backend string) {
 		storeURL = testenv.Postgres(t)
 	}
 	const token = "ops-token-0123456789"
-	gw := startGateway(t, `
+	gw := oncehooktest.Start(t, `
 store: `+storeURL+`
 api: {tokens: [{name: ops, token: `+token+`}]}
 max_body_size: 4MiB
@@ -264,20 +267,20 @@ destinations:
 			t.Errorf("delivered with Idempotency-Key %.80q: not a bounded header value", d.Key)
 		}
 	}
-	metrics := get(t, gw.URL+"/metrics")
+	metrics := testenv.Get(t, gw.URL+"/metrics")
 	for _, line := range strings.Split(metrics, "\n") {
 		if strings.HasPrefix(line, "oncehook_requests_total{") && (strings.Contains(line, "store_rejected") || strings.Contains(line, "malformed")) {
 			t.Errorf("a request was refused for how it was written: %s", line)
 		}
 	}
 	if want := fmt.Sprintf(`oncehook_requests_total{outcome="invalid",source="box"} %d`, 2); !strings.Contains(metrics, want) {
-		t.Errorf("the refused Idempotency-Keys are not counted: want %s in\n%s", want, grep(metrics, "oncehook_requests_total"))
+		t.Errorf("the refused Idempotency-Keys are not counted: want %s in\n%s", want, testenv.Grep(metrics, "oncehook_requests_total"))
 	}
 }
 
 // outboxOn is a PublishTx to the box source in a transaction of its own
 // on the gateway's database, committed.
-func outboxOn(t *testing.T, gw *gateway, backend, storeURL, dir string) func(key, body string) error {
+func outboxOn(t *testing.T, gw *oncehooktest.Gateway, backend, storeURL, dir string) func(key, body string) error {
 	ctx := context.Background()
 	if backend == "postgres" {
 		pool, err := pgxpool.New(ctx, storeURL)
@@ -298,7 +301,7 @@ func outboxOn(t *testing.T, gw *gateway, backend, storeURL, dir string) func(key
 			return tx.Commit(ctx)
 		}
 	}
-	db := shopDB(t, filepath.Join(dir, "oncehook.db"))
+	db := sqlitetest.Open(t, filepath.Join(dir, "oncehook.db"))
 	outbox := oncehook.GatewayOutbox(gw.Gateway, sqlite.TxDriver{})
 	return func(key, body string) error {
 		tx, err := db.BeginTx(ctx, nil)
