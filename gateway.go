@@ -126,11 +126,19 @@ type Gateway struct {
 	holds         *hold.Holds
 	// disabling serializes the pauses receivers ask for (disableAsked),
 	// so that attempts in flight that all heard it pause once.
-	disabling  sync.Mutex
-	auth       *apiauth.Auth
-	queues     *metrics.StoreCollector // nil: the store has no operator queries
-	reloading  sync.Mutex              // one Reload at a time
-	upstreams  []upstream              // the user's APIs on listeners of their own
+	disabling sync.Mutex
+	auth      *apiauth.Auth
+	queues    *metrics.StoreCollector // nil: the store has no operator queries
+	reloading sync.Mutex              // one change of the config at a time: a reload, an API's source
+	// file is the config as its file gave it, and objects the sources
+	// created through the API: the config running is both merged
+	// (prepareLocked). Both under reloading.
+	file    *config.Config
+	objects []object
+	// intakeAddr is where Serve's intake listener listens, for the
+	// intake URL an API's source is answered with.
+	intakeAddr atomic.Pointer[string]
+	upstreams  []upstream // the user's APIs on listeners of their own
 	maintain   *maintain.Maintainer
 	consumers  []broker.Consumer // the queue sources' (consume:)
 	publishers *publishers       // the queue destinations' (publish:), kept across reloads
@@ -208,7 +216,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			}
 		}
 	}()
-	g := &Gateway{opts: opts, log: opts.Logger}
+	g := &Gateway{opts: opts, log: opts.Logger, file: cfg}
 	// A key that does not parse stops the start: a gateway that could not
 	// read the secrets it stored would answer every provider 401.
 	if g.box, err = loadSecretKeys(cfg, opts.Getenv); err != nil {
@@ -235,6 +243,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	}
 	stops.push(st.Close)
 	g.store, g.metrics = st, m
+	// The sources created through the API join the file's (#45).
+	// (What fails here leaves the file's scripts to the stops.)
+	if g.objects, err = loadObjects(ctx, st, g.box); err != nil {
+		return nil, err
+	}
+	if cfg, p, err = withObjects(cfg, g.objects, p, opts.Kinds); err != nil {
+		return nil, err
+	}
+	g.cfg.Store(cfg)
+	g.scripts.Store(&p.scripts)
 	if opts.TracerProvider == nil && tracing.Enabled(os.Getenv) {
 		var stopTracing func(context.Context) error
 		if opts.TracerProvider, stopTracing, err = tracing.Setup(ctx); err != nil {
@@ -500,6 +518,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 
 	adminMux := http.NewServeMux()
 	api.Register(adminMux, g.admin, g.log.With("component", "admin"))
+	g.mountSources(adminMux)
 	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})
@@ -760,6 +779,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, api ...net.Listene
 		}
 	}
 	servers := []*http.Server{newServer(g.intakeHandler)}
+	intakeAddr := ln.Addr().String()
+	g.intakeAddr.Store(&intakeAddr)
 	listeners := []net.Listener{ln}
 	for _, l := range api {
 		servers = append(servers, newServer(g.api))

@@ -3,6 +3,7 @@ package oncehook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 
@@ -36,13 +37,33 @@ func (g *Gateway) Reload(ctx context.Context, next *config.Config) (admin.Reload
 	return v, nil
 }
 
-// prepare validates next against the running config and builds what apply
-// swaps in, holding off every other reload until finish is called: with
-// true it applies next, with false it lets it go (its audit entry could not
-// be written). A refused config holds nothing.
+// prepare validates next, a config file read anew, with the sources
+// created through the API, against the running config and builds what
+// apply swaps in, holding off every other change until finish is called:
+// with true it applies next, with false it lets it go (its audit entry
+// could not be written). A refused config holds nothing.
 func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.ReloadView, func(apply bool), error) {
 	g.reloading.Lock()
+	v, finish, err := g.prepareLocked(ctx, next, g.objects, "")
+	if err != nil {
+		g.reloading.Unlock()
+		return v, nil, g.refused(err)
+	}
+	return v, finish, nil
+}
+
+// prepareLocked is prepare's work, under g.reloading, for file (the
+// config file's config) and objects (the sources created through the
+// API): the config to run is both (config.Merge), checked whole by the
+// one check a file gets. change names an API change for the log ("" for a
+// reload of the file). finish unlocks g.reloading; an error leaves it
+// locked, for the caller to unlock.
+func (g *Gateway) prepareLocked(ctx context.Context, file *config.Config, objects []object, change string) (admin.ReloadView, func(apply bool), error) {
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
+	next, err := file.Merge(sourcesOf(objects))
+	if err != nil {
+		return v, nil, fmt.Errorf("config: %w", err)
+	}
 	var p *parts
 	r, err := config.Reload(g.cfg.Load(), next, checker{kinds: g.opts.Kinds, parts: func(c *config.Config, fail config.FailFunc) {
 		p = build(c, g.opts.Kinds, fail)
@@ -56,8 +77,7 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 		if p != nil {
 			p.close()
 		}
-		g.reloading.Unlock()
-		return v, nil, g.refused(err)
+		return v, nil, err
 	}
 	v.Sources, v.Destinations, v.Changed, v.Restart = len(r.Config.Sources), len(r.Config.Destinations), r.Changed, r.Restart
 	if v.Changed == nil {
@@ -70,31 +90,43 @@ func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.Reloa
 			defer keep(apply) // after the worker has the new senders
 			if !apply {
 				p.close()
-				g.log.Warn("config reload not applied: its audit entry could not be written", "config", v.Config)
+				if change == "" {
+					g.log.Warn("config reload not applied: its audit entry could not be written", "config", v.Config)
+				}
 				return
 			}
+			g.file, g.objects = file, objects
 			g.apply(ctx, r.Config, p, senders)
-			g.metrics.ReloadOK.Set(1)
-			g.metrics.ReloadAt.SetToCurrentTime()
-			switch {
-			case len(v.Changed) > 0:
-				g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
-			case len(r.Restart) > 0:
-				// Not "changed=[]" above "listen changed": what changed
-				// waits for a restart (the warnings below name it).
-				g.log.Info("config reloaded", "config", v.Config, "applied", "nothing now: what changed takes effect at a restart", "restart", r.Restart)
-			default:
-				g.log.Info("config reloaded", "config", v.Config, "changed", "nothing")
+			if change != "" {
+				g.log.Info(change, "changed", v.Changed)
+				return
 			}
-			for _, f := range r.Restart {
-				g.log.Warn("config reload: "+f+" changed, and takes effect only at a restart; the running value stays", "field", f)
-			}
-			for _, w := range r.Config.Warnings() {
-				g.log.Warn("config: " + w)
-			}
+			g.reloaded(v, r)
 		})
 	}
 	return v, finish, nil
+}
+
+// reloaded logs and counts a reload of the file that was applied.
+func (g *Gateway) reloaded(v admin.ReloadView, r *config.Reloaded) {
+	g.metrics.ReloadOK.Set(1)
+	g.metrics.ReloadAt.SetToCurrentTime()
+	switch {
+	case len(v.Changed) > 0:
+		g.log.Info("config reloaded", "config", v.Config, "changed", v.Changed)
+	case len(r.Restart) > 0:
+		// Not "changed=[]" above "listen changed": what changed
+		// waits for a restart (the warnings below name it).
+		g.log.Info("config reloaded", "config", v.Config, "applied", "nothing now: what changed takes effect at a restart", "restart", r.Restart)
+	default:
+		g.log.Info("config reloaded", "config", v.Config, "changed", "nothing")
+	}
+	for _, f := range r.Restart {
+		g.log.Warn("config reload: "+f+" changed, and takes effect only at a restart; the running value stays", "field", f)
+	}
+	for _, w := range r.Config.Warnings() {
+		g.log.Warn("config: " + w)
+	}
 }
 
 // apply swaps cfg into every part that takes it while running, with the

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ReadSource reads one source as the API takes it: a JSON object with the
+// file's field names (a source of sources: as it would be written there),
+// each field checked as the file's are (an unknown field named with its
+// closest known one, a value of the wrong type), and nothing expanded: a
+// value given through the API is taken as sent, a "$" in a secret is a
+// "$". What a source means with the rest of the config (its destinations
+// exist, its preset takes its options) is checked where it is added to
+// one (Merge, then a reload's check). Errors name the field as it is in
+// the object ("preset", "destinations[0]").
+func ReadSource(text []byte) (Source, error) {
+	var s Source
+	root, err := objectNode(text)
+	if err != nil {
+		return s, err
+	}
+	var faulty pathSet
+	if errs := checkNode(root, reflect.TypeFor[Source](), "", &faulty, nil); len(errs) > 0 {
+		return s, errors.Join(unlined(errs)...)
+	}
+	if err := root.Decode(&s); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// objectNode is text's one JSON object (or YAML mapping) as a node.
+func objectNode(text []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("want a JSON object of the config file's fields")
+	}
+	return doc.Content[0], nil
+}
+
+var lineSuffix = regexp.MustCompile(` \(line \d+\)`)
+
+// unlined is errs without the " (line N)" that names a file's line: an
+// API object has none.
+func unlined(errs []error) []error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = errors.New(lineSuffix.ReplaceAllString(e.Error(), ""))
+	}
+	return out
+}
+
+// Merge is c, a config as its file gave it, with sources added after the
+// file's (the ones created through the API), each given the defaults the
+// file's get. c is not changed. A name the file already gives a source is
+// an error naming the file: the file's objects are the file's.
+func (c *Config) Merge(sources []Source) (*Config, error) {
+	m := *c
+	m.Sources = slices.Clone(c.Sources)
+	var errs []error
+	for _, s := range sources {
+		if slices.ContainsFunc(c.Sources, func(f Source) bool { return f.Name == s.Name }) {
+			errs = append(errs, fmt.Errorf("source %s: defined in the config file%s and created through the API: remove one (DELETE /v1/sources/%s, or its entry in the file)", s.Name, c.fileName(), s.Name))
+			continue
+		}
+		m.Sources = append(m.Sources, s)
+	}
+	if err := m.setDefaults(); err != nil {
+		errs = append(errs, err)
+	}
+	return &m, errors.Join(errs...)
+}
+
+// fileName is " <the config's folder>" for an error that names where
+// the config came from, or "".
+func (c *Config) fileName() string {
+	if c.dir == "" {
+		return ""
+	}
+	return " (in " + c.dir + ")"
+}

@@ -1,0 +1,285 @@
+package oncehook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook"
+	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/kinds"
+)
+
+const (
+	sourcesOps    = "ops-token-0123456789"
+	sourcesReader = "reader-token-0123456789"
+	// Two 32-byte keys in standard base64.
+	sourcesKey      = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	sourcesOtherKey = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
+	acmeSecret1     = "whsec_acme_first_secret_42"
+	acmeSecret2     = "whsec_acme_second_secret_43"
+)
+
+// apiGateway is a gateway served from a config file, restartable on the
+// same store.
+type apiGateway struct {
+	intake, api string
+	stop        func()
+}
+
+func startFromFile(t *testing.T, path, keys string) (*apiGateway, error) {
+	t.Helper()
+	cfg, err := oncehook.LoadConfig(path, kinds.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) string {
+		if name == "ONCEHOOK_SECRET_KEYS" {
+			return keys
+		}
+		return ""
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Kinds: kinds.All(), ConfigFile: path, Getenv: env, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	apiLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, ln, apiLn) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return &apiGateway{intake: "http://" + ln.Addr().String(), api: "http://" + apiLn.Addr().String(), stop: stop}, nil
+}
+
+type apiAnswer struct {
+	status int
+	body   []byte
+	header http.Header
+	json   map[string]any
+}
+
+func call(t *testing.T, method, url, token, body string, header ...string) apiAnswer {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := apiAnswer{status: resp.StatusCode, body: raw, header: resp.Header}
+	json.Unmarshal(raw, &a.json)
+	return a
+}
+
+func TestSourcesThroughTheAPISQLite(t *testing.T) {
+	dir := t.TempDir()
+	testSourcesThroughTheAPI(t, "sqlite://"+filepath.Join(dir, "oncehook.db"), dir)
+}
+
+func TestSourcesThroughTheAPIPostgres(t *testing.T) {
+	testSourcesThroughTheAPI(t, testenv.Postgres(t), "")
+}
+
+// A source created through the API (#45): checked by the file's check,
+// its errors naming its fields as validate names them; served at once at
+// the intake URL its answer gives; its secret rotated by a PATCH; kept
+// across a reload of the file and a restart; removed by a DELETE (404 at
+// intake). The file's sources are the file's (409 naming it); secrets
+// need a key, and are never in an answer, nor in clear in the database.
+func testSourcesThroughTheAPI(t *testing.T, storeURL, sqliteDir string) {
+	sink := testenv.NewSink(t)
+	path := filepath.Join(t.TempDir(), "oncehook.yaml")
+	yaml := `store: ` + storeURL + `
+api:
+  tokens:
+    - {name: ops, token: ` + sourcesOps + `}
+    - {name: reader, token: ` + sourcesReader + `, read_only: true}
+sources:
+  - {name: filed, preset: stripe, secrets: [whsec_file_secret], destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `", retry: {max_attempts: 3, base_delay: 10ms, max_delay: 20ms}}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	acme := `{"name": "acme-stripe", "preset": "stripe", "secrets": ["` + acmeSecret1 + `"], "destinations": ["app"]}`
+
+	// Without a key, a source with secrets is refused, saying how to set one.
+	gw, err := startFromFile(t, path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, acme); a.status != 400 || a.json["field"] != "secrets[0]" || !strings.Contains(string(a.body), "ONCEHOOK_SECRET_KEYS") {
+		t.Fatalf("a secret without a key: %d %s", a.status, a.body)
+	}
+	gw.stop()
+
+	gw, err = startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesReader, acme); a.status != 403 {
+		t.Fatalf("a read-only token creates: %d %s", a.status, a.body)
+	}
+	a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, acme)
+	if a.status != 201 || a.json["intake_url"] != gw.intake+"/in/acme-stripe" || a.json["version"] != 1.0 || a.header.Get("ETag") != `"1"` || a.json["managed_by"] != "api" || a.json["created_by"] != "token:ops" {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	if bytes.Contains(a.body, []byte(acmeSecret1)) || !strings.Contains(string(a.body), `"fingerprint":"sha256:`) {
+		t.Fatalf("the answer shows the secret, or not its fingerprint: %s", a.body)
+	}
+	send := func(secret, id string) int {
+		t.Helper()
+		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/acme-stripe", "stripe", secret, stripeEvent(id), "")).Status
+	}
+	if s := send(acmeSecret1, "evt_api_1"); s != 200 {
+		t.Fatalf("a signed webhook to the new source: %d", s)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return sink.ByKey()["acme-stripe:evt_api_1"] == 1 }) {
+		t.Fatalf("not delivered: %v", sink.ByKey())
+	}
+
+	// Refused as the file's check refuses it, field by field.
+	bad := call(t, "POST", gw.api+"/v1/sources", sourcesOps, `{"name": "bad", "preset": "stripe", "secrets": ["x"], "destinations": ["nope"], "windw": "1h"}`)
+	if bad.status != 400 || bad.json["field"] != "windw" || !strings.Contains(string(bad.body), "did you mean window?") {
+		t.Fatalf("a misspelt field: %d %s", bad.status, bad.body)
+	}
+	bad = call(t, "POST", gw.api+"/v1/sources", sourcesOps, `{"name": "bad", "preset": "stripe", "secrets": ["x"], "destinations": ["nope"]}`)
+	if bad.status != 400 || bad.json["field"] != "destinations[0]" || bad.json["error"] != `destinations[0]: no destination named "nope"` {
+		t.Fatalf("a route to nothing: %d %s", bad.status, bad.body)
+	}
+	bad = call(t, "POST", gw.api+"/v1/sources", sourcesOps, `{"name": "bad", "preset": "strpe", "destinations": ["app"]}`)
+	if bad.status != 400 || bad.json["field"] != "preset" || !strings.Contains(string(bad.body), "stripe") {
+		t.Fatalf("a misspelt preset: %d %s", bad.status, bad.body)
+	}
+	for _, body := range []string{``, `[]`, `{"name": 1}`, `{"name": "a b"}`, `{"name": "x"} {}`, "{\"name\": \"\u0000\"}", `{"name": "bad\"", "preset": "stripe"}`} {
+		if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, body); a.status != 400 {
+			t.Fatalf("%q: %d %s", body, a.status, a.body)
+		}
+	}
+
+	// The file's and the taken names.
+	for _, m := range []string{"POST", "PATCH", "DELETE"} {
+		url, body := gw.api+"/v1/sources/filed", `{"secrets": ["y"]}`
+		if m == "POST" {
+			url, body = gw.api+"/v1/sources", `{"name": "filed", "preset": "stripe", "secrets": ["y"]}`
+		}
+		if a := call(t, m, url, sourcesOps, body); a.status != 409 || !strings.Contains(string(a.body), path) {
+			t.Fatalf("%s of the file's source: %d %s", m, a.status, a.body)
+		}
+	}
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, acme); a.status != 409 {
+		t.Fatalf("a name taken: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", gw.api+"/v1/sources/filed", sourcesReader, ""); a.status != 200 || a.json["managed_by"] != "file" || a.json["config"] != path {
+		t.Fatalf("the file's source: %d %s", a.status, a.body)
+	}
+
+	// The secret rotated: the old one is refused, the new one taken; a
+	// change against an old version is refused.
+	up := call(t, "PATCH", gw.api+"/v1/sources/acme-stripe", sourcesOps, `{"secrets": ["`+acmeSecret2+`"]}`, "If-Match", `"1"`)
+	if up.status != 200 || up.json["version"] != 2.0 || bytes.Contains(up.body, []byte(acmeSecret2)) || up.json["updated_by"] != "token:ops" {
+		t.Fatalf("rotate: %d %s", up.status, up.body)
+	}
+	if a := call(t, "PATCH", gw.api+"/v1/sources/acme-stripe", sourcesOps, `{"window": "2h"}`, "If-Match", `"1"`); a.status != 412 {
+		t.Fatalf("a change against version 1: %d %s", a.status, a.body)
+	}
+	if a := call(t, "PATCH", gw.api+"/v1/sources/acme-stripe", sourcesOps, `{"name": "other"}`); a.status != 400 || a.json["field"] != "name" {
+		t.Fatalf("a rename: %d %s", a.status, a.body)
+	}
+	if a := call(t, "PATCH", gw.api+"/v1/sources/acme-stripe", sourcesOps, `{"destinations": ["gone"]}`); a.status != 400 || a.json["field"] != "destinations[0]" {
+		t.Fatalf("a route to nothing: %d %s", a.status, a.body)
+	}
+	if s := send(acmeSecret1, "evt_api_2"); s != 401 {
+		t.Fatalf("the old secret after the rotation: %d", s)
+	}
+	if s := send(acmeSecret2, "evt_api_3"); s != 200 {
+		t.Fatalf("the new secret: %d", s)
+	}
+
+	// A reload of the file keeps it; so does a restart.
+	if a := call(t, "POST", gw.api+"/v1/reload", sourcesOps, ""); a.status != 200 {
+		t.Fatalf("reload: %d %s", a.status, a.body)
+	}
+	if s := send(acmeSecret2, "evt_api_4"); s != 200 {
+		t.Fatalf("after a reload: %d", s)
+	}
+	gw.stop()
+	if _, err := startFromFile(t, path, sourcesOtherKey); err == nil || !strings.Contains(err.Error(), "acme-stripe") || !strings.Contains(err.Error(), "not among the configured") {
+		t.Fatalf("a restart with another key: %v", err)
+	}
+	if _, err := startFromFile(t, path, ""); err == nil || !strings.Contains(err.Error(), "ONCEHOOK_SECRET_KEYS") {
+		t.Fatalf("a restart without a key: %v", err)
+	}
+	gw, err = startFromFile(t, path, sourcesOtherKey+","+sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, "GET", gw.api+"/v1/sources/acme-stripe", sourcesReader, ""); a.status != 200 || a.json["version"] != 2.0 || a.json["intake_url"] != gw.intake+"/in/acme-stripe" {
+		t.Fatalf("after a restart: %d %s", a.status, a.body)
+	}
+	if s := send(acmeSecret2, "evt_api_5"); s != 200 {
+		t.Fatalf("after a restart: %d", s)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.ByKey()) == 4 }) {
+		t.Fatalf("delivered %v", sink.ByKey())
+	}
+	sink.CheckEachOnce(t)
+
+	if a := call(t, "DELETE", gw.api+"/v1/sources/acme-stripe", sourcesOps, ""); a.status != 204 {
+		t.Fatalf("delete: %d %s", a.status, a.body)
+	}
+	if s := send(acmeSecret2, "evt_api_6"); s != 404 {
+		t.Fatalf("after the delete: %d", s)
+	}
+	if a := call(t, "GET", gw.api+"/v1/sources/acme-stripe", sourcesReader, ""); a.status != 404 {
+		t.Fatalf("read after the delete: %d %s", a.status, a.body)
+	}
+	audit := call(t, "GET", gw.api+"/v1/audit", sourcesReader, "")
+	for _, want := range []string{"source_create", "source_update", "source_delete"} {
+		if !strings.Contains(string(audit.body), want) {
+			t.Fatalf("the audit log has no %s: %s", want, audit.body)
+		}
+	}
+	gw.stop()
+
+	if sqliteDir != "" {
+		files, _ := filepath.Glob(filepath.Join(sqliteDir, "*"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, s := range []string{acmeSecret1, acmeSecret2} {
+				if bytes.Contains(b, []byte(s)) {
+					t.Errorf("%s holds a secret in clear", f)
+				}
+			}
+		}
+		if len(files) == 0 {
+			t.Fatal("no database file to read")
+		}
+	}
+}
