@@ -117,7 +117,8 @@ type (
 		To          time.Time `json:"to,omitzero"`
 		Granularity string    `json:"granularity,omitempty"` // 1h (default) or 1d
 	}
-	// EventsBulk is a bulk replay: every event a filter selects.
+	// EventsBulk is a bulk replay or delivery: every event a filter
+	// selects.
 	EventsBulk struct {
 		EventFilter
 		DryRun bool `json:"dry_run,omitempty"`
@@ -214,6 +215,11 @@ var (
 		func(ctx context.Context, op Operator, in DeliveryRef) (Count, error) {
 			return op.DeliverEvent(ctx, in.ID, in.Destination)
 		})
+	ActDeliverEvents = act(Action{Name: "deliver_events", Method: "DeliverEvents", Route: post("/v1/events/deliver"), Role: RoleOperate,
+		Audit: "deliver", CLI: "events deliver --source S --destination D"},
+		func(ctx context.Context, op Operator, in EventsBulk) (Count, error) {
+			return op.DeliverEvents(ctx, in.EventFilter, in.DryRun)
+		})
 	ActSkipEvent = act(Action{Name: "skip_event", Method: "SkipEvent", Route: post("/v1/events/{id}/skip"), Role: RoleOperate,
 		Audit: "skip", CLI: "events skip ID --destination D"},
 		func(ctx context.Context, op Operator, in DeliveryRef) (Count, error) {
@@ -308,7 +314,7 @@ func setBreaker(name, verb, path string, open bool) Act[DestinationRef, Destinat
 // Actions is the table, in the order the API lists its routes.
 func Actions() []Action {
 	return []Action{ActSources.Action, ActStats.Action, ActEvents.Action, ActReplayEvents.Action, ActEvent.Action,
-		ActReplayEvent.Action, ActDeliverEvent.Action, ActSkipEvent.Action, ActResetOrder.Action, ActDeadLetters.Action,
+		ActReplayEvent.Action, ActDeliverEvent.Action, ActDeliverEvents.Action, ActSkipEvent.Action, ActResetOrder.Action, ActDeadLetters.Action,
 		ActRetryDead.Action, ActPurgeDead.Action, ActDestinations.Action, ActPause.Action, ActResume.Action,
 		ActOpenBreaker.Action, ActCloseBreaker.Action, ActAudit.Action, ActDoctor.Action, ActReload.Action, ActResetEffect.Action,
 		ActIssues.Action, ActIssue.Action, ActAcknowledgeIssue.Action, ActResolveIssue.Action}

@@ -64,6 +64,11 @@ type Operator interface {
 	// delivery for (one its route passed over: see store.Admin's
 	// AddDelivery), audited. Count is 1, or 0 when it already has one.
 	DeliverEvent(ctx context.Context, id int64, destination string) (Count, error)
+	// DeliverEvents is DeliverEvent for every event f selects (not a
+	// page of them) to f.Destination, audited once; with dryRun it only
+	// counts. Count is how many it gave a delivery; Already and Gone,
+	// how many it left alone and why.
+	DeliverEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error)
 	// SkipEvent ends an event's pending delivery to a destination without
 	// delivering it, audited: the way past a fifo head that cannot succeed
 	// (its entity's next event goes). Count is 1, or 0 when there is none
@@ -271,7 +276,14 @@ func (s *Service) auditAs(ctx context.Context, word, target string) store.AuditE
 type Count struct {
 	Count  int  `json:"count"`
 	DryRun bool `json:"dry_run,omitempty"`
-	// Searched, on a bulk replay of a search by content, says how far
+	// Already and Gone, on a bulk delivery to a destination, count the
+	// events it left alone, apart from Count (those it gave a delivery):
+	// Already, the events that had one there (replay those instead);
+	// Gone, those whose body was dropped (body_retention), with nothing
+	// to deliver.
+	Already int `json:"already,omitempty"`
+	Gone    int `json:"gone,omitempty"`
+	// Searched, on a bulk action on a search by content, says how far
 	// the search read.
 	Searched *Searched `json:"searched,omitempty"`
 }
@@ -315,6 +327,8 @@ type EventFilter struct {
 	// deliveries to that one destination, the others left as they are;
 	// Dead, to their dead letters (a retry of the found events that gave
 	// up, where a replay would also send again those that were delivered).
+	// A bulk delivery (DeliverEvents) takes Destination as where to
+	// deliver, and no Dead.
 	Destination string `json:"destination,omitempty" query:"-"`
 	Dead        bool   `json:"dead,omitempty" query:"-"`
 }
@@ -735,42 +749,12 @@ func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string
 
 // ReplayEvents implements Operator.
 func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
-	if f.Cursor != "" || f.Limit != 0 {
-		return Count{}, invalid("cursor", "a bulk replay takes every event the filter selects, not a page")
-	}
-	q, err := f.query()
-	if err != nil {
-		return Count{}, err
-	}
-	if f.empty() && !f.All {
-		return Count{}, invalid("all", "the filter is empty: set all to replay every stored event")
-	}
 	if err := filterText("destination", f.Destination, 200); err != nil {
 		return Count{}, err
 	}
-	if err := s.knownNames(f.Source, f.Destination); err != nil {
-		return Count{}, err // a typo, not "nothing to replay"
-	}
-	q.Limit = 0
-	var searched *Searched
-	if f.Where != "" {
-		// The events a search finds, as its pages would list them: each
-		// replayed once, by id, under the same bound (a search past its
-		// bound says so, and replays only what it read).
-		filter, err := f.where()
-		if err != nil {
-			return Count{}, err
-		}
-		scan, err := f.scan()
-		if err != nil {
-			return Count{}, err
-		}
-		found, rep, _, err := s.search(ctx, q, filter, scan, 0)
-		if err != nil {
-			return Count{}, err
-		}
-		searched = &rep
-		q.IDs = found
+	q, searched, err := s.bulk(ctx, f, "replay")
+	if err != nil {
+		return Count{}, err
 	}
 	audit := s.audit(ctx, ActReplayEvents, f.String())
 	if f.Dead {
@@ -786,6 +770,73 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 	c, err := s.counted(n, dryRun)
 	c.Searched = searched
 	return c, err
+}
+
+// DeliverEvents implements Operator.
+func (s *Service) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
+	if f.Destination == "" {
+		return Count{}, invalid("destination", "missing: name the destination to deliver the events to")
+	}
+	if err := filterText("destination", f.Destination, 200); err != nil {
+		return Count{}, err
+	}
+	if f.Dead {
+		return Count{}, invalid("dead", "a delivery to a destination adds one where there is none; to retry the found events' dead letters, replay them with dead")
+	}
+	q, searched, err := s.bulk(ctx, f, "deliver")
+	if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.AddDeliveries(ctx, store.Deliver{Events: q, Destination: f.Destination, Now: s.opts.Now(), DryRun: dryRun,
+		Audit: s.audit(ctx, ActDeliverEvents, f.String())})
+	if errors.Is(err, store.ErrNotFound) {
+		return Count{}, fmt.Errorf("deliver %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
+	}
+	if err != nil {
+		return Count{}, bodyGone(err, f.Source+":"+f.Key)
+	}
+	c, err := s.counted(n.Added, dryRun)
+	c.Already, c.Gone, c.Searched = n.Already, n.Gone, searched
+	return c, err
+}
+
+// bulk is the store's query for a bulk action (verb) on every event f
+// selects: f checked (no page, all for an empty filter, names the config
+// knows), and, for a search by content, the events it finds, as its pages
+// would list them, each once, by id, under the same bound (a search past
+// its bound says so in searched, and the action takes only what it read).
+func (s *Service) bulk(ctx context.Context, f EventFilter, verb string) (store.EventQuery, *Searched, error) {
+	if f.Cursor != "" || f.Limit != 0 {
+		return store.EventQuery{}, nil, invalid("cursor", "a bulk %s takes every event the filter selects, not a page", verb)
+	}
+	q, err := f.query()
+	if err != nil {
+		return q, nil, err
+	}
+	if f.empty() && !f.All {
+		return q, nil, invalid("all", "the filter is empty: set all to %s every stored event", verb)
+	}
+	if err := s.knownNames(f.Source, f.Destination); err != nil {
+		return q, nil, err // a typo, not "nothing to act on"
+	}
+	q.Limit = 0
+	if f.Where == "" {
+		return q, nil, nil
+	}
+	filter, err := f.where()
+	if err != nil {
+		return q, nil, err
+	}
+	scan, err := f.scan()
+	if err != nil {
+		return q, nil, err
+	}
+	found, rep, _, err := s.search(ctx, q, filter, scan, 0)
+	if err != nil {
+		return q, nil, err
+	}
+	q.IDs = found
+	return q, &rep, nil
 }
 
 // ---- dead letters ----

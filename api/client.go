@@ -86,6 +86,11 @@ func (c *Client) ReplayEvents(ctx context.Context, f admin.EventFilter, dryRun b
 	return call(ctx, c, admin.ActReplayEvents, admin.EventsBulk{EventFilter: f, DryRun: dryRun})
 }
 
+// DeliverEvents implements admin.Operator.
+func (c *Client) DeliverEvents(ctx context.Context, f admin.EventFilter, dryRun bool) (admin.Count, error) {
+	return call(ctx, c, admin.ActDeliverEvents, admin.EventsBulk{EventFilter: f, DryRun: dryRun})
+}
+
 // DeliverEvent implements admin.Operator.
 func (c *Client) DeliverEvent(ctx context.Context, id int64, destination string) (admin.Count, error) {
 	return call(ctx, c, admin.ActDeliverEvent, admin.DeliveryRef{ID: id, Destination: destination})

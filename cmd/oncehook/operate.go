@@ -289,6 +289,9 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "show":
 		return showEvent(ctx, op, rest, asJSON, stdout, stderr)
 	case "deliver":
+		if len(rest) == 0 {
+			return deliverEvents(ctx, op, f, *ef.dryRun, asJSON, stdout)
+		}
 		return deliverEvent(ctx, op, rest, *ef.destination, asJSON, stdout)
 	case "skip":
 		return skipEvent(ctx, op, rest, *ef.destination, asJSON, stdout)
@@ -305,13 +308,14 @@ func events(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // to every destination, and "events ls --destination D" listed every event.
 var eventFlagsFor = map[string][]string{
 	"limit": {"ls", "list"}, "cursor": {"ls", "list"},
-	"dry-run": {"replay"}, "all": {"replay"}, "dead": {"replay"},
+	"dry-run": {"replay", "deliver"}, "all": {"replay", "deliver"}, "dead": {"replay"},
 	"destination": {"deliver", "skip", "replay"},
-	// The filter: which events ls lists and a bulk replay requeues.
-	"source": {"ls", "list", "replay"}, "state": {"ls", "list", "replay"}, "key": {"ls", "list", "replay"},
-	"type": {"ls", "list", "replay"}, "key-prefix": {"ls", "list", "replay"}, "since": {"ls", "list", "replay"},
-	"from": {"ls", "list", "replay"}, "to": {"ls", "list", "replay"},
-	"where": {"ls", "list", "replay"}, "scan": {"ls", "list", "replay"},
+	// The filter: which events ls lists, a bulk replay requeues and a
+	// bulk deliver sends.
+	"source": {"ls", "list", "replay", "deliver"}, "state": {"ls", "list", "replay", "deliver"}, "key": {"ls", "list", "replay", "deliver"},
+	"type": {"ls", "list", "replay", "deliver"}, "key-prefix": {"ls", "list", "replay", "deliver"}, "since": {"ls", "list", "replay", "deliver"},
+	"from": {"ls", "list", "replay", "deliver"}, "to": {"ls", "list", "replay", "deliver"},
+	"where": {"ls", "list", "replay", "deliver"}, "scan": {"ls", "list", "replay", "deliver"},
 }
 
 // eventsTakes refuses a flag that the events command verb does not read,
@@ -331,6 +335,8 @@ func eventsTakes(fs *flag.FlagSet, verb string, rest []string) error {
 			err = fmt.Errorf("events %s does not take --%s (events %s %s)", verb, f.Name, strings.Join(takers, " and "), do)
 		case verb == "replay" && len(rest) > 0 && f.Name != "dry-run":
 			err = fmt.Errorf("events replay %s replays that one event: it takes no --%s (a filter without an id replays what it selects)", rest[0], f.Name)
+		case verb == "deliver" && len(rest) > 0 && f.Name != "destination":
+			err = fmt.Errorf("events deliver %s delivers that one event: it takes no --%s (a filter without an id delivers what it selects, --dry-run counting it first)", rest[0], f.Name)
 		}
 	})
 	return err
@@ -341,7 +347,7 @@ var eventsSynopsis = map[string]string{
 	"ls":      "[--source S] [--state S] [--key K] [--type T] [--since D] [--where FILTER [--scan N]] [--limit N] [--cursor C] [flags]",
 	"show":    "ID | SOURCE KEY (a key as events ls prints it, or as the provider sent it; -- just before a key that starts with -) [flags]",
 	"replay":  "[ID] | filter flags (--all for every stored event) [--destination D] [--dead] [--dry-run] [flags]",
-	"deliver": "ID --destination D [flags]",
+	"deliver": "ID --destination D | filter flags (--all for every stored event) --destination D [--dry-run] [flags]",
 	"skip":    "ID --destination D [flags]",
 }
 
@@ -372,9 +378,9 @@ func addEventFlags(fs *flag.FlagSet) eventFlags {
 		scan:          fs.Int("scan", 0, fmt.Sprintf("with --where: read at most this many events, newest first (default %d)", admin.DefaultScan)),
 		limit:         fs.Int("limit", 50, "with ls: events per page"),
 		cursor:        fs.String("cursor", "", "with ls: the next page's cursor, as the previous page printed it"),
-		dryRun:        fs.Bool("dry-run", false, "with replay: only count what would be replayed"),
-		all:           fs.Bool("all", false, "with replay and no filter: replay every stored event"),
-		destination:   fs.String("destination", "", "with deliver: the destination its route passed over; with skip: the destination whose delivery to end; with a replay by filter: only the deliveries to this destination"),
+		dryRun:        fs.Bool("dry-run", false, "with replay or deliver by filter: only count what would be replayed or delivered"),
+		all:           fs.Bool("all", false, "with replay or deliver and no filter: every stored event"),
+		destination:   fs.String("destination", "", "with deliver: the destination their route passed over; with skip: the destination whose delivery to end; with a replay by filter: only the deliveries to this destination"),
 		dead:          fs.Bool("dead", false, "with a replay by filter: only the dead letters among what it selects (retry them)"),
 	}
 }
@@ -630,6 +636,45 @@ func replayEvents(ctx context.Context, op admin.Operator, rest []string, f admin
 	}
 	searched(stdout, n.Searched)
 	return nil
+}
+
+// deliverEvents sends every event f selects to f.Destination, where their
+// route passed over (those already there are counted and left alone).
+func deliverEvents(ctx context.Context, op admin.Operator, f admin.EventFilter, dryRun, asJSON bool, stdout io.Writer) error {
+	if f.Destination == "" {
+		return errors.New("usage: oncehook events deliver --destination NAME, with an event's ID or filter flags (--where, --source, ...) [--dry-run]")
+	}
+	n, err := op.DeliverEvents(ctx, f, dryRun)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, n)
+	}
+	fmt.Fprintln(stdout, deliveredLine(n, f.Destination))
+	searched(stdout, n.Searched)
+	return nil
+}
+
+// deliveredLine says what a bulk delivery did, or in a dry run would do,
+// and what it left alone.
+func deliveredLine(n admin.Count, destination string) string {
+	line := fmt.Sprintf("added a delivery to %s of %s", destination, plural(n.Count, "event", "events"))
+	if n.DryRun {
+		line = fmt.Sprintf("would add a delivery to %s of %s (dry run)", destination, plural(n.Count, "event", "events"))
+	}
+	var left []string
+	if n.Already > 0 {
+		left = append(left, fmt.Sprintf("%s already had one there, left alone (replay with --destination %s to send again)",
+			plural(n.Already, "event", "events"), destination))
+	}
+	if n.Gone > 0 {
+		left = append(left, fmt.Sprintf("%s had no body left (body_retention dropped it): nothing to deliver", plural(n.Gone, "event", "events")))
+	}
+	if len(left) > 0 {
+		line += "; " + strings.Join(left, "; ")
+	}
+	return line
 }
 
 // skipEvent ends one event's pending delivery without delivering it: the

@@ -72,6 +72,39 @@ destinations:
 	if out := run(true, append([]string{"events", "deliver", id, "--destination", "app"}, api...)...); !strings.Contains(out, "already has a delivery") {
 		t.Fatalf("events deliver twice:\n%s", out)
 	}
+	// Every event a search finds, sent where its route passed over: the
+	// dry run counts first (the one already there apart), then each
+	// goes once.
+	req := testenv.SignedRequest(t, gw.URL+"/in/stripe", "stripe", secret, []byte(`{"id":"evt_2","type":"charge.refunded"}`), "")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST: %v %v", resp, err)
+	}
+	where := []string{"events", "deliver", "--source", "stripe", "--where", `{"body":{"type":{"$in":["charge.succeeded","charge.refunded"]}}}`, "--destination", "app"}
+	out = run(true, append(append(where, "--dry-run"), "--config", cfg)...)
+	if !strings.Contains(out, "would add a delivery to app of 1 event (dry run); 1 event already had one there, left alone") || !strings.Contains(out, "search: read 3 events") {
+		t.Fatalf("events deliver --where --dry-run:\n%s", out)
+	}
+	if out := run(true, append(where, api...)...); !strings.Contains(out, "added a delivery to app of 1 event;") {
+		t.Fatalf("events deliver --where:\n%s", out)
+	}
+	if !testenv.WaitFor(5*time.Second, func() bool { return sink.ByKey()["stripe:evt_2"] == 1 }) {
+		t.Fatal("the search's event never arrived")
+	}
+	if out := run(true, append(where, api...)...); !strings.Contains(out, "added a delivery to app of 0 events; 2 events already had one there") {
+		t.Fatalf("events deliver --where again:\n%s", out)
+	}
+	if out := run(false, append([]string{"events", "deliver", id, "--destination", "app", "--dry-run"}, api...)...); !strings.Contains(out, "takes no --dry-run") {
+		t.Fatalf("events deliver ID --dry-run:\n%s", out)
+	}
+	if out := run(false, append([]string{"events", "deliver", "--type", "charge.*"}, api...)...); !strings.Contains(out, "usage: oncehook events deliver --destination NAME") {
+		t.Fatalf("events deliver without a destination:\n%s", out)
+	}
+	if out := run(false, append([]string{"events", "deliver", "--destination", "app"}, api...)...); !strings.Contains(out, "pass --all to deliver every stored event") {
+		t.Fatalf("events deliver without a filter:\n%s", out)
+	}
+	if out := run(false, append([]string{"events", "deliver", "--type", "charge.*", "--destination", "ap"}, api...)...); !strings.Contains(out, `no such destination "ap" (known: app)`) {
+		t.Fatalf("events deliver to a misspelt destination:\n%s", out)
+	}
 	// Skip (the way past a fifo head) has nothing to end once delivered,
 	// on the store and through the API alike; it needs a destination.
 	for _, where := range [][]string{api, {"--config", cfg}} {
