@@ -283,3 +283,60 @@ destinations:
 		}
 	}
 }
+
+// Two replicas on one PostgreSQL: a source created on one reaches the
+// other at its reload of the file (until #45's notifications, the way a
+// change reaches a replica that did not take it); a file that names a
+// source the API created is refused at its reload, naming both.
+func TestAnAPISourceReachesAnotherReplicaAtItsReload(t *testing.T) {
+	sink := testenv.NewSink(t)
+	pg := testenv.Postgres(t)
+	path := filepath.Join(t.TempDir(), "oncehook.yaml")
+	yaml := `store: ` + pg + `
+api: {tokens: [{name: ops, token: ` + sourcesOps + `}]}
+sources:
+  - {name: filed, preset: stripe, secrets: [whsec_file_secret], destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `"}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := `{"name": "acme-stripe", "preset": "stripe", "secrets": ["` + acmeSecret1 + `"], "destinations": ["app"]}`
+	if r := call(t, "POST", a.api+"/v1/sources", sourcesOps, acme); r.status != 201 {
+		t.Fatalf("create on a: %d %s", r.status, r.body)
+	}
+	send := func(gw *apiGateway, id string) int {
+		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/acme-stripe", "stripe", acmeSecret1, stripeEvent(id), "")).Status
+	}
+	if s := send(b, "evt_r_1"); s != 404 {
+		t.Fatalf("b before its reload: %d", s)
+	}
+	if r := call(t, "POST", b.api+"/v1/reload", sourcesOps, ""); r.status != 200 || !strings.Contains(string(r.body), "source acme-stripe added") {
+		t.Fatalf("reload b: %d %s", r.status, r.body)
+	}
+	if s := send(b, "evt_r_2"); s != 200 {
+		t.Fatalf("b after its reload: %d", s)
+	}
+	if r := call(t, "GET", b.api+"/v1/sources/acme-stripe", sourcesOps, ""); r.status != 200 || r.json["version"] != 1.0 {
+		t.Fatalf("read on b: %d %s", r.status, r.body)
+	}
+	clash := strings.Replace(yaml, "sources:\n", "sources:\n  - {name: acme-stripe, preset: stripe, secrets: [whsec_x], destinations: [app]}\n", 1)
+	if err := os.WriteFile(path, []byte(clash), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, "POST", a.api+"/v1/reload", sourcesOps, ""); r.status != 400 || !strings.Contains(string(r.body), "source acme-stripe: defined in the config file") {
+		t.Fatalf("a file that names the API's source: %d %s", r.status, r.body)
+	}
+	if s := send(a, "evt_r_3"); s != 200 {
+		t.Fatalf("a after the refused reload: %d", s)
+	}
+}

@@ -43,8 +43,23 @@ func (g *Gateway) Reload(ctx context.Context, next *config.Config) (admin.Reload
 // with true it applies next, with false it lets it go (its audit entry
 // could not be written). A refused config holds nothing.
 func (g *Gateway) prepare(ctx context.Context, next *config.Config) (admin.ReloadView, func(apply bool), error) {
+	return g.prepareWith(ctx, next, false)
+}
+
+// prepareWith is prepare, with the API's sources read anew from the
+// store when reread (under the lock, so that a change this replica takes
+// meanwhile is not lost), else the ones running.
+func (g *Gateway) prepareWith(ctx context.Context, next *config.Config, reread bool) (admin.ReloadView, func(apply bool), error) {
 	g.reloading.Lock()
-	v, finish, err := g.prepareLocked(ctx, next, g.objects, "")
+	objects := g.objects
+	if reread {
+		var err error
+		if objects, err = loadObjects(ctx, g.store, g.box); err != nil {
+			g.reloading.Unlock()
+			return admin.ReloadView{Config: g.opts.ConfigFile}, nil, g.refused(err)
+		}
+	}
+	v, finish, err := g.prepareLocked(ctx, next, objects, "")
 	if err != nil {
 		g.reloading.Unlock()
 		return v, nil, g.refused(err)
@@ -169,7 +184,9 @@ func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, func(bool),
 	if g.opts.Override != nil {
 		g.opts.Override(next)
 	}
-	return g.prepare(ctx, next)
+	// The API's sources are read anew too: a change another replica
+	// took reaches this one at its reload.
+	return g.prepareWith(ctx, next, true)
 }
 
 // refused says a reload was refused: the metric, and every error logged.

@@ -62,6 +62,7 @@ func TestSpecNamesEveryRouteAndNoOther(t *testing.T) {
 	}
 	served := append(api.Routes(), effect.Routes()...)
 	served = append(served, oncehook.PublishRoute, pull.PullRoute, pull.AckRoute)
+	served = append(served, oncehook.SourceRoutes()...)
 	served = append(served, oncehook.HealthRoutes()...)
 	sort.Strings(served)
 	inSpec := operations(t, spec)
@@ -121,7 +122,13 @@ alerts: {interval: 100ms, dead_letters: 1}
 	if err := os.WriteFile(configFile, []byte(cfgYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gw := oncehooktest.StartWith(t, cfgYAML, oncehook.Options{ConfigFile: configFile})
+	keys := func(name string) string {
+		if name == "ONCEHOOK_SECRET_KEYS" {
+			return "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+		}
+		return ""
+	}
+	gw := oncehooktest.StartWith(t, cfgYAML, oncehook.Options{ConfigFile: configFile, Getenv: keys})
 	post := func(path, body string) {
 		t.Helper()
 		resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader(body))
@@ -234,6 +241,23 @@ alerts: {interval: 100ms, dead_letters: 1}
 	call("POST /v1/alerts/issues/{id}/resolve", "/v1/alerts/issues/"+issue+"/resolve", "", 200)
 	call("POST /v1/alerts/issues/{id}/acknowledge", "/v1/alerts/issues/"+issue+"/acknowledge", "", 409)
 	call("POST /v1/alerts/issues/{id}/resolve", "/v1/alerts/issues/999999/resolve", "", 404)
+	// Sources through the API: created (with a secret, the gateway has a
+	// key), read, refused, changed, the file's refused, deleted.
+	created := call("POST /v1/sources", "/v1/sources", `{"name":"acme","preset":"stripe","secrets":["whsec_acme"],"destinations":["app"]}`, 201)
+	if strings.Contains(string(created), "whsec_acme") {
+		t.Fatalf("the answer shows the secret: %s", created)
+	}
+	call("POST /v1/sources", "/v1/sources", `{"name":"acme2","preset":"strpe"}`, 400)
+	call("POST /v1/sources", "/v1/sources", `{"name":"hooks","preset":"stripe"}`, 409)
+	call("GET /v1/sources/{name}", "/v1/sources/acme", "", 200)
+	call("GET /v1/sources/{name}", "/v1/sources/hooks", "", 200)
+	call("GET /v1/sources/{name}", "/v1/sources/nope", "", 404)
+	call("PATCH /v1/sources/{name}", "/v1/sources/acme", `{"window":"2h"}`, 200)
+	call("PATCH /v1/sources/{name}", "/v1/sources/acme", `{"destinations":["nope"]}`, 400)
+	call("PATCH /v1/sources/{name}", "/v1/sources/hooks", `{"window":"2h"}`, 409)
+	call("DELETE /v1/sources/{name}", "/v1/sources/hooks", "", 409)
+	call("DELETE /v1/sources/{name}", "/v1/sources/acme", "", 204)
+	call("DELETE /v1/sources/{name}", "/v1/sources/acme", "", 404)
 	call("GET /v1/audit", "/v1/audit?limit=5", "", 200)
 	call("GET /v1/doctor", "/v1/doctor", "", 200)
 	call("POST /v1/reload", "/v1/reload", "", 200)
