@@ -79,7 +79,7 @@ func newBrowser(t *testing.T, exe string) (context.Context, context.CancelFunc) 
 
 func TestDashboardInABrowser(t *testing.T) {
 	exe := chromium(t)
-	app := testenv.NewSink(t)
+	app, ledger := testenv.NewSink(t), testenv.NewSink(t)
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
 api:
@@ -91,6 +91,7 @@ sources:
   - {name: billing, preset: stripe, secrets: [`+secret+`], destinations: [{name: app, types: ["invoice.*"]}]}
 destinations:
   - {name: app, url: `+app.URL+`}
+  - {name: ledger, url: `+ledger.URL+`}
 upstreams:
   - {name: payments, prefix: /payments, upstream: `+app.URL+`, idempotency: {single_tenant: true}}
 `)
@@ -175,6 +176,13 @@ upstreams:
 		}
 		return v
 	}
+	// noFlash removes the page's flash before an action whose answer is
+	// one, so that waiting for it waits for the next page's.
+	removeFlash := chromedp.Evaluate[bool](`(document.querySelector('.flash')?.remove(), true)`)
+	noFlash := chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := removeFlash(ctx, t)
+		return err
+	})
 	shots := screenshotDir(t)
 	shot := func(t *testing.T, name string) {
 		t.Helper()
@@ -295,7 +303,7 @@ upstreams:
 		}
 		shot(t, "dashboard-search.png")
 		before := app.ByKey()
-		do(t, "dry run", chromedp.Click(chromedp.CSS("details.card summary")), chromedp.Click(chromedp.CSS(`details.card button[name="dry_run"]`)),
+		do(t, "dry run", noFlash, chromedp.Click(chromedp.CSS("#replay-all summary")), chromedp.Click(chromedp.CSS(`#replay-all button[name="dry_run"]`)),
 			chromedp.WaitVisible(chromedp.CSS(".flash")))
 		if f := text(t, ".flash"); !strings.Contains(f, "3 deliveries would be requeued") {
 			t.Fatalf("the dry run says %q", f)
@@ -303,7 +311,9 @@ upstreams:
 		if got, _ := chromedp.Run(step, chromedp.Value(chromedp.ID("where"))); got != where {
 			t.Fatalf("after the dry run the search field holds %q", got)
 		}
-		do(t, "replay the result", chromedp.Click(chromedp.CSS("details.card summary")), chromedp.Click(chromedp.CSS(`details.card button.danger`)),
+		// The replay's card stays open after its dry run, to be taken as
+		// counted.
+		do(t, "replay the result", noFlash, chromedp.Click(chromedp.CSS(`#replay-all button.danger`)),
 			chromedp.WaitVisible(chromedp.CSS(".flash")))
 		if !testenv.WaitFor(10*time.Second, func() bool {
 			now := app.ByKey()
@@ -323,6 +333,57 @@ upstreams:
 				t.Errorf("the replay of the search reached %s too (%d, was %d)", k, n, before[k])
 			}
 		}
+		// Narrowed to one destination's dead letters: none of the found
+		// events gave up, so the dry run counts none, and the page comes
+		// back with the narrowing chosen.
+		do(t, "narrowed dry run", noFlash, chromedp.Click(chromedp.CSS("#replay-all summary")),
+			chromedp.SetValue(chromedp.CSS(`#replay-all select[name="destination"]`), "app"),
+			chromedp.Click(chromedp.CSS(`#replay-all input[name="dead"]`)),
+			chromedp.Click(chromedp.CSS(`#replay-all button[name="dry_run"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(t, ".flash"); !strings.Contains(f, "0 deliveries would be requeued") {
+			t.Fatalf("the narrowed dry run says %q", f)
+		}
+		kept, err := chromedp.Run(step, chromedp.Evaluate[string](
+			`document.querySelector('#replay-all select[name="destination"]').value + ' ' + document.querySelector('#replay-all input[name="dead"]').checked`))
+		if err != nil || kept != "app true" {
+			t.Fatalf("after the narrowed dry run the replay's choices are %q (%v), want app and dead", kept, err)
+		}
+		shot(t, "dashboard-search-replay-narrowed.png")
+
+		// Deliver the result to a destination no route sends stripe's
+		// events to: the dry run counts and sends nothing, then each
+		// found event arrives there once, with its Idempotency-Key; asked
+		// again, nothing is added, and the page says they are there.
+		found := []string{"stripe:evt_037", "stripe:evt_038", "stripe:evt_039"}
+		do(t, "deliver dry run", noFlash, chromedp.Click(chromedp.CSS("#deliver-all summary")),
+			chromedp.SetValue(chromedp.CSS(`#deliver-all select[name="destination"]`), "ledger"),
+			chromedp.Click(chromedp.CSS(`#deliver-all button[name="dry_run"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(t, ".flash"); !strings.Contains(f, "Dry run: 3 events would get a delivery to ledger.") || strings.Contains(f, "Left alone") {
+			t.Fatalf("the delivery's dry run says %q", f)
+		}
+		shot(t, "dashboard-search-deliver-dry.png")
+		time.Sleep(300 * time.Millisecond)
+		if n := len(ledger.Deliveries()); n != 0 {
+			t.Fatalf("the dry run delivered %d events", n)
+		}
+		do(t, "deliver the result", noFlash, chromedp.Click(chromedp.CSS(`#deliver-all button.danger`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(t, ".flash"); !strings.Contains(f, "Delivered: 3 events got a delivery to ledger") {
+			t.Fatalf("the delivery says %q", f)
+		}
+		if !testenv.WaitFor(10*time.Second, func() bool { return len(ledger.Deliveries()) >= 3 }) {
+			t.Fatalf("ledger got %d of the 3 found events", len(ledger.Deliveries()))
+		}
+		time.Sleep(300 * time.Millisecond)
+		if got := ledger.ByKey(); len(got) != 3 || got[found[0]] != 1 || got[found[1]] != 1 || got[found[2]] != 1 {
+			t.Fatalf("ledger got %v, want each of %v once", got, found)
+		}
+		do(t, "deliver again", noFlash, chromedp.Click(chromedp.CSS("#deliver-all summary")),
+			chromedp.SetValue(chromedp.CSS(`#deliver-all select[name="destination"]`), "ledger"),
+			chromedp.Click(chromedp.CSS(`#deliver-all button[name="dry_run"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(t, ".flash"); !strings.Contains(f, "0 events would get a delivery to ledger. Left alone: 3 already had one there, 0 had no body left") {
+			t.Fatalf("a second delivery's dry run says %q", f)
+		}
+		shot(t, "dashboard-search-deliver-again.png")
 		// A search that is no filter is said beside its field, kept as typed.
 		do(t, "bad search", chromedp.Navigate(ui+"events?where="+url.QueryEscape(`{"body":{"id":{"$bogus":1}}}`)), chromedp.WaitVisible(chromedp.ID("bad-where")))
 		if got := text(t, "#bad-where"); !strings.Contains(got, "$bogus") {
@@ -482,6 +543,16 @@ upstreams:
 			t.Fatalf("pt-BR search field %q", l)
 		}
 		shot(t, "dashboard-search-pt.png")
+		do(t, "pt-BR deliver dry run", noFlash, chromedp.Click(chromedp.CSS("#deliver-all summary")),
+			chromedp.SetValue(chromedp.CSS(`#deliver-all select[name="destination"]`), "ledger"),
+			chromedp.Click(chromedp.CSS(`#deliver-all button[name="dry_run"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(t, ".flash"); !strings.Contains(f, "Simulação: 0 eventos ganhariam uma entrega a ledger. Deixados como estão: 3 já tinham uma lá") {
+			t.Fatalf("pt-BR delivery's dry run says %q", f)
+		}
+		if s := text(t, "#deliver-all summary"); !strings.Contains(s, "Entregar todos os eventos deste filtro") {
+			t.Fatalf("pt-BR deliver card %q", s)
+		}
+		shot(t, "dashboard-search-deliver-pt.png")
 	})
 
 	cancel()

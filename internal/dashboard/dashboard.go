@@ -182,6 +182,7 @@ func New(opts Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET "+Prefix+"/events/{id}", d.authed(d.event))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/replay", d.authed(d.replay))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/deliver", d.authed(d.onDelivery(admin.ActDeliverEvent)))
+	d.mux.HandleFunc("POST "+Prefix+"/events/all/deliver", d.authed(d.deliverAll))
 	d.mux.HandleFunc("POST "+Prefix+"/events/{id}/skip", d.authed(d.onDelivery(admin.ActSkipEvent)))
 	d.mux.HandleFunc("POST "+Prefix+"/order/reset", d.authed(d.resetOrder))
 	d.mux.HandleFunc("GET "+Prefix+"/dead-letters", d.authed(d.dead))

@@ -171,8 +171,23 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 		d.failErr(w, r, err)
 		return
 	}
-	d.render(w, r, status, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources,
-		"States": store.EventStates(), "Unknown": unknown, "BadWhere": badWhere})
+	dests, err := d.opts.Service.Destinations(r.Context())
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	// After a dry run the page comes back with the action's choices
+	// (act, to, dead), its card open, ready to be taken as counted.
+	act := bulkChoice{Act: q.Get("act"), To: q.Get("to"), Dead: q.Get("dead") != ""}
+	d.render(w, r, status, "events", s, map[string]any{"Page": page, "Filter": f, "Sources": sources, "Destinations": dests,
+		"States": store.EventStates(), "Unknown": unknown, "BadWhere": badWhere, "Act": act})
+}
+
+// bulkChoice is what the events page's bulk action was asked last: which
+// (replay, deliver), to which destination, dead letters only.
+type bulkChoice struct {
+	Act, To string
+	Dead    bool
 }
 
 func eventID(r *http.Request) (int64, bool) {
@@ -275,13 +290,42 @@ func (d *Dashboard) resetOrder(w http.ResponseWriter, r *http.Request, _ session
 	done(w, r, to, "order_reset")
 }
 
-// replayAll replays what the events page's filter selects.
+// bulkFilter is the events page's filter, as its bulk actions' forms
+// carry it, with the destination and dead the form chose.
+func bulkFilter(r *http.Request) admin.EventFilter {
+	return admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix"),
+		Where: strings.TrimSpace(r.PostFormValue("where")), Destination: r.PostFormValue("destination"), Dead: r.PostFormValue("dead") != "",
+		All: r.PostFormValue("all") != ""}
+}
+
+// unfiltered is true when f selects every stored event, whatever it
+// narrows the action to.
+func unfiltered(f admin.EventFilter) bool {
+	f.Destination, f.Dead = "", false
+	return f == admin.EventFilter{All: f.All}
+}
+
+// bulkBack is the events page of f, after a bulk action act: with the
+// action's choices when it was a dry run, so that its card opens again
+// with them, to be taken as counted.
+func bulkBack(f admin.EventFilter, act string, dry bool) string {
+	back := Prefix + "/events?" + queryOf("source", f.Source, "type", f.Type, "state", f.State, "key_prefix", f.KeyPrefix, "where", f.Where)
+	if dry {
+		dead := ""
+		if f.Dead {
+			dead = "1"
+		}
+		back += "&" + queryOf("act", act, "to", f.Destination, "dead", dead)
+	}
+	return back
+}
+
+// replayAll replays what the events page's filter selects, narrowed to
+// a destination or to dead letters when the form says so.
 func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
-	f := admin.EventFilter{Source: r.PostFormValue("source"), Type: r.PostFormValue("type"), State: r.PostFormValue("state"), KeyPrefix: r.PostFormValue("key_prefix"),
-		Where: strings.TrimSpace(r.PostFormValue("where"))}
+	f := bulkFilter(r)
 	dry := r.PostFormValue("dry_run") != ""
-	f.All = r.PostFormValue("all") != ""
-	if f == (admin.EventFilter{All: f.All}) && !dry && r.PostFormValue("confirm") == "" {
+	if unfiltered(f) && !dry && r.PostFormValue("confirm") == "" {
 		// No filter is every event to every destination: the page asks
 		// to confirm it, as it does a purge (the API asks for all: true).
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
@@ -296,8 +340,30 @@ func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 	if dry {
 		what = "replay_dry:"
 	}
-	back := Prefix + "/events?" + queryOf("source", f.Source, "type", f.Type, "state", f.State, "key_prefix", f.KeyPrefix, "where", f.Where)
-	done(w, r, back, what+strconv.Itoa(n.Count))
+	done(w, r, bulkBack(f, "replay", dry), what+strconv.Itoa(n.Count))
+}
+
+// deliverAll gives every event the events page's filter selects a
+// delivery to the destination the form chose (where their route passed
+// over), and says what it left alone.
+func (d *Dashboard) deliverAll(w http.ResponseWriter, r *http.Request, _ session) {
+	f := bulkFilter(r)
+	f.Dead = false
+	dry := r.PostFormValue("dry_run") != ""
+	if unfiltered(f) && !dry && r.PostFormValue("confirm") == "" {
+		d.fail(w, r, http.StatusBadRequest, "bad_request")
+		return
+	}
+	n, err := d.opts.Service.DeliverEvents(r.Context(), f, dry)
+	if err != nil {
+		d.failErr(w, r, err)
+		return
+	}
+	what := "deliver_all:"
+	if dry {
+		what = "deliver_all_dry:"
+	}
+	done(w, r, bulkBack(f, "deliver", dry), fmt.Sprintf("%s%d,%d,%d,%s", what, n.Count, n.Already, n.Gone, f.Destination))
 }
 
 func (d *Dashboard) dead(w http.ResponseWriter, r *http.Request, s session) {
@@ -516,6 +582,22 @@ func (p page) FlashMessage() string {
 			return ""
 		}
 		return p.L.T("done."+kind, n)
+	case "deliver_all", "deliver_all_dry":
+		// added,already,gone,destination
+		parts := strings.SplitN(n, ",", 4)
+		if len(parts) != 4 {
+			return ""
+		}
+		for _, c := range parts[:3] {
+			if _, err := strconv.Atoi(c); err != nil {
+				return ""
+			}
+		}
+		msg := p.L.T("done."+kind, parts[0], parts[3])
+		if parts[1] != "0" || parts[2] != "0" {
+			msg += " " + p.L.T("done.deliver_left", parts[1], parts[2])
+		}
+		return msg
 	case "pause", "resume", "reset", "skip", "deliver", "breaker_open", "breaker_close", "order_reset", "alert_acknowledge", "alert_resolve":
 		return p.L.T("done." + kind)
 	}
