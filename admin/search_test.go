@@ -439,6 +439,50 @@ func TestActingOnASearchNarrowsToADestinationOrItsDeadLetters(t *testing.T) {
 			if err != nil || len(audit.Entries) == 0 || !strings.Contains(audit.Entries[0].Target, "destination=bil") && !strings.Contains(audit.Entries[0].Target, "dead=true") {
 				t.Fatalf("audit: %+v, %v; want the narrowed replay named", audit, err)
 			}
+
+			// Delivered to a destination the route passed over: the found
+			// events get one each, a body dropped by body_retention is
+			// counted apart (and, named alone, is gone, as for one event).
+			gone := store.NewEvent{Source: "shop", Key: "ord_gone", ContentType: "application/json", Body: []byte(`{"order":{"id":99,"customer":"cus_1"}}`),
+				ReceivedAt: base, ExpiresAt: base.Add(240 * time.Hour), BodyExpiresAt: base.Add(time.Minute), Filtered: []string{"fraud"}}
+			if _, err := store.ClaimEvents(ctx, s, []store.NewEvent{gone}); err != nil {
+				t.Fatal(err)
+			}
+			// Swept, its body is gone: no search matches it, but a filter
+			// by source or key still selects it.
+			if _, err := s.SweepExpired(ctx, time.Now().Add(48*time.Hour), 100); err != nil {
+				t.Fatal(err)
+			}
+			svc, err = admin.New(admin.Options{Store: s, Sources: []admin.Source{{Name: "shop"}},
+				Destinations: []admin.Destination{{Name: "billing"}, {Name: "crm"}, {Name: "fraud"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			df := admin.EventFilter{Where: where, Destination: "fraud"}
+			if dry, err := svc.DeliverEvents(ctx, df, true); err != nil || dry.Count != len(found) || dry.Already != 0 || !dry.DryRun || dry.Searched == nil {
+				t.Fatalf("dry run of the delivery to fraud: %+v, %v; want %d", dry, err, len(found))
+			}
+			if done, err := svc.DeliverEvents(ctx, df, false); err != nil || done.Count != len(found) {
+				t.Fatalf("delivery to fraud: %+v, %v; want %d", done, err, len(found))
+			}
+			if keys, to := requeued(); !slices.Equal(keys, found) || to["fraud"] != len(found) {
+				t.Fatalf("the delivery to fraud leased %v (%v), want exactly %v, to fraud alone", keys, to, found)
+			}
+			if again, err := svc.DeliverEvents(ctx, admin.EventFilter{Source: "shop", Destination: "fraud"}, true); err != nil ||
+				again.Count != n-len(found) || again.Already != len(found) || again.Gone != 1 {
+				t.Fatalf("a delivery of the whole source: %+v, %v; want %d to add, %d already there, 1 without its body", again, err, n-len(found), len(found))
+			}
+			if _, err := svc.DeliverEvents(ctx, admin.EventFilter{Source: "shop", Key: "ord_gone", Destination: "fraud"}, false); !errors.Is(err, admin.ErrGone) {
+				t.Fatalf("a delivery of the one event without its body: %v, want gone", err)
+			}
+			if _, err := svc.DeliverEvents(ctx, admin.EventFilter{Source: "shop", Key: "ord_none", Destination: "fraud"}, false); !errors.Is(err, admin.ErrNotFound) {
+				t.Fatalf("a delivery of an event never stored: %v, want not found", err)
+			}
+			for _, bad := range []admin.EventFilter{{Where: where}, {Where: where, Destination: "fraud", Dead: true}, {Destination: "fraud"}, {Where: where, Destination: "frud"}} {
+				if _, err := svc.DeliverEvents(ctx, bad, true); err == nil {
+					t.Errorf("delivery %+v taken", bad)
+				}
+			}
 		})
 	}
 }
