@@ -23,32 +23,59 @@ import (
 // gateway keeps them opened, for a PATCH to merge into, and never shows a
 // secret, only its fingerprint.
 
-// object is a source created through the API, as the gateway runs it.
+// object is a source or destination created through the API, as the
+// gateway runs it.
 type object struct {
 	stored store.Object   // as stored: its secrets sealed
 	spec   map[string]any // as given, its secrets in clear
-	source config.Source  // spec, read as the file's sources are
+	// source or destination: spec, read as the file's are (by
+	// stored.Kind).
+	source      config.Source
+	destination config.Destination
 }
+
+// name is the object's name.
+func (o object) name() string { return o.stored.Name }
 
 // sourcesOf are objects' sources, in order.
 func sourcesOf(objects []object) []config.Source {
-	out := make([]config.Source, len(objects))
-	for i, o := range objects {
-		out[i] = o.source
+	var out []config.Source
+	for _, o := range objects {
+		if o.stored.Kind == store.ObjectSource {
+			out = append(out, o.source)
+		}
 	}
 	return out
 }
 
-// secretFields are a source's fields that hold secrets: sealed at rest,
-// shown as fingerprints. A list's strings are sealed one by one.
-var secretFields = []string{"secrets", "verify_token"}
+// destinationsOf are objects' destinations, in order.
+func destinationsOf(objects []object) []config.Destination {
+	var out []config.Destination
+	for _, o := range objects {
+		if o.stored.Kind == store.ObjectDestination {
+			out = append(out, o.destination)
+		}
+	}
+	return out
+}
+
+// secretFields are the fields of each kind that hold secrets: sealed at
+// rest, shown as fingerprints. A list's strings and a mapping's values
+// (a destination's headers: an Authorization) are sealed one by one; a
+// dotted path reaches into a block (a transformation's env).
+var secretFields = map[string][]string{
+	store.ObjectSource:      {"secrets", "verify_token"},
+	store.ObjectDestination: {"secret", "headers", "transform.env"},
+}
 
 // sealContext binds a sealed value to its object: copied to another
 // object's row, it does not open.
 // (A list's values share their field's: secrets[0] and secrets[1] are
 // "secrets", so that a rotation may reorder them.)
 func sealContext(kind, name, field string) string {
-	field, _, _ = strings.Cut(field, "[")
+	if i := strings.IndexAny(field, "[:"); i >= 0 {
+		field = field[:i]
+	}
 	return kind + "/" + name + "/" + field
 }
 
@@ -59,45 +86,75 @@ func (e errNoKeys) Error() string {
 	return e.field + ": this gateway has no key to encrypt secrets at rest, so it takes none through the API: " + secretbox.HowToSet
 }
 
-// mapSecrets returns spec with fn applied to each secret's value (a new
-// map; spec is not changed).
-func mapSecrets(spec map[string]any, fn func(field, v string) (any, error)) (map[string]any, error) {
+// mapSecrets returns spec, an object of kind, with fn applied to each
+// secret's value (new maps and lists where it changes one; spec is not
+// changed). fn is told the field: "secrets[0]", "headers:Authorization".
+func mapSecrets(kind string, spec map[string]any, fn func(field, v string) (any, error)) (map[string]any, error) {
 	out := maps.Clone(spec)
-	for _, f := range secretFields {
-		switch v := spec[f].(type) {
-		case string:
-			if v == "" {
-				continue
-			}
-			nv, err := fn(f, v)
-			if err != nil {
-				return nil, err
-			}
-			out[f] = nv
-		case []any:
-			list := make([]any, len(v))
-			for i, e := range v {
-				list[i] = e
-				if s, ok := e.(string); ok && s != "" {
-					nv, err := fn(fmt.Sprintf("%s[%d]", f, i), s)
-					if err != nil {
-						return nil, err
-					}
-					list[i] = nv
-				}
-			}
-			out[f] = list
+	for _, path := range secretFields[kind] {
+		if err := mapPath(out, strings.Split(path, "."), path, fn); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
+// mapPath applies fn to the secrets at path under m, which it may change
+// (m is a copy its caller owns: what is under it is copied as it changes).
+func mapPath(m map[string]any, path []string, field string, fn func(field, v string) (any, error)) error {
+	if len(path) > 1 {
+		inner, ok := m[path[0]].(map[string]any)
+		if !ok {
+			return nil
+		}
+		inner = maps.Clone(inner)
+		m[path[0]] = inner
+		return mapPath(inner, path[1:], field, fn)
+	}
+	switch v := m[path[0]].(type) {
+	case string:
+		if v == "" {
+			return nil
+		}
+		nv, err := fn(field, v)
+		if err != nil {
+			return err
+		}
+		m[path[0]] = nv
+	case []any:
+		list := slices.Clone(v)
+		for i, e := range list {
+			if s, ok := e.(string); ok && s != "" {
+				nv, err := fn(fmt.Sprintf("%s[%d]", field, i), s)
+				if err != nil {
+					return err
+				}
+				list[i] = nv
+			}
+		}
+		m[path[0]] = list
+	case map[string]any:
+		vals := maps.Clone(v)
+		for _, k := range slices.Sorted(maps.Keys(vals)) {
+			if s, ok := vals[k].(string); ok && s != "" {
+				nv, err := fn(field+":"+k, s)
+				if err != nil {
+					return err
+				}
+				vals[k] = nv
+			}
+		}
+		m[path[0]] = vals
+	}
+	return nil
+}
+
 // seal is spec as it is stored: each secret sealed with box (nil: a
 // secret is errNoKeys).
 func seal(box *secretbox.Box, kind, name string, spec map[string]any) ([]byte, error) {
-	sealed, err := mapSecrets(spec, func(field, v string) (any, error) {
+	sealed, err := mapSecrets(kind, spec, func(field, v string) (any, error) {
 		if box == nil {
-			return nil, errNoKeys{field}
+			return nil, errNoKeys{strings.Replace(field, ":", ".", 1)}
 		}
 		return box.Seal(v, sealContext(kind, name, field)), nil
 	})
@@ -113,7 +170,7 @@ func open(box *secretbox.Box, o store.Object) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mapSecrets(spec, func(field, v string) (any, error) {
+	return mapSecrets(o.Kind, spec, func(field, v string) (any, error) {
 		if !secretbox.Sealed(v) {
 			return v, nil
 		}
@@ -130,8 +187,8 @@ func open(box *secretbox.Box, o store.Object) (map[string]any, error) {
 
 // shown is spec as answers show it: each secret replaced by its
 // fingerprint ({"fingerprint": "sha256:..."}), never the secret.
-func shown(spec map[string]any) map[string]any {
-	out, _ := mapSecrets(spec, func(_, v string) (any, error) {
+func shown(kind string, spec map[string]any) map[string]any {
+	out, _ := mapSecrets(kind, spec, func(_, v string) (any, error) {
 		return map[string]string{"fingerprint": secretbox.Fingerprint(v)}, nil
 	})
 	return out
@@ -151,14 +208,27 @@ func decodeSpec(b []byte) (map[string]any, error) {
 	return spec, nil
 }
 
-// readSource reads spec as the file's sources are read (config.ReadSource):
-// the same field names, the same checks.
-func readSource(spec map[string]any) (config.Source, error) {
+// readObject reads spec, an object of kind, as the file's sources (or
+// destinations) are read (config.ReadSource): the same field names, the
+// same checks. A destination's script is given inline: the API does not
+// read the gateway's files.
+func readObject(kind string, spec map[string]any) (object, error) {
+	o := object{spec: spec}
 	text, err := json.Marshal(spec)
 	if err != nil {
-		return config.Source{}, err
+		return o, err
 	}
-	return config.ReadSource(text)
+	if kind == store.ObjectSource {
+		o.source, err = config.ReadSource(text)
+		o.stored = store.Object{Kind: kind, Name: o.source.Name}
+		return o, err
+	}
+	o.destination, err = config.ReadDestination(text)
+	o.stored = store.Object{Kind: kind, Name: o.destination.Name}
+	if err == nil && o.destination.Transform != nil && o.destination.Transform.File != "" {
+		err = errors.New("transform: a destination created through the API gives its script inline ({\"inline\": \"...\"}): the API reads no file of the gateway's")
+	}
+	return o, err
 }
 
 // loadObjects reads the sources created through the API from the store,
@@ -167,22 +237,23 @@ func readSource(spec map[string]any) (config.Source, error) {
 // the start, naming it, rather than a gateway that answers its provider
 // 404 or 401 without saying why.
 func loadObjects(ctx context.Context, st store.Store, box *secretbox.Box) ([]object, error) {
-	list, err := st.ListObjects(ctx, store.ObjectSource)
+	list, err := st.ListObjects(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("read the sources created through the API: %w", err)
+		return nil, fmt.Errorf("read the sources and destinations created through the API: %w", err)
 	}
-	var out []object
+	out := []object{}
 	var errs []error
-	for _, o := range list {
-		spec, err := open(box, o)
+	for _, so := range list {
+		spec, err := open(box, so)
 		if err == nil {
-			var src config.Source
-			if src, err = readSource(spec); err == nil {
-				out = append(out, object{stored: o, spec: spec, source: src})
+			var o object
+			if o, err = readObject(so.Kind, spec); err == nil {
+				o.stored = so
+				out = append(out, o)
 				continue
 			}
 		}
-		errs = append(errs, fmt.Errorf("source %s (created through the API, version %d): %w", o.Name, o.Version, err))
+		errs = append(errs, fmt.Errorf("%s %s (created through the API, version %d): %w", so.Kind, so.Name, so.Version, err))
 	}
 	return out, errors.Join(errs...)
 }
@@ -194,7 +265,7 @@ func withObjects(cfg *config.Config, objects []object, p *parts, kinds Kinds) (*
 	if len(objects) == 0 {
 		return cfg, p, nil
 	}
-	merged, err := cfg.Merge(sourcesOf(objects))
+	merged, err := cfg.Merge(sourcesOf(objects), destinationsOf(objects))
 	if err == nil {
 		var np *parts
 		if np, err = compile(merged, kinds); err == nil {
@@ -202,15 +273,34 @@ func withObjects(cfg *config.Config, objects []object, p *parts, kinds Kinds) (*
 			return merged, np, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("the sources created through the API do not fit the config file: %w", err)
+	return nil, nil, fmt.Errorf("the sources and destinations created through the API do not fit the config file: %w", err)
 }
 
-// fileSource reports whether the config file names a source name.
-func (g *Gateway) fileSource(name string) bool {
-	return slices.ContainsFunc(g.file.Sources, func(s config.Source) bool { return s.Name == name })
+// fileHas reports whether the config file names an object of kind.
+func (g *Gateway) fileHas(kind, name string) bool {
+	if kind == store.ObjectSource {
+		return slices.ContainsFunc(g.file.Sources, func(s config.Source) bool { return s.Name == name })
+	}
+	return slices.ContainsFunc(g.file.Destinations, func(d config.Destination) bool { return d.Name == name })
 }
 
-// objectAt is the index of the API's source name in g.objects, or -1.
-func (g *Gateway) objectAt(name string) int {
-	return slices.IndexFunc(g.objects, func(o object) bool { return o.source.Name == name })
+// objectAt is the index of the API's object of kind and name in
+// g.objects, or -1.
+func (g *Gateway) objectAt(kind, name string) int {
+	return slices.IndexFunc(g.objects, func(o object) bool { return o.stored.Kind == kind && o.stored.Name == name })
+}
+
+// mergedIndex is where the API's object at i of objects is in the merged
+// config's list of its kind (config.Merge puts the file's first).
+func (g *Gateway) mergedIndex(objects []object, i int) int {
+	n := len(g.file.Sources)
+	if objects[i].stored.Kind == store.ObjectDestination {
+		n = len(g.file.Destinations)
+	}
+	for _, o := range objects[:i] {
+		if o.stored.Kind == objects[i].stored.Kind {
+			n++
+		}
+	}
+	return n
 }

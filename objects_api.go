@@ -17,54 +17,61 @@ import (
 	"github.com/oncehook/oncehook/store"
 )
 
-// The API's sources (#45): POST /v1/sources creates one, GET, PATCH and
-// DELETE /v1/sources/{name} read, change and remove one. The body is the
-// source as the config file writes it, in JSON; it is checked by the
-// file's check and applied through a reload's swap (prepareLocked), and
-// stored (store.Objects) between the check and the swap, with its audit
-// entry: a change that cannot be applied is refused before it is stored,
-// and one that could not be stored is not applied. A source the file
-// names is the file's: changing it here is 409.
+// The API's sources and destinations (#45): POST /v1/sources creates
+// one, GET, PATCH and DELETE /v1/sources/{name} read, change and remove
+// one; the same under /v1/destinations. The body is the object as the
+// config file writes it, in JSON; it is checked by the file's check and
+// applied through a reload's swap (prepareLocked), and stored
+// (store.Objects) between the check and the swap, with its audit entry:
+// a change that cannot be applied is refused before it is stored, and one
+// that could not be stored is not applied. An object the file names is
+// the file's: changing it here is 409.
 
-// SourceRoutes are the routes of the API's sources, on the API listener
-// behind api.tokens (a read-only token may only read them): what
-// docs/openapi.yaml is checked against.
+// SourceRoutes are the routes of the API's sources and destinations, on
+// the API listener behind api.tokens (a read-only token may only read
+// them): what docs/openapi.yaml is checked against.
 func SourceRoutes() []string {
-	return []string{"POST /v1/sources", "GET /v1/sources/{name}", "PATCH /v1/sources/{name}", "DELETE /v1/sources/{name}"}
+	var out []string
+	for _, k := range objectKinds {
+		out = append(out, "POST /v1/"+k.plural, "GET /v1/"+k.plural+"/{name}", "PATCH /v1/"+k.plural+"/{name}", "DELETE /v1/"+k.plural+"/{name}")
+	}
+	return out
 }
 
-// maxObjectBody bounds a source's JSON.
-const maxObjectBody = 64 << 10
+// objectKind is one kind of object the API creates: its store kind, the
+// config file's list of it, and the audit log's words for it.
+type objectKind struct {
+	kind, plural string
+}
 
-// The audit log's words for the API's sources.
-const (
-	auditSourceCreate = "source_create"
-	auditSourceUpdate = "source_update"
-	auditSourceDelete = "source_delete"
-)
+var objectKinds = []objectKind{{store.ObjectSource, "sources"}, {store.ObjectDestination, "destinations"}}
+
+// maxObjectBody bounds an object's JSON.
+const maxObjectBody = 64 << 10
 
 // mountSources mounts the routes on mux (the admin API's, behind auth).
 func (g *Gateway) mountSources(mux *http.ServeMux) {
-	r := SourceRoutes()
-	mux.HandleFunc(r[0], g.createSource)
-	mux.HandleFunc(r[1], g.getSource)
-	mux.HandleFunc(r[2], g.patchSource)
-	mux.HandleFunc(r[3], g.deleteSource)
+	for _, k := range objectKinds {
+		mux.HandleFunc("POST /v1/"+k.plural, func(w http.ResponseWriter, r *http.Request) { g.createObject(w, r, k) })
+		mux.HandleFunc("GET /v1/"+k.plural+"/{name}", func(w http.ResponseWriter, r *http.Request) { g.getObject(w, r, k) })
+		mux.HandleFunc("PATCH /v1/"+k.plural+"/{name}", func(w http.ResponseWriter, r *http.Request) { g.patchObject(w, r, k) })
+		mux.HandleFunc("DELETE /v1/"+k.plural+"/{name}", func(w http.ResponseWriter, r *http.Request) { g.deleteObject(w, r, k) })
+	}
 }
 
-// SourceView is a source as the API answers it.
-type SourceView struct {
+// ObjectView is a source or destination as the API answers it.
+type ObjectView struct {
 	Name string `json:"name"`
 	// ManagedBy is "api" (created through the API: it may change it) or
 	// "file" (the config file's: change it there).
 	ManagedBy string `json:"managed_by"`
-	// Config is the file a file's source is in.
+	// Config is the file a file's object is in.
 	Config string `json:"config,omitempty"`
-	// IntakeURL is where the provider sends the source's webhooks (its
-	// public_url when set); empty for a source whose events come from a
-	// queue or the outbox.
+	// IntakeURL is where the provider sends a source's webhooks (its
+	// public_url when set); empty for a destination, or a source whose
+	// events come from a queue or the outbox.
 	IntakeURL string `json:"intake_url,omitempty"`
-	// Spec is the source as given, each secret shown as its fingerprint.
+	// Spec is the object as given, each secret shown as its fingerprint.
 	Spec      map[string]any `json:"spec,omitempty"`
 	Version   int64          `json:"version,omitempty"`
 	CreatedAt *time.Time     `json:"created_at,omitempty"`
@@ -73,7 +80,7 @@ type SourceView struct {
 	UpdatedBy string         `json:"updated_by,omitempty"`
 }
 
-// FieldError is one field at fault in a source refused as invalid.
+// FieldError is one field at fault in an object refused as invalid.
 type FieldError struct {
 	Field string `json:"field"`
 	Error string `json:"error"`
@@ -85,11 +92,15 @@ type invalidAnswer struct {
 	Errors []FieldError `json:"errors"`
 }
 
-func (g *Gateway) view(o object) SourceView {
+func (g *Gateway) view(o object) ObjectView {
 	st := o.stored
 	created, updated := st.CreatedAt.UTC(), st.UpdatedAt.UTC()
-	return SourceView{Name: o.source.Name, ManagedBy: "api", IntakeURL: g.intakeURL(o.source), Spec: shown(o.spec),
+	v := ObjectView{Name: st.Name, ManagedBy: "api", Spec: shown(st.Kind, o.spec),
 		Version: st.Version, CreatedAt: &created, UpdatedAt: &updated, CreatedBy: st.CreatedBy, UpdatedBy: st.UpdatedBy}
+	if st.Kind == store.ObjectSource {
+		v.IntakeURL = g.intakeURL(o.source)
+	}
+	return v
 }
 
 // intakeURL is where s takes webhooks: its public_url, or this gateway's
@@ -128,18 +139,18 @@ func readBody(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
 	return spec, true
 }
 
-var recordField = regexp.MustCompile(`^sources\[(\d+)\](?:\.|: )`)
+var recordField = regexp.MustCompile(`^(sources|destinations)\[(\d+)\](?:\.|: )`)
 
-// answerInvalid answers errs (a refused source's, or the merged config's:
-// index is the source's place in it, -1 for none) as a 400 whose fields
-// are the source's own ("preset", "secrets[0]"), as in the file but
-// without the file's "sources[N].".
-func answerInvalid(w http.ResponseWriter, err error, index int) {
+// answerInvalid answers err (a refused object's, or the merged config's:
+// plural and index are the object's list and place in it, index -1 for
+// none) as a 400 whose fields are the object's own ("preset",
+// "secrets[0]"), as in the file but without the file's "sources[N].".
+func answerInvalid(w http.ResponseWriter, err error, plural string, index int) {
 	var out []FieldError
 	for _, e := range unjoin(err) {
 		msg := strings.TrimPrefix(e.Error(), "config: ")
 		for _, line := range unjoin(errors.New(msg)) {
-			out = append(out, fieldErrorOf(line.Error(), index))
+			out = append(out, fieldErrorOf(line.Error(), plural, index))
 		}
 	}
 	var nk errNoKeys
@@ -157,13 +168,13 @@ func answerInvalid(w http.ResponseWriter, err error, index int) {
 }
 
 // fieldErrorOf reads one error line, "field: message"; a line about the
-// source at index in the merged config loses its "sources[N].".
-func fieldErrorOf(line string, index int) FieldError {
-	if m := recordField.FindStringSubmatch(line); m != nil {
-		if i, _ := strconv.Atoi(m[1]); i == index {
+// object at index of plural in the merged config loses its "sources[N].".
+func fieldErrorOf(line, plural string, index int) FieldError {
+	if m := recordField.FindStringSubmatch(line); m != nil && m[1] == plural {
+		if i, _ := strconv.Atoi(m[2]); i == index {
 			rest := line[len(m[0]):]
 			if strings.HasSuffix(m[0], ": ") {
-				return FieldError{Error: rest} // the source's own, not a field's
+				return FieldError{Error: rest} // the object's own, not a field's
 			}
 			line = rest
 		}
@@ -180,17 +191,18 @@ func conflict(w http.ResponseWriter, reason, msg string) {
 	jsonhttp.WriteError(w, http.StatusConflict, reason, msg)
 }
 
-// fileOwns answers 409 for a source the config file names.
-func (g *Gateway) fileOwns(w http.ResponseWriter, name string) {
+// fileOwns answers 409 for an object the config file names.
+func (g *Gateway) fileOwns(w http.ResponseWriter, kind, name string) {
 	file := g.opts.ConfigFile
 	if file == "" {
 		file = "the gateway's config"
 	}
-	conflict(w, "managed_by_file", fmt.Sprintf("source %s is defined in the config file %s: change it there, and reload", name, file))
+	conflict(w, "managed_by_file", fmt.Sprintf("%s %s is defined in the config file %s: change it there, and reload", kind, name, file))
 }
 
-// stored answers a store's failure to keep a change: 409 for a name
-// taken or a version moved on (another replica came first), else 503.
+// storeFailed answers a store's failure to keep a change: 409 for a
+// name taken or a version moved on (another replica came first), else
+// 503.
 func (g *Gateway) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrObjectExists):
@@ -200,87 +212,95 @@ func (g *Gateway) storeFailed(w http.ResponseWriter, r *http.Request, err error)
 	case errors.Is(err, store.ErrNotFound):
 		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 	default:
-		g.log.Warn("sources API: the store did not keep the change; nothing was applied", "path", r.URL.Path, "err", err)
+		g.log.Warn("objects API: the store did not keep the change; nothing was applied", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
 		jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable: nothing changed")
 	}
 }
 
-func auditOf(r *http.Request, action, name string) store.AuditEntry {
-	return store.AuditEntry{At: time.Now(), Actor: admin.ActorOf(r.Context()), Action: action, Target: "source " + name}
+// auditOf is the audit entry of a change to an object: source_create,
+// destination_update, ...
+func auditOf(r *http.Request, kind, change, name string) store.AuditEntry {
+	return store.AuditEntry{At: time.Now(), Actor: admin.ActorOf(r.Context()), Action: kind + "_" + change, Target: kind + " " + name}
 }
 
-func answerObject(w http.ResponseWriter, status int, v SourceView) {
+func answerObject(w http.ResponseWriter, status int, v ObjectView) {
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(v.Version, 10)))
 	jsonhttp.WriteJSON(w, status, v)
 }
 
-// createSource is POST /v1/sources.
-func (g *Gateway) createSource(w http.ResponseWriter, r *http.Request) {
+// createObject is POST /v1/sources (/v1/destinations).
+func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectKind) {
 	spec, ok := readBody(w, r)
 	if !ok {
 		return
 	}
-	src, err := readSource(spec)
+	o, err := readObject(k.kind, spec)
 	if err != nil {
-		answerInvalid(w, err, -1)
+		answerInvalid(w, err, k.plural, -1)
 		return
 	}
-	if !config.IsName(src.Name) {
-		answerInvalid(w, fmt.Errorf("name: %q: want letters, digits, '.', '_' or '-'", src.Name), -1)
+	name := o.name()
+	if !config.IsName(name) {
+		answerInvalid(w, fmt.Errorf("name: %q: want letters, digits, '.', '_' or '-'", name), k.plural, -1)
 		return
 	}
 	g.reloading.Lock()
 	switch {
-	case g.fileSource(src.Name):
+	case g.fileHas(k.kind, name):
 		g.reloading.Unlock()
-		g.fileOwns(w, src.Name)
+		g.fileOwns(w, k.kind, name)
 		return
-	case g.objectAt(src.Name) >= 0:
+	case g.objectAt(k.kind, name) >= 0:
 		g.reloading.Unlock()
-		conflict(w, "exists", "source "+src.Name+" already exists: change it with PATCH /v1/sources/"+src.Name)
+		conflict(w, "exists", k.kind+" "+name+" already exists: change it with PATCH /v1/"+k.plural+"/"+name)
 		return
 	}
-	sealed, err := seal(g.box, store.ObjectSource, src.Name, spec)
+	sealed, err := seal(g.box, k.kind, name, spec)
 	if err != nil {
 		g.reloading.Unlock()
-		answerInvalid(w, err, -1)
+		answerInvalid(w, err, k.plural, -1)
 		return
 	}
-	objects := append(slices.Clone(g.objects), object{spec: spec, source: src})
-	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, "source "+src.Name+" created through the API")
+	objects := append(slices.Clone(g.objects), o)
+	last := len(objects) - 1
+	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, k.kind+" "+name+" created through the API")
 	if err != nil {
-		index := len(g.file.Sources) + len(objects) - 1
+		index := g.mergedIndex(objects, last)
 		g.reloading.Unlock()
-		answerInvalid(w, err, index)
+		answerInvalid(w, err, k.plural, index)
 		return
 	}
-	o, err := g.store.CreateObject(r.Context(), store.Object{Kind: store.ObjectSource, Name: src.Name, Spec: sealed}, auditOf(r, auditSourceCreate, src.Name))
+	stored, err := g.store.CreateObject(r.Context(), store.Object{Kind: k.kind, Name: name, Spec: sealed}, auditOf(r, k.kind, "create", name))
 	if err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
 		return
 	}
-	objects[len(objects)-1].stored = o
+	objects[last].stored = stored
 	finish(true)
 	g.changed()
-	answerObject(w, http.StatusCreated, g.view(objects[len(objects)-1]))
+	answerObject(w, http.StatusCreated, g.view(objects[last]))
 }
 
-// getSource is GET /v1/sources/{name}.
-func (g *Gateway) getSource(w http.ResponseWriter, r *http.Request) {
+// getObject is GET /v1/sources/{name} (/v1/destinations/{name}).
+func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request, k objectKind) {
 	name := r.PathValue("name")
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
-	if i := g.objectAt(name); i >= 0 {
+	if i := g.objectAt(k.kind, name); i >= 0 {
 		answerObject(w, http.StatusOK, g.view(g.objects[i]))
 		return
 	}
-	if i := slices.IndexFunc(g.file.Sources, func(s config.Source) bool { return s.Name == name }); i >= 0 {
-		jsonhttp.WriteJSON(w, http.StatusOK, SourceView{Name: name, ManagedBy: "file", Config: g.opts.ConfigFile, IntakeURL: g.intakeURL(g.file.Sources[i])})
+	if g.fileHas(k.kind, name) {
+		v := ObjectView{Name: name, ManagedBy: "file", Config: g.opts.ConfigFile}
+		if i := slices.IndexFunc(g.file.Sources, func(s config.Source) bool { return s.Name == name }); i >= 0 && k.kind == store.ObjectSource {
+			v.IntakeURL = g.intakeURL(g.file.Sources[i])
+		}
+		jsonhttp.WriteJSON(w, http.StatusOK, v)
 		return
 	}
-	jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no source "+name)
+	jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+k.kind+" "+name)
 }
 
 // ifMatch is the version a request's If-Match asks for (0: none given).
@@ -293,10 +313,10 @@ func ifMatch(r *http.Request) (int64, bool) {
 	return v, err == nil && v > 0
 }
 
-// found finds the API's source of the request's {name} under the lock,
+// found finds the API's object of the request's {name} under the lock,
 // or answers (404, 409 for the file's, 412 for an If-Match that is not
 // its version) and unlocks.
-func (g *Gateway) found(w http.ResponseWriter, r *http.Request) (int, bool) {
+func (g *Gateway) found(w http.ResponseWriter, r *http.Request, k objectKind) (int, bool) {
 	name := r.PathValue("name")
 	want, ok := ifMatch(r)
 	if !ok {
@@ -304,96 +324,102 @@ func (g *Gateway) found(w http.ResponseWriter, r *http.Request) (int, bool) {
 		return 0, false
 	}
 	g.reloading.Lock()
-	i := g.objectAt(name)
+	i := g.objectAt(k.kind, name)
 	switch {
-	case i < 0 && g.fileSource(name):
+	case i < 0 && g.fileHas(k.kind, name):
 		g.reloading.Unlock()
-		g.fileOwns(w, name)
+		g.fileOwns(w, k.kind, name)
 	case i < 0:
 		g.reloading.Unlock()
-		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no source "+name)
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+k.kind+" "+name)
 	case want != 0 && want != g.objects[i].stored.Version:
 		v := g.objects[i].stored.Version
 		g.reloading.Unlock()
 		jsonhttp.WriteError(w, http.StatusPreconditionFailed, "version_conflict",
-			fmt.Sprintf("source %s is at version %d, not %d: read it again (GET) and retry", name, v, want))
+			fmt.Sprintf("%s %s is at version %d, not %d: read it again (GET) and retry", k.kind, name, v, want))
 	default:
 		return i, true
 	}
 	return 0, false
 }
 
-// patchSource is PATCH /v1/sources/{name}: a JSON merge patch (RFC 7396)
-// of the source as given: a field given replaces it, a field given null
-// goes back to its default, a field left out stays (a secret too).
-func (g *Gateway) patchSource(w http.ResponseWriter, r *http.Request) {
+// patchObject is PATCH /v1/sources/{name} (/v1/destinations/{name}): a
+// JSON merge patch (RFC 7396) of the object as given: a field given
+// replaces it, a field given null goes back to its default, a field left
+// out stays (a secret too).
+func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKind) {
 	patch, ok := readBody(w, r)
 	if !ok {
 		return
 	}
-	i, ok := g.found(w, r)
+	i, ok := g.found(w, r, k)
 	if !ok {
 		return
 	}
 	old := g.objects[i]
+	name := old.name()
 	spec := mergePatch(old.spec, patch)
-	if n, _ := spec["name"].(string); n != old.source.Name {
+	if n, _ := spec["name"].(string); n != name {
 		g.reloading.Unlock()
-		answerInvalid(w, errors.New("name: a source's name is part of its intake URL and of its events' keys: it does not change (create another, and delete this one)"), -1)
+		answerInvalid(w, fmt.Errorf("name: a %s's name does not change (a source's is part of its intake URL and of its events' keys, a destination's of its deliveries): create another, and delete this one", k.kind), k.plural, -1)
 		return
 	}
-	src, err := readSource(spec)
+	o, err := readObject(k.kind, spec)
 	if err != nil {
 		g.reloading.Unlock()
-		answerInvalid(w, err, -1)
+		answerInvalid(w, err, k.plural, -1)
 		return
 	}
-	sealed, err := seal(g.box, store.ObjectSource, src.Name, spec)
+	sealed, err := seal(g.box, k.kind, name, spec)
 	if err != nil {
 		g.reloading.Unlock()
-		answerInvalid(w, err, -1)
+		answerInvalid(w, err, k.plural, -1)
 		return
 	}
 	objects := slices.Clone(g.objects)
-	objects[i] = object{spec: spec, source: src}
-	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, "source "+src.Name+" changed through the API")
+	objects[i] = o
+	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, k.kind+" "+name+" changed through the API")
 	if err != nil {
-		index := len(g.file.Sources) + i
+		index := g.mergedIndex(objects, i)
 		g.reloading.Unlock()
-		answerInvalid(w, err, index)
+		answerInvalid(w, err, k.plural, index)
 		return
 	}
-	o, err := g.store.UpdateObject(r.Context(), store.Object{Kind: store.ObjectSource, Name: src.Name, Tenant: old.stored.Tenant, Spec: sealed},
-		old.stored.Version, auditOf(r, auditSourceUpdate, src.Name))
+	stored, err := g.store.UpdateObject(r.Context(), store.Object{Kind: k.kind, Name: name, Tenant: old.stored.Tenant, Spec: sealed},
+		old.stored.Version, auditOf(r, k.kind, "update", name))
 	if err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
 		return
 	}
-	objects[i].stored = o
+	objects[i].stored = stored
 	finish(true)
 	g.changed()
 	answerObject(w, http.StatusOK, g.view(objects[i]))
 }
 
-// deleteSource is DELETE /v1/sources/{name}: intake answers it 404 from
-// then on; its events, deliveries and dead letters stay, as a source
-// removed from the file leaves them.
-func (g *Gateway) deleteSource(w http.ResponseWriter, r *http.Request) {
-	i, ok := g.found(w, r)
+// deleteObject is DELETE /v1/sources/{name} (/v1/destinations/{name}).
+// A source's intake answers 404 from then on; its events, deliveries and
+// dead letters stay, as a source removed from the file leaves them. A
+// destination's pending deliveries are held, marked removed, as one
+// removed from the file; a destination a source routes to is refused
+// (409, naming the route).
+func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request, k objectKind) {
+	i, ok := g.found(w, r, k)
 	if !ok {
 		return
 	}
 	old := g.objects[i]
 	objects := slices.Delete(slices.Clone(g.objects), i, i+1)
-	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, "source "+old.source.Name+" deleted through the API")
+	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, k.kind+" "+old.name()+" deleted through the API")
 	if err != nil {
-		// What else names it (a token's publish:) refuses its removal.
+		// What else names it (a route, a token's publish:) refuses its
+		// removal.
 		g.reloading.Unlock()
 		jsonhttp.WriteError(w, http.StatusConflict, "in_use", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "config: "), "\n", "; "))
 		return
 	}
-	if err := g.store.DeleteObject(r.Context(), store.ObjectSource, old.source.Name, old.stored.Version, auditOf(r, auditSourceDelete, old.source.Name)); err != nil {
+	if err := g.store.DeleteObject(r.Context(), k.kind, old.name(), old.stored.Version, auditOf(r, k.kind, "delete", old.name())); err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
 		return

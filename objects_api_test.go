@@ -340,3 +340,97 @@ destinations:
 		t.Fatalf("a after the refused reload: %d", s)
 	}
 }
+
+// A destination created through the API (#45): its signing secret and
+// its headers' values sealed at rest and shown as fingerprints; a source
+// created through the API routes to it and its events arrive signed, with
+// the headers; it cannot be removed while a source routes to it; it
+// survives a restart. Its transformation is inline: the API reads no file.
+func TestDestinationsThroughTheAPI(t *testing.T) {
+	sink := testenv.NewSink(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "oncehook.yaml")
+	yaml := `store: sqlite://` + filepath.Join(dir, "oncehook.db") + `
+api: {tokens: [{name: ops, token: ` + sourcesOps + `}]}
+sources:
+  - {name: filed, preset: stripe, secrets: [whsec_file_secret], destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `/app"}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const signing, bearer = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "Bearer acme-crm-token-77"
+	dest := `{"name": "acme-crm", "url": "` + sink.URL + `/crm", "secret": "` + signing + `", "headers": {"Authorization": "` + bearer + `", "X-Tenant": "acme"},
+	  "retry": {"max_attempts": 3, "base_delay": "10ms", "max_delay": "20ms"}}`
+	a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, dest)
+	if a.status != 201 || a.json["intake_url"] != nil || bytes.Contains(a.body, []byte(signing)) || bytes.Contains(a.body, []byte("acme-crm-token")) || bytes.Contains(a.body, []byte(`"acme"`)) {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, `{"name": "x", "url": "ftp://nope"}`); a.status != 400 || a.json["field"] != "url" {
+		t.Fatalf("a bad url: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, `{"name": "x", "url": "https://example.com", "transform": "/etc/passwd"}`); a.status != 400 || a.json["field"] != "transform" {
+		t.Fatalf("a transformation's file: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, `{"name": "app", "url": "https://example.com"}`); a.status != 409 || !strings.Contains(string(a.body), path) {
+		t.Fatalf("the file's destination: %d %s", a.status, a.body)
+	}
+	src := `{"name": "acme-stripe", "preset": "stripe", "secrets": ["` + acmeSecret1 + `"], "destinations": ["acme-crm"]}`
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, src); a.status != 201 {
+		t.Fatalf("a source to it: %d %s", a.status, a.body)
+	}
+	send := func(id string) int {
+		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/acme-stripe", "stripe", acmeSecret1, stripeEvent(id), "")).Status
+	}
+	if s := send("evt_d_1"); s != 200 {
+		t.Fatalf("send: %d", s)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 1 }) {
+		t.Fatal("not delivered")
+	}
+	d := sink.Deliveries()[0]
+	if d.Header.Get("Authorization") != bearer || d.Header.Get("X-Tenant") != "acme" || !strings.HasPrefix(d.Header.Get("Webhook-Signature"), "v1,") {
+		t.Fatalf("delivered with %v", d.Header)
+	}
+	if a := call(t, "DELETE", gw.api+"/v1/destinations/acme-crm", sourcesOps, ""); a.status != 409 || !strings.Contains(string(a.body), "acme-crm") {
+		t.Fatalf("delete while routed to: %d %s", a.status, a.body)
+	}
+	if a := call(t, "PATCH", gw.api+"/v1/destinations/acme-crm", sourcesOps, `{"headers": {"X-Tenant": null}}`); a.status != 200 || a.json["version"] != 2.0 {
+		t.Fatalf("patch: %d %s", a.status, a.body)
+	}
+	gw.stop()
+	gw, err = startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := send("evt_d_2"); s != 200 {
+		t.Fatalf("send after a restart: %d", s)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 2 }) {
+		t.Fatal("not delivered after a restart")
+	}
+	if d := sink.Deliveries()[1]; d.Header.Get("Authorization") != bearer || d.Header.Get("X-Tenant") != "" {
+		t.Fatalf("delivered after the patch with %v", d.Header)
+	}
+	if a := call(t, "DELETE", gw.api+"/v1/sources/acme-stripe", sourcesOps, ""); a.status != 204 {
+		t.Fatalf("delete the source: %d %s", a.status, a.body)
+	}
+	if a := call(t, "DELETE", gw.api+"/v1/destinations/acme-crm", sourcesOps, ""); a.status != 204 {
+		t.Fatalf("delete the destination: %d %s", a.status, a.body)
+	}
+	gw.stop()
+	files, _ := filepath.Glob(filepath.Join(dir, "oncehook.db*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, s := range []string{signing, "acme-crm-token-77", acmeSecret1} {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s holds a secret in clear", f)
+			}
+		}
+	}
+}

@@ -19,20 +19,25 @@ import (
 // exist, its preset takes its options) is checked where it is added to
 // one (Merge, then a reload's check). Errors name the field as it is in
 // the object ("preset", "destinations[0]").
-func ReadSource(text []byte) (Source, error) {
-	var s Source
+func ReadSource(text []byte) (Source, error) { return readObject[Source](text) }
+
+// ReadDestination is ReadSource for a destination (one of destinations:).
+func ReadDestination(text []byte) (Destination, error) { return readObject[Destination](text) }
+
+func readObject[T any](text []byte) (T, error) {
+	var v T
 	root, err := objectNode(text)
 	if err != nil {
-		return s, err
+		return v, err
 	}
 	var faulty pathSet
-	if errs := checkNode(root, reflect.TypeFor[Source](), "", &faulty, nil); len(errs) > 0 {
-		return s, errors.Join(unlined(errs)...)
+	if errs := checkNode(root, reflect.TypeFor[T](), "", &faulty, nil); len(errs) > 0 {
+		return v, errors.Join(unlined(errs)...)
 	}
-	if err := root.Decode(&s); err != nil {
-		return s, err
+	if err := root.Decode(&v); err != nil {
+		return v, err
 	}
-	return s, nil
+	return v, nil
 }
 
 // objectNode is text's one JSON object (or YAML mapping) as a node.
@@ -59,14 +64,23 @@ func unlined(errs []error) []error {
 	return out
 }
 
-// Merge is c, a config as its file gave it, with sources added after the
-// file's (the ones created through the API), each given the defaults the
-// file's get. c is not changed. A name the file already gives a source is
-// an error naming the file: the file's objects are the file's.
-func (c *Config) Merge(sources []Source) (*Config, error) {
+// Merge is c, a config as its file gave it, with sources and
+// destinations added after the file's (the ones created through the API),
+// each given the defaults the file's get. c is not changed. A name the
+// file already gives a source (a destination) is an error naming the
+// file: the file's objects are the file's.
+func (c *Config) Merge(sources []Source, destinations []Destination) (*Config, error) {
 	m := *c
 	m.Sources = slices.Clone(c.Sources)
+	m.Destinations = slices.Clone(c.Destinations)
 	var errs []error
+	for _, d := range destinations {
+		if slices.ContainsFunc(c.Destinations, func(f Destination) bool { return f.Name == d.Name }) {
+			errs = append(errs, fmt.Errorf("destination %s: defined in the config file%s and created through the API: remove one (DELETE /v1/destinations/%s, or its entry in the file)", d.Name, c.fileName(), d.Name))
+			continue
+		}
+		m.Destinations = append(m.Destinations, d)
+	}
 	for _, s := range sources {
 		if slices.ContainsFunc(c.Sources, func(f Source) bool { return f.Name == s.Name }) {
 			errs = append(errs, fmt.Errorf("source %s: defined in the config file%s and created through the API: remove one (DELETE /v1/sources/%s, or its entry in the file)", s.Name, c.fileName(), s.Name))

@@ -220,9 +220,10 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, faulty *pathSet, kinds
 		}
 		return checkNode(n, reflect.TypeFor[sourceDestinationFields](), path, faulty, kinds)
 	}
-	if t == reflect.TypeFor[[]string]() && n.Kind == yaml.ScalarNode && (strings.HasSuffix(path, ".key") || strings.HasSuffix(path, ".type")) {
+	if t == reflect.TypeFor[[]string]() && n.Kind == yaml.ScalarNode && (strings.HasSuffix(path, ".key") || strings.HasSuffix(path, ".type") || path == "key" || path == "type") {
 		// A source's one key or type rule may be written alone
-		// (type: "json:event"): it is a list of one.
+		// (type: "json:event"): it is a list of one. (A source read
+		// alone, as the API takes it, has them at its top: "key".)
 		one := *n
 		*n = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line, Column: n.Column, Content: []*yaml.Node{&one}}
 	}
