@@ -405,6 +405,10 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, kinds Checke
 			fail(fmt.Sprintf("%s.secrets[%d]", f, j), "empty")
 		}
 	}
+	if s.PublicURL != "" {
+		// Answered as the source's intake URL, and signed over (twilio).
+		checkHTTPURL(f+".public_url", s.PublicURL, fail)
+	}
 	if s.OnMissingKey != "accept" && s.OnMissingKey != "reject" {
 		fail(f+".on_missing_key", "%q: want accept or reject", s.OnMissingKey)
 	}

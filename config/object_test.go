@@ -50,3 +50,18 @@ func TestMergeKeepsTheFilesNames(t *testing.T) {
 		t.Fatalf("a name the file gives: %v", err)
 	}
 }
+
+// A source's public_url is answered as its intake URL and signed over: a
+// value that is not an http(s) URL (a line break, an unexpanded
+// reference) is refused, in the file and through the API alike.
+func TestPublicURLIsAURL(t *testing.T) {
+	for _, u := range []string{"\r\nX-Injected: 1", "$${HOME}", "ftp://x/in/t", "/in/t"} {
+		_, err := Parse([]byte("sources: [{name: t, preset: twilio, secrets: [s], public_url: \""+u+"\"}]\n"), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), "sources[0].public_url") {
+			t.Errorf("public_url %q: %v", u, err)
+		}
+	}
+	if _, err := Parse([]byte("sources: [{name: t, preset: twilio, secrets: [s], public_url: \"https://hooks.example.com/in/t\"}]\n"), func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+}
