@@ -184,12 +184,12 @@ type DeliverCount struct {
 	Gone int
 }
 
-// DeliverBatches splits q into the queries of AddDeliveries' batches of
-// at most batch events, for a backend that reads them in id order: when q
-// names its events by IDs (a search's result, thousands of them), each
-// batch names its own share, sorted, so that no statement carries them
+// SplitIDs splits q into queries of at most batch events each, for a
+// bulk change that a backend makes in batches (AddDeliveries, Replay):
+// when q names its events by IDs (a search's result, thousands of them),
+// each names its own share, sorted, so that no statement carries them
 // all; else it returns q alone, and the backend pages it by id.
-func DeliverBatches(q EventQuery, batch int) []EventQuery {
+func SplitIDs(q EventQuery, batch int) []EventQuery {
 	if q.IDs == nil || len(q.IDs) <= batch {
 		return []EventQuery{q}
 	}

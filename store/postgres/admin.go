@@ -330,7 +330,7 @@ func (s *Store) AddDeliveries(ctx context.Context, d store.Deliver) (store.Deliv
 		a.At = s.clock()
 	}
 	var auditID int64
-	for _, q := range store.DeliverBatches(d.Events, s.bulk) {
+	for _, q := range store.SplitIDs(d.Events, s.bulk) {
 		f := sqlstore.Events(q, s.dialect())
 		if d.DryRun {
 			var n, gone, already int
