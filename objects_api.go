@@ -1,6 +1,7 @@
 package oncehook
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -203,19 +204,47 @@ func (g *Gateway) fileOwns(w http.ResponseWriter, kind, name string) {
 // storeFailed answers a store's failure to keep a change: 409 for a
 // name taken or a version moved on (another replica came first), else
 // 503.
+//
+// The first three mean that another replica changed the object first,
+// and this one's copy is behind: it reads the objects anew (refresh), so
+// that the caller's next read and retry here see what is stored.
 func (g *Gateway) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	const behind = ": another replica changed it first; this one has read what is stored now"
 	switch {
 	case errors.Is(err, store.ErrObjectExists):
-		conflict(w, "exists", err.Error())
+		g.refresh(r.Context())
+		conflict(w, "exists", err.Error()+behind)
 	case errors.Is(err, store.ErrVersionConflict):
-		conflict(w, "version_conflict", err.Error()+": read it again (GET) and retry")
+		g.refresh(r.Context())
+		conflict(w, "version_conflict", err.Error()+behind+": read it again (GET) and retry")
 	case errors.Is(err, store.ErrNotFound):
-		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error())
+		g.refresh(r.Context())
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error()+behind)
 	default:
 		g.log.Warn("objects API: the store did not keep the change; nothing was applied", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
 		jsonhttp.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is unavailable: nothing changed")
 	}
+}
+
+// refresh reads the API's objects from the store anew and applies them,
+// as a reload does (with the running file's config): this replica's copy
+// was behind another's change. What fails is logged; the running config
+// stays.
+func (g *Gateway) refresh(ctx context.Context) {
+	g.reloading.Lock()
+	objects, err := loadObjects(ctx, g.store, g.box)
+	var finish func(bool)
+	if err == nil {
+		_, finish, err = g.prepareLocked(ctx, g.file, objects, "the API's sources and destinations read anew: another replica had changed them")
+	}
+	if err != nil {
+		g.reloading.Unlock()
+		g.log.Warn("the API's sources and destinations could not be read anew; the running config stays", "err", err)
+		return
+	}
+	finish(true)
+	g.changed()
 }
 
 // auditOf is the audit entry of a change to an object: source_create,

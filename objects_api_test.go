@@ -509,3 +509,51 @@ func equalJSON(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// A replica whose copy is behind another's change (a create, an update)
+// is told so by the store, 409, and reads what is stored at once: the
+// caller's next read and retry there see it, and it serves it.
+func TestAReplicaBehindAnotherReadsWhatIsStored(t *testing.T) {
+	sink := testenv.NewSink(t)
+	path := filepath.Join(t.TempDir(), "oncehook.yaml")
+	yaml := `store: ` + testenv.Postgres(t) + `
+api: {tokens: [{name: ops, token: ` + sourcesOps + `}]}
+sources:
+  - {name: filed, preset: stripe, secrets: [whsec_file_secret], destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `"}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := `{"name": "acme-stripe", "preset": "stripe", "secrets": ["` + acmeSecret1 + `"], "destinations": ["app"]}`
+	if r := call(t, "POST", a.api+"/v1/sources", sourcesOps, acme); r.status != 201 {
+		t.Fatalf("create on a: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", b.api+"/v1/sources", sourcesOps, acme); r.status != 409 || r.json["reason"] != "exists" || !strings.Contains(string(r.body), "another replica") {
+		t.Fatalf("the same create on b: %d %s", r.status, r.body)
+	}
+	if s := do(t, http.DefaultClient, testenv.SignedRequest(t, b.intake+"/in/acme-stripe", "stripe", acmeSecret1, stripeEvent("evt_b_1"), "")).Status; s != 200 {
+		t.Fatalf("b serves it after the conflict: %d", s)
+	}
+	if r := call(t, "PATCH", a.api+"/v1/sources/acme-stripe", sourcesOps, `{"window": "2h"}`); r.status != 200 {
+		t.Fatalf("update on a: %d %s", r.status, r.body)
+	}
+	if r := call(t, "PATCH", b.api+"/v1/sources/acme-stripe", sourcesOps, `{"window": "3h"}`); r.status != 409 || r.json["reason"] != "version_conflict" {
+		t.Fatalf("a stale update on b: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", b.api+"/v1/sources/acme-stripe", sourcesOps, ""); r.status != 200 || r.json["version"] != 2.0 {
+		t.Fatalf("b after the conflict: %d %s", r.status, r.body)
+	}
+	if r := call(t, "PATCH", b.api+"/v1/sources/acme-stripe", sourcesOps, `{"window": "3h"}`, "If-Match", `"2"`); r.status != 200 || r.json["version"] != 3.0 {
+		t.Fatalf("the retry on b: %d %s", r.status, r.body)
+	}
+}
