@@ -306,10 +306,12 @@ func (s *Store) AddDelivery(ctx context.Context, eventID int64, destination stri
 
 // AddDeliveries implements store.Admin, in transactions of s.bulk events
 // (see store.Deliver). Each batch locks its events' rows, in id order,
-// before it adds their deliveries (FOR UPDATE, as AddDelivery does): a
-// sweep on another replica passes them by (SKIP LOCKED) until the new
-// deliveries, pending, keep them; and no day of bodies is dropped while
-// it adds (holdBodies).
+// before it adds their deliveries, FOR NO KEY UPDATE (the lock its update
+// of filtered takes anyway): a sweep on another replica passes them by
+// (FOR UPDATE SKIP LOCKED) until the new deliveries, pending, keep them,
+// and intake never waits on them (a duplicate's copies skip a locked
+// event and are counted later); no day of bodies is dropped while it
+// adds (holdBodies).
 func (s *Store) AddDeliveries(ctx context.Context, d store.Deliver) (store.DeliverCount, error) {
 	var out store.DeliverCount
 	if d.OneEvent() {
@@ -385,7 +387,7 @@ func (s *Store) deliverBatch(ctx context.Context, tx pgx.Tx, f *sqlstore.Filter,
 	var out store.DeliverCount
 	args := append(slices.Clone(f.Args()), after, s.bulk)
 	rows, err := tx.Query(ctx, `SELECT e.id, e.filtered, `+bodyGone+` FROM events e WHERE `+f.Where()+
-		fmt.Sprintf(` AND e.id > $%d ORDER BY e.id LIMIT $%d FOR UPDATE`, len(args)-1, len(args)), args...)
+		fmt.Sprintf(` AND e.id > $%d ORDER BY e.id LIMIT $%d FOR NO KEY UPDATE`, len(args)-1, len(args)), args...)
 	if err != nil {
 		return out, 0, false, err
 	}

@@ -169,3 +169,77 @@ func mustList(t *testing.T, s store.Store, q store.EventQuery) []store.EventSumm
 	}
 	return list
 }
+
+// testDeliverVersusSweep: a bulk delivery and the window's sweep on other
+// replicas at once, past every event's window: each delivery the bulk
+// delivery counted stays, its event and body with it (a sweep never
+// deletes an event under the batch that gives it a delivery), and each
+// event the sweep took first is simply not among them.
+func testDeliverVersusSweep(t *testing.T, stores []store.Store) {
+	ctx := context.Background()
+	const groups, per = 30, 10
+	var evs []store.NewEvent
+	for g := range groups {
+		for i := range per {
+			e := event(fmt.Sprintf("v%02d-%02d", g, i))
+			e.Filtered = []string{"x"}
+			evs = append(evs, e)
+		}
+	}
+	mustClaim(t, stores[0], evs...)
+	past := base.Add(2 * time.Hour) // every window is over: all may be swept
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 2 {
+		wg.Go(func() {
+			for {
+				swept, err := stores[1+g].SweepExpired(ctx, past, 3)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if swept == 0 {
+					return
+				}
+			}
+		})
+	}
+	added := 0
+	wg.Go(func() {
+		for g := range groups {
+			c, err := stores[0].AddDeliveries(ctx, store.Deliver{Events: store.EventQuery{Source: "src", KeyPrefix: fmt.Sprintf("v%02d-", g)},
+				Destination: "x", Now: past, Audit: store.AuditEntry{Actor: "ops"}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			added += c.Added
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := stats(t, stores[0]); st.Pending != int64(added) {
+		t.Fatalf("the bulk delivery added %d deliveries, %d are pending: the sweep took some from under it", added, st.Pending)
+	}
+	leased := 0
+	for {
+		ds := lease(t, stores[0], past, time.Minute, 100)
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			if !whole(d) {
+				t.Fatalf("%s delivered with body %q", d.Key, d.Body)
+			}
+			leased++
+			complete(t, stores[0], store.Outcome{DeliveryID: d.ID, LeaseToken: d.LeaseToken, Kind: store.OutcomeDelivered, Attempt: d.Attempt})
+		}
+	}
+	if leased != added {
+		t.Fatalf("leased %d of the %d deliveries added", leased, added)
+	}
+	t.Logf("the bulk delivery added %d of %d events' deliveries; the sweep took the others first", added, len(evs))
+}

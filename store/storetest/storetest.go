@@ -112,6 +112,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"ACommitWhoseContextEndedStoresNothing", testCommitContextEnded},
 		{"HandedOutLeaseHoldsOnEveryReplica", replicas(testHandOut)},
 		{"BulkDeliveryAddsEachOnceAndCountsTheRest", replicas(testAddDeliveries)},
+		{"BulkDeliveryIsNeverUndoneBySweep", replicas(testDeliverVersusSweep)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
