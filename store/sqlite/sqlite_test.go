@@ -283,8 +283,12 @@ func TestTheWriterWaitsForALockAnotherConnectionHoldsAndSaysSo(t *testing.T) {
 	if w := <-seen; w.For < 600*time.Millisecond {
 		t.Errorf("LockWait during the probe that follows a commit that gave up: waiting %s, want the two waits joined (over 600 ms)", w.For)
 	}
-	if w := s.LockWait(); w.For != 0 || w.Total-base.Total < 650*time.Millisecond {
-		t.Errorf("LockWait after both gave up: waiting %s, %s in all, want nothing waiting and 700 ms waited", w.For, w.Total-base.Total)
+	// Both waits are in the total: more than the commit's 400 ms alone.
+	// Not their full 700 ms: on a loaded machine each wait begins some
+	// tens of ms after its context's clock started (607 ms seen at a load
+	// of 12).
+	if w := s.LockWait(); w.For != 0 || w.Total-base.Total < 450*time.Millisecond {
+		t.Errorf("LockWait after both gave up: waiting %s, %s in all, want nothing waiting and both waits (up to 700 ms) counted", w.For, w.Total-base.Total)
 	}
 
 	// The holder ends during a wait: the commit takes the lock then.

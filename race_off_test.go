@@ -1,5 +1,0 @@
-//go:build !race
-
-package oncehook_test
-
-const raceDetector = false
