@@ -50,7 +50,7 @@ func checkPace(t *testing.T, when string, cases []*rateCase, left func(*rateCase
 		got := sentIn(c.sink, c.from, c.from.Add(window))
 		t.Logf("%s: %s sent %d in %s", when, c.name, got, window)
 		want, least := float64(c.rate)*window.Seconds(), 0.5
-		if raceDetector {
+		if testenv.Race {
 			least = 0.1
 		}
 		if l := left(c); float64(l) < want {
@@ -61,7 +61,7 @@ func checkPace(t *testing.T, when string, cases []*rateCase, left func(*rateCase
 		// together, so the bound allows that much jitter on top of the
 		// window; the slots themselves are never closer than the rate.
 		slack := 200 * time.Millisecond
-		if raceDetector {
+		if testenv.Race {
 			slack = 500 * time.Millisecond
 		}
 		if most := float64(c.rate)*(window+slack).Seconds() + 2; float64(got) < least*want || float64(got) > most {

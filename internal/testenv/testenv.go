@@ -200,3 +200,13 @@ func CutFirst(t testing.TB, next http.Handler, suffix string, n int) (front *htt
 		return cut
 	}
 }
+
+// SlowUnderRace skips a test of bytes or memory, not of interleavings,
+// when the race detector is on: it would take minutes and measure the
+// detector's shadow memory. .ci/run runs its package once without -race.
+func SlowUnderRace(t testing.TB) {
+	t.Helper()
+	if Race {
+		t.Skip("a sweep of bytes or memory, not of interleavings: run without the race detector (go test ./internal/e2e/..., as .ci/run does)")
+	}
+}

@@ -64,6 +64,7 @@ import (
 // (megabyte_cut_to_N). Each transport has one gateway per backend, all
 // its cases driven through it; the transports run in parallel.
 func TestHostileBytesSweepEveryTransportFieldAndBackend(t *testing.T) {
+	testenv.SlowUnderRace(t)
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			for _, port := range []func(*testing.T) sweepPort{newSweepHTTP, newSweepNATS, newSweepRabbit, newSweepKafka, newSweepPublish, newSweepPublishTx} {

@@ -172,6 +172,7 @@ func checkBoundedAndStoredOnce(t *testing.T, dir, cfg string, messages int, hold
 }
 
 func TestANATSBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
+	testenv.SlowUnderRace(t)
 	url := testenv.NATS(t)
 	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.FileStorage)
 	for i := range bigMessages {
@@ -184,6 +185,7 @@ func TestANATSBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
 }
 
 func TestARabbitMQBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
+	testenv.SlowUnderRace(t)
 	base, ch, queue, _ := brokertest.RabbitQueue(t)
 	for i := range bigMessages {
 		dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: bigBody(i)})
@@ -202,6 +204,7 @@ func TestARabbitMQBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T
 // still twice the bound held whole. The records are produced uncompressed. franz-go's fetches are bounded by the source's share in
 // bytes as the broker sends them; a compressed batch is larger once decompressed (see the README).
 func TestAKafkaBacklogOfLargeMessagesStaysWithinMaxInflightBytes(t *testing.T) {
+	testenv.SlowUnderRace(t)
 	kc := testenv.NewKafka(t, 2, "orders")
 	producer, err := kgo.NewClient(kgo.SeedBrokers(kc.Addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(1<<20))
