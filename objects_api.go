@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oncehook/oncehook/admin"
+	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/store"
@@ -61,31 +62,10 @@ func (g *Gateway) mountSources(mux *http.ServeMux) {
 }
 
 // ObjectView is a source or destination as the API answers it.
-type ObjectView struct {
-	Name string `json:"name"`
-	// ManagedBy is "api" (created through the API: it may change it) or
-	// "file" (the config file's: change it there).
-	ManagedBy string `json:"managed_by"`
-	// Config is the file a file's object is in.
-	Config string `json:"config,omitempty"`
-	// IntakeURL is where the provider sends a source's webhooks (its
-	// public_url when set); empty for a destination, or a source whose
-	// events come from a queue or the outbox.
-	IntakeURL string `json:"intake_url,omitempty"`
-	// Spec is the object as given, each secret shown as its fingerprint.
-	Spec      map[string]any `json:"spec,omitempty"`
-	Version   int64          `json:"version,omitempty"`
-	CreatedAt *time.Time     `json:"created_at,omitempty"`
-	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
-	CreatedBy string         `json:"created_by,omitempty"`
-	UpdatedBy string         `json:"updated_by,omitempty"`
-}
+type ObjectView = api.ObjectView
 
 // FieldError is one field at fault in an object refused as invalid.
-type FieldError struct {
-	Field string `json:"field"`
-	Error string `json:"error"`
-}
+type FieldError = api.FieldError
 
 // invalidAnswer is a 400: the first field at fault, and every one.
 type invalidAnswer struct {

@@ -26,7 +26,12 @@ func NewClient(base, token string, hc *http.Client) *Client {
 // do calls route (its wildcards filled with args) and decodes a success
 // into out; an error answer is an *Error.
 func (c *Client) do(ctx context.Context, route jsonhttp.Route, args []string, q url.Values, body, out any) error {
-	status, data, err := c.api.Do(ctx, route.Method, route.With(args...), q, body)
+	return c.doHeader(ctx, route, args, q, nil, body, out)
+}
+
+// doHeader is do with the request's headers h (an If-Match).
+func (c *Client) doHeader(ctx context.Context, route jsonhttp.Route, args []string, q url.Values, h http.Header, body, out any) error {
+	status, data, err := c.api.DoHeader(ctx, route.Method, route.With(args...), q, h, body)
 	if err != nil {
 		return err
 	}
@@ -34,6 +39,13 @@ func (c *Client) do(ctx context.Context, route jsonhttp.Route, args []string, q 
 		e := &Error{Status: status}
 		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error == "" {
 			e.Body = jsonhttp.Error{Error: strings.TrimSpace(string(data)), Reason: http.StatusText(status)}
+		} else {
+			var fields struct {
+				Errors []FieldError `json:"errors"`
+			}
+			if json.Unmarshal(data, &fields) == nil {
+				e.Fields = fields.Errors
+			}
 		}
 		return e
 	}

@@ -33,6 +33,9 @@ const maxRequestBody = 64 << 10
 type Error struct {
 	Status int
 	Body   jsonhttp.Error
+	// Fields are every field at fault of an object refused as invalid
+	// (a source's or destination's 400); Body.Field is the first.
+	Fields []FieldError
 }
 
 func (e *Error) Error() string {

@@ -124,6 +124,11 @@ type Raw []byte
 // is Raw. It returns the answer's status and body; an error only when no
 // answer came.
 func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body any) (int, []byte, error) {
+	return c.DoHeader(ctx, method, path, q, nil, body)
+}
+
+// DoHeader is Do with the request's headers h added (an If-Match).
+func (c *Client) DoHeader(ctx context.Context, method, path string, q url.Values, h http.Header, body any) (int, []byte, error) {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -143,6 +148,9 @@ func (c *Client) Do(ctx context.Context, method, path string, q url.Values, body
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if body != nil {
