@@ -323,7 +323,7 @@ destinations:
 			"events replay 1 --destination app": "events replay 1 replays that one event: it takes no --destination",
 			"events ls --destination app":       "events ls does not take --destination",
 			"events show 1 --dead":              "events show does not take --dead (events replay does)",
-			"events ls --dry-run":               "events ls does not take --dry-run (events replay does)",
+			"events ls --dry-run":               "events ls does not take --dry-run (events replay and deliver do)",
 			"events show 1 --limit 5":           "events show does not take --limit (events ls does)",
 			"events replay 1 --source stripe":   "events replay 1 replays that one event: it takes no --source",
 			"events ls --limit 0":               "--limit 0: want 1 to 500",
