@@ -474,10 +474,16 @@ func compileTransform(cfg *config.Config, d config.Destination, transport func(c
 // catalog is the sources and destinations of a config, as the operator
 // surface sees them.
 func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
+	managedBy := func(api bool) string {
+		if api {
+			return "api"
+		}
+		return "file"
+	}
 	sources := make([]admin.Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		sources[i] = admin.Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
-			Ordered: s.Order != nil, Transport: "http"}
+			Ordered: s.Order != nil, Transport: "http", ManagedBy: managedBy(cfg.SourceFromAPI(s.Name))}
 		switch {
 		case s.Consume != nil:
 			sources[i].Transport, sources[i].Where = s.Consume.Kind(), s.Consume.Where()
@@ -487,7 +493,8 @@ func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
 	}
 	dests := make([]admin.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
-		dests[i] = admin.Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target()}
+		dests[i] = admin.Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target(),
+			ManagedBy: managedBy(cfg.DestinationFromAPI(d.Name))}
 		if d.Pull != nil {
 			dests[i].Target = "POST /v1/destinations/" + d.Name + "/pull"
 		}

@@ -184,8 +184,7 @@ func (a StatsArgs) query() (StatsQuery, error) {
 
 // The table.
 var (
-	ActSources = act(Action{Name: "sources", Method: "Sources", Route: get("/v1/sources"), Role: RoleRead,
-		NoCLI: "the dashboard's overview shows the sources, and stats their counts"},
+	ActSources = act(Action{Name: "sources", Method: "Sources", Route: get("/v1/sources"), Role: RoleRead, CLI: "sources ls"},
 		func(ctx context.Context, op Operator, _ None) (SourceList, error) {
 			list, err := op.Sources(ctx)
 			return SourceList{list}, err

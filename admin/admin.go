@@ -145,6 +145,9 @@ type Source struct {
 	// topic.
 	Transport string
 	Where     string
+	// ManagedBy is "file" (the config file's) or "api" (created through
+	// the API).
+	ManagedBy string
 }
 
 // Destination is a configured destination.
@@ -158,6 +161,8 @@ type Destination struct {
 	// Rate sends per RatePer at most (0: no limit), as configured.
 	Rate    int
 	RatePer time.Duration
+	// ManagedBy is "file" or "api", as a Source's.
+	ManagedBy string
 }
 
 // Options configure a Service.
@@ -1006,6 +1011,10 @@ type DestinationView struct {
 	// not delivered and not dropped, until a config names it again; its
 	// dead letters stay for replay.
 	Removed bool `json:"removed,omitempty"`
+	// ManagedBy is "file" (the config file's: change it there) or "api"
+	// (created through the API: PATCH /v1/destinations/{name}); none for
+	// one removed.
+	ManagedBy string `json:"managed_by,omitempty"`
 	// Breaker is the destination's circuit breaker when it is not closed:
 	// open (deliveries held until until), or half_open (one probe out).
 	Breaker *BreakerView `json:"breaker,omitempty"`
@@ -1128,6 +1137,7 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 	}
 	for _, d := range s.destinations() {
 		v := add(d.Name, displayURL(d.URL))
+		v.ManagedBy = d.ManagedBy
 		if d.Kind != "" && d.Kind != "http" {
 			v.URL, v.Kind, v.Target = "", d.Kind, d.Target
 		}

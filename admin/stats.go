@@ -242,7 +242,10 @@ type SourceView struct {
 	// Transport is http, outbox, or the broker the source consumes (nats,
 	// amqp, kafka); Where names its stream, queue or topic, and Broker says
 	// whether its consumer is connected now.
-	Transport string         `json:"transport"`
+	Transport string `json:"transport"`
+	// ManagedBy is "file" (the config file's: change it there) or "api"
+	// (created through the API: PATCH /v1/sources/{name}).
+	ManagedBy string         `json:"managed_by"`
 	Where     string         `json:"where,omitempty"`
 	Broker    *broker.Status `json:"broker,omitempty"`
 	Last24h   SourceCounts   `json:"last_24h"`
@@ -272,7 +275,7 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 	}
 	out := make([]SourceView, 0, len(s.sources()))
 	for _, src := range s.sources() {
-		v := SourceView{Name: src.Name, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey,
+		v := SourceView{Name: src.Name, ManagedBy: src.ManagedBy, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey,
 			Transport: src.Transport, Where: src.Where}
 		if v.Transport == "" {
 			v.Transport = "http"

@@ -69,6 +69,8 @@ type Config struct {
 
 	// dir is the config file's folder, where transform files are read.
 	dir string
+	// fromAPI names the sources and destinations Merge added ("source/NAME").
+	fromAPI map[string]bool
 	// renamed are the old names this config used, one warning each.
 	renamed []string
 }

@@ -71,6 +71,7 @@ func unlined(errs []error) []error {
 // file: the file's objects are the file's.
 func (c *Config) Merge(sources []Source, destinations []Destination) (*Config, error) {
 	m := *c
+	m.fromAPI = map[string]bool{}
 	m.Sources = slices.Clone(c.Sources)
 	m.Destinations = slices.Clone(c.Destinations)
 	var errs []error
@@ -80,6 +81,7 @@ func (c *Config) Merge(sources []Source, destinations []Destination) (*Config, e
 			continue
 		}
 		m.Destinations = append(m.Destinations, d)
+		m.fromAPI["destination/"+d.Name] = true
 	}
 	for _, s := range sources {
 		if slices.ContainsFunc(c.Sources, func(f Source) bool { return f.Name == s.Name }) {
@@ -87,12 +89,20 @@ func (c *Config) Merge(sources []Source, destinations []Destination) (*Config, e
 			continue
 		}
 		m.Sources = append(m.Sources, s)
+		m.fromAPI["source/"+s.Name] = true
 	}
 	if err := m.setDefaults(); err != nil {
 		errs = append(errs, err)
 	}
 	return &m, errors.Join(errs...)
 }
+
+// SourceFromAPI reports whether the source named is one Merge added
+// (created through the API), not the file's.
+func (c *Config) SourceFromAPI(name string) bool { return c.fromAPI["source/"+name] }
+
+// DestinationFromAPI is SourceFromAPI for a destination.
+func (c *Config) DestinationFromAPI(name string) bool { return c.fromAPI["destination/"+name] }
 
 // fileName is " <the config's folder>" for an error that names where
 // the config came from, or "".

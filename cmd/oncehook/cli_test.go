@@ -245,17 +245,20 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		{"dead"}, {"dead", "ls"}, {"dead", "retry"}, {"dead", "purge"},
 		{"destinations"}, {"destinations", "ls"}, {"destinations", "pause"}, {"destinations", "resume"},
 		{"destinations", "open-breaker"}, {"destinations", "close-breaker"},
+		{"destinations", "create"}, {"destinations", "show"}, {"destinations", "update"}, {"destinations", "rm"},
+		{"sources"}, {"sources", "ls"}, {"sources", "create"}, {"sources", "show"}, {"sources", "update"}, {"sources", "rm"},
 		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"}, {"listen"},
 	}
 	subcommands := map[string][]string{
 		"events":       {"ls", "show", "replay", "deliver", "skip"},
 		"dead":         {"ls", "retry", "purge"},
-		"destinations": {"ls", "pause", "resume", "open-breaker", "close-breaker"},
+		"destinations": {"ls", "pause", "resume", "open-breaker", "close-breaker", "create", "show", "update", "rm"},
+		"sources":      {"ls", "create", "show", "update", "rm"},
 		"transform":    {"test"},
 	}
 	for _, c := range commands {
 		helps := []string{"--help"}
-		if len(c) == 1 && (c[0] == "events" || c[0] == "dead" || c[0] == "stats" || c[0] == "destinations") {
+		if len(c) == 1 && (c[0] == "events" || c[0] == "dead" || c[0] == "stats" || c[0] == "destinations" || c[0] == "sources") {
 			helps = append(helps, "-h") // the flag package's own spelling
 		}
 		for _, h := range helps {

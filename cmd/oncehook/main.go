@@ -33,7 +33,9 @@ Usage:
   oncehook events skip ID --destination D     end a pending delivery undelivered (past a fifo head)
   oncehook order reset --source S --entity E  forget an entity's delivered version (one far ahead made it stale)
   oncehook dead ls|retry|purge              list, retry and purge dead letters
+  oncehook sources [ls|create|show|update|rm]   every source, file's and API's; create and change the API's (-f FILE)
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
+  oncehook destinations create|show|update|rm   create and change destinations through the API (-f FILE)
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
   oncehook alerts [ls|show|ack|resolve]     the alerts' issues; acknowledge or resolve one
   oncehook listen DEST --forward-to URL    forward a pull destination's deliveries to a local app (--api URL --token T)
@@ -45,7 +47,7 @@ Usage:
   oncehook health [--probe readyz|livez]    ask the gateway on this host (a container's HEALTHCHECK)
   oncehook version                          the release, its commit and build date, Go and the SQLite driver
 
-The operator commands (events, dead, destinations, alerts, order, stats, doctor) work on
+The operator commands (events, dead, sources ls, destinations, alerts, order, stats, doctor) work on
 the config's store directly (--config) or on a running gateway's API
 (--api URL --token T, or $ONCEHOOK_API and $ONCEHOOK_API_TOKEN).
 
@@ -146,6 +148,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return events(ctx, args[1:], stdout, stderr)
 	case "dead":
 		return dead(ctx, args[1:], stdout, stderr)
+	case "sources":
+		return sources(ctx, args[1:], stdout, stderr)
 	case "destinations":
 		return destinations(ctx, args[1:], stdout, stderr)
 	case "alerts":

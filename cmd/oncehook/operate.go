@@ -818,11 +818,16 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("destinations", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	of := addOperatorFlags(fs)
+	obf := addObjectFlags(fs)
 	fs.Usage = func() {
 		// Its subcommands, which the flag set's default usage leaves out.
 		fmt.Fprint(stderr, `usage: oncehook destinations [ls]               each destination's queue: pending, in flight, dead, held
        oncehook destinations pause|resume NAME  hold a destination's deliveries (intake keeps accepting), and let them go
        oncehook destinations open-breaker|close-breaker NAME  its circuit breaker, by hand
+       oncehook destinations create -f FILE     create one through the API (JSON or YAML, the config file's fields; - for stdin)
+       oncehook destinations show NAME          one destination: its version and fields (secrets as fingerprints)
+       oncehook destinations update NAME -f PATCH [--if-version N]   change one by a JSON merge patch
+       oncehook destinations rm NAME [--if-version N]  delete one (refused while a source routes to it)
 `)
 		fs.PrintDefaults()
 	}
@@ -833,6 +838,9 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sub := "ls"
 	if len(rest) > 0 {
 		sub, rest = rest[0], rest[1:]
+	}
+	if isObjectVerb(sub) {
+		return objectCmd(ctx, destinationKind, sub, rest, of, obf, stdout)
 	}
 	op, ctx, done, err := of.open(ctx)
 	if err != nil {
@@ -849,9 +857,9 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return printJSON(stdout, list)
 		}
 		tw := table(stdout)
-		fmt.Fprintln(tw, "DESTINATION\tSTATE\tPENDING\tIN FLIGHT\tOLDEST PENDING\tDEAD\tDELIVERED 24H")
+		fmt.Fprintln(tw, "DESTINATION\tMANAGED\tSTATE\tPENDING\tIN FLIGHT\tOLDEST PENDING\tDEAD\tDELIVERED 24H")
 		for _, d := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\n", d.Name, destinationState(d), d.Pending, d.Leased, oldestPending(d), d.Dead, d.Last24h.Delivered)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\n", d.Name, orDash(d.ManagedBy), destinationState(d), d.Pending, d.Leased, oldestPending(d), d.Dead, d.Last24h.Delivered)
 		}
 		return tw.Flush()
 	case "pause", "resume":
@@ -889,7 +897,7 @@ func destinations(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return nil
 	}
-	return fmt.Errorf("destinations %s: want ls, pause, resume, open-breaker or close-breaker", sub)
+	return fmt.Errorf("destinations %s: want ls, create, show, update, rm, pause, resume, open-breaker or close-breaker", sub)
 }
 
 // destinationState says whether d sends its pending deliveries, and if
