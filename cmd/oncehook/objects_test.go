@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,6 +151,12 @@ destinations:
 	hooks := write("hooks.yaml", "name: hooks\nurl: \""+sink.URL+"/hooks\"\nsecret: whsec_ZGVzdGluYXRpb24tc2lnbmluZy1rZXk=\n")
 	if out, ok = run("destinations", "create", "-f", hooks); !ok || !strings.Contains(out, "destination hooks created (version 1)") || strings.Contains(out, "whsec_ZGVzdGluYXRpb24tc2lnbmluZy1rZXk=") {
 		t.Fatalf("destinations create (ok=%v):\n%s", ok, out)
+	}
+	// update -f - reads the patch from stdin.
+	cmd := exec.Command(binary, "destinations", "update", "hooks", "-f", "-", "--if-version", "1")
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, append(os.Environ(), env...), strings.NewReader("timeout: 5s\n")
+	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "destination hooks updated: version 2") {
+		t.Fatalf("destinations update -f - (%v):\n%s", err, b)
 	}
 	if out, ok = run("destinations", "ls"); !ok || !hasRow(out, "hooks", "api") || !hasRow(out, "app", "file") {
 		t.Fatalf("destinations ls (ok=%v):\n%s", ok, out)
