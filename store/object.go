@@ -1,8 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -37,6 +42,16 @@ type Objects interface {
 	// audit, if its version is still version (0: whatever it is). Gone
 	// already is ErrNotFound; a version that moved on, ErrVersionConflict.
 	DeleteObject(ctx context.Context, kind, name string, version int64, audit AuditEntry) error
+	// ObjectsMark is the stored objects' mark (MarkOf): it moves with
+	// every create, update and delete, and reads no spec, so a replica
+	// may poll it to learn that another changed them.
+	ObjectsMark(ctx context.Context) (string, error)
+	// ListenObjects calls changed whenever a transaction (on any replica)
+	// commits a change to the objects, and after each (re)connect (what
+	// was announced meanwhile is lost), until ctx ends, and then returns
+	// nil. A backend without notifications (SupportsListener false)
+	// returns at once an error wrapping ErrNotSupported.
+	ListenObjects(ctx context.Context, changed func()) error
 }
 
 // The kinds of stored objects.
@@ -68,4 +83,18 @@ type Object struct {
 	UpdatedAt time.Time
 	CreatedBy string
 	UpdatedBy string
+}
+
+// MarkOf is a digest of objects' kinds, names, versions and update times,
+// in any order: the same objects give the same mark, and a create, an update or a delete (a delete and a
+// create again of one name included: its update time differs) another.
+// The specs are not in it: a change to one is a new version.
+func MarkOf(objects []Object) string {
+	objects = slices.Clone(objects)
+	slices.SortFunc(objects, func(a, b Object) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name)) })
+	h := sha256.New()
+	for _, o := range objects {
+		h.Write([]byte(o.Kind + "\x00" + o.Name + "\x00" + strconv.FormatInt(o.Version, 10) + "\x00" + strconv.FormatInt(o.UpdatedAt.UnixNano(), 10) + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -36,6 +36,12 @@ func (s *Store) objectChange(ctx context.Context, op string, a store.AuditEntry,
 			named = err
 			return err
 		}
+		// Every replica's ListenObjects hears of the change when this
+		// transaction commits (and not if it rolls back): NOTIFY is
+		// queued here, in the change's own transaction, on purpose.
+		if _, err := tx.Exec(ctx, "SELECT pg_notify($1, current_schema())", objectsChannel); err != nil {
+			return err
+		}
 		if a.Action == "" {
 			return nil
 		}
@@ -145,4 +151,39 @@ func missedObject(ctx context.Context, tx pgx.Tx, kind, name string, version int
 		return err
 	}
 	return fmt.Errorf("%s %s is at version %d, not %d: %w", kind, name, now, version, store.ErrVersionConflict)
+}
+
+// objectsChannel is the LISTEN/NOTIFY channel that announces a change to
+// the objects; its payload names the schema, as notifyChannel's does.
+const objectsChannel = "oncehook_objects"
+
+// ObjectsMark implements store.Objects: the objects' kinds, names,
+// versions and update times, no spec.
+func (s *Store) ObjectsMark(ctx context.Context) (string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, name, version, updated_at FROM objects ORDER BY kind, name`)
+	if err != nil {
+		return "", unavailable("read the objects' mark", err)
+	}
+	defer rows.Close()
+	var list []store.Object
+	for rows.Next() {
+		var o store.Object
+		if err := rows.Scan(&o.Kind, &o.Name, &o.Version, &o.UpdatedAt); err != nil {
+			return "", unavailable("read the objects' mark", err)
+		}
+		o.UpdatedAt = s.fromDB(o.UpdatedAt)
+		list = append(list, o)
+	}
+	if err := rows.Err(); err != nil {
+		return "", unavailable("read the objects' mark", err)
+	}
+	return store.MarkOf(list), nil
+}
+
+// ListenObjects implements store.Objects: LISTEN on a connection of its
+// own (taken from the pool and never given back), reconnecting after a
+// failure (listenLoop), calling changed after each connect.
+func (s *Store) ListenObjects(ctx context.Context, changed func()) error {
+	s.listenLoop(ctx, objectsChannel, "object change notifications", changed)
+	return nil
 }

@@ -961,45 +961,59 @@ func (s *Store) SupportsListener() bool { return true }
 // each (re)connect it calls wake once, since notifications sent while
 // disconnected are lost.
 func (s *Store) Listen(ctx context.Context, wake func()) error {
+	s.listenLoop(ctx, notifyChannel, "delivery notifications", wake)
+	return nil
+}
+
+// listenLoop listens on channel (listenOn) until ctx ends, reconnecting
+// after a failure with a backoff from 100 ms up to 5 s, back to 100 ms
+// once a connection listened: what, for the log.
+func (s *Store) listenLoop(ctx context.Context, channel, what string, wake func()) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := s.listen(ctx, wake)
+		listened, err := s.listenOn(ctx, channel, wake)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
-		s.log.Warn("delivery notifications interrupted; reconnecting", "err", err, "retry_in", backoff)
+		if listened {
+			backoff = 100 * time.Millisecond
+		}
+		s.log.Warn(what+" interrupted; reconnecting", "err", err, "retry_in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	return nil
 }
 
-func (s *Store) listen(ctx context.Context, wake func()) error {
+// listenOn LISTENs on channel on a connection of its own, calls wake once
+// listening and at each notification for this store's schema, until the
+// connection fails (its error) or ctx ends (nil); listened says it got
+// as far as listening.
+func (s *Store) listenOn(ctx context.Context, channel string, wake func()) (listened bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The connection is not returned to the pool: LISTEN state must not
 	// leak into other queries.
 	listener := conn.Hijack()
 	defer listener.Close(context.WithoutCancel(ctx))
-	if _, err := listener.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+	if _, err := listener.Exec(ctx, "LISTEN "+channel); err != nil {
+		return false, err
 	}
 	wake()
 	for {
 		n, err := listener.WaitForNotification(ctx)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
-				return nil
+				return true, nil
 			}
-			return err
+			return true, err
 		}
 		if n.Payload == s.schema {
 			wake()

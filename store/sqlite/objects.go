@@ -146,3 +146,33 @@ func missedObject(ctx context.Context, tx *sql.Tx, kind, name string, version in
 	}
 	return fmt.Errorf("%s %s is at version %d, not %d: %w", kind, name, now, version, store.ErrVersionConflict)
 }
+
+// ObjectsMark implements store.Objects: the objects' kinds, names,
+// versions and update times, no spec.
+func (s *Store) ObjectsMark(ctx context.Context) (string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT kind, name, version, updated_at FROM objects ORDER BY kind, name`)
+	if err != nil {
+		return "", unavailable("read the objects' mark", err)
+	}
+	defer rows.Close()
+	var list []store.Object
+	for rows.Next() {
+		var o store.Object
+		var updated int64
+		if err := rows.Scan(&o.Kind, &o.Name, &o.Version, &updated); err != nil {
+			return "", unavailable("read the objects' mark", err)
+		}
+		o.UpdatedAt = fromMS(updated)
+		list = append(list, o)
+	}
+	if err := rows.Err(); err != nil {
+		return "", unavailable("read the objects' mark", err)
+	}
+	return store.MarkOf(list), nil
+}
+
+// ListenObjects implements store.Objects: SQLite cannot announce
+// commits; a replica polls ObjectsMark.
+func (s *Store) ListenObjects(ctx context.Context, changed func()) error {
+	return fmt.Errorf("sqlite: listen for object changes: %w", store.ErrNotSupported)
+}

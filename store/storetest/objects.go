@@ -153,3 +153,59 @@ func testObjectRace(t *testing.T, replicas []store.Store) {
 		t.Fatalf("%d won, %d lost, now %+v %v", won, lost, o, err)
 	}
 }
+
+// testObjectsMark: the objects' mark is the mark of what ListObjects
+// lists (what a replica runs, once it read them), and moves with a
+// create, an update and a delete, and with a delete and a create again
+// of the same name and spec; a refused change leaves it.
+func testObjectsMark(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	marks := map[string]string{}
+	mark := func(step string) string {
+		t.Helper()
+		m, err := s.ObjectsMark(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.ListObjects(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m != store.MarkOf(list) {
+			t.Fatalf("%s: the mark %s is not the listed objects' %s", step, m, store.MarkOf(list))
+		}
+		if prev, ok := marks[m]; ok {
+			t.Fatalf("%s: the mark did not move from %s", step, prev)
+		}
+		marks[m] = step
+		return m
+	}
+	audit := store.AuditEntry{Actor: "token:ops", Action: "source_change", Target: "source m"}
+	spec := []byte(`{"name":"m","preset":"stripe"}`)
+	mark("none")
+	if _, err := s.CreateObject(ctx, store.Object{Kind: store.ObjectSource, Name: "m", Spec: spec}, audit); err != nil {
+		t.Fatal(err)
+	}
+	created := mark("created")
+	if _, err := s.CreateObject(ctx, store.Object{Kind: store.ObjectSource, Name: "m", Spec: spec}, audit); !errors.Is(err, store.ErrObjectExists) {
+		t.Fatal(err)
+	}
+	if m, _ := s.ObjectsMark(ctx); m != created {
+		t.Fatal("a refused create moved the mark")
+	}
+	if _, err := s.UpdateObject(ctx, store.Object{Kind: store.ObjectSource, Name: "m", Spec: spec}, 1, audit); err != nil {
+		t.Fatal(err)
+	}
+	mark("updated")
+	if err := s.DeleteObject(ctx, store.ObjectSource, "m", 0, audit); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := s.ObjectsMark(ctx); marks[m] != "none" {
+		t.Fatalf("deleted: the mark is not the empty store's (%q)", marks[m])
+	}
+	time.Sleep(2 * time.Millisecond) // a store's clock may count milliseconds
+	if _, err := s.CreateObject(ctx, store.Object{Kind: store.ObjectSource, Name: "m", Spec: spec}, audit); err != nil {
+		t.Fatal(err)
+	}
+	mark("created again")
+}

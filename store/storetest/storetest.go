@@ -94,6 +94,7 @@ func Run(t *testing.T, open Open, attach Attach) {
 		{"AdminRecordsAnAuditEntryAlone", testRecordAudit},
 		{"ObjectsAreVersionedAndAudited", testObjects},
 		{"ObjectChangesRaceToOneWinner", replicas(testObjectRace)},
+		{"ObjectsMarkMovesWithEveryChange", testObjectsMark},
 		{"BodyRetentionDropsTheBodyAndKeepsTheKey", testBodyRetention},
 		{"DaysPassingKeepWhatADeliveryNeeds", testDaysPass},
 		{"OrderStaleIsNotDeliveredAsNew", testOrderStale},
