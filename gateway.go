@@ -63,6 +63,13 @@ type Options struct {
 	// SweepInterval is how often keys past their window are swept
 	// (default 1 minute).
 	SweepInterval time.Duration
+	// ObjectsPoll is how often the gateway reads the stored objects' mark
+	// to apply a source or destination another replica changed through
+	// the API (default 10 s on PostgreSQL, where LISTEN/NOTIFY applies a
+	// change at once and the poll is the fallback; 30 s on SQLite, which
+	// one gateway serves as a rule). Negative: never, and no LISTEN: a
+	// change reaches this gateway at its reload (or a 409 it answers).
+	ObjectsPoll time.Duration
 	// HotKeys is how many recently committed keys intake remembers in
 	// memory, to answer their duplicates without a trip to the store
 	// (default 100,000, about 100 bytes each; negative: none).
@@ -135,6 +142,9 @@ type Gateway struct {
 	// (prepareLocked). Both under reloading.
 	file    *config.Config
 	objects []object
+	// behind says this gateway could not apply the objects as stored
+	// (watchObjects): nil when it runs them.
+	behind atomic.Pointer[objectsBehind]
 	// intakeAddr is where Serve's intake listener listens, for the
 	// intake URL an API's source is answered with.
 	intakeAddr atomic.Pointer[string]
@@ -412,7 +422,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	g.admin, err = admin.New(admin.Options{
 		Store: g.store, Sources: sources, Destinations: dests, Effects: g.effects,
 		Samples: samples, Alerts: g.alerts, Changed: g.changed, Reload: reload,
-		Consumers: g.ConsumerStatus, LockWait: g.store.LockWait,
+		Consumers: g.ConsumerStatus, LockWait: g.store.LockWait, ObjectsBehind: g.objectsBehindNow,
 	})
 	if err != nil {
 		return err
@@ -713,13 +723,22 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "the store cannot commit"})
 		return
 	}
-	if len(g.consumers) == 0 {
-		jsonhttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-		return
+	jsonhttp.WriteJSON(w, http.StatusOK, g.readyDetail(map[string]any{"status": "ready"}))
+}
+
+// readyDetail adds to a ready answer what is part of the detail, not of
+// readiness: a queue source's broker (HTTP intake is unaffected by it,
+// and the consumer reconnects), and a change to the stored objects this
+// gateway could not apply (it serves what it had).
+func (g *Gateway) readyDetail(body map[string]any) map[string]any {
+	if len(g.consumers) > 0 {
+		body["consumers"] = g.ConsumerStatus()
 	}
-	// A queue source's broker is part of the detail, not of readiness:
-	// HTTP intake is unaffected by it, and the consumer reconnects.
-	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "consumers": g.ConsumerStatus()})
+	if b := g.behind.Load(); b != nil {
+		body["objects"] = map[string]any{"applied": false, "since": b.Since, "error": b.Error,
+			"message": "the sources and destinations as stored (another replica's change) cannot be applied here: this gateway serves what it had"}
+	}
+	return body
 }
 
 // readyLocked answers /readyz while the store's writer waits for a lock
@@ -729,10 +748,7 @@ func (g *Gateway) readyLocked(w http.ResponseWriter, lock store.LockWait) {
 	body := map[string]any{"status": "ready", "store_lock": map[string]any{
 		"waited_seconds": lock.For.Seconds(), "message": lock.String(),
 	}}
-	if len(g.consumers) > 0 {
-		body["consumers"] = g.ConsumerStatus()
-	}
-	jsonhttp.WriteJSON(w, http.StatusOK, body)
+	jsonhttp.WriteJSON(w, http.StatusOK, g.readyDetail(body))
 }
 
 func (g *Gateway) demoSink(w http.ResponseWriter, r *http.Request) {
@@ -751,6 +767,7 @@ func (g *Gateway) Run(ctx context.Context) {
 	wg.Go(func() { g.worker.Run(ctx) })
 	wg.Go(func() { g.maintain.Run(ctx) })
 	g.runConsumers(ctx, &wg)
+	g.watchObjects(ctx, &wg)
 	if g.store.SupportsListener() { // PostgreSQL's NOTIFY: every replica's worker wakes at once
 		wg.Go(func() {
 			if err := g.store.Listen(ctx, g.worker.Notify); err != nil {

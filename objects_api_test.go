@@ -35,7 +35,7 @@ type apiGateway struct {
 	stop        func()
 }
 
-func startFromFile(t *testing.T, path, keys string) (*apiGateway, error) {
+func startFromFile(t *testing.T, path, keys string, with ...func(*oncehook.Options)) (*apiGateway, error) {
 	t.Helper()
 	cfg, err := oncehook.LoadConfig(path, kinds.All())
 	if err != nil {
@@ -48,7 +48,11 @@ func startFromFile(t *testing.T, path, keys string) (*apiGateway, error) {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	gw, err := oncehook.New(ctx, cfg, oncehook.Options{Kinds: kinds.All(), ConfigFile: path, Getenv: env, ShutdownTimeout: 5 * time.Second})
+	opts := oncehook.Options{Kinds: kinds.All(), ConfigFile: path, Getenv: env, ShutdownTimeout: 5 * time.Second}
+	for _, f := range with {
+		f(&opts)
+	}
+	gw, err := oncehook.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -284,9 +288,9 @@ destinations:
 	}
 }
 
-// Two replicas on one PostgreSQL: a source created on one reaches the
-// other at its reload of the file (until #45's notifications, the way a
-// change reaches a replica that did not take it); a file that names a
+// Two replicas on one PostgreSQL, neither watching the store
+// (ObjectsPoll < 0): a source created on one reaches the other at its
+// reload of the file; a file that names a
 // source the API created is refused at its reload, naming both.
 func TestAnAPISourceReachesAnotherReplicaAtItsReload(t *testing.T) {
 	sink := testenv.NewSink(t)
@@ -302,11 +306,11 @@ destinations:
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := startFromFile(t, path, sourcesKey)
+	a, err := startFromFile(t, path, sourcesKey, noWatch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := startFromFile(t, path, sourcesKey)
+	b, err := startFromFile(t, path, sourcesKey, noWatch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,8 +514,9 @@ func equalJSON(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// A replica whose copy is behind another's change (a create, an update)
-// is told so by the store, 409, and reads what is stored at once: the
+// A replica whose copy is behind another's change (a create, an update;
+// it does not watch the store here, so that it is behind) is told so by
+// the store, 409, and reads what is stored at once: the
 // caller's next read and retry there see it, and it serves it.
 func TestAReplicaBehindAnotherReadsWhatIsStored(t *testing.T) {
 	sink := testenv.NewSink(t)
@@ -526,11 +531,11 @@ destinations:
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := startFromFile(t, path, sourcesKey)
+	a, err := startFromFile(t, path, sourcesKey, noWatch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := startFromFile(t, path, sourcesKey)
+	b, err := startFromFile(t, path, sourcesKey, noWatch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,3 +562,7 @@ destinations:
 		t.Fatalf("the retry on b: %d %s", r.status, r.body)
 	}
 }
+
+// noWatch is a gateway that does not apply other replicas' changes until
+// its reload (or a 409): to test that path.
+func noWatch(o *oncehook.Options) { o.ObjectsPoll = -1 }

@@ -184,6 +184,11 @@ type Options struct {
 	// Unset (a command on the store, whose writer is not the gateway's),
 	// the doctor says to ask the gateway.
 	LockWait func() store.LockWait
+	// ObjectsBehind, when set, says why the gateway does not run the
+	// sources and destinations as stored (another replica's change it
+	// could not apply) and since when; "" when it runs them. For the
+	// doctor.
+	ObjectsBehind func() (string, time.Time)
 	// Samples are recent duplicates' bodies, for the key doctor's second
 	// check; without them it runs only the first.
 	Samples *Samples

@@ -29,6 +29,11 @@ const (
 	// lock another connection holds (SQLite's one writer), and every
 	// source's webhooks with it.
 	FindingStoreLockHeld = "store_lock_held"
+	// FindingObjectsNotApplied: another replica changed the sources or
+	// destinations created through the API, and this gateway could not
+	// apply what is stored (a secret sealed with a key it lacks): it
+	// serves what it had.
+	FindingObjectsNotApplied = "objects_not_applied"
 )
 
 // NewSamples keeps up to per duplicates per source, of bodies up to
@@ -79,13 +84,19 @@ func (s *Service) Doctor(ctx context.Context, source string) (DoctorReport, erro
 // storeFindings are the doctor's findings about the gateway's writer.
 func (s *Service) storeFindings() []Finding {
 	findings := []Finding{}
-	if s.opts.LockWait == nil {
-		return findings
+	if s.opts.LockWait != nil {
+		if lock := s.opts.LockWait(); lock.For > 0 {
+			findings = append(findings, Finding{Kind: FindingStoreLockHeld, Fields: []string{}, Keys: []string{},
+				Message: lock.String() + ", and one that waits past the commit bound (30 s by default) is answered 503 (the provider retries it). " +
+					"A transaction on the gateway's SQLite file holds every commit until it ends: keep it short (see the README's outbox)"})
+		}
 	}
-	if lock := s.opts.LockWait(); lock.For > 0 {
-		findings = append(findings, Finding{Kind: FindingStoreLockHeld, Fields: []string{}, Keys: []string{},
-			Message: lock.String() + ", and one that waits past the commit bound (30 s by default) is answered 503 (the provider retries it). " +
-				"A transaction on the gateway's SQLite file holds every commit until it ends: keep it short (see the README's outbox)"})
+	if s.opts.ObjectsBehind != nil {
+		if why, since := s.opts.ObjectsBehind(); why != "" {
+			findings = append(findings, Finding{Kind: FindingObjectsNotApplied, Fields: []string{}, Keys: []string{},
+				Message: "the sources and destinations as stored (another replica's change through the API) cannot be applied here since " +
+					since.UTC().Format(time.RFC3339) + ", so this gateway serves what it had: " + why})
+		}
 	}
 	return findings
 }
