@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
 	"github.com/oncehook/oncehook/internal/secretbox"
 	"github.com/oncehook/oncehook/store"
@@ -303,4 +304,34 @@ func (g *Gateway) mergedIndex(objects []object, i int) int {
 		}
 	}
 	return n
+}
+
+// StoredCatalog is Catalog of cfg, a config file's, with the sources and
+// destinations created through the API that st keeps, each marked api:
+// what an operator's command on the store directly (--config) lists, as
+// the running gateway lists them. Their secrets stay sealed (a catalog
+// shows none), so it needs no key.
+func StoredCatalog(ctx context.Context, cfg *config.Config, st store.Store) ([]admin.Source, []admin.Destination, error) {
+	list, err := st.ListObjects(ctx, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the sources and destinations created through the API: %w", err)
+	}
+	var objects []object
+	for _, so := range list {
+		spec, err := decodeSpec(so.Spec)
+		var o object
+		if err == nil {
+			o, err = readObject(so.Kind, spec)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s (created through the API, version %d): %w", so.Kind, so.Name, so.Version, err)
+		}
+		objects = append(objects, o)
+	}
+	merged, err := cfg.Merge(sourcesOf(objects), destinationsOf(objects))
+	if err != nil {
+		return nil, nil, err
+	}
+	sources, dests := catalog(merged)
+	return sources, dests, nil
 }

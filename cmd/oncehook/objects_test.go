@@ -83,6 +83,11 @@ destinations:
 	if !ok || !hasRow(out, "acme-stripe", "api", "stripe", "http", "app") || !hasRow(out, "filed", "file", "stripe") {
 		t.Fatalf("sources ls (ok=%v):\n%s", ok, out)
 	}
+	// On the store directly (--config), the API's are listed too.
+	out, ok = oncehook(t, dir, []string{"ONCEHOOK_API=", "ONCEHOOK_API_TOKEN="}, "sources", "ls", "--config", path)
+	if !ok || !hasRow(out, "acme-stripe", "api", "stripe") || !hasRow(out, "filed", "file") {
+		t.Fatalf("sources ls --config (ok=%v):\n%s", ok, out)
+	}
 	out, ok = run("sources", "ls", "--json")
 	var list []struct{ Name, ManagedBy string }
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(out, "managed_by", "managedby")), &list); !ok || err != nil || len(list) != 2 ||
@@ -160,6 +165,9 @@ destinations:
 	}
 	if out, ok = run("destinations", "ls"); !ok || !hasRow(out, "hooks", "api") || !hasRow(out, "app", "file") {
 		t.Fatalf("destinations ls (ok=%v):\n%s", ok, out)
+	}
+	if out, ok = oncehook(t, dir, []string{"ONCEHOOK_API=", "ONCEHOOK_API_TOKEN="}, "destinations", "ls", "--config", path); !ok || !hasRow(out, "hooks", "api") {
+		t.Fatalf("destinations ls --config (ok=%v):\n%s", ok, out)
 	}
 	if out, ok = run("destinations", "show", "hooks", "--json"); !ok || !strings.Contains(out, `"managed_by": "api"`) || !strings.Contains(out, "sha256:") || strings.Contains(out, "whsec_ZGVzdGluYXRpb24tc2lnbmluZy1rZXk=") {
 		t.Fatalf("destinations show --json (ok=%v):\n%s", ok, out)

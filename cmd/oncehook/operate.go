@@ -115,7 +115,13 @@ func configService(ctx context.Context, cfg *config.Config) (*admin.Service, con
 	if err != nil {
 		return nil, ctx, nil, err
 	}
-	sources, dests := oncehook.Catalog(cfg)
+	// The API's sources and destinations are listed beside the file's,
+	// as the running gateway lists them.
+	sources, dests, err := oncehook.StoredCatalog(ctx, cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, ctx, nil, err
+	}
 	svc, err := admin.New(admin.Options{Store: st, Sources: sources, Destinations: dests})
 	if err != nil {
 		st.Close()
