@@ -252,3 +252,51 @@ func pgCount(t *testing.T, query, app string) int {
 	}
 	return n
 }
+
+// Two gateways on one SQLite file (not the rule there, but allowed), with
+// no NOTIFY: the poll of the objects' mark alone brings a source created
+// on one to the other, and its delete, within the poll and a little.
+func TestTheObjectsPollAppliesAChangeOnSQLite(t *testing.T) {
+	sink := testenv.NewSink(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "oncehook.yaml")
+	yaml := `store: "sqlite://` + filepath.Join(dir, "oncehook.db") + `"
+api: {tokens: [{name: ops, token: ` + sourcesOps + `}]}
+sources:
+  - {name: filed, preset: stripe, secrets: [whsec_file_secret], destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `"}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(o *oncehook.Options) { o.ObjectsPoll = 200 * time.Millisecond }
+	a, err := startFromFile(t, path, sourcesKey, poll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := startFromFile(t, path, sourcesKey, poll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(gw *apiGateway) int {
+		id := fmt.Sprintf("evt_poll_%d", time.Now().UnixNano())
+		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/acme-stripe", "stripe", acmeSecret1, stripeEvent(id), "")).Status
+	}
+	if r := call(t, "POST", a.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret1+`"], "destinations": ["app"]}`); r.status != 201 {
+		t.Fatalf("create on a: %d %s", r.status, r.body)
+	}
+	start := time.Now()
+	if !testenv.WaitFor(objectsBound, func() bool { return send(b) == 200 }) {
+		t.Fatal("b does not serve the source a created")
+	}
+	created := time.Since(start)
+	if r := call(t, "DELETE", a.api+"/v1/sources/acme-stripe", sourcesOps, ""); r.status != 204 {
+		t.Fatalf("delete on a: %d %s", r.status, r.body)
+	}
+	start = time.Now()
+	if !testenv.WaitFor(objectsBound, func() bool { return send(b) == 404 }) {
+		t.Fatal("b still serves the source a deleted")
+	}
+	t.Logf("polled every 200 ms: created served in %s, deleted in %s", created, time.Since(start))
+}
