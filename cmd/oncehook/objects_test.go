@@ -29,7 +29,15 @@ const (
 // intake (404). The file's source is refused naming the file, an invalid
 // field is named as the file names it, and without --api the command
 // says where it works.
-func TestSourcesAndDestinationsCommands(t *testing.T) {
+func TestSourcesAndDestinationsCommandsSQLite(t *testing.T) {
+	testSourcesAndDestinationsCommands(t, "sqlite://./events.db")
+}
+
+func TestSourcesAndDestinationsCommandsPostgres(t *testing.T) {
+	testSourcesAndDestinationsCommands(t, testenv.Postgres(t))
+}
+
+func testSourcesAndDestinationsCommands(t *testing.T, storeURL string) {
 	dir := t.TempDir()
 	sink := testenv.NewSink(t)
 	path := filepath.Join(dir, "oncehook.yaml")
@@ -42,7 +50,7 @@ func TestSourcesAndDestinationsCommands(t *testing.T) {
 		return p
 	}
 	write("oncehook.yaml", `listen: 127.0.0.1:0
-store: "sqlite://./events.db"
+store: "`+storeURL+`"
 api:
   listen: 127.0.0.1:0
   tokens: [{name: ops, token: `+objectsToken+`}]
