@@ -766,6 +766,11 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 	if err != nil {
 		return Count{}, err
 	}
+	if searched != nil && len(q.IDs) == 0 {
+		// A search that found nothing acts on nothing: to the store no
+		// ids is no narrowing at all (every event the rest selects).
+		return Count{DryRun: dryRun, Searched: searched}, nil
+	}
 	audit := s.audit(ctx, ActReplayEvents, f.String())
 	if f.Dead {
 		audit.Action = "retry"
@@ -797,6 +802,9 @@ func (s *Service) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool)
 	if err != nil {
 		return Count{}, err
 	}
+	if searched != nil && len(q.IDs) == 0 {
+		return Count{DryRun: dryRun, Searched: searched}, nil // as ReplayEvents: nothing found, nothing done
+	}
 	n, err := s.admin.AddDeliveries(ctx, store.Deliver{Events: q, Destination: f.Destination, Now: s.opts.Now(), DryRun: dryRun,
 		Audit: s.audit(ctx, ActDeliverEvents, f.String())})
 	if errors.Is(err, store.ErrNotFound) {
@@ -815,6 +823,8 @@ func (s *Service) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool)
 // knows), and, for a search by content, the events it finds, as its pages
 // would list them, each once, by id, under the same bound (a search past
 // its bound says so in searched, and the action takes only what it read).
+// A search that found nothing leaves q.IDs empty, which the store reads as
+// no narrowing: the caller must act on nothing then.
 func (s *Service) bulk(ctx context.Context, f EventFilter, verb string) (store.EventQuery, *Searched, error) {
 	if f.Cursor != "" || f.Limit != 0 {
 		return store.EventQuery{}, nil, invalid("cursor", "a bulk %s takes every event the filter selects, not a page", verb)

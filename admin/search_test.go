@@ -419,6 +419,43 @@ func TestActingOnASearchNarrowsToADestinationOrItsDeadLetters(t *testing.T) {
 				t.Fatalf("dead letters once retried and delivered: %+v, %v; want none left", again, err)
 			}
 
+			// A search that finds nothing acts on nothing (to the store, no
+			// ids is no narrowing: such a search once replayed, retried
+			// and delivered every event the rest of the filter selected),
+			// whether nothing matches or its bound read none that does.
+			before, err := svc.Audit(ctx, "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, nothing := range []admin.EventFilter{
+				{Where: `{"body":{"order":{"customer":"zzz"}}}`},
+				{Where: `{"body":{"order":{"customer":"zzz"}}}`, Dead: true},
+				{Where: `{"body":{"order":{"customer":"zzz"}}}`, Source: "shop", Destination: "billing"},
+				{Where: where, Scan: 1, Source: "shop"}, // the newest, ord_59, is cus_2
+			} {
+				for _, dry := range []bool{true, false} {
+					c, err := svc.ReplayEvents(ctx, nothing, dry)
+					if err != nil || c.Count != 0 || c.Searched == nil || c.Searched.Matched != 0 {
+						t.Errorf("replay of a search that found nothing (%+v, dry run %v): %+v, %v; want 0", nothing, dry, c, err)
+					}
+					if nothing.Dead {
+						continue
+					}
+					d := nothing
+					d.Destination = "crm"
+					c, err = svc.DeliverEvents(ctx, d, dry)
+					if err != nil || c.Count != 0 || c.Already != 0 || c.Searched == nil {
+						t.Errorf("delivery of a search that found nothing (%+v, dry run %v): %+v, %v; want 0", d, dry, c, err)
+					}
+				}
+			}
+			if keys, _ := requeued(); len(keys) != 0 {
+				t.Fatalf("searches that found nothing requeued %d deliveries: %v", len(keys), keys)
+			}
+			if after, err := svc.Audit(ctx, "", 100); err != nil || len(after.Entries) != len(before.Entries) {
+				t.Fatalf("searches that found nothing were audited as acts: %d entries, then %d (%v)", len(before.Entries), len(after.Entries), err)
+			}
+
 			// A where that narrows nothing is no filter: every event
 			// replayed only with all.
 			for _, everything := range []string{`{}`, `{"body":{}}`, `{"body":{},"headers":{}}`, ` {"body":{"order":{}}} `} {

@@ -246,7 +246,8 @@ type EventQuery struct {
 	Before    int64     // the cursor: ids below this one
 	Limit     int
 	// IDs, when set, selects only these events (what a search by
-	// content found, for a bulk replay of it).
+	// content found, for a bulk replay of it). Empty (nil or not) is no
+	// narrowing: a caller whose search found nothing must not ask.
 	IDs []int64
 }
 
