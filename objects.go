@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/secretbox"
 	"github.com/oncehook/oncehook/store"
 )
@@ -187,12 +188,39 @@ func open(box *secretbox.Box, o store.Object) (map[string]any, error) {
 }
 
 // shown is spec as answers show it: each secret replaced by its
-// fingerprint ({"fingerprint": "sha256:..."}), never the secret.
+// fingerprint ({"fingerprint": "sha256:..."}), never the secret, and each
+// URL as every URL shown is (redact.URL: a password and the query's values
+// masked), where a destination's url?api_key=... was answered whole, to a
+// read-only token too.
 func shown(kind string, spec map[string]any) map[string]any {
 	out, _ := mapSecrets(kind, spec, func(_, v string) (any, error) {
 		return map[string]string{"fingerprint": secretbox.Fingerprint(v)}, nil
 	})
-	return out
+	return redactURLs(out).(map[string]any)
+}
+
+// redactURLs is v with every string under a key named url redacted: a
+// copy, v itself unchanged.
+func redactURLs(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			if s, ok := x.(string); ok && k == "url" {
+				out[k] = redact.URL(s)
+				continue
+			}
+			out[k] = redactURLs(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = redactURLs(x)
+		}
+		return out
+	}
+	return v
 }
 
 // decodeSpec reads a JSON object, its numbers kept as written.

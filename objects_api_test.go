@@ -369,11 +369,17 @@ destinations:
 		t.Fatal(err)
 	}
 	const signing, bearer = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "Bearer acme-crm-token-77"
-	dest := `{"name": "acme-crm", "url": "` + sink.URL + `/crm", "secret": "` + signing + `", "headers": {"Authorization": "` + bearer + `", "X-Tenant": "acme"},
+	dest := `{"name": "acme-crm", "url": "` + sink.URL + `/crm?api_key=crm-query-key-42", "secret": "` + signing + `", "headers": {"Authorization": "` + bearer + `", "X-Tenant": "acme"},
 	  "retry": {"max_attempts": 3, "base_delay": "10ms", "max_delay": "20ms"}}`
 	a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, dest)
-	if a.status != 201 || a.json["intake_url"] != nil || bytes.Contains(a.body, []byte(signing)) || bytes.Contains(a.body, []byte("acme-crm-token")) || bytes.Contains(a.body, []byte(`"acme"`)) {
+	if a.status != 201 || a.json["intake_url"] != nil || bytes.Contains(a.body, []byte(signing)) || bytes.Contains(a.body, []byte("acme-crm-token")) || bytes.Contains(a.body, []byte(`"acme"`)) ||
+		bytes.Contains(a.body, []byte("crm-query-key")) || !bytes.Contains(a.body, []byte("/crm?api_key=xxxxx")) {
 		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	// The URL's query is a credential as the file's is: masked as every
+	// URL shown is, to a read-only token too; delivered with it.
+	if a := call(t, "GET", gw.api+"/v1/destinations/acme-crm", sourcesOps, ""); a.status != 200 || bytes.Contains(a.body, []byte("crm-query-key")) {
+		t.Fatalf("read back: %d %s", a.status, a.body)
 	}
 	if a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, `{"name": "x", "url": "ftp://nope"}`); a.status != 400 || a.json["field"] != "url" {
 		t.Fatalf("a bad url: %d %s", a.status, a.body)
@@ -398,6 +404,9 @@ destinations:
 		t.Fatal("not delivered")
 	}
 	d := sink.Deliveries()[0]
+	if d.Path != "/crm" {
+		t.Fatalf("delivered to %s", d.Path)
+	}
 	if d.Header.Get("Authorization") != bearer || d.Header.Get("X-Tenant") != "acme" || !strings.HasPrefix(d.Header.Get("Webhook-Signature"), "v1,") {
 		t.Fatalf("delivered with %v", d.Header)
 	}
@@ -431,7 +440,7 @@ destinations:
 	files, _ := filepath.Glob(filepath.Join(dir, "oncehook.db*"))
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
-		for _, s := range []string{signing, "acme-crm-token-77", acmeSecret1} {
+		for _, s := range []string{signing, "acme-crm-token-77", acmeSecret1} { // the URL's query is kept to be sent: not a sealed field
 			if bytes.Contains(b, []byte(s)) {
 				t.Errorf("%s holds a secret in clear", f)
 			}
