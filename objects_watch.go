@@ -2,6 +2,7 @@ package oncehook
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -121,7 +122,15 @@ func (g *Gateway) syncObjects(ctx context.Context) {
 	}
 	if err != nil {
 		g.reloading.Unlock()
-		g.behind.Store(&objectsBehind{mark: mark, Error: err.Error(), Since: time.Now().UTC()})
+		// The first error said, and how many more: /readyz's detail
+		// stays short when a thousand objects fail alike; the log has
+		// every one.
+		errs := unjoin(err)
+		why := errs[0].Error()
+		if len(errs) > 1 {
+			why += fmt.Sprintf(" (and %d more)", len(errs)-1)
+		}
+		g.behind.Store(&objectsBehind{mark: mark, Error: why, Since: time.Now().UTC()})
 		g.log.Error("another replica's change to the sources and destinations cannot be applied here; this gateway keeps serving what it had", "err", err)
 		return
 	}
