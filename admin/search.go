@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/store"
@@ -76,6 +78,14 @@ func (f EventFilter) where() (*route.Filter, error) {
 	}
 	if len(f.Where) > maxWhere {
 		return nil, invalid("where", "at most %d bytes", maxWhere)
+	}
+	// Said apart: to the decoder a raw NUL or a byte that is not UTF-8
+	// is a syntax error, or worse, a string that silently matches nothing.
+	if i := strings.IndexByte(f.Where, 0); i >= 0 {
+		return nil, invalid("where", "a NUL byte at %d: write it as \\u0000 inside a JSON string", i)
+	}
+	if !utf8.ValidString(f.Where) {
+		return nil, invalid("where", "not UTF-8: a filter is JSON text; write other characters as \\u escapes")
 	}
 	var spec any
 	dec := json.NewDecoder(bytes.NewReader([]byte(f.Where)))

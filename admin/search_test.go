@@ -269,6 +269,8 @@ func TestSearchByContentFindsWhatTheFilterMatches(t *testing.T) {
 				`{"query":{"a":"b"}}`:              "query",
 				`{"body":`:                         "JSON object",
 				`{"nope":{}}`:                      "nope",
+				"{\"body\":{\"c\":\"a\x00b\"}}":    "NUL byte at 15",
+				"{\"body\":{\"c\":\"a\xffb\"}}":    "not UTF-8",
 			} {
 				_, err := svc.Events(ctx, admin.EventFilter{Where: where})
 				var inv *admin.InvalidError
