@@ -419,6 +419,22 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request, k objectK
 		return
 	}
 	old := g.objects[i]
+	if k.kind == store.ObjectDestination {
+		// Said by name: the check below would say the route names a
+		// destination there is none of, by its index in the merged config.
+		var routed []string
+		for _, s := range g.cfg.Load().Sources {
+			if slices.Contains(s.DestinationNames(), old.name()) {
+				routed = append(routed, s.Name)
+			}
+		}
+		if len(routed) > 0 {
+			g.reloading.Unlock()
+			jsonhttp.WriteError(w, http.StatusConflict, "in_use", fmt.Sprintf("destination %s is routed to by source %s: take it out of their destinations first",
+				old.name(), strings.Join(routed, ", ")))
+			return
+		}
+	}
 	objects := slices.Delete(slices.Clone(g.objects), i, i+1)
 	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, k.kind+" "+old.name()+" deleted through the API")
 	if err != nil {

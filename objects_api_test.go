@@ -410,7 +410,7 @@ destinations:
 	if d.Header.Get("Authorization") != bearer || d.Header.Get("X-Tenant") != "acme" || !strings.HasPrefix(d.Header.Get("Webhook-Signature"), "v1,") {
 		t.Fatalf("delivered with %v", d.Header)
 	}
-	if a := call(t, "DELETE", gw.api+"/v1/destinations/acme-crm", sourcesOps, ""); a.status != 409 || !strings.Contains(string(a.body), "acme-crm") {
+	if a := call(t, "DELETE", gw.api+"/v1/destinations/acme-crm", sourcesOps, ""); a.status != 409 || !strings.Contains(string(a.body), "acme-crm is routed to by source acme-stripe") {
 		t.Fatalf("delete while routed to: %d %s", a.status, a.body)
 	}
 	if a := call(t, "PATCH", gw.api+"/v1/destinations/acme-crm", sourcesOps, `{"headers": {"X-Tenant": null}}`); a.status != 200 || a.json["version"] != 2.0 {
