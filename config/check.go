@@ -128,12 +128,19 @@ func (c *Config) validate(lines fieldLines, check Checker) []error {
 	return errs
 }
 
+// MaxNameLen bounds a source's or destination's name: the operator's
+// filters (events ls --source, ...) take at most as long a name, and one
+// of 5,000 characters made a 5 KB intake URL and every listing as wide.
+const MaxNameLen = 200
+
 // checkName reports a record's name that is not a name, or that an
 // earlier record of its kind took (seen); it adds the name to seen.
 func checkName(field, name string, seen map[string]bool, fail failFunc) {
 	switch {
 	case !nameRE.MatchString(name):
 		fail(field, "%q: want letters, digits, '.', '_' or '-'", name)
+	case len(name) > MaxNameLen:
+		fail(field, "%.40q...: %d characters, want at most %d", name, len(name), MaxNameLen)
 	case seen[name]:
 		fail(field, "%q is used twice", name)
 	}

@@ -300,3 +300,24 @@ func TestAlertChannelsFields(t *testing.T) {
 		t.Fatalf("smtp = %+v", s)
 	}
 }
+
+// A name is at most MaxNameLen characters, as long as the operator's
+// filters take: a longer one could never be listed by name.
+func TestNamesAreBounded(t *testing.T) {
+	for _, n := range []int{1, config.MaxNameLen} {
+		name := strings.Repeat("s", n)
+		if _, err := config.Parse([]byte("sources: [{name: "+name+", outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\n"), env(nil)); err != nil {
+			t.Errorf("a name of %d characters: %v", n, err)
+		}
+	}
+	long := strings.Repeat("s", config.MaxNameLen+1)
+	for text, field := range map[string]string{
+		"sources: [{name: " + long + ", outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\n": "sources[0].name",
+		"sources: [{name: s, outbox: true, destinations: [" + long + "]}]\ndestinations: [{name: " + long + ", url: \"http://127.0.0.1:9/\"}]\n": "destinations[0].name",
+	} {
+		_, err := config.Parse([]byte(text), env(nil))
+		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "at most 200") {
+			t.Errorf("a name of %d characters: %v, want an error naming %s", len(long), err, field)
+		}
+	}
+}
