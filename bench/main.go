@@ -39,7 +39,9 @@
 //   - operator:   the dashboard's overview and events list and the admin
 //     API's reads, one at a time, with -stored events in the store
 //   - search:     a search by content (events ?where=) over -stored events
-//     of 1 KiB: the default bound, every event, a time window (SQLite)
+//     of 1 KiB: the default bound, every event, a time window (SQLite);
+//     then a bulk delivery of every one to a destination against the bulk
+//     replay of those deliveries
 //   - pgsearch:   the same on PostgreSQL
 //   - tracing:    the headline with OpenTelemetry tracing off and on (every
 //     request and attempt sampled, the batches dropped), alternating twice

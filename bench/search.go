@@ -25,7 +25,12 @@ func (b *bench) searchSQLite() ([]result, error) {
 		return nil, err
 	}
 	defer st.Close()
-	return b.searches("SQLite", st)
+	rows, err := b.searches("SQLite", st)
+	if err != nil {
+		return nil, err
+	}
+	bulk, err := b.bulks("SQLite", st)
+	return append(rows, bulk...), err
 }
 
 // searchPostgres is the same on PostgreSQL, the bodies in their day's
@@ -41,7 +46,12 @@ func (b *bench) searchPostgres() ([]result, error) {
 		return nil, err
 	}
 	defer st.Close()
-	return b.searches("PostgreSQL", st)
+	rows, err := b.searches("PostgreSQL", st)
+	if err != nil {
+		return nil, err
+	}
+	bulk, err := b.bulks("PostgreSQL", st)
+	return append(rows, bulk...), err
 }
 
 // searches runs each search three times, one at a time, and says what
@@ -81,6 +91,44 @@ func (b *bench) searches(backend string, st store.Store) ([]result, error) {
 		r.note = fmt.Sprintf("read %d events a call (%.0f events/s), %d matched, complete %v", last.Read,
 			float64(last.Read)/r.pct(0.5).Seconds(), last.Matched, last.Complete)
 		fmt.Fprintf(os.Stderr, "%s: p50 %s, %s\n", r.name, r.pct(0.5), r.note)
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// bulks measures acting on every stored event of the source (#46): a
+// delivery added to a destination its route passed over (events deliver
+// --destination, dry run first, then for real, then again: nothing left to
+// add), against the bulk replay that was there before it (every one of
+// those deliveries requeued), each once, in one run.
+func (b *bench) bulks(backend string, st store.Store) ([]result, error) {
+	svc, err := admin.New(admin.Options{Store: st, Sources: []admin.Source{{Name: "bench"}}, Destinations: []admin.Destination{{Name: "ledger"}}})
+	if err != nil {
+		return nil, err
+	}
+	f := admin.EventFilter{Source: "bench", Destination: "ledger"}
+	cases := []struct {
+		name string
+		act  func() (admin.Count, error)
+	}{
+		{"deliver, dry run", func() (admin.Count, error) { return svc.DeliverEvents(context.Background(), f, true) }},
+		{"deliver", func() (admin.Count, error) { return svc.DeliverEvents(context.Background(), f, false) }},
+		{"deliver again (each already there)", func() (admin.Count, error) { return svc.DeliverEvents(context.Background(), f, false) }},
+		{"replay (the baseline: each of those deliveries requeued), dry run", func() (admin.Count, error) { return svc.ReplayEvents(context.Background(), f, true) }},
+		{"replay (the baseline)", func() (admin.Count, error) { return svc.ReplayEvents(context.Background(), f, false) }},
+	}
+	var rows []result
+	for _, c := range cases {
+		r := result{name: fmt.Sprintf("bulk: %s (%s, every one of %d events)", c.name, backend, b.stored)}
+		start := time.Now()
+		n, err := c.act()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		r.elapsed, r.requests = time.Since(start), 1
+		r.latencies = []time.Duration{r.elapsed}
+		r.note = fmt.Sprintf("%d acted on, %d already there (%.0f events/s)", n.Count, n.Already, float64(b.stored)/r.elapsed.Seconds())
+		fmt.Fprintf(os.Stderr, "%s: %s, %s\n", r.name, r.elapsed.Round(time.Millisecond), r.note)
 		rows = append(rows, r)
 	}
 	return rows, nil

@@ -312,7 +312,7 @@ func TestNamesAreBounded(t *testing.T) {
 	}
 	long := strings.Repeat("s", config.MaxNameLen+1)
 	for text, field := range map[string]string{
-		"sources: [{name: " + long + ", outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\n": "sources[0].name",
+		"sources: [{name: " + long + ", outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\n":            "sources[0].name",
 		"sources: [{name: s, outbox: true, destinations: [" + long + "]}]\ndestinations: [{name: " + long + ", url: \"http://127.0.0.1:9/\"}]\n": "destinations[0].name",
 	} {
 		_, err := config.Parse([]byte(text), env(nil))
