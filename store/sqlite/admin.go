@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -346,15 +347,80 @@ func (s *Store) Replay(ctx context.Context, r store.Replay) (int, error) {
 		if r.DryRun {
 			n, err = s.count(ctx, "count replay", `SELECT COUNT(*) `+sel, args...)
 		} else {
-			n, err = s.inBatches(ctx, rec, func(tx *sql.Tx, after int64) ([]int64, error) {
-				return returningIDs(ctx, tx, `UPDATE deliveries SET `+requeueSet+` WHERE id IN (SELECT id `+sel+` AND id > ? ORDER BY id LIMIT ?) RETURNING id`,
-					append(append([]any{ms(r.Now), ms(r.Now)}, args...), after, s.bulk)...)
-			})
+			n, err = s.replayBatches(ctx, rec, f, q.IDs != nil, r)
 		}
 		total += n
 		if err != nil {
 			return total, err
 		}
+	}
+	return total, nil
+}
+
+// replayBatches requeues the deliveries of the events f selects (to
+// r.Destination, dead ones only with r.Dead) that no worker holds now, in
+// transactions of s.bulk events read in id order, as a bulk delivery
+// goes. Walking the deliveries instead, each batch's "event_id IN (the
+// events' subquery)" built its list anew: 100,000 deliveries took 25 s.
+// oneShare: f names its events by ids, one batch's worth.
+func (s *Store) replayBatches(ctx context.Context, rec *batchAudit, f *sqlstore.Filter, oneShare bool, r store.Replay) (int, error) {
+	total := 0
+	for after, more := int64(0), true; more; {
+		var n int
+		err := s.batch(ctx, func(tx *sql.Tx) error {
+			rows, err := tx.QueryContext(ctx, `SELECT e.id, e.body_dropped_at IS NULL FROM events e WHERE `+f.Where()+
+				` AND e.id > ? ORDER BY e.id LIMIT ?`, append(slices.Clone(f.Args()), after, s.bulk)...)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			read := 0
+			for rows.Next() {
+				var id int64
+				var body bool
+				if err := rows.Scan(&id, &body); err != nil {
+					rows.Close()
+					return err
+				}
+				after, read = id, read+1
+				if body { // a dropped body has nothing to deliver: its deliveries stay
+					ids = append(ids, strconv.FormatInt(id, 10))
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			more = read == s.bulk && !oneShare
+			if len(ids) == 0 {
+				return rec.add(ctx, tx, 0) // the entry, written once whatever it found
+			}
+			// Ids the store made, written into the statement (as
+			// sqlstore.Events writes a search's).
+			query := `UPDATE deliveries SET ` + requeueSet + ` WHERE event_id IN (` + strings.Join(ids, ",") + `) AND NOT ` + leasedNow
+			args := []any{ms(r.Now), ms(r.Now), ms(r.Now)}
+			if r.Destination != "" {
+				query += ` AND destination = ?`
+				args = append(args, r.Destination)
+			}
+			if r.Dead {
+				query += ` AND state = 'dead'`
+			}
+			res, err := tx.ExecContext(ctx, query, args...)
+			if err != nil {
+				return err
+			}
+			affected, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n = int(affected)
+			return rec.add(ctx, tx, n)
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
 	}
 	return total, nil
 }
