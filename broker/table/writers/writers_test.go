@@ -426,9 +426,11 @@ destinations:
 	}
 	deliveries := len(sink.Deliveries())
 	delivered := time.Since(began)
-	// The counts as they stand once the run has settled: the same over a
-	// second (a gateway writes its counts in batches, and the alert checks
-	// read them), so that what follows is the pass's alone. The writers'
+	// The counts as they stand once the run has settled: the same over
+	// three seconds (a gateway writes its counts in batches, and the alert
+	// checks read them; over one second, CI once saw a duplicate from
+	// before the pass counted during it), so that what follows is the
+	// pass's alone. The writers'
 	// own retries (a tenth, after their commit) are duplicates already,
 	// and may have raised the duplicate-rate alert: they are not the pass.
 	var before map[string]map[string]float64
@@ -441,7 +443,7 @@ destinations:
 		same := fmt.Sprint(now) == fmt.Sprint(before) && hook.n.Load() == alertsBefore
 		before, alertsBefore = now, hook.n.Load()
 		if !same {
-			time.Sleep(time.Second)
+			time.Sleep(3 * time.Second)
 		}
 		return same
 	}
