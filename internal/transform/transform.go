@@ -13,7 +13,9 @@
 // addHandler("transform", (request, context) => request) and Svix's function handler(webhook).
 //
 // The engine is modernc.org/quickjs (pure Go, no cgo), chosen by measurement against goja: see BENCHMARKS.md.
-// A script is compiled once to bytecode; runtimes are pooled and each is used by one goroutine at a time.
+// A script is compiled once to bytecode; runtimes are pooled and each is used by one goroutine at a time. A
+// runtime is made at the script's first run, not when it is compiled, and closed once it has waited unused
+// for Options.IdleRelease: a compiled script that does not run holds its bytecode, not a runtime.
 package transform
 
 import (
@@ -51,6 +53,9 @@ const (
 	DefaultTimeout   = 50 * time.Millisecond
 	DefaultMaxMemory = 64 << 20
 	DefaultMaxOutput = 4 << 20
+	// DefaultIdleRelease is how long an unused runtime is kept: a destination that sends steadily keeps
+	// its runtimes warm (a new one costs milliseconds), one that stopped sending gives them back.
+	DefaultIdleRelease = time.Minute
 )
 
 // Options bound a script's runs.
@@ -75,6 +80,10 @@ type Options struct {
 	// Env is what the script reads as process.env (the destination's transform.env): names to values,
 	// secrets as a rule. A script that literally reads a name it does not set does not compile (see env.go).
 	Env map[string]string
+	// IdleRelease is how long a runtime may wait unused in the script's pool before it is closed (default
+	// DefaultIdleRelease). A runtime holds about 400 KiB outside Go's heap: a gateway with a thousand
+	// destinations that transform holds runtimes for the ones sending now, not for every one.
+	IdleRelease time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -89,6 +98,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 2 * runtime.GOMAXPROCS(0)
+	}
+	if o.IdleRelease <= 0 {
+		o.IdleRelease = DefaultIdleRelease
 	}
 	return o
 }
@@ -109,10 +121,20 @@ type Script struct {
 	secrets *redact.Secrets
 
 	// slots admits Concurrency runs at once.
-	slots  chan struct{}
-	mu     sync.Mutex
-	idle   []*quickjs.VM
-	closed bool
+	slots chan struct{}
+	mu    sync.Mutex
+	// idle are the runtimes no run holds, the one used last at the end. None is made before the first
+	// run (Compile keeps only the bytecode), and one unused for IdleRelease is closed (release), so a
+	// script that is not running costs its source and bytecode, not a runtime.
+	idle    []idleVM
+	release *time.Timer // armed while idle holds a runtime
+	closed  bool
+}
+
+// idleVM is a pooled runtime and when its last run ended.
+type idleVM struct {
+	vm    *quickjs.VM
+	since time.Time
 }
 
 // wrapperHead and wrapperTail make the script's top level a function, run afresh for every event: state a
@@ -142,9 +164,11 @@ func Compile(name, source string, opts Options) (*Script, error) {
 	}
 	s.env = env
 	s.secrets = redact.Values(slices.Collect(maps.Values(opts.Env)))
-	vm, err := newSandbox()
+	// Compiling needs a runtime, not the sandbox: the bytecode is the same, and the sandbox's setup is
+	// most of a runtime's cost.
+	vm, err := quickjs.NewVM()
 	if err != nil {
-		return nil, fmt.Errorf("transform %s: %w", name, err)
+		return nil, fmt.Errorf("transform %s: new runtime: %w", name, err)
 	}
 	defer vm.Close()
 	bc, err := vm.Compile(wrapperHead+source+wrapperTail, quickjs.EvalGlobal)
@@ -163,12 +187,13 @@ func Compile(name, source string, opts Options) (*Script, error) {
 	// The wrapper's function must be the whole program: a script that closes it early (one } too many)
 	// runs what follows at the global level, once per runtime, and what that keeps reaches every later event.
 	wrapped := wrapperHead + source + wrapperTail
-	if got, err := vm2.Call("__oncehook_source"); err != nil || got != wrapped {
-		vm2.Close()
+	got, err := vm2.Call("__oncehook_source")
+	// Not pooled: a destination that never sends never holds a runtime (the first run makes one).
+	vm2.Close()
+	if err != nil || got != wrapped {
 		text, _ := got.(string)
 		return nil, s.unwrapped(source, text)
 	}
-	s.put(vm2)
 	return s, nil
 }
 
@@ -207,9 +232,13 @@ func (s *Script) Close() {
 	idle := s.idle
 	s.idle = nil
 	s.closed = true
+	if s.release != nil {
+		s.release.Stop()
+		s.release = nil
+	}
 	s.mu.Unlock()
-	for _, vm := range idle {
-		vm.Close()
+	for _, v := range idle {
+		v.vm.Close()
 	}
 }
 
@@ -245,10 +274,11 @@ func (s *Script) newRuntime() (*quickjs.VM, error) {
 	return vm, nil
 }
 
+// get takes the runtime used last (the warmest), or makes one.
 func (s *Script) get() (*quickjs.VM, error) {
 	s.mu.Lock()
 	if n := len(s.idle); n > 0 {
-		vm := s.idle[n-1]
+		vm := s.idle[n-1].vm
 		s.idle = s.idle[:n-1]
 		s.mu.Unlock()
 		return vm, nil
@@ -260,12 +290,43 @@ func (s *Script) get() (*quickjs.VM, error) {
 func (s *Script) put(vm *quickjs.VM) {
 	s.mu.Lock()
 	if !s.closed && len(s.idle) < s.opts.Concurrency {
-		s.idle = append(s.idle, vm)
+		s.idle = append(s.idle, idleVM{vm: vm, since: time.Now()})
+		if s.release == nil {
+			s.release = time.AfterFunc(s.opts.IdleRelease, s.releaseIdle)
+		}
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Unlock()
 	vm.Close()
+}
+
+// releaseIdle closes the runtimes unused for IdleRelease, and looks again when the next one will have been.
+// The oldest are first in idle (get takes from the end).
+func (s *Script) releaseIdle() {
+	s.mu.Lock()
+	cutoff := time.Now().Add(-s.opts.IdleRelease)
+	n := 0
+	for n < len(s.idle) && !s.idle[n].since.After(cutoff) {
+		n++
+	}
+	old := slices.Clone(s.idle[:n])
+	s.idle = slices.Delete(s.idle, 0, n)
+	s.release = nil
+	if len(s.idle) > 0 && !s.closed {
+		s.release = time.AfterFunc(s.idle[0].since.Sub(cutoff), s.releaseIdle)
+	}
+	s.mu.Unlock()
+	for _, v := range old {
+		v.vm.Close()
+	}
+}
+
+// idleRuntimes is how many runtimes the script keeps now.
+func (s *Script) idleRuntimes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.idle)
 }
 
 // Request is what the destination would receive without the transformation.
