@@ -42,7 +42,6 @@ import (
 	"github.com/oncehook/oncehook/internal/secretbox"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/internal/tracing"
-	"github.com/oncehook/oncehook/internal/transform"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 )
@@ -112,8 +111,8 @@ type Gateway struct {
 	// stops are what New started, with what stops each (Close unwinds
 	// them): the store, the tracer, the writer, the publishers.
 	stops     stack
-	cfg       atomic.Pointer[config.Config]                // the config running now: Reload swaps it
-	scripts   atomic.Pointer[map[string]*transform.Script] // its transformations, by destination (compile)
+	cfg       atomic.Pointer[config.Config] // the config running now: Reload swaps it
+	built     atomic.Pointer[parts]         // the parts running: its transformations, by destination (compile)
 	opts      Options
 	log       *slog.Logger
 	store     store.Store
@@ -234,9 +233,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	g.cfg.Store(cfg)
-	g.scripts.Store(&p.scripts)
+	p.owned()
+	g.built.Store(p)
 	stops.push(func() error { // the ones running now: a reload swaps them
-		(&parts{scripts: *g.scripts.Load()}).close()
+		g.built.Load().close()
 		return nil
 	})
 	for _, w := range cfg.Warnings() {
@@ -262,7 +262,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	g.cfg.Store(cfg)
-	g.scripts.Store(&p.scripts)
+	g.built.Store(p)
 	if opts.TracerProvider == nil && tracing.Enabled(os.Getenv) {
 		var stopTracing func(context.Context) error
 		if opts.TracerProvider, stopTracing, err = tracing.Setup(ctx); err != nil {

@@ -297,8 +297,8 @@ func withObjects(cfg *config.Config, objects []object, p *parts, kinds Kinds) (*
 	merged, err := cfg.Merge(sourcesOf(objects), destinationsOf(objects))
 	if err == nil {
 		var np *parts
-		if np, err = compile(merged, kinds); err == nil {
-			p.close()
+		if np, err = compileReusing(merged, checker{kinds: kinds}, p); err == nil {
+			p.replacedBy(np)
 			return merged, np, nil
 		}
 	}

@@ -81,7 +81,7 @@ func (g *Gateway) prepareLocked(ctx context.Context, file *config.Config, object
 	}
 	var p *parts
 	r, err := config.Reload(g.cfg.Load(), next, checker{kinds: g.opts.Kinds, parts: func(c *config.Config, fail config.FailFunc) {
-		p = build(c, g.opts.Kinds, fail)
+		p = build(c, g.opts.Kinds, fail, g.built.Load())
 	}})
 	var senders map[string]deliver.Sender
 	keep := func(bool) {}
@@ -162,10 +162,11 @@ func (g *Gateway) apply(ctx context.Context, cfg *config.Config, p *parts, sende
 		g.queues.SetDestinations(destinationNames(cfg))
 	}
 	g.cfg.Store(cfg)
-	if old := g.scripts.Swap(&p.scripts); old != nil {
+	if old := g.built.Swap(p); old != nil {
 		// The replaced scripts' idle runtimes go (attempts running on them
-		// finish there: a closed script still runs).
-		(&parts{scripts: *old}).close()
+		// finish there: a closed script still runs); the unchanged ones p
+		// took over keep theirs.
+		old.replacedBy(p)
 	}
 	g.worker.Notify() // a destination added back, a rate raised: look now
 }

@@ -165,3 +165,96 @@ func TestAReloadSwapsScriptsAndABadScriptRefusesIt(t *testing.T) {
 		t.Errorf("a bad script on reload: %v, want refused naming the script", err)
 	}
 }
+
+// Every change (a reload, a source created through the API) rebuilds the
+// whole config. A transformation whose recipe is unchanged is not compiled
+// again (a thousand took seconds a change) and keeps its runtimes; a
+// changed one is compiled and the one it replaces closed; a refused
+// reload, or one that changes nothing, closes nothing that runs.
+func TestAReloadCompilesOnlyTheScriptsThatChanged(t *testing.T) {
+	path := writeConfig(t, map[string]string{"oncehook.yaml": withTransform, "transforms/capi.js": capiJS})
+	cfg, err := LoadConfig(path, testKinds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	gw, err := New(ctx, cfg, Options{Kinds: testKinds(), ConfigFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	running := func() (capi, inline *transform.Script) {
+		s := gw.built.Load().scripts
+		return s["capi"], s["inline"]
+	}
+	reload := func() error {
+		next, err := LoadConfig(path, testKinds())
+		if err != nil {
+			return err
+		}
+		_, err = gw.Reload(ctx, next)
+		return err
+	}
+	capi0, inline0 := running()
+
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
+	if capi, inline := running(); capi != capi0 || inline != inline0 || capi0.Closed() || inline0.Closed() {
+		t.Fatalf("the same config again: scripts compiled anew (%v %v) or closed (%v %v)", capi != capi0, inline != inline0, capi0.Closed(), inline0.Closed())
+	}
+
+	script := filepath.Join(filepath.Dir(path), "transforms/capi.js")
+	if err := os.WriteFile(script, []byte(strings.Replace(capiJS, "Purchase", "Lead", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
+	capi1, inline1 := running()
+	if capi1 == capi0 || !capi0.Closed() || capi1.Closed() {
+		t.Fatalf("capi's script changed: new %v, old closed %v, new closed %v", capi1 != capi0, capi0.Closed(), capi1.Closed())
+	}
+	if inline1 != inline0 || inline0.Closed() {
+		t.Fatalf("inline's script is unchanged: compiled anew %v, closed %v", inline1 != inline0, inline0.Closed())
+	}
+	u, _ := url.Parse("https://graph.example.com/v19.0/1/events")
+	out, err := capi1.Run(ctx, transform.Request{URL: u, Header: http.Header{}, ContentType: "application/json", Body: []byte(`{"id":"evt_1"}`)},
+		transform.Event{Source: "stripe", Key: "evt_1", ReceivedAt: time.Now()})
+	if err != nil || !strings.Contains(string(out.Body), `"Lead"`) {
+		t.Fatalf("the reloaded capi script: %s %v, want the new one's Lead", out.Body, err)
+	}
+
+	// The inline script's bounds are part of its recipe: another timeout
+	// is another script.
+	text := strings.Replace(withTransform, "timeout: 20ms", "timeout: 30ms", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
+	capi2, inline2 := running()
+	if capi2 != capi1 || inline2 == inline1 || !inline1.Closed() {
+		t.Fatalf("inline's timeout changed: capi compiled anew %v; inline compiled anew %v, old closed %v", capi2 != capi1, inline2 != inline1, inline1.Closed())
+	}
+
+	// A config refused for another destination's script closes nothing.
+	if err := os.WriteFile(path, []byte(text+"  - {name: bad, url: https://x.example.com/, transform: {inline: 'addHandler('}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reload(); err == nil {
+		t.Fatal("a script that does not compile was taken")
+	}
+	// The same, past the file's own check: the gateway's build refuses it.
+	bad, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.Reload(ctx, bad); err == nil || !strings.Contains(err.Error(), "destinations[2].transform") {
+		t.Fatalf("a script that does not compile, reloaded: %v, want refused", err)
+	}
+	if capi, inline := running(); capi != capi2 || inline != inline2 || capi2.Closed() || inline2.Closed() {
+		t.Fatalf("after a refused reload: scripts swapped (%v %v) or closed (%v %v)", capi != capi2, inline != inline2, capi2.Closed(), inline2.Closed())
+	}
+}

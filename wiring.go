@@ -2,6 +2,8 @@ package oncehook
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -203,15 +205,39 @@ func alertOptions(cfg *config.Config, st store.Store, ledger *effect.Local, m *m
 type parts struct {
 	sources []receive.Source
 	scripts map[string]*transform.Script
+	// recipes are what each script was compiled from (transformRecipe);
+	// reused names the scripts taken from the running parts because their
+	// recipe is unchanged: they are the running parts' to close until this
+	// build is swapped in (owned).
+	recipes map[string]string
+	reused  map[string]bool
 }
 
-// close releases the transformations' idle runtimes (runs in flight
-// finish on theirs).
+// close releases the transformations this build compiled (runs in flight
+// finish on theirs); the ones it reused stay the running parts'.
 func (p *parts) close() {
-	for _, s := range p.scripts {
-		s.Close()
+	for name, s := range p.scripts {
+		if !p.reused[name] {
+			s.Close()
+		}
 	}
 }
+
+// replacedBy closes the scripts of p (the parts running until now) that
+// next does not run, and makes next the owner of all of its own: a
+// reload with a thousand transformations, one of them changed, compiles
+// and closes one.
+func (p *parts) replacedBy(next *parts) {
+	for name, s := range p.scripts {
+		if next.scripts[name] != s {
+			s.Close()
+		}
+	}
+	next.owned()
+}
+
+// owned says p runs now: every script it holds is its own to close.
+func (p *parts) owned() { p.reused = nil }
 
 // compile builds cfg's parts, or says every field at fault: config checks
 // each field on its own, and this is the check of what only the parts can
@@ -226,8 +252,14 @@ func compile(cfg *config.Config, kinds Kinds) (*parts, error) {
 
 // compileWith is compile with c's kinds (c.parts is build).
 func compileWith(cfg *config.Config, c checker) (*parts, error) {
+	return compileReusing(cfg, c, nil)
+}
+
+// compileReusing is compileWith, taking from prev (parts that run, nil
+// for none) each transformation whose recipe is unchanged: see build.
+func compileReusing(cfg *config.Config, c checker, prev *parts) (*parts, error) {
 	var p *parts
-	c.parts = func(cfg *config.Config, fail config.FailFunc) { p = build(cfg, c.kinds, fail) }
+	c.parts = func(cfg *config.Config, fail config.FailFunc) { p = build(cfg, c.kinds, fail, prev) }
 	err := cfg.ValidateWith(c)
 	if err != nil {
 		if p != nil {
@@ -272,13 +304,18 @@ func Transformations(cfg *config.Config, kinds Kinds) (map[string]*transform.Scr
 // checkParts is compile's check of the parts, for LoadConfig and
 // ParseConfig: the parts it builds go.
 func checkParts(kinds Kinds) func(c *config.Config, fail config.FailFunc) {
-	return func(c *config.Config, fail config.FailFunc) { build(c, kinds, fail).close() }
+	return func(c *config.Config, fail config.FailFunc) { build(c, kinds, fail, nil).close() }
 }
 
 // build is compile's work: each part from its field, each field at fault
 // reported through fail. What it returns is only whole when nothing failed.
-func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args ...any)) *parts {
-	p := &parts{sources: make([]receive.Source, len(cfg.Sources)), scripts: map[string]*transform.Script{}}
+// A transformation prev (the parts running, or nil) compiled from the same
+// recipe is taken from it, not compiled again: a change through the API
+// rebuilds the whole config, and compiling a script costs milliseconds,
+// seconds for a thousand.
+func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args ...any), prev *parts) *parts {
+	p := &parts{sources: make([]receive.Source, len(cfg.Sources)), scripts: map[string]*transform.Script{},
+		recipes: map[string]string{}, reused: map[string]bool{}}
 	if cfg.MaxBodySize >= 0 && cfg.MaxInflightBytes >= 0 {
 		if _, _, err := receive.Limits(int64(cfg.MaxBodySize), int64(cfg.MaxInflightBytes)); err != nil {
 			fail("max_inflight_bytes", "%v", err)
@@ -307,12 +344,15 @@ func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args
 			}
 		}
 		if d.Transform != nil && p.scripts[d.Name] == nil && config.IsName(d.Name) {
-			s, err := compileTransform(cfg, d, kinds.transportHeaders(d))
+			s, recipe, reused, err := transformOf(cfg, d, kinds, prev)
 			if err != nil {
 				fail(f+".transform", "%v", err)
 				continue
 			}
-			p.scripts[d.Name] = s
+			p.scripts[d.Name], p.recipes[d.Name] = s, recipe
+			if reused {
+				p.reused[d.Name] = true
+			}
 			d.Transform.Digest = s.Digest()
 		}
 	}
@@ -445,30 +485,57 @@ func providerOptions(s *config.Source) provider.Options {
 	}
 }
 
-// compileTransform reads and compiles a destination's script.
-func compileTransform(cfg *config.Config, d config.Destination, transport func(canonical string) string) (*transform.Script, error) {
+// transformOf is a destination's script: prev's (reused) when prev runs
+// one for d compiled from the same recipe, else compiled now. recipe is
+// what it is compiled from.
+func transformOf(cfg *config.Config, d config.Destination, kinds Kinds, prev *parts) (_ *transform.Script, recipe string, reused bool, _ error) {
 	t := d.Transform
 	if (t.File == "") == (t.Inline == "") {
-		return nil, errors.New("want a script's file (transform: path.js) or its text (transform: {inline: ...}), one of them")
+		return nil, "", false, errors.New("want a script's file (transform: path.js) or its text (transform: {inline: ...}), one of them")
 	}
 	src := t.Inline
 	if t.File != "" {
 		b, err := os.ReadFile(cfg.File(t.File))
 		if err != nil {
-			return nil, fmt.Errorf("read the script: %w", err)
+			return nil, "", false, fmt.Errorf("read the script: %w", err)
 		}
 		src = string(b)
 	}
 	if t.Timeout < 0 || t.MaxMemory < 0 || t.MaxOutput < 0 {
-		return nil, errors.New("timeout, max_memory and max_output cannot be negative")
+		return nil, "", false, errors.New("timeout, max_memory and max_output cannot be negative")
 	}
 	if t.MaxMemory > 0 && t.MaxMemory < 1<<20 {
-		return nil, fmt.Errorf("max_memory %d bytes: at least 1MiB (the sandbox itself needs some)", t.MaxMemory)
+		return nil, "", false, fmt.Errorf("max_memory %d bytes: at least 1MiB (the sandbox itself needs some)", t.MaxMemory)
 	}
-	return transform.Compile(t.Name(d.Name), src, transform.Options{
+	opts := transform.Options{
 		Timeout: time.Duration(t.Timeout), MaxMemory: int64(t.MaxMemory), MaxOutput: int64(t.MaxOutput),
-		Transport: transport, Env: t.Env,
-	})
+		Transport: kinds.transportHeaders(d), Env: t.Env,
+	}
+	recipe = transformRecipe(t.Name(d.Name), src, d, opts)
+	if prev != nil && prev.scripts[d.Name] != nil && prev.recipes[d.Name] == recipe {
+		return prev.scripts[d.Name], recipe, true, nil
+	}
+	s, err := transform.Compile(t.Name(d.Name), src, opts)
+	return s, recipe, false, err
+}
+
+// transformRecipe identifies everything a script is compiled from: its
+// name, its source, its bounds, its env, and its destination's transport
+// (the headers it may not set), by the broker d publishes to (a gateway's
+// kinds are fixed). Two scripts of one recipe run alike. It is a digest:
+// the env's values are secrets.
+func transformRecipe(name, src string, d config.Destination, o transform.Options) string {
+	h := sha256.New()
+	broker := ""
+	if d.Publish != nil {
+		broker = d.Publish.Broker
+	}
+	fmt.Fprintf(h, "%q %q %d %d %d %d\n", name, broker, o.Timeout, o.MaxMemory, o.MaxOutput, len(src))
+	h.Write([]byte(src))
+	for _, k := range slices.Sorted(maps.Keys(o.Env)) {
+		fmt.Fprintf(h, "\n%q=%q", k, o.Env[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // catalog is the sources and destinations of a config, as the operator
@@ -541,8 +608,7 @@ func apiTokens(cfg *config.Config) []apiauth.Token {
 // a stored event as its next attempt would, for the dashboard's event page;
 // nil when the destination has none. Nothing is sent.
 func (g *Gateway) transformed(ctx context.Context, e admin.EventDetail, destination string) (*dashboard.Transformed, error) {
-	cfg, scripts := g.cfg.Load(), g.scripts.Load()
-	script := (*scripts)[destination]
+	cfg, script := g.cfg.Load(), g.built.Load().scripts[destination]
 	if script == nil {
 		return nil, nil
 	}

@@ -322,6 +322,14 @@ func (s *Script) releaseIdle() {
 	}
 }
 
+// Closed reports whether Close was called: a script the running config still runs must never be (each
+// of its runs would then make a runtime of its own, milliseconds an event).
+func (s *Script) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // idleRuntimes is how many runtimes the script keeps now.
 func (s *Script) idleRuntimes() int {
 	s.mu.Lock()
