@@ -91,12 +91,12 @@ type flow struct {
 	probeOut      bool          // and has let it through
 }
 
-// heldNow reports whether f holds its destination at now: a hold until a
-// time, or a breaker open (or half-open, unless this process is about to
-// send the probe).
-func (f *flow) heldNow(now time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// heldLocked reports whether f holds its destination at now: a hold until
+// a time, its attempts in flight at its bound, or a breaker open (or
+// half-open, unless this process is about to send the probe). f.mu is
+// held. Only a change to f can make it true (time passing only ends a
+// hold): each such change tells Holds.watch.
+func (f *flow) heldLocked(now time.Time) bool {
 	if now.Before(f.until) {
 		return true
 	}
@@ -143,9 +143,13 @@ func (h *Holds) Admit(ctx context.Context, destination string, latest time.Time)
 	probe := f.breaker.State == store.BreakerHalfOpen
 	if probe {
 		f.probeOut = true // the one probe; the rest wait for its answer
+		h.watch(destination, f)
 		h.changed()
 	}
 	f.inFlight++
+	if f.policy.Concurrency > 0 && f.inFlight >= f.policy.Concurrency {
+		h.watch(destination, f)
+	}
 	if f.policy.Rate == 0 {
 		return true, time.Time{}
 	}
@@ -215,6 +219,7 @@ func (h *Holds) slot(ctx context.Context, destination string, f *flow, interval 
 		f.mu.Lock()
 		if due.After(f.until) {
 			f.until = due
+			h.watch(destination, f)
 			h.changedAt(due)
 		}
 		f.mu.Unlock()
@@ -271,6 +276,7 @@ func (h *Holds) Report(ctx context.Context, destination string, o deliver.GateOu
 	if o.RetryAfter > 0 {
 		if t := now.Add(o.RetryAfter); t.After(f.until) {
 			f.until = t
+			h.watch(destination, f)
 			h.changedAt(t)
 		}
 	}
@@ -296,6 +302,7 @@ func (h *Holds) Report(ctx context.Context, destination string, o deliver.GateOu
 			f.breaker, f.probing, f.probeOut = store.Breaker{}, false, false
 			if stored, err := h.flow.Breakers(ctx); err == nil {
 				f.breaker = stored[destination]
+				h.watch(destination, f) // an operator's open, kept
 			}
 			if f.breaker.State == "" {
 				h.log.Info("breaker closed: the probe succeeded", "destination", destination)
@@ -325,6 +332,7 @@ func (h *Holds) Report(ctx context.Context, destination string, o deliver.GateOu
 			}
 			f.breaker, f.probing, f.probeOut = stored, false, false
 			f.consecutive, f.attempts, f.bad = 0, 0, 0
+			h.watch(destination, f)
 			h.changed()
 		}
 	default:
@@ -379,6 +387,9 @@ func (h *Holds) refreshBreakers(ctx context.Context) error {
 			// another replica reopened it, or this probe's deadline passed
 			// without a report (a new probe is due below).
 			f.breaker, f.probing, f.probeOut = b, false, false
+		}
+		if f.breaker.State != "" {
+			h.watch(dest, f)
 		}
 		probeDue := ok && !f.probing && !now.Before(b.Until)
 		f.mu.Unlock()

@@ -15,7 +15,7 @@ import (
 	"github.com/oncehook/oncehook/store/sqlite"
 )
 
-func openStore(t *testing.T) store.Store {
+func openStore(t testing.TB) store.Store {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "h.db"), sqlite.Options{})
 	if err != nil {
