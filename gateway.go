@@ -427,6 +427,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	if err != nil {
 		return err
 	}
+	g.admin.SetTenantTokens(tenantTokens(cfg))
 	g.queues = metrics.NewStoreCollector(g.store, destinationNames(cfg), 5*time.Second)
 	g.metrics.Registry.MustRegister(g.queues)
 	g.metrics.Registry.MustRegister(metrics.LockWait(g.store.LockWait)...)
@@ -522,25 +523,27 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	})
 	auth := g.auth
 	g.api = http.NewServeMux()
-	effectsAPI := auth.Wrap(g.traced("effects", effect.Handler(g.effects, g.log.With("component", "effects"))))
+	effectsAPI := auth.Wrap(untenanted(g.traced("effects", effect.Handler(g.effects, g.log.With("component", "effects")))))
 	g.api.Handle("/v1/effects", effectsAPI)
 	g.api.Handle("/v1/effects/", effectsAPI)
 
 	adminMux := http.NewServeMux()
-	api.Register(adminMux, g.admin, g.log.With("component", "admin"))
+	api.RegisterFor(adminMux, g.operatorOf, g.log.With("component", "admin"))
 	g.mountSources(adminMux)
 	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})
 	adminAPI := auth.Wrap(adminMux)
-	g.api.Handle(PublishRoute, auth.WrapPublish(g.traced("publish", http.HandlerFunc(g.publish))))
-	g.api.Handle(pull.PullRoute, auth.WrapPull(func(r *http.Request) string { return r.PathValue("name") }, g.traced("pull", http.HandlerFunc(g.pulls.ServePull))))
-	g.api.Handle(pull.AckRoute, auth.WrapPull(g.pulls.AckDestination, g.traced("ack", http.HandlerFunc(g.pulls.ServeAck))))
+	source := func(r *http.Request) string { return r.PathValue("source") }
+	g.api.Handle(PublishRoute, auth.WrapPublish(g.owned(store.ObjectSource, source, g.traced("publish", http.HandlerFunc(g.publish)))))
+	pullFrom := func(r *http.Request) string { return r.PathValue("name") }
+	g.api.Handle(pull.PullRoute, auth.WrapPull(pullFrom, g.owned(store.ObjectDestination, pullFrom, g.traced("pull", http.HandlerFunc(g.pulls.ServePull)))))
+	g.api.Handle(pull.AckRoute, auth.WrapPull(g.pulls.AckDestination, g.owned(store.ObjectDestination, g.pulls.AckDestination, g.traced("ack", http.HandlerFunc(g.pulls.ServeAck)))))
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 
 	var err error
-	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Auth: auth, Logger: g.log.With("component", "dashboard"),
+	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Tenant: g.tenantDashboard, Auth: auth, Logger: g.log.With("component", "dashboard"),
 		Demo: g.opts.DemoSink, Sessions: g.store, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources,
 		Transformed: g.transformed})
 	if err != nil {

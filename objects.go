@@ -39,6 +39,14 @@ type object struct {
 // name is the object's name.
 func (o object) name() string { return o.stored.Name }
 
+// tenant is the object's tenant, as its spec gives it ("" for none).
+func (o object) tenant() string {
+	if o.stored.Kind == store.ObjectSource {
+		return o.source.Tenant
+	}
+	return o.destination.Tenant
+}
+
 // sourcesOf are objects' sources, in order.
 func sourcesOf(objects []object) []config.Source {
 	var out []config.Source

@@ -15,6 +15,7 @@ import (
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/api"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/store"
 )
@@ -167,6 +168,49 @@ func fieldErrorOf(line, plural string, index int) FieldError {
 	return FieldError{Field: field, Error: line}
 }
 
+// callerTenant is the tenant of the request's token ("" for none: the
+// operator's, which reaches every object).
+func callerTenant(r *http.Request) string {
+	c, _ := apiauth.CallerOf(r.Context())
+	return c.Tenant
+}
+
+// hidden reports whether the object of kind and name (the API's or the
+// file's) is out of reach of the request's caller: a tenant's token
+// reaches its own tenant's only, and is answered of any other as of one
+// there is none of. Called under the lock.
+func (g *Gateway) hidden(r *http.Request, kind, name string) bool {
+	t := callerTenant(r)
+	if t == "" {
+		return false
+	}
+	if i := g.objectAt(kind, name); i >= 0 {
+		return g.objects[i].tenant() != t
+	}
+	if kind == store.ObjectSource {
+		i := slices.IndexFunc(g.file.Sources, func(s config.Source) bool { return s.Name == name })
+		return i >= 0 && g.file.Sources[i].Tenant != t
+	}
+	i := slices.IndexFunc(g.file.Destinations, func(d config.Destination) bool { return d.Name == name })
+	return i >= 0 && g.file.Destinations[i].Tenant != t
+}
+
+// routesOthers refuses a tenant's source that routes to another tenant's
+// destination as one routing to none: the config's check would say
+// whose it is, and a tenant's token learns nothing of another's.
+func (g *Gateway) routesOthers(r *http.Request, o object) error {
+	t := callerTenant(r)
+	if t == "" || o.stored.Kind != store.ObjectSource {
+		return nil
+	}
+	for j, d := range o.source.Destinations {
+		if owner := g.tenantOf(store.ObjectDestination, d.Name); owner != "" && owner != t {
+			return fmt.Errorf("destinations[%d]: no destination named %q", j, d.Name)
+		}
+	}
+	return nil
+}
+
 // conflict answers 409.
 func conflict(w http.ResponseWriter, reason, msg string) {
 	jsonhttp.WriteError(w, http.StatusConflict, reason, msg)
@@ -244,7 +288,18 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 	if !ok {
 		return
 	}
+	if t := callerTenant(r); t != "" {
+		// A tenant's token makes its own tenant's objects: said, or not.
+		if given, ok := spec["tenant"]; ok && given != t {
+			answerInvalid(w, fmt.Errorf("tenant: %v: this token is tenant %s's, and creates its objects only (leave tenant out)", given, t), k.plural, -1)
+			return
+		}
+		spec["tenant"] = t
+	}
 	o, err := readObject(k.kind, spec)
+	if err == nil {
+		err = g.routesOthers(r, o)
+	}
 	if err != nil {
 		answerInvalid(w, err, k.plural, -1)
 		return
@@ -256,6 +311,11 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 	}
 	g.reloading.Lock()
 	switch {
+	case g.hidden(r, k.kind, name):
+		// Another's: taken, and no more said (not whose, nor where).
+		g.reloading.Unlock()
+		conflict(w, "exists", k.kind+" "+name+" already exists: choose another name")
+		return
 	case g.fileHas(k.kind, name):
 		g.reloading.Unlock()
 		g.fileOwns(w, k.kind, name)
@@ -280,7 +340,7 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 		answerInvalid(w, err, k.plural, index)
 		return
 	}
-	stored, err := g.store.CreateObject(r.Context(), store.Object{Kind: k.kind, Name: name, Spec: sealed}, auditOf(r, k.kind, "create", name))
+	stored, err := g.store.CreateObject(r.Context(), store.Object{Kind: k.kind, Name: name, Tenant: o.tenant(), Spec: sealed}, auditOf(r, k.kind, "create", name))
 	if err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
@@ -297,6 +357,10 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request, k objectKind
 	name := r.PathValue("name")
 	g.reloading.Lock()
 	defer g.reloading.Unlock()
+	if g.hidden(r, k.kind, name) {
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+k.kind+" "+name)
+		return
+	}
 	if i := g.objectAt(k.kind, name); i >= 0 {
 		answerObject(w, http.StatusOK, g.view(g.objects[i]))
 		return
@@ -335,6 +399,9 @@ func (g *Gateway) found(w http.ResponseWriter, r *http.Request, k objectKind) (i
 	g.reloading.Lock()
 	i := g.objectAt(k.kind, name)
 	switch {
+	case g.hidden(r, k.kind, name):
+		g.reloading.Unlock()
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+k.kind+" "+name)
 	case i < 0 && g.fileHas(k.kind, name):
 		g.reloading.Unlock()
 		g.fileOwns(w, k.kind, name)
@@ -377,6 +444,16 @@ func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKi
 	if err != nil {
 		g.reloading.Unlock()
 		answerInvalid(w, err, k.plural, -1)
+		return
+	}
+	if err := g.routesOthers(r, o); err != nil {
+		g.reloading.Unlock()
+		answerInvalid(w, err, k.plural, -1)
+		return
+	}
+	if o.tenant() != old.tenant() {
+		g.reloading.Unlock()
+		answerInvalid(w, fmt.Errorf("tenant: a %s's tenant does not change (its events, deliveries and audit are the tenant's): create another, and delete this one", k.kind), k.plural, -1)
 		return
 	}
 	sealed, err := seal(g.box, k.kind, name, spec)

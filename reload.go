@@ -158,6 +158,7 @@ func (g *Gateway) apply(ctx context.Context, cfg *config.Config, p *parts, sende
 	g.intake.SetSources(p.sources)
 	g.auth.SetTokens(apiTokens(cfg))
 	g.admin.SetCatalog(catalog(cfg))
+	g.admin.SetTenantTokens(tenantTokens(cfg))
 	if g.queues != nil {
 		g.queues.SetDestinations(destinationNames(cfg))
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
 	"github.com/oncehook/oncehook/internal/hold"
+	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/route"
 	"github.com/oncehook/oncehook/internal/transform"
@@ -550,7 +551,7 @@ func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
 	sources := make([]admin.Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		sources[i] = admin.Source{Name: s.Name, Preset: s.Preset, Window: time.Duration(s.Window), Destinations: s.DestinationNames(), OnMissingKey: s.OnMissingKey,
-			Ordered: s.Order != nil, Transport: "http", ManagedBy: managedBy(cfg.SourceFromAPI(s.Name))}
+			Ordered: s.Order != nil, Transport: "http", ManagedBy: managedBy(cfg.SourceFromAPI(s.Name)), Tenant: s.Tenant}
 		switch {
 		case s.Consume != nil:
 			sources[i].Transport, sources[i].Where = s.Consume.Kind(), s.Consume.Where()
@@ -561,7 +562,7 @@ func catalog(cfg *config.Config) ([]admin.Source, []admin.Destination) {
 	dests := make([]admin.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
 		dests[i] = admin.Destination{Name: d.Name, URL: d.URL, Rate: d.Rate.N, RatePer: d.Rate.Per, Kind: d.Kind(), Target: d.Publish.Target(),
-			ManagedBy: managedBy(cfg.DestinationFromAPI(d.Name))}
+			ManagedBy: managedBy(cfg.DestinationFromAPI(d.Name)), Tenant: d.Tenant}
 		if d.Pull != nil {
 			dests[i].Target = "POST /v1/destinations/" + d.Name + "/pull"
 		}
@@ -599,9 +600,91 @@ func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Hand
 func apiTokens(cfg *config.Config) []apiauth.Token {
 	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
 	for i, t := range cfg.API.Tokens {
-		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish, Pull: t.Pull}
+		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish, Pull: t.Pull, Tenant: t.Tenant}
 	}
 	return tokens
+}
+
+// operatorOf is the admin API's Operator for r's caller: a tenant's token
+// reaches its tenant's (admin.Service's Tenant), every other token the
+// whole Service.
+func (g *Gateway) operatorOf(r *http.Request) admin.Operator {
+	return g.operatorFor(r.Context())
+}
+
+func (g *Gateway) operatorFor(ctx context.Context) admin.Operator {
+	if c, ok := apiauth.CallerOf(ctx); ok && c.Tenant != "" {
+		return g.admin.Tenant(c.Tenant)
+	}
+	return g.admin
+}
+
+// tenantDashboard is the dashboard's Operator for a tenant's session:
+// its tenant's part of the admin Service, and no effects ledger (its
+// keys are the operator's, of every tenant: the page says there is none).
+func (g *Gateway) tenantDashboard(tenant string) dashboard.Operator {
+	return tenantLedger{g.admin.Tenant(tenant)}
+}
+
+type tenantLedger struct{ admin.Operator }
+
+func (tenantLedger) ListEffects(context.Context, store.EffectQuery) ([]effect.Record, error) {
+	return nil, admin.ErrNotFound
+}
+
+// untenanted refuses a tenant's token (403) what is not scoped by
+// tenant: the effects ledger, whose keys are one namespace, so that one
+// tenant's claim of "order-1" would be answered another's stored result.
+func untenanted(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, _ := apiauth.CallerOf(r.Context()); c.Tenant != "" {
+			jsonhttp.WriteError(w, http.StatusForbidden, "forbidden",
+				"the effects ledger's keys are one namespace, every tenant's: a tenant's token does not use it (use a token of no tenant)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// owned answers a tenant's token 404 for a source or destination (kind;
+// its name as name reads it from the request) that is not its tenant's,
+// as for one there is none of: its token that may publish or pull (one
+// of no publish: or pull: list may do both) reaches its own only.
+func (g *Gateway) owned(kind string, name func(*http.Request) string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := apiauth.CallerOf(r.Context())
+		if n := name(r); c.Tenant != "" && n != "" && g.tenantOf(kind, n) != c.Tenant {
+			jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+kind+" "+n)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tenantOf is the tenant of the running config's source or destination
+// (kind) name: "" for none, or for no such object.
+func (g *Gateway) tenantOf(kind, name string) string {
+	cfg := g.cfg.Load()
+	if kind == store.ObjectSource {
+		if i := slices.IndexFunc(cfg.Sources, func(s config.Source) bool { return s.Name == name }); i >= 0 {
+			return cfg.Sources[i].Tenant
+		}
+		return ""
+	}
+	if i := slices.IndexFunc(cfg.Destinations, func(d config.Destination) bool { return d.Name == name }); i >= 0 {
+		return cfg.Destinations[i].Tenant
+	}
+	return ""
+}
+
+// tenantTokens are the API tokens' tenants by name, for the admin's
+// tenant scope (a tenant's audit entries are its tokens').
+func tenantTokens(cfg *config.Config) map[string]string {
+	out := make(map[string]string, len(cfg.API.Tokens))
+	for _, t := range cfg.API.Tokens {
+		out[t.Name] = t.Tenant
+	}
+	return out
 }
 
 // transformed runs destination's transformation (the running config's) on

@@ -148,6 +148,8 @@ type Source struct {
 	// ManagedBy is "file" (the config file's) or "api" (created through
 	// the API).
 	ManagedBy string
+	// Tenant owns it ("" for none: the operator's); see Tenant.
+	Tenant string
 }
 
 // Destination is a configured destination.
@@ -163,6 +165,8 @@ type Destination struct {
 	RatePer time.Duration
 	// ManagedBy is "file" or "api", as a Source's.
 	ManagedBy string
+	// Tenant owns it, as a Source's.
+	Tenant string
 }
 
 // Options configure a Service.
@@ -216,14 +220,31 @@ type Service struct {
 type catalog struct {
 	sources      []Source
 	destinations []Destination
+	// tokens are the API tokens' tenants, by token name (a tenant's
+	// audit entries are its tokens').
+	tokens map[string]string
 }
 
 // SetCatalog replaces the configured sources and destinations (a config
 // reload). A destination that is no longer configured is still listed
 // while it has deliveries, marked removed: they are held, not dropped.
 func (s *Service) SetCatalog(sources []Source, destinations []Destination) {
-	s.catalog.Store(&catalog{sources: sources, destinations: destinations})
+	c := catalog{sources: sources, destinations: destinations}
+	if old := s.catalog.Load(); old != nil {
+		c.tokens = old.tokens
+	}
+	s.catalog.Store(&c)
 }
+
+// SetTenantTokens names each API token's tenant ("" for none), by token
+// name, as the config gives them (a reload).
+func (s *Service) SetTenantTokens(tokens map[string]string) {
+	c := *s.catalog.Load()
+	c.tokens = tokens
+	s.catalog.Store(&c)
+}
+
+func (s *Service) tenantTokens() map[string]string { return s.catalog.Load().tokens }
 
 func (s *Service) sources() []Source           { return s.catalog.Load().sources }
 func (s *Service) destinations() []Destination { return s.catalog.Load().destinations }
@@ -341,6 +362,10 @@ type EventFilter struct {
 	// deliver, and no Dead.
 	Destination string `json:"destination,omitempty" query:"-"`
 	Dead        bool   `json:"dead,omitempty" query:"-"`
+	// Sources, when not nil, narrows everything above to these sources'
+	// events: a tenant's (see Tenant), set by the gateway, never sent.
+	// Empty but not nil selects nothing.
+	Sources []string `json:"-" query:"-"`
 }
 
 func (f EventFilter) empty() bool {
@@ -411,7 +436,8 @@ func (f EventFilter) String() string {
 const maxLimit = 500
 
 func (f EventFilter) query() (store.EventQuery, error) {
-	q := store.EventQuery{Source: f.Source, Key: f.Key, Type: f.Type, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit}
+	q := store.EventQuery{Source: f.Source, Key: f.Key, Type: f.Type, State: f.State, KeyPrefix: f.KeyPrefix, From: f.From, To: f.To, Limit: f.Limit,
+		Sources: f.Sources}
 	if err := cmp.Or(filterText("source", f.Source, 200), filterText("key_prefix", f.KeyPrefix, 1024),
 		filterText("key", f.Key, 1024), filterText("type", f.Type, 1024)); err != nil {
 		return q, err
@@ -870,6 +896,8 @@ type DeadFilter struct {
 	// All must be set to retry or purge every dead letter with an empty
 	// filter (a list, and its query in the API, take none).
 	All bool `json:"all,omitempty" query:"-"`
+	// Sources narrows to these sources' dead letters, as EventFilter's.
+	Sources []string `json:"-" query:"-"`
 }
 
 func (f DeadFilter) String() string {
@@ -887,7 +915,7 @@ func (f DeadFilter) String() string {
 }
 
 func (f DeadFilter) query() (store.DeadQuery, error) {
-	q := store.DeadQuery{Destination: f.Destination, Source: f.Source, Limit: f.Limit}
+	q := store.DeadQuery{Destination: f.Destination, Source: f.Source, Limit: f.Limit, Sources: f.Sources}
 	if err := cmp.Or(filterText("destination", f.Destination, 200), filterText("source", f.Source, 200)); err != nil {
 		return q, err
 	}
@@ -977,7 +1005,7 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err := s.knownDead(ctx, q); err != nil {
 		return Count{}, err
 	}
-	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{Source: q.Source}, Destination: q.Destination, Dead: true,
+	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{Source: q.Source, Sources: q.Sources}, Destination: q.Destination, Dead: true,
 		Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActRetryDead, f.String())})
 	if err != nil {
 		return Count{}, err
@@ -1013,9 +1041,11 @@ type DestinationView struct {
 	Target      string     `json:"target,omitempty"`
 	Paused      bool       `json:"paused"`
 	PausedSince *time.Time `json:"paused_since,omitempty"`
-	Pending     int64      `json:"pending"`
-	Leased      int64      `json:"leased"`
-	Dead        int64      `json:"dead"`
+	// Tenant owns it (absent: none, the operator's).
+	Tenant  string `json:"tenant,omitempty"`
+	Pending int64  `json:"pending"`
+	Leased  int64  `json:"leased"`
+	Dead    int64  `json:"dead"`
 	// OldestPendingSeconds is how long ago the oldest pending delivery's
 	// event came in: how far behind the destination is.
 	OldestPendingSeconds float64           `json:"oldest_pending_seconds"`
@@ -1152,7 +1182,7 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 	}
 	for _, d := range s.destinations() {
 		v := add(d.Name, displayURL(d.URL))
-		v.ManagedBy = d.ManagedBy
+		v.ManagedBy, v.Tenant = d.ManagedBy, d.Tenant
 		if d.Kind != "" && d.Kind != "http" {
 			v.URL, v.Kind, v.Target = "", d.Kind, d.Target
 		}

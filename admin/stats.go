@@ -245,10 +245,12 @@ type SourceView struct {
 	Transport string `json:"transport"`
 	// ManagedBy is "file" (the config file's: change it there) or "api"
 	// (created through the API: PATCH /v1/sources/{name}).
-	ManagedBy string         `json:"managed_by"`
-	Where     string         `json:"where,omitempty"`
-	Broker    *broker.Status `json:"broker,omitempty"`
-	Last24h   SourceCounts   `json:"last_24h"`
+	ManagedBy string `json:"managed_by"`
+	// Tenant owns it (absent: none, the operator's).
+	Tenant  string         `json:"tenant,omitempty"`
+	Where   string         `json:"where,omitempty"`
+	Broker  *broker.Status `json:"broker,omitempty"`
+	Last24h SourceCounts   `json:"last_24h"`
 	// LastHour is the current hour so far; Baseline, the duplicate rate of
 	// the same hour on the 7 days before (absent without enough traffic
 	// then); AboveBaseline marks a duplicate rate that is.
@@ -275,7 +277,7 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 	}
 	out := make([]SourceView, 0, len(s.sources()))
 	for _, src := range s.sources() {
-		v := SourceView{Name: src.Name, ManagedBy: src.ManagedBy, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey,
+		v := SourceView{Name: src.Name, ManagedBy: src.ManagedBy, Tenant: src.Tenant, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey,
 			Transport: src.Transport, Where: src.Where}
 		if v.Transport == "" {
 			v.Transport = "http"

@@ -98,7 +98,7 @@ func (f failing) Sources(context.Context) ([]admin.SourceView, error) { return n
 func TestEveryNamedErrorOfAnOperatorSurvivesTheAPI(t *testing.T) {
 	named := map[string]error{
 		"admin.ErrNotFound": admin.ErrNotFound, "admin.ErrInvalid": admin.ErrInvalid,
-		"admin.ErrConflict": admin.ErrConflict, "admin.ErrGone": admin.ErrGone,
+		"admin.ErrConflict": admin.ErrConflict, "admin.ErrGone": admin.ErrGone, "admin.ErrForbidden": admin.ErrForbidden,
 		"store.ErrUnavailable": store.ErrUnavailable,
 		"effect.ErrNotFound":   effect.ErrNotFound, "effect.ErrConflict": effect.ErrConflict, "effect.ErrInvalid": effect.ErrInvalid,
 	}

@@ -75,6 +75,7 @@ var answers = []answer{
 	{http.StatusBadRequest, "invalid", []error{admin.ErrInvalid, effect.ErrInvalid}},
 	{http.StatusNotFound, "not_found", []error{admin.ErrNotFound, effect.ErrNotFound}},
 	{http.StatusConflict, "conflict", []error{admin.ErrConflict, effect.ErrConflict}},
+	{http.StatusForbidden, "forbidden", []error{admin.ErrForbidden}},
 	{http.StatusGone, "body_gone", []error{admin.ErrGone}},
 	{http.StatusServiceUnavailable, "unavailable", []error{store.ErrUnavailable}},
 }
@@ -91,6 +92,13 @@ func invalid(field, format string, args ...any) error {
 // table (admin.Actions) at its route. The caller puts it behind
 // authentication (the gateway uses api.tokens).
 func Register(mux *http.ServeMux, op admin.Operator, log *slog.Logger) {
+	RegisterFor(mux, func(*http.Request) admin.Operator { return op }, log)
+}
+
+// RegisterFor is Register with the Operator each request is served by
+// chosen by op: the gateway gives a tenant's token its tenant's
+// (admin.Service's Tenant).
+func RegisterFor(mux *http.ServeMux, op func(*http.Request) admin.Operator, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -124,13 +132,13 @@ func (h *handler) serve(a admin.Action) http.HandlerFunc {
 			h.answerError(w, r, err)
 			return
 		}
-		out, err := a.Do(r.Context(), h.s, in)
+		out, err := a.Do(r.Context(), h.s(r), in)
 		h.respond(w, r, out, err)
 	}
 }
 
 type handler struct {
-	s   admin.Operator
+	s   func(*http.Request) admin.Operator
 	log *slog.Logger
 }
 

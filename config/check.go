@@ -201,6 +201,7 @@ func (c *Config) checkTokens(fail failFunc) {
 		if (t.ReadOnly || len(t.Publish) > 0) && len(t.Pull) > 0 {
 			fail(f+".pull", "a token that pulls (pull) does only that: not read_only, no publish")
 		}
+		checkTenant(f+".tenant", t.Tenant, fail)
 		for j, name := range t.Pull {
 			at := fmt.Sprintf("%s.pull[%d]", f, j)
 			i := slices.IndexFunc(c.Destinations, func(d Destination) bool { return d.Name == name })
@@ -209,6 +210,8 @@ func (c *Config) checkTokens(fail failFunc) {
 				fail(at, "no destination named %q", name)
 			case c.Destinations[i].Pull == nil:
 				fail(at, "destination %q is not a pull destination (pull: {}): only a pull destination's deliveries are taken", name)
+			case t.Tenant != "" && c.Destinations[i].Tenant != t.Tenant:
+				fail(at, "destination %q is not tenant %s's: a tenant's token pulls from its own destinations", name, t.Tenant)
 			}
 		}
 		for j, name := range t.Publish {
@@ -219,6 +222,8 @@ func (c *Config) checkTokens(fail failFunc) {
 				fail(at, "no source named %q", name)
 			case !c.Sources[i].Outbox:
 				fail(at, "source %q is not an outbox source (outbox: true): only an outbox's events may be published", name)
+			case t.Tenant != "" && c.Sources[i].Tenant != t.Tenant:
+				fail(at, "source %q is not tenant %s's: a tenant's token publishes to its own sources", name, t.Tenant)
 			}
 		}
 	}
@@ -349,6 +354,7 @@ func (c *Config) checkDestination(i int, dests map[string]bool, kinds Checker, r
 	d := c.Destinations[i]
 	f := fmt.Sprintf("destinations[%d]", i)
 	checkName(f+".name", d.Name, dests, fail)
+	checkTenant(f+".tenant", d.Tenant, fail)
 	switch {
 	case d.Publish != nil && d.URL != "":
 		fail(f+".url", "a destination either has a url or publishes to a queue (publish:), not both")
@@ -430,6 +436,7 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, kinds Checke
 			fail(f+".order.on_stale", "%q: want hold or deliver", o.OnStale)
 		}
 	}
+	checkTenant(f+".tenant", s.Tenant, fail)
 	named := map[string]bool{}
 	for j, d := range s.Destinations {
 		at := fmt.Sprintf("%s.destinations[%d]", f, j)
@@ -438,9 +445,36 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, kinds Checke
 			fail(at, "no destination named %q", d.Name)
 		case named[d.Name]:
 			fail(at, "%q is listed twice (an event has one delivery per destination)", d.Name)
+		default:
+			checkRouteTenant(at, s, d.Name, c.Destinations, fail)
 		}
 		named[d.Name] = true
 	}
+}
+
+// checkTenant checks a tenant's name: a name, as a source's is (it is
+// matched as given, and shown in the audit log).
+func checkTenant(f, tenant string, fail failFunc) {
+	if tenant != "" && (!IsName(tenant) || len(tenant) > MaxNameLen) {
+		fail(f, "%q: want letters, digits, '.', '_' or '-', at most %d", tenant, MaxNameLen)
+	}
+}
+
+// checkRouteTenant checks that source s (at f) may route to destination
+// name: one of its own tenant, or one of no tenant (shared: the
+// operator's). One tenant's events never reach another's destination,
+// and a shared source's never reach a tenant's, whose token would
+// then see events that are not its own.
+func checkRouteTenant(f string, s Source, name string, dests []Destination, fail failFunc) {
+	i := slices.IndexFunc(dests, func(d Destination) bool { return d.Name == name })
+	if i < 0 || dests[i].Tenant == "" || dests[i].Tenant == s.Tenant {
+		return
+	}
+	if s.Tenant == "" {
+		fail(f, "destination %q is tenant %s's: a source of no tenant routes to shared destinations only", name, dests[i].Tenant)
+		return
+	}
+	fail(f, "destination %q is tenant %s's, not %s's: a tenant's source routes to its own destinations or to shared ones", name, dests[i].Tenant, s.Tenant)
 }
 
 // checkOutbox checks what an outbox source (at f) may not have: a queue,

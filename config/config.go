@@ -142,6 +142,12 @@ type APIToken struct {
 	// the deliveries of these destinations (each a pull destination), and
 	// nothing else (every other endpoint, and the dashboard, refuse it).
 	Pull []string `yaml:"pull"`
+	// Tenant, when set, makes the token one customer's: it sees and acts
+	// on that tenant's sources and destinations, their events,
+	// deliveries, dead letters, stats and audit, and nothing else (the
+	// others answer 404, as if there were none). It creates objects of
+	// its tenant only, and reloads nothing.
+	Tenant string `yaml:"tenant"`
 }
 
 // TLS names a certificate and its key, PEM files (a chain: the leaf
@@ -272,7 +278,12 @@ type Delivery struct {
 
 // Source is one inbound endpoint, POST /in/{name}.
 type Source struct {
-	Name    string   `yaml:"name"`
+	Name string `yaml:"name"`
+	// Tenant, when set, makes the source one customer's: only the API
+	// tokens of that tenant (and those of none) see it and its events,
+	// and it routes only to its tenant's destinations or to shared ones
+	// (of no tenant). See Tenant.
+	Tenant  string   `yaml:"tenant"`
 	Preset  string   `yaml:"preset"`
 	Secrets []string `yaml:"secrets"`
 	// Window is how long keys are kept for dedup (default: the preset's,
@@ -391,7 +402,10 @@ type Signature struct {
 
 // Destination is where events are delivered.
 type Destination struct {
-	Name    string   `yaml:"name"`
+	Name string `yaml:"name"`
+	// Tenant, when set, makes the destination one customer's, as a
+	// Source's: only its tenant's sources route to it.
+	Tenant  string   `yaml:"tenant"`
 	URL     string   `yaml:"url"`
 	Timeout Duration `yaml:"timeout"`
 	// Secret, when set (whsec_<base64>), signs deliveries the Standard

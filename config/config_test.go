@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -318,6 +319,36 @@ func TestNamesAreBounded(t *testing.T) {
 		_, err := config.Parse([]byte(text), env(nil))
 		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "at most 200") {
 			t.Errorf("a name of %d characters: %v, want an error naming %s", len(long), err, field)
+		}
+	}
+}
+
+// A tenant's source routes to its own tenant's destinations or to shared
+// ones; a shared source to shared ones; a tenant's token publishes to and
+// pulls from its own; a tenant's name is a name.
+func TestTenantsKeepToTheirOwn(t *testing.T) {
+	const d = "destinations: [{name: shared, url: \"http://127.0.0.1:9/\"}, {name: a-d, tenant: a, url: \"http://127.0.0.1:9/\"}, {name: b-d, tenant: b, url: \"http://127.0.0.1:9/\"}, {name: b-pull, tenant: b, pull: {}}]\n"
+	const tok = "api: {tokens: [{name: t, token: 0123456789abcdef0123, tenant: a, %s}]}\n"
+	for _, text := range []string{
+		"sources: [{name: s, tenant: a, outbox: true, destinations: [a-d, shared]}]\n" + d,
+		"sources: [{name: s, outbox: true, destinations: [shared]}]\n" + d,
+		"sources: [{name: s, tenant: a, outbox: true, destinations: [a-d]}]\n" + fmt.Sprintf(tok, "publish: [s]") + d,
+	} {
+		if _, err := config.Parse([]byte(text), env(nil)); err != nil {
+			t.Errorf("%s: %v", text, err)
+		}
+	}
+	for text, want := range map[string]string{
+		"sources: [{name: s, tenant: a, outbox: true, destinations: [b-d]}]\n" + d:                                                 `sources[0].destinations[0]: destination "b-d" is tenant b's, not a's`,
+		"sources: [{name: s, outbox: true, destinations: [a-d]}]\n" + d:                                                            `sources[0].destinations[0]: destination "a-d" is tenant a's: a source of no tenant routes to shared destinations only`,
+		"sources: [{name: s, tenant: \"a b\", outbox: true, destinations: [shared]}]\n" + d:                                        `sources[0].tenant: "a b": want letters`,
+		"sources: [{name: s, tenant: b, outbox: true, destinations: [b-d]}]\n" + fmt.Sprintf(tok, "publish: [s]") + d:              `api.tokens[0].publish[0]: source "s" is not tenant a's`,
+		"sources: [{name: s, tenant: b, outbox: true, destinations: [b-d]}]\n" + fmt.Sprintf(tok, "pull: [b-pull]") + d:            `api.tokens[0].pull[0]: destination "b-pull" is not tenant a's`,
+		"sources: [{name: s, outbox: true, destinations: [shared]}]\n" + strings.Replace(d, "tenant: a,", "tenant: \"a\\nb\",", 1): `destinations[1].tenant:`,
+	} {
+		_, err := config.Parse([]byte(text), env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %s", text, err, want)
 		}
 	}
 }

@@ -249,6 +249,9 @@ type EventQuery struct {
 	// content found, for a bulk replay of it). Empty (nil or not) is no
 	// narrowing: a caller whose search found nothing must not ask.
 	IDs []int64
+	// Sources, when not nil, selects only the events of these sources
+	// (a tenant's: see admin.Tenant); empty but not nil selects none.
+	Sources []string
 }
 
 // EventSummary is an event in a list.
@@ -340,8 +343,11 @@ type AttemptRecord struct {
 type DeadQuery struct {
 	Destination string
 	Source      string
-	Before      int64 // the cursor: delivery ids below this one
-	Limit       int
+	// Sources, when not nil, selects only the dead letters of these
+	// sources' events (a tenant's); empty but not nil selects none.
+	Sources []string
+	Before  int64 // the cursor: delivery ids below this one
+	Limit   int
 }
 
 // DeadLetter is a dead delivery, with its event's identity.

@@ -45,6 +45,10 @@ type Token struct {
 	// Pull, when set, are the pull destinations the token may pull from
 	// and ack (WrapPull): it may do nothing else.
 	Pull []string
+	// Tenant, when set, is the customer the token is one of: what it
+	// reaches is narrowed to that tenant's (the gateway's business, from
+	// Caller.Tenant).
+	Tenant string
 }
 
 type entry struct {
@@ -53,6 +57,7 @@ type entry struct {
 	readOnly bool
 	publish  []string
 	pull     []string
+	tenant   string
 }
 
 // Auth checks requests against a set of tokens.
@@ -102,7 +107,7 @@ func peer(r *http.Request) string {
 func (a *Auth) SetTokens(tokens []Token) {
 	entries := make([]entry, len(tokens))
 	for i, t := range tokens {
-		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish, pull: t.Pull}
+		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish, pull: t.Pull, tenant: t.Tenant}
 	}
 	a.tokens.Store(&entries)
 }
@@ -117,6 +122,9 @@ type Caller struct {
 	// Pull are the destinations a consumer's token may pull from; a
 	// caller with them may do nothing else.
 	Pull []string
+	// Tenant is the customer the caller's token is one of ("" for the
+	// operator's, which reaches everything).
+	Tenant string
 }
 
 // Scoped reports whether the caller's token may only publish or only
@@ -149,7 +157,7 @@ func (c Caller) MayPublish(source string) bool {
 }
 
 func (t entry) caller() Caller {
-	return Caller{Name: t.name, ReadOnly: t.readOnly, Publish: t.publish, Pull: t.pull}
+	return Caller{Name: t.name, ReadOnly: t.readOnly, Publish: t.publish, Pull: t.pull, Tenant: t.tenant}
 }
 
 type callerKey struct{}

@@ -79,9 +79,13 @@ type Operator interface {
 // Options configure a Dashboard.
 type Options struct {
 	Service Operator
-	Auth    *apiauth.Auth
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Tenant is the Operator a tenant's session reaches: its tenant's
+	// part of Service (see admin.Service's Tenant). Required: without
+	// it, a tenant's session would reach everything.
+	Tenant func(tenant string) Operator
+	Auth   *apiauth.Auth
+	Logger *slog.Logger
+	Now    func() time.Time
 	// UnknownSources, when set, lists the source names requests asked
 	// for lately that the config does not have (intake's, this replica's).
 	UnknownSources func() []metrics.RecentUnknownSource
@@ -144,6 +148,9 @@ func New(opts Options) (*Dashboard, error) {
 	}
 	if opts.Sessions == nil {
 		return nil, errors.New("dashboard: no session store")
+	}
+	if opts.Tenant == nil {
+		return nil, errors.New("dashboard: no tenant scope (Options.Tenant)")
 	}
 	langs, err := loadCatalog(translationFS)
 	if err != nil {
@@ -560,6 +567,8 @@ func (d *Dashboard) failErr(w http.ResponseWriter, r *http.Request, err error) {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 	case errors.Is(err, admin.ErrInvalid):
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
+	case errors.Is(err, admin.ErrForbidden):
+		d.fail(w, r, http.StatusForbidden, "tenant")
 	case errors.Is(err, store.ErrUnavailable):
 		d.fail(w, r, http.StatusServiceUnavailable, "unavailable")
 	default:
@@ -641,4 +650,20 @@ func queryOf(kv ...string) string {
 		}
 	}
 	return q.Encode()
+}
+
+// tenantOf is the tenant of r's caller ("" for the operator's).
+func tenantOf(r *http.Request) string {
+	c, _ := apiauth.CallerOf(r.Context())
+	return c.Tenant
+}
+
+// svc is the Operator r's caller reaches: a tenant's session, its
+// tenant's part only.
+func (d *Dashboard) svc(r *http.Request) Operator {
+	t := tenantOf(r)
+	if t == "" {
+		return d.opts.Service
+	}
+	return d.opts.Tenant(t)
 }

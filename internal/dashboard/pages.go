@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ type unknownCard struct {
 func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownCard, error) {
 	ctx := r.Context()
 	l := d.langOf(r)
-	svc := d.opts.Service
+	svc := d.svc(r)
 	sources, err := svc.Sources(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -81,7 +82,8 @@ func (d *Dashboard) cards(r *http.Request, only string) ([]sourceCard, *unknownC
 			Reasons: reasons(src.Last24h), Rejected: src.Last24h.RejectedTotal()})
 	}
 	var unknown *unknownCard
-	if only == "" {
+	if only == "" && tenantOf(r) == "" {
+		// The names asked for that none has are the operator's to see.
 		u := &unknownCard{}
 		for _, p := range series[""].Points {
 			if !p.At.Before(now.Add(-24 * time.Hour)) {
@@ -109,7 +111,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request, s session) 
 
 // live answers the overview's script with this hour's counters.
 func (d *Dashboard) live(w http.ResponseWriter, r *http.Request, _ session) {
-	sources, err := d.opts.Service.Sources(r.Context())
+	sources, err := d.svc(r).Sources(r.Context())
 	if err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
@@ -136,7 +138,7 @@ func (d *Dashboard) source(w http.ResponseWriter, r *http.Request, s session) {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 		return
 	}
-	rep, err := d.opts.Service.Doctor(r.Context(), name)
+	rep, err := d.svc(r).Doctor(r.Context(), name)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -149,7 +151,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 	f := admin.EventFilter{Source: q.Get("source"), Type: q.Get("type"), State: q.Get("state"), KeyPrefix: q.Get("key_prefix"),
 		Where: strings.TrimSpace(q.Get("where")), Cursor: q.Get("cursor"), Limit: 50}
 	status, unknown, badWhere := http.StatusOK, "", ""
-	page, err := d.opts.Service.Events(r.Context(), f)
+	page, err := d.svc(r).Events(r.Context(), f)
 	var invalid *admin.InvalidError
 	switch {
 	case errors.Is(err, admin.ErrNotFound) && f.Source != "":
@@ -166,12 +168,12 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s session) {
 		d.failErr(w, r, err)
 		return
 	}
-	sources, err := d.opts.Service.Sources(r.Context())
+	sources, err := d.svc(r).Sources(r.Context())
 	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}
-	dests, err := d.opts.Service.Destinations(r.Context())
+	dests, err := d.svc(r).Destinations(r.Context())
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -201,7 +203,7 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request, s session) {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 		return
 	}
-	e, err := d.opts.Service.Event(r.Context(), id)
+	e, err := d.svc(r).Event(r.Context(), id)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -249,7 +251,7 @@ func (d *Dashboard) replay(w http.ResponseWriter, r *http.Request, _ session) {
 		d.fail(w, r, http.StatusNotFound, "not_found")
 		return
 	}
-	n, err := d.opts.Service.ReplayEvent(r.Context(), id)
+	n, err := d.svc(r).ReplayEvent(r.Context(), id)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -268,7 +270,7 @@ func (d *Dashboard) onDelivery(a admin.Act[admin.DeliveryRef, admin.Count]) func
 			d.fail(w, r, http.StatusNotFound, "not_found")
 			return
 		}
-		if _, err := a.Do(r.Context(), d.opts.Service, &admin.DeliveryRef{ID: id, Destination: r.PostFormValue("destination")}); err != nil {
+		if _, err := a.Do(r.Context(), d.svc(r), &admin.DeliveryRef{ID: id, Destination: r.PostFormValue("destination")}); err != nil {
 			d.failErr(w, r, err)
 			return
 		}
@@ -279,7 +281,7 @@ func (d *Dashboard) onDelivery(a admin.Act[admin.DeliveryRef, admin.Count]) func
 // resetOrder forgets an entity's version delivered to a destination, from
 // a stale delivery's page, and goes back to that event.
 func (d *Dashboard) resetOrder(w http.ResponseWriter, r *http.Request, _ session) {
-	if _, err := d.opts.Service.ResetOrder(r.Context(), r.PostFormValue("source"), r.PostFormValue("entity"), r.PostFormValue("destination")); err != nil {
+	if _, err := d.svc(r).ResetOrder(r.Context(), r.PostFormValue("source"), r.PostFormValue("entity"), r.PostFormValue("destination")); err != nil {
 		d.failErr(w, r, err)
 		return
 	}
@@ -301,8 +303,8 @@ func bulkFilter(r *http.Request) admin.EventFilter {
 // unfiltered is true when f selects every stored event, whatever it
 // narrows the action to.
 func unfiltered(f admin.EventFilter) bool {
-	f.Destination, f.Dead = "", false
-	return f == admin.EventFilter{All: f.All}
+	f.Destination, f.Dead, f.Sources = "", false, nil
+	return reflect.DeepEqual(f, admin.EventFilter{All: f.All})
 }
 
 // bulkBack is the events page of f, after a bulk action act: with the
@@ -331,7 +333,7 @@ func (d *Dashboard) replayAll(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
 		return
 	}
-	n, err := d.opts.Service.ReplayEvents(r.Context(), f, dry)
+	n, err := d.svc(r).ReplayEvents(r.Context(), f, dry)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -354,7 +356,7 @@ func (d *Dashboard) deliverAll(w http.ResponseWriter, r *http.Request, _ session
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
 		return
 	}
-	n, err := d.opts.Service.DeliverEvents(r.Context(), f, dry)
+	n, err := d.svc(r).DeliverEvents(r.Context(), f, dry)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -369,12 +371,12 @@ func (d *Dashboard) deliverAll(w http.ResponseWriter, r *http.Request, _ session
 func (d *Dashboard) dead(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
 	f := admin.DeadFilter{Destination: q.Get("destination"), Cursor: q.Get("cursor"), Limit: 50}
-	page, err := d.opts.Service.DeadLetters(r.Context(), f)
+	page, err := d.svc(r).DeadLetters(r.Context(), f)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}
-	dests, err := d.opts.Service.Destinations(r.Context())
+	dests, err := d.svc(r).Destinations(r.Context())
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -389,7 +391,7 @@ func deadFilter(r *http.Request) admin.DeadFilter {
 }
 
 func (d *Dashboard) retryDead(w http.ResponseWriter, r *http.Request, _ session) {
-	n, err := d.opts.Service.RetryDeadLetters(r.Context(), deadFilter(r), false)
+	n, err := d.svc(r).RetryDeadLetters(r.Context(), deadFilter(r), false)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -402,7 +404,7 @@ func (d *Dashboard) purgeDead(w http.ResponseWriter, r *http.Request, _ session)
 		d.fail(w, r, http.StatusBadRequest, "bad_request")
 		return
 	}
-	n, err := d.opts.Service.PurgeDeadLetters(r.Context(), deadFilter(r), false)
+	n, err := d.svc(r).PurgeDeadLetters(r.Context(), deadFilter(r), false)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -411,7 +413,7 @@ func (d *Dashboard) purgeDead(w http.ResponseWriter, r *http.Request, _ session)
 }
 
 func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request, s session) {
-	dests, err := d.opts.Service.Destinations(r.Context())
+	dests, err := d.svc(r).Destinations(r.Context())
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -432,7 +434,7 @@ func (d *Dashboard) onDestination(w http.ResponseWriter, r *http.Request, _ sess
 		return
 	}
 	a := admin.Actions()[i]
-	if _, err := a.Do(r.Context(), d.opts.Service, &admin.DestinationRef{Name: r.PathValue("name")}); err != nil {
+	if _, err := a.Do(r.Context(), d.svc(r), &admin.DestinationRef{Name: r.PathValue("name")}); err != nil {
 		d.failErr(w, r, err)
 		return
 	}
@@ -440,7 +442,7 @@ func (d *Dashboard) onDestination(w http.ResponseWriter, r *http.Request, _ sess
 }
 
 func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
-	pending, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectPending, Limit: 200})
+	pending, err := d.svc(r).ListEffects(r.Context(), store.EffectQuery{State: store.EffectPending, Limit: 200})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -459,14 +461,14 @@ func (d *Dashboard) effects(w http.ResponseWriter, r *http.Request, s session) {
 			held = append(held, rec)
 		}
 	}
-	failed, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectFailed, Limit: 100})
+	failed, err := d.svc(r).ListEffects(r.Context(), store.EffectQuery{State: store.EffectFailed, Limit: 100})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
 	}
 	// The answers of the user's APIs behind the Idempotency-Key proxy
 	// (keys idem:<api>:<client>:<key>), the first ones in key order.
-	done, err := d.opts.Service.ListEffects(r.Context(), store.EffectQuery{State: store.EffectDone, After: idempotency.LedgerKeyPrefix, Limit: 100})
+	done, err := d.svc(r).ListEffects(r.Context(), store.EffectQuery{State: store.EffectDone, After: idempotency.LedgerKeyPrefix, Limit: 100})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -506,7 +508,7 @@ func nonNil(rs []effect.Record) []effect.Record {
 }
 
 func (d *Dashboard) resetEffect(w http.ResponseWriter, r *http.Request, _ session) {
-	if err := d.opts.Service.ResetEffect(r.Context(), r.PostFormValue("key")); err != nil {
+	if err := d.svc(r).ResetEffect(r.Context(), r.PostFormValue("key")); err != nil {
 		d.failErr(w, r, err)
 		return
 	}
@@ -514,7 +516,7 @@ func (d *Dashboard) resetEffect(w http.ResponseWriter, r *http.Request, _ sessio
 }
 
 func (d *Dashboard) audit(w http.ResponseWriter, r *http.Request, s session) {
-	page, err := d.opts.Service.Audit(r.Context(), r.URL.Query().Get("cursor"), 100)
+	page, err := d.svc(r).Audit(r.Context(), r.URL.Query().Get("cursor"), 100)
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -528,13 +530,13 @@ func (d *Dashboard) alerts(w http.ResponseWriter, r *http.Request, s session) {
 	ctx := r.Context()
 	var active []admin.IssueView
 	for _, state := range []string{store.IssueOpen, store.IssueAcknowledged} {
-		page, err := d.opts.Service.Issues(ctx, admin.IssueFilter{State: state, Limit: 100})
+		page, err := d.svc(r).Issues(ctx, admin.IssueFilter{State: state, Limit: 100})
 		if err != nil {
 			d.failErr(w, r, err)
 			return
 		}
 		for _, is := range page.Issues {
-			whole, err := d.opts.Service.Issue(ctx, is.ID)
+			whole, err := d.svc(r).Issue(ctx, is.ID)
 			if err != nil {
 				d.failErr(w, r, err)
 				return
@@ -542,7 +544,7 @@ func (d *Dashboard) alerts(w http.ResponseWriter, r *http.Request, s session) {
 			active = append(active, whole)
 		}
 	}
-	resolved, err := d.opts.Service.Issues(ctx, admin.IssueFilter{State: store.IssueResolved, Limit: 20})
+	resolved, err := d.svc(r).Issues(ctx, admin.IssueFilter{State: store.IssueResolved, Limit: 20})
 	if err != nil {
 		d.failErr(w, r, err)
 		return
@@ -563,7 +565,7 @@ func (d *Dashboard) onIssue(w http.ResponseWriter, r *http.Request, _ session) {
 		return
 	}
 	a := admin.Actions()[i]
-	if _, err := a.Do(r.Context(), d.opts.Service, &admin.IssueRef{ID: id}); err != nil {
+	if _, err := a.Do(r.Context(), d.svc(r), &admin.IssueRef{ID: id}); err != nil {
 		d.failErr(w, r, err)
 		return
 	}

@@ -1580,6 +1580,20 @@ func testAdminEvents(t *testing.T, s store.Store) {
 	if got, _ := a.ListEvents(ctx, store.EventQuery{From: base.Add(2 * time.Minute), To: base.Add(4 * time.Minute)}); keys(got) != "[evt_3/pending evt_2/pending]" {
 		t.Fatalf("by time %s", keys(got))
 	}
+	// A tenant's sources narrow a list (a name not stored is no match);
+	// none selects nothing, never everything.
+	if got, _ := a.ListEvents(ctx, store.EventQuery{Sources: []string{"other", "nosuch"}}); keys(got) != "[other_1/stored]" {
+		t.Fatalf("by sources %s", keys(got))
+	}
+	if got, _ := a.ListEvents(ctx, store.EventQuery{Sources: []string{"src", "other"}, KeyPrefix: "evt_4"}); keys(got) != "[evt_4/pending]" {
+		t.Fatalf("by sources and key prefix %s", keys(got))
+	}
+	if got, err := a.ListEvents(ctx, store.EventQuery{Sources: []string{}}); err != nil || len(got) != 0 {
+		t.Fatalf("by no sources %s %v", keys(got), err)
+	}
+	if n, err := a.Replay(ctx, store.Replay{Events: store.EventQuery{Sources: []string{}}, Now: base, DryRun: true}); err != nil || n != 0 {
+		t.Fatalf("a replay of no sources counts %d, %v", n, err)
+	}
 	dead, _ := a.ListEvents(ctx, store.EventQuery{State: store.EventDead})
 	e, err := a.Event(ctx, dead[0].ID)
 	if err != nil {
@@ -1714,6 +1728,15 @@ func testAdminDead(t *testing.T, s store.Store) {
 	all, err := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 2})
 	if err != nil || len(all) != 2 {
 		t.Fatalf("dead letters %+v %v", all, err)
+	}
+	if none, err := a.ListDeadLetters(ctx, store.DeadQuery{Sources: []string{}}); err != nil || len(none) != 0 {
+		t.Fatalf("dead letters of no sources %+v %v", none, err)
+	}
+	if n, err := a.PurgeDeadLetters(ctx, store.DeadQuery{Sources: []string{"other"}}, true, store.AuditEntry{}); err != nil || n != 0 {
+		t.Fatalf("a dry purge of another source's dead letters counts %d, %v", n, err)
+	}
+	if src, err := a.ListDeadLetters(ctx, store.DeadQuery{Sources: []string{"other", "src"}, Limit: 10}); err != nil || len(src) != 4 {
+		t.Fatalf("dead letters of src %+v %v", src, err)
 	}
 	more, _ := a.ListDeadLetters(ctx, store.DeadQuery{Limit: 10, Before: all[1].DeliveryID})
 	if len(more) != 2 {

@@ -156,6 +156,7 @@ func Events(q store.EventQuery, d Dialect) *Filter {
 	if q.Source != "" {
 		f.Add("e.source = ?", q.Source)
 	}
+	f.In("e.source", q.Sources)
 	if prefix, ok := strings.CutSuffix(q.Type, "*"); ok {
 		f.Prefix("e.type", prefix)
 	} else if q.Type != "" {
@@ -192,7 +193,25 @@ func DeadLetters(q store.DeadQuery, d Dialect) *Filter {
 	if q.Source != "" {
 		f.Add("e.source = ?", q.Source)
 	}
+	f.In("e.source", q.Sources)
 	return f
+}
+
+// In adds that col is one of values, when values is not nil: none (an
+// empty list) selects nothing, never everything.
+func (f *Filter) In(col string, values []string) {
+	if values == nil {
+		return
+	}
+	if len(values) == 0 {
+		f.Add("1 = 0")
+		return
+	}
+	args := make([]any, len(values))
+	for i, v := range values {
+		args[i] = v
+	}
+	f.Add(col+" IN (?"+strings.Repeat(", ?", len(values)-1)+")", args...)
 }
 
 // DefaultPage is how many rows a list returns when its query sets no

@@ -1,0 +1,364 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/oncehook/oncehook/store"
+)
+
+// ErrForbidden is an action a caller's token may not take whatever its
+// argument (a tenant's token reloading the gateway's config): the API
+// answers 403.
+var ErrForbidden = errors.New("forbidden")
+
+// Tenant returns the Operator a tenant's token reaches: s, narrowed to
+// the sources and destinations whose tenant is tenant, and to what
+// belongs to them (their events, deliveries, dead letters, stats, alert
+// issues and audit entries).
+//
+// What it owns is read from the running config at each call, so that an
+// object created or deleted at runtime is in or out at once. Another
+// tenant's object, or a shared one (of no tenant), answers as one that
+// does not exist (ErrNotFound, said as for a name nobody has): a tenant's
+// token never learns another's names, nor whether they exist. What
+// belongs to no object (a reload, the effects ledger's reset) is
+// ErrForbidden.
+//
+// Every method of Operator is written out here, none embedded: a method
+// added to Operator does not compile until it says what a tenant sees.
+func (s *Service) Tenant(tenant string) Operator {
+	return &tenantOperator{s: s, tenant: tenant}
+}
+
+type tenantOperator struct {
+	s      *Service
+	tenant string
+}
+
+var _ Operator = (*tenantOperator)(nil)
+
+// sources are the names of the tenant's sources, never nil (an empty
+// list narrows a query to nothing).
+func (t *tenantOperator) sources() []string {
+	out := []string{}
+	for _, src := range t.s.sources() {
+		if src.Tenant == t.tenant {
+			out = append(out, src.Name)
+		}
+	}
+	return out
+}
+
+func (t *tenantOperator) ownsSource(name string) bool {
+	return slices.ContainsFunc(t.s.sources(), func(x Source) bool { return x.Name == name && x.Tenant == t.tenant })
+}
+
+func (t *tenantOperator) ownsDestination(name string) bool {
+	return slices.ContainsFunc(t.s.destinations(), func(x Destination) bool { return x.Name == name && x.Tenant == t.tenant })
+}
+
+// names checks the names a filter gives: each the tenant's, or a 404
+// that does not list the known ones (Service's would list every
+// tenant's).
+func (t *tenantOperator) names(source, destination string) error {
+	if source != "" && !t.ownsSource(source) {
+		return fmt.Errorf("no such source %q: %w", source, ErrNotFound)
+	}
+	if destination != "" && !t.ownsDestination(destination) {
+		return fmt.Errorf("no such destination %q: %w", destination, ErrNotFound)
+	}
+	return nil
+}
+
+// event checks that event id is of one of the tenant's sources.
+func (t *tenantOperator) event(ctx context.Context, id int64) (EventDetail, error) {
+	e, err := t.s.Event(ctx, id)
+	if err != nil {
+		return e, err
+	}
+	if !t.ownsSource(e.Source) {
+		return EventDetail{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
+	}
+	return e, nil
+}
+
+func (t *tenantOperator) Sources(ctx context.Context) ([]SourceView, error) {
+	all, err := t.s.Sources(ctx)
+	return slices.DeleteFunc(all, func(v SourceView) bool { return !t.ownsSource(v.Name) }), err
+}
+
+func (t *tenantOperator) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
+	if err := t.names(q.Source, q.Destination); err != nil {
+		return StatsView{}, err
+	}
+	v, err := t.s.Stats(ctx, q)
+	v.Sources = slices.DeleteFunc(v.Sources, func(x SourceSeries) bool { return !t.ownsSource(x.Name) })
+	v.Destinations = slices.DeleteFunc(v.Destinations, func(x DestinationSeries) bool { return !t.ownsDestination(x.Name) })
+	return v, err
+}
+
+func (t *tenantOperator) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	if err := t.names(f.Source, ""); err != nil {
+		return EventPage{}, err
+	}
+	f.Sources = t.sources()
+	return t.s.Events(ctx, f)
+}
+
+func (t *tenantOperator) Event(ctx context.Context, id int64) (EventDetail, error) {
+	return t.event(ctx, id)
+}
+
+func (t *tenantOperator) ReplayEvent(ctx context.Context, id int64) (Count, error) {
+	if _, err := t.event(ctx, id); err != nil {
+		return Count{}, err
+	}
+	return t.s.ReplayEvent(ctx, id)
+}
+
+func (t *tenantOperator) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
+	if err := t.names(f.Source, f.Destination); err != nil {
+		return Count{}, err
+	}
+	f.Sources = t.sources()
+	return t.s.ReplayEvents(ctx, f, dryRun)
+}
+
+func (t *tenantOperator) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, error) {
+	if err := t.names(f.Source, f.Destination); err != nil {
+		return DeadPage{}, err
+	}
+	f.Sources = t.sources()
+	return t.s.DeadLetters(ctx, f)
+}
+
+func (t *tenantOperator) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
+	if err := t.names(f.Source, f.Destination); err != nil {
+		return Count{}, err
+	}
+	f.Sources = t.sources()
+	return t.s.RetryDeadLetters(ctx, f, dryRun)
+}
+
+func (t *tenantOperator) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
+	if err := t.names(f.Source, f.Destination); err != nil {
+		return Count{}, err
+	}
+	f.Sources = t.sources()
+	return t.s.PurgeDeadLetters(ctx, f, dryRun)
+}
+
+func (t *tenantOperator) Destinations(ctx context.Context) ([]DestinationView, error) {
+	all, err := t.s.Destinations(ctx)
+	return slices.DeleteFunc(all, func(v DestinationView) bool { return !t.ownsDestination(v.Name) }), err
+}
+
+func (t *tenantOperator) SetPaused(ctx context.Context, destination string, paused bool) (DestinationView, error) {
+	if err := t.names("", destination); err != nil {
+		return DestinationView{}, err
+	}
+	return t.s.SetPaused(ctx, destination, paused)
+}
+
+func (t *tenantOperator) SetBreaker(ctx context.Context, destination string, open bool) (DestinationView, error) {
+	if err := t.names("", destination); err != nil {
+		return DestinationView{}, err
+	}
+	return t.s.SetBreaker(ctx, destination, open)
+}
+
+// scanPages bounds how many pages of the whole audit log, or of every
+// alert issue, a tenant's page reads to find its own entries: a page of a
+// tenant with little to show among many others' ends early, with a
+// cursor to go on from.
+const scanPages = 20
+
+// Audit is the entries made by the tenant's tokens (the gateway names
+// them: SetTenantTokens) and those about its sources and destinations
+// ("source acme-hotmart").
+func (t *tenantOperator) Audit(ctx context.Context, cursor string, limit int) (AuditPage, error) {
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > maxLimit {
+		return AuditPage{}, invalid("limit", "want 1 to %d", maxLimit)
+	}
+	tokens := t.s.tenantTokens()
+	mine := func(e AuditEntry) bool {
+		if name, ok := strings.CutPrefix(e.Actor, "token:"); ok && tokens[name] == t.tenant {
+			return true
+		}
+		kind, name, _ := strings.Cut(e.Target, " ")
+		return (kind == "source" && t.ownsSource(name)) || (kind == "destination" && t.ownsDestination(name))
+	}
+	out := AuditPage{Entries: []AuditEntry{}}
+	for range scanPages {
+		page, err := t.s.Audit(ctx, cursor, maxLimit)
+		if err != nil {
+			return AuditPage{}, err
+		}
+		for _, e := range page.Entries {
+			if mine(e) {
+				out.Entries = append(out.Entries, e)
+			}
+			cursor = cursorOf(e.ID)
+			if len(out.Entries) == limit {
+				out.NextCursor = cursor
+				return out, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+	}
+	out.NextCursor = cursor
+	return out, nil
+}
+
+// Doctor checks the tenant's sources only; what concerns every source at
+// once (the store's writer, another replica's change) is the operator's.
+func (t *tenantOperator) Doctor(ctx context.Context, source string) (DoctorReport, error) {
+	if err := t.names(source, ""); err != nil {
+		return DoctorReport{}, err
+	}
+	report := DoctorReport{Sources: []SourceDiagnosis{}, Store: []Finding{}}
+	names := []string{source}
+	if source == "" {
+		names = t.sources()
+	}
+	for _, name := range names {
+		r, err := t.s.Doctor(ctx, name)
+		if err != nil {
+			return DoctorReport{}, err
+		}
+		report.Sources = append(report.Sources, r.Sources...)
+	}
+	return report, nil
+}
+
+func (t *tenantOperator) DeliverEvent(ctx context.Context, id int64, destination string) (Count, error) {
+	if err := t.names("", destination); err != nil {
+		return Count{}, err
+	}
+	if _, err := t.event(ctx, id); err != nil {
+		return Count{}, err
+	}
+	return t.s.DeliverEvent(ctx, id, destination)
+}
+
+func (t *tenantOperator) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
+	if err := t.names(f.Source, f.Destination); err != nil {
+		return Count{}, err
+	}
+	f.Sources = t.sources()
+	return t.s.DeliverEvents(ctx, f, dryRun)
+}
+
+func (t *tenantOperator) SkipEvent(ctx context.Context, id int64, destination string) (Count, error) {
+	if err := t.names("", destination); err != nil {
+		return Count{}, err
+	}
+	if _, err := t.event(ctx, id); err != nil {
+		return Count{}, err
+	}
+	return t.s.SkipEvent(ctx, id, destination)
+}
+
+func (t *tenantOperator) ResetOrder(ctx context.Context, source, entity, destination string) (Count, error) {
+	if err := t.names(source, destination); err != nil {
+		return Count{}, err
+	}
+	if source == "" {
+		return Count{}, invalid("source", "missing")
+	}
+	return t.s.ResetOrder(ctx, source, entity, destination)
+}
+
+func (t *tenantOperator) ResetEffect(ctx context.Context, key string) error {
+	return fmt.Errorf("the effects ledger is the operator's: a tenant's token does not reset its records: %w", ErrForbidden)
+}
+
+func (t *tenantOperator) Reload(ctx context.Context) (ReloadView, error) {
+	return ReloadView{}, fmt.Errorf("the gateway's config is the operator's: a tenant's token does not reload it: %w", ErrForbidden)
+}
+
+// ownsIssue is true of an issue about one of the tenant's sources or
+// destinations.
+func (t *tenantOperator) ownsIssue(v IssueView) bool {
+	switch v.Scope {
+	case store.ScopeSource:
+		return t.ownsSource(v.Name)
+	case store.ScopeDestination:
+		return t.ownsDestination(v.Name)
+	}
+	return false
+}
+
+func (t *tenantOperator) Issues(ctx context.Context, f IssueFilter) (IssuePage, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > maxLimit {
+		return IssuePage{}, invalid("limit", "want 1 to %d", maxLimit)
+	}
+	out := IssuePage{Issues: []IssueView{}}
+	f.Limit = maxLimit
+	for range scanPages {
+		page, err := t.s.Issues(ctx, f)
+		if err != nil {
+			return IssuePage{}, err
+		}
+		for _, is := range page.Issues {
+			if t.ownsIssue(is) {
+				out.Issues = append(out.Issues, is)
+			}
+			f.Cursor = cursorOf(is.ID)
+			if len(out.Issues) == limit {
+				out.NextCursor = f.Cursor
+				return out, nil
+			}
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+	}
+	out.NextCursor = f.Cursor
+	return out, nil
+}
+
+func (t *tenantOperator) issue(ctx context.Context, id int64) error {
+	v, err := t.s.Issue(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !t.ownsIssue(v) {
+		return fmt.Errorf("issue %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+func (t *tenantOperator) Issue(ctx context.Context, id int64) (IssueView, error) {
+	if err := t.issue(ctx, id); err != nil {
+		return IssueView{}, err
+	}
+	return t.s.Issue(ctx, id)
+}
+
+func (t *tenantOperator) AcknowledgeIssue(ctx context.Context, id int64) (IssueView, error) {
+	if err := t.issue(ctx, id); err != nil {
+		return IssueView{}, err
+	}
+	return t.s.AcknowledgeIssue(ctx, id)
+}
+
+func (t *tenantOperator) ResolveIssue(ctx context.Context, id int64) (IssueView, error) {
+	if err := t.issue(ctx, id); err != nil {
+		return IssueView{}, err
+	}
+	return t.s.ResolveIssue(ctx, id)
+}

@@ -1,0 +1,314 @@
+package oncehook_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
+)
+
+const (
+	acmeToken       = "acme-token-0123456789"
+	acmeReaderToken = "acme-reader-token-0123456789"
+	globexToken     = "globex-token-0123456789"
+)
+
+func TestTenantsSeeOnlyTheirOwnSQLite(t *testing.T) {
+	testTenantsSeeOnlyTheirOwn(t, "sqlite://"+filepath.Join(t.TempDir(), "oncehook.db"))
+}
+
+func TestTenantsSeeOnlyTheirOwnPostgres(t *testing.T) {
+	testTenantsSeeOnlyTheirOwn(t, testenv.Postgres(t))
+}
+
+// Tenants (#45): a tenant's token reaches its tenant's sources and
+// destinations (the file's and the API's), their events, dead letters,
+// stats, doctor, alerts and audit, and nothing else: another tenant's
+// object, or a shared one, is answered as one there is none of (the same
+// 404 as a name nobody has, never naming what exists). It creates its own
+// tenant's objects only, routes them to its own destinations or shared
+// ones, and reloads nothing. The operator's token sees everything, each
+// object with its tenant.
+func testTenantsSeeOnlyTheirOwn(t *testing.T, storeURL string) {
+	sink := testenv.NewSink(t)
+	path := filepath.Join(t.TempDir(), "oncehook.yaml")
+	yaml := `store: ` + storeURL + `
+api:
+  tokens:
+    - {name: ops, token: ` + sourcesOps + `}
+    - {name: reader, token: ` + sourcesReader + `, read_only: true}
+    - {name: acme, token: ` + acmeToken + `, tenant: acme}
+    - {name: acme-reader, token: ` + acmeReaderToken + `, tenant: acme, read_only: true}
+    - {name: globex, token: ` + globexToken + `, tenant: globex}
+sources:
+  - {name: shared, preset: stripe, secrets: [whsec_shared_secret], destinations: [app]}
+  - {name: acme-file, tenant: acme, preset: stripe, secrets: [whsec_acme_file_secret], destinations: [acme-app]}
+  - {name: globex-outbox, tenant: globex, outbox: true, destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `"}
+  - {name: acme-app, tenant: acme, url: "` + sink.URL + `"}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := gw.api
+
+	// Objects: a tenant's token makes its own tenant's.
+	a := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "acme-api", "preset": "stripe", "secrets": ["`+acmeSecret1+`"], "destinations": ["acme-app", "app"]}`)
+	if a.status != 201 || a.json["created_by"] != "token:acme" || !strings.Contains(string(a.body), `"tenant":"acme"`) {
+		t.Fatalf("acme creates its source: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "acme-x", "tenant": "globex", "preset": "stripe", "secrets": ["s"]}`); a.status != 400 || a.json["field"] != "tenant" {
+		t.Fatalf("acme creates globex's source: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/destinations", sourcesOps, `{"name": "globex-app", "tenant": "globex", "url": "`+sink.URL+`"}`); a.status != 201 {
+		t.Fatalf("ops creates globex's destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/sources", globexToken, `{"name": "globex-src", "preset": "stripe", "secrets": ["`+acmeSecret2+`"], "destinations": ["globex-app"]}`); a.status != 201 {
+		t.Fatalf("globex creates its source: %d %s", a.status, a.body)
+	}
+	// A route to another's destination reads as one to a name nobody has.
+	toOthers := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "acme-y", "preset": "stripe", "secrets": ["s"], "destinations": ["globex-app"]}`)
+	toNone := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "acme-y", "preset": "stripe", "secrets": ["s"], "destinations": ["globex-nope"]}`)
+	if toOthers.status != 400 || toOthers.json["field"] != "destinations[0]" || strings.Contains(string(toOthers.body), "tenant") ||
+		strings.ReplaceAll(string(toOthers.body), "globex-app", "globex-nope") != string(toNone.body) {
+		t.Fatalf("a route to globex's destination: %d %s (to none: %s)", toOthers.status, toOthers.body, toNone.body)
+	}
+	// The operator's shared source cannot route to a tenant's destination.
+	if a := call(t, "POST", api+"/v1/sources", sourcesOps, `{"name": "shared-2", "preset": "stripe", "secrets": ["s"], "destinations": ["acme-app"]}`); a.status != 400 ||
+		!strings.Contains(string(a.body), "shared destinations only") {
+		t.Fatalf("a shared source routed to acme's destination: %d %s", a.status, a.body)
+	}
+	// A name another tenant has is taken, without saying whose.
+	if a := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "globex-src", "preset": "stripe", "secrets": ["s"]}`); a.status != 409 || strings.Contains(string(a.body), "globex-app") ||
+		strings.Contains(string(a.body), "tenant") {
+		t.Fatalf("acme takes globex's name: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/sources", acmeReaderToken, `{"name": "acme-z", "preset": "stripe", "secrets": ["s"]}`); a.status != 403 {
+		t.Fatalf("a tenant's read-only token creates: %d %s", a.status, a.body)
+	}
+
+	// Traffic to each tenant's sources and the shared one.
+	send := func(source, secret, id string) {
+		t.Helper()
+		if s := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/"+source, "stripe", secret, stripeEvent(id), "")).Status; s != 200 {
+			t.Fatalf("%s: %d", source, s)
+		}
+	}
+	send("shared", "whsec_shared_secret", "evt_shared")
+	send("acme-file", "whsec_acme_file_secret", "evt_acme_file")
+	send("acme-api", acmeSecret1, "evt_acme_api")
+	send("globex-src", acmeSecret2, "evt_globex")
+	if a := call(t, "POST", api+"/v1/publish/globex-outbox", acmeToken, `{"n": 1}`, "Idempotency-Key", "ord-1"); a.status != 404 {
+		t.Fatalf("acme publishes to globex's outbox: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/publish/globex-outbox", globexToken, `{"n": 1}`, "Idempotency-Key", "ord-1", "Content-Type", "application/json"); a.status != 202 {
+		t.Fatalf("globex publishes to its outbox: %d %s", a.status, a.body)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 6 }) {
+		t.Fatalf("delivered: %v", sink.ByKey())
+	}
+
+	list := func(token, path string) string {
+		t.Helper()
+		a := call(t, "GET", api+path, token, "")
+		if a.status != 200 {
+			t.Fatalf("GET %s: %d %s", path, a.status, a.body)
+		}
+		return string(a.body)
+	}
+	// What each token sees of the lists.
+	for _, c := range []struct {
+		token              string
+		sources, dests     string
+		events, notInLists []string
+	}{
+		{acmeToken, "acme-api acme-file", "acme-app", []string{"acme-api", "acme-file"}, []string{"globex", "shared"}},
+		{acmeReaderToken, "acme-api acme-file", "acme-app", []string{"acme-api", "acme-file"}, []string{"globex", "shared"}},
+		{globexToken, "globex-outbox globex-src", "globex-app", []string{"globex-outbox", "globex-src"}, []string{"acme", "shared"}},
+		{sourcesReader, "acme-api acme-file globex-outbox globex-src shared", "acme-app app globex-app", []string{"acme-api", "acme-file", "globex-outbox", "globex-src", "shared"}, nil},
+	} {
+		sources := list(c.token, "/v1/sources")
+		if got := strings.Join(namesOf(t, sources, "name"), " "); got != c.sources {
+			t.Errorf("%s: sources %s, want %s", c.token, got, c.sources)
+		}
+		if got := strings.Join(namesOf(t, list(c.token, "/v1/destinations"), "name"), " "); got != c.dests {
+			t.Errorf("%s: destinations %s, want %s", c.token, got, c.dests)
+		}
+		events := list(c.token, "/v1/events")
+		if got := strings.Join(uniq(namesOf(t, events, "source")), " "); got != strings.Join(c.events, " ") {
+			t.Errorf("%s: events of %s, want %s", c.token, got, c.events)
+		}
+		stats := list(c.token, "/v1/stats")
+		doctor := list(c.token, "/v1/doctor")
+		audit := list(c.token, "/v1/audit")
+		for _, body := range []string{sources, list(c.token, "/v1/destinations"), events, stats, doctor, audit, list(c.token, "/v1/dead-letters"), list(c.token, "/v1/alerts/issues")} {
+			for _, no := range c.notInLists {
+				if strings.Contains(body, no) {
+					t.Errorf("%s sees %s: %s", c.token, no, body)
+				}
+			}
+		}
+	}
+	if a := call(t, "GET", api+"/v1/sources", sourcesOps, ""); !strings.Contains(string(a.body), `"tenant":"globex"`) {
+		t.Fatalf("the operator's list names each object's tenant: %s", a.body)
+	}
+	if a := call(t, "GET", api+"/v1/audit", acmeToken, ""); !strings.Contains(string(a.body), "source_create") || !strings.Contains(string(a.body), "token:acme") {
+		t.Fatalf("acme's audit shows its own changes: %s", a.body)
+	}
+
+	// Another tenant's object, or a shared one, answers as one nobody has.
+	globexEvent := eventIDOf(t, api, sourcesOps, "globex-src")
+	sharedEvent := eventIDOf(t, api, sourcesOps, "shared")
+	acmeEvent := eventIDOf(t, api, sourcesOps, "acme-api")
+	for _, c := range []struct{ method, path, name, body string }{
+		{"GET", "/v1/sources/%s", "globex-src", ""},
+		{"GET", "/v1/sources/%s", "shared", ""},
+		{"GET", "/v1/destinations/%s", "app", ""},
+		{"PATCH", "/v1/sources/%s", "globex-src", `{"window": "1h"}`},
+		{"DELETE", "/v1/sources/%s", "globex-src", ""},
+		{"DELETE", "/v1/destinations/%s", "globex-app", ""},
+		{"GET", "/v1/events?source=%s", "globex-src", ""},
+		{"GET", "/v1/events/%s", fmt.Sprint(globexEvent), ""},
+		{"GET", "/v1/events/%s", fmt.Sprint(sharedEvent), ""},
+		{"POST", "/v1/events/%s/replay", fmt.Sprint(globexEvent), ""},
+		{"POST", "/v1/events/%s/skip", fmt.Sprint(globexEvent), `{"destination": "app"}`},
+		{"POST", fmt.Sprintf("/v1/events/%d/deliver", acmeEvent), "globex-app", `{"destination": "%s"}`},
+		{"POST", "/v1/events/replay", "globex-src", `{"source": "%s", "dry_run": true}`},
+		{"POST", "/v1/events/deliver", "globex-app", `{"all": true, "destination": "%s", "dry_run": true}`},
+		{"GET", "/v1/dead-letters?destination=%s", "globex-app", ""},
+		{"POST", "/v1/dead-letters/retry", "globex-src", `{"source": "%s", "dry_run": true}`},
+		{"POST", "/v1/destinations/%s/pause", "globex-app", ""},
+		{"POST", "/v1/destinations/%s/breaker/open", "app", ""},
+		{"GET", "/v1/stats?source=%s", "globex-src", ""},
+		{"GET", "/v1/doctor?source=%s", "shared", ""},
+	} {
+		nobody := "nobody-has-this"
+		if _, err := fmt.Sscan(c.name, new(int64)); err == nil {
+			nobody = "999999999"
+		}
+		fill := func(s, name string) string {
+			if strings.Contains(s, "%s") {
+				return fmt.Sprintf(s, name)
+			}
+			return s
+		}
+		got := call(t, c.method, api+fill(c.path, c.name), acmeToken, fill(c.body, c.name))
+		want := call(t, c.method, api+fill(c.path, nobody), acmeToken, fill(c.body, nobody))
+		if got.status != 404 || want.status != 404 || strings.ReplaceAll(string(got.body), c.name, nobody) != string(want.body) {
+			t.Errorf("acme %s %s: %d %s; one nobody has: %d %s", c.method, fill(c.path, c.name), got.status, got.body, want.status, want.body)
+		}
+	}
+	// What is nobody's object is the operator's.
+	if a := call(t, "POST", api+"/v1/reload", acmeToken, ""); a.status != 403 {
+		t.Fatalf("acme reloads: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/effects/order-1/claim", acmeToken, `{"lease": "30s"}`); a.status != 403 {
+		t.Fatalf("acme claims an effect: %d %s", a.status, a.body)
+	}
+	// Its own: acted on.
+	if a := call(t, "POST", api+"/v1/events/replay", acmeToken, `{"all": true, "dry_run": true}`); a.status != 200 || a.json["count"] != 3.0 {
+		t.Fatalf("acme's replay of all counts its own deliveries (acme-file's one, acme-api's two): %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/destinations/acme-app/pause", acmeToken, ""); a.status != 200 {
+		t.Fatalf("acme pauses its destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/destinations/acme-app/resume", acmeToken, ""); a.status != 200 {
+		t.Fatalf("acme resumes its destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+fmt.Sprintf("/v1/events/%d/replay", acmeEvent), acmeToken, ""); a.status != 200 {
+		t.Fatalf("acme replays its event: %d %s", a.status, a.body)
+	}
+	if a := call(t, "PATCH", api+"/v1/sources/acme-api", acmeToken, `{"tenant": "globex"}`); a.status != 400 || a.json["field"] != "tenant" {
+		t.Fatalf("acme gives its source away: %d %s", a.status, a.body)
+	}
+	if a := call(t, "DELETE", api+"/v1/sources/acme-api", acmeToken, ""); a.status != 204 {
+		t.Fatalf("acme deletes its source: %d %s", a.status, a.body)
+	}
+
+	// The dashboard, signed in with acme's token, shows acme's only.
+	jar := dashboardSession(t, api, acmeToken)
+	for _, page := range []string{"/ui/", "/ui/events", "/ui/destinations", "/ui/dead-letters", "/ui/audit", "/ui/alerts"} {
+		body, status := getWith(t, jar, api+page)
+		if status != 200 || !strings.Contains(body, "acme") && page != "/ui/dead-letters" && page != "/ui/alerts" {
+			t.Errorf("acme's %s: %d", page, status)
+		}
+		for _, no := range []string{"globex", ">shared<", "/in/shared"} {
+			if strings.Contains(body, no) {
+				t.Errorf("acme's %s shows %s", page, no)
+			}
+		}
+	}
+	if _, status := getWith(t, jar, api+fmt.Sprintf("/ui/events/%d", globexEvent)); status != 404 {
+		t.Errorf("acme's dashboard shows globex's event: %d", status)
+	}
+	if _, status := getWith(t, jar, api+"/ui/effects"); status != 404 {
+		t.Errorf("acme's dashboard shows the effects ledger: %d", status)
+	}
+}
+
+// namesOf are the values of field of every object in a JSON answer (its
+// first list), sorted.
+func namesOf(t *testing.T, body, field string) []string {
+	t.Helper()
+	var out []string
+	for _, part := range strings.Split(body, `"`+field+`":"`)[1:] {
+		out = append(out, part[:strings.IndexByte(part, '"')])
+	}
+	slices.Sort(out)
+	return out
+}
+
+func uniq(s []string) []string { return slices.Compact(s) }
+
+// eventIDOf is the id of the newest event of source, as token lists it.
+func eventIDOf(t *testing.T, api, token, source string) int64 {
+	t.Helper()
+	a := call(t, "GET", api+"/v1/events?source="+url.QueryEscape(source), token, "")
+	events, _ := a.json["events"].([]any)
+	if a.status != 200 || len(events) == 0 {
+		t.Fatalf("events of %s: %d %s", source, a.status, a.body)
+	}
+	return int64(events[0].(map[string]any)["id"].(float64))
+}
+
+// dashboardSession signs in to the dashboard at api with token.
+func dashboardSession(t *testing.T, api, token string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	req, _ := http.NewRequest(http.MethodPost, api+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", api)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return c
+}
+
+// getWith is a page's body and status, got by c.
+func getWith(t *testing.T, c *http.Client, url string) (string, int) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode
+}
