@@ -179,7 +179,12 @@ func (g *Gateway) reloadFile(ctx context.Context) (admin.ReloadView, func(bool),
 	if g.opts.ConfigFile == "" {
 		return v, nil, errors.New("no config file: this gateway was given its config, not a file to read")
 	}
-	next, err := LoadConfig(g.opts.ConfigFile, g.opts.Kinds)
+	// Checked as LoadConfig checks it, but each transformation the running
+	// config has from the same recipe is not compiled again for the check.
+	running := g.built.Load()
+	next, err := config.LoadWith(g.opts.ConfigFile, checker{kinds: g.opts.Kinds, parts: func(c *config.Config, fail config.FailFunc) {
+		build(c, g.opts.Kinds, fail, running).close()
+	}})
 	if err != nil {
 		return v, nil, g.refused(err)
 	}

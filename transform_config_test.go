@@ -225,6 +225,16 @@ func TestAReloadCompilesOnlyTheScriptsThatChanged(t *testing.T) {
 		t.Fatalf("the reloaded capi script: %s %v, want the new one's Lead", out.Body, err)
 	}
 
+	// The same through a reload of the file (SIGHUP, POST /v1/reload).
+	_, finish, err := gw.reloadFile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finish(true)
+	if capi, inline := running(); capi != capi1 || inline != inline1 || capi1.Closed() || inline1.Closed() {
+		t.Fatalf("the file reloaded unchanged: scripts compiled anew (%v %v) or closed (%v %v)", capi != capi1, inline != inline1, capi1.Closed(), inline1.Closed())
+	}
+
 	// The inline script's bounds are part of its recipe: another timeout
 	// is another script.
 	text := strings.Replace(withTransform, "timeout: 20ms", "timeout: 30ms", 1)

@@ -45,6 +45,10 @@
 //   - pgsearch:   the same on PostgreSQL
 //   - tracing:    the headline with OpenTelemetry tracing off and on (every
 //     request and attempt sampled, the batches dropped), alternating twice
+//   - manyobjects: the headline on a gateway with one source against one
+//     with -many sources and destinations (a tenth of the destinations
+//     transforming), in turn, twice: intake to one source, memory per
+//     object, and the time one change through the API takes
 //   - order:      the headline with order per entity (Stripe's default:
 //     data.object.id, created) off, stale and fifo, over 10,000 entities
 //     and over one hot entity; the drain time is the delivery cost
@@ -128,7 +132,8 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added, and what they allocated with .relay.allocs and .gateway.allocs")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,search,pgsearch,order,tracing,transform (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,search,pgsearch,order,tracing,transform,manyobjects (the baselines always run)")
+	many := flag.Int("many", 10_000, "sources and destinations of the manyobjects scenario's large gateway")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
 	child := flag.String("child", "", "internal: serve as the cpu scenario's child process (relay or gateway), then exit when stdin closes")
@@ -151,7 +156,7 @@ func main() {
 		}
 		want = func(s string) bool { return set[s] }
 	}
-	b := &bench{duration: *duration, conns: *conns, rate: *rate, deliveries: *deliveries, stored: *stored, profile: *cpuProfile}
+	b := &bench{duration: *duration, conns: *conns, rate: *rate, deliveries: *deliveries, stored: *stored, profile: *cpuProfile, many: *many}
 	if err := b.run(want); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
@@ -179,8 +184,8 @@ func (r result) pct(p float64) time.Duration {
 }
 
 type bench struct {
-	duration                        time.Duration
-	conns, rate, deliveries, stored int
+	duration                              time.Duration
+	conns, rate, deliveries, stored, many int
 	// notes are measurements that are not a rate (the disk body_retention
 	// saves), printed after the table.
 	notes          []string
@@ -485,6 +490,7 @@ func (b *bench) run(want func(string) bool) error {
 		{"rollups", b.rollups},
 		{"operator", b.operatorPages},
 		{"search", b.searchSQLite},
+		{"manyobjects", b.manyObjectsScenario},
 		{"pgsearch", b.searchPostgres},
 		{"latency", one(b.latency)},
 		{"delivery", one(b.deliveryThroughput)},
@@ -1330,6 +1336,11 @@ type gwOptions struct {
 	randomKeys bool
 	// transform, when set, is the destination's transformation (inline).
 	transform string
+	// many, when set, adds that many sources, each with a destination of
+	// its own that nothing is sent to (an address that refuses), one in
+	// transformEvery of them with a transformation (each its own text):
+	// the load still goes to the one source, bench.
+	many, transformEvery int
 }
 
 // benchTransform is the typical transformation: the bench's Stripe event
@@ -1375,9 +1386,17 @@ func startGateway(storeURL, redisURL, sinkURL string, o gwOptions) (*runningGate
 		dests = "redis: " + redisURL + "\n" + dests
 	}
 	extra := os.Getenv("ONCEHOOK_BENCH_CONFIG") // e.g. "delivery: {concurrency: 128}", for experiments
-	order := ""
+	order := ""                                 // the source's order, and the sources after it (many)
 	if o.order != "" {
 		order = fmt.Sprintf("    order: {mode: %s}\n", o.order)
+	}
+	if o.many > 0 {
+		sources, decl := manyObjects(o.many, o.transformEvery)
+		if dests == "" {
+			dests = "destinations:\n"
+		}
+		dests += decl
+		order += sources
 	}
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: %q
 api: {listen: "127.0.0.1:0", tokens: [{name: bench, token: `+apiToken+`}]}
