@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -435,6 +437,15 @@ func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKi
 	old := g.objects[i]
 	name := old.name()
 	spec := mergePatch(old.spec, patch)
+	changed := changedFields(old.spec, spec, "")
+	if len(changed) == 0 {
+		// Nothing to change (a second apply of one file): nothing stored,
+		// no audit entry, no replica told; the version stays.
+		v := g.view(old)
+		g.reloading.Unlock()
+		answerObject(w, http.StatusOK, v)
+		return
+	}
 	if n, _ := spec["name"].(string); n != name {
 		g.reloading.Unlock()
 		answerInvalid(w, fmt.Errorf("name: a %s's name does not change (a source's is part of its intake URL and of its events' keys, a destination's of its deliveries): create another, and delete this one", k.kind), k.plural, -1)
@@ -481,7 +492,9 @@ func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKi
 	objects[i].stored = stored
 	finish(true)
 	g.changed()
-	answerObject(w, http.StatusOK, g.view(objects[i]))
+	v := g.view(objects[i])
+	v.Changed = changed
+	answerObject(w, http.StatusOK, v)
 }
 
 // deleteObject is DELETE /v1/sources/{name} (/v1/destinations/{name}).
@@ -529,6 +542,35 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request, k objectK
 	finish(true)
 	g.changed()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// changedFields are the fields that differ between a and b, an object's
+// spec before and after a change, by their dotted path under prefix
+// ("url", "retry.max_attempts", "secrets": a secret's field is named,
+// never its value), sorted.
+func changedFields(a, b map[string]any, prefix string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(union(a, b))) {
+		av, bv := a[k], b[k]
+		am, aok := av.(map[string]any)
+		bm, bok := bv.(map[string]any)
+		switch {
+		case aok && bok:
+			out = append(out, changedFields(am, bm, prefix+k+".")...)
+		case !reflect.DeepEqual(av, bv):
+			out = append(out, prefix+k)
+		}
+	}
+	return out
+}
+
+func union(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]any{}
+	}
+	maps.Copy(out, b)
+	return out
 }
 
 // mergePatch is target with patch applied as RFC 7396 says (new maps;

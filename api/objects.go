@@ -35,6 +35,11 @@ type ObjectView struct {
 	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
 	CreatedBy string         `json:"created_by,omitempty"`
 	UpdatedBy string         `json:"updated_by,omitempty"`
+	// Changed are the fields a PATCH changed, by their dotted path
+	// ("secrets", "retry.max_attempts"): none, and the version as it
+	// was, when the patch changed nothing (nothing is stored then, and no
+	// audit entry written). Only a PATCH's answer has it.
+	Changed []string `json:"changed,omitempty"`
 }
 
 // FieldError is one field at fault in an object refused as invalid (a

@@ -352,3 +352,19 @@ func TestTenantsKeepToTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// EnvRef tells apply which values are one variable and nothing else (a
+// secret export wrote, kept as stored when the variable is unset): text
+// around a reference, a default, or a name that is not one is not.
+func TestEnvRef(t *testing.T) {
+	for s, want := range map[string]string{"${A}": "A", "$A_1": "A_1", "${_x9}": "_x9"} {
+		if got, ok := config.EnvRef(s); !ok || got != want {
+			t.Errorf("EnvRef(%q) = %q, %v; want %q", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", "A", "$", "${}", "${1A}", "$1", "${A:-x}", "${A}x", "x${A}", "$$A", "${A B}", "${A\x00}", "${A}\n"} {
+		if got, ok := config.EnvRef(s); ok {
+			t.Errorf("EnvRef(%q) = %q, true; want none", s, got)
+		}
+	}
+}

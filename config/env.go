@@ -126,3 +126,34 @@ func expandValue(s string, lookup func(string) (string, bool)) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// ExpandValue expands the environment references in one value as the
+// config file's values are expanded (see expandEnv): what `oncehook
+// apply` does to a file of objects, which are the config file's entries.
+func ExpandValue(s string, lookup func(string) (string, bool)) (string, error) {
+	return expandValue(s, lookup)
+}
+
+// EnvRef is the variable s names when s is one reference and nothing
+// else ("${NAME}" or "$NAME"); ok is false otherwise. apply keeps a
+// stored secret whose variable is not set, rather than refusing the
+// file: an export writes every secret so.
+func EnvRef(s string) (name string, ok bool) {
+	switch {
+	case strings.HasPrefix(s, "${") && strings.HasSuffix(s, "}"):
+		name = s[2 : len(s)-1]
+	case strings.HasPrefix(s, "$"):
+		name = s[1:]
+	default:
+		return "", false
+	}
+	if name == "" || !isNameStart(name[0]) {
+		return "", false
+	}
+	for i := range len(name) {
+		if !isNameChar(name[i]) {
+			return "", false
+		}
+	}
+	return name, true
+}

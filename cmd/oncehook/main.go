@@ -37,6 +37,8 @@ Usage:
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations create|show|update|rm   create and change destinations through the API (-f FILE)
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
+  oncehook export [-o FILE]                 the API's sources and destinations as YAML (secrets as ${VARIABLE}s)
+  oncehook apply -f FILE [--dry-run] [--prune]  create or update them from such a file: created, updated, unchanged
   oncehook alerts [ls|show|ack|resolve]     the alerts' issues; acknowledge or resolve one
   oncehook listen DEST --forward-to URL    forward a pull destination's deliveries to a local app (--api URL --token T)
   oncehook stats [--source S] [--since 24h] the hourly counts: received, duplicates, rejected
@@ -152,6 +154,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return sources(ctx, args[1:], stdout, stderr)
 	case "destinations":
 		return destinations(ctx, args[1:], stdout, stderr)
+	case "export":
+		return export(ctx, args[1:], stdout, stderr)
+	case "apply":
+		return apply(ctx, args[1:], stdout, stderr)
 	case "alerts":
 		return alerts(ctx, args[1:], stdout, stderr)
 	case "order":
