@@ -523,7 +523,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	})
 	auth := g.auth
 	g.api = http.NewServeMux()
-	effectsAPI := auth.Wrap(untenanted(g.traced("effects", effect.Handler(g.effects, g.log.With("component", "effects")))))
+	effectsAPI := auth.Wrap(g.traced("effects", effect.HandlerIn(g.effects, g.log.With("component", "effects"), effectsNamespace)))
 	g.api.Handle("/v1/effects", effectsAPI)
 	g.api.Handle("/v1/effects/", effectsAPI)
 

@@ -36,7 +36,7 @@ func TestTenantsSeeOnlyTheirOwnPostgres(t *testing.T) {
 // object, or a shared one, is answered as one there is none of (the same
 // 404 as a name nobody has, never naming what exists). It creates its own
 // tenant's objects only, routes them to its own destinations or shared
-// ones, and reloads nothing. The operator's token sees everything, each
+// ones, and reloads nothing. Its effects ledger keys are its own. The operator's token sees everything, each
 // object with its tenant.
 func testTenantsSeeOnlyTheirOwn(t *testing.T, storeURL string) {
 	sink := testenv.NewSink(t)
@@ -216,8 +216,34 @@ destinations:
 	if a := call(t, "POST", api+"/v1/reload", acmeToken, ""); a.status != 403 {
 		t.Fatalf("acme reloads: %d %s", a.status, a.body)
 	}
-	if a := call(t, "POST", api+"/v1/effects/order-1/claim", acmeToken, `{"lease": "30s"}`); a.status != 403 {
-		t.Fatalf("acme claims an effect: %d %s", a.status, a.body)
+	// The effects ledger: each tenant's keys are its own.
+	claim := call(t, "POST", api+"/v1/effects/order-1/claim", acmeToken, `{"lease": "30s"}`)
+	if claim.status != 201 {
+		t.Fatalf("acme claims order-1: %d %s", claim.status, claim.body)
+	}
+	if a := call(t, "POST", api+"/v1/effects/order-1/complete", acmeToken, `{"token": "`+claim.json["token"].(string)+`", "result": {"charge": "ch_acme"}}`); a.status != 200 {
+		t.Fatalf("acme completes order-1: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/effects/order-1/claim", acmeToken, `{}`); a.status != 200 || !strings.Contains(string(a.body), "ch_acme") {
+		t.Fatalf("acme claims order-1 again: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/effects/order-1/claim", globexToken, `{}`); a.status != 201 || strings.Contains(string(a.body), "ch_acme") {
+		t.Fatalf("globex's order-1 is answered acme's: %d %s", a.status, a.body)
+	}
+	for token, want := range map[string]string{acmeToken: `"key":"order-1","state":"done"`, globexToken: `"key":"order-1","state":"pending"`} {
+		if a := call(t, "GET", api+"/v1/effects", token, ""); a.status != 200 || strings.Count(string(a.body), `"key"`) != 1 || !strings.Contains(string(a.body), want) {
+			t.Errorf("the effects listed to %s: %d %s", token, a.status, a.body)
+		}
+		if a := call(t, "GET", api+"/v1/effects/order-1", token, ""); a.status != 200 || !strings.Contains(string(a.body), want) {
+			t.Errorf("order-1 shown to %s: %d %s", token, a.status, a.body)
+		}
+	}
+	if a := call(t, "GET", api+"/v1/effects/order-1", sourcesOps, ""); a.status != 404 {
+		t.Errorf("the operator's order-1 is a tenant's: %d %s", a.status, a.body)
+	}
+	failed := call(t, "POST", api+"/v1/effects/order-2/claim", acmeToken, `{}`)
+	if a := call(t, "POST", api+"/v1/effects/order-2/fail", acmeToken, `{"token": "`+failed.json["token"].(string)+`", "error": "card declined"}`); a.status != 200 {
+		t.Fatalf("acme fails order-2: %d %s", a.status, a.body)
 	}
 	// Its own: acted on.
 	if a := call(t, "POST", api+"/v1/events/replay", acmeToken, `{"all": true, "dry_run": true}`); a.status != 200 || a.json["count"] != 3.0 {
@@ -255,8 +281,17 @@ destinations:
 	if _, status := getWith(t, jar, api+fmt.Sprintf("/ui/events/%d", globexEvent)); status != 404 {
 		t.Errorf("acme's dashboard shows globex's event: %d", status)
 	}
-	if _, status := getWith(t, jar, api+"/ui/effects"); status != 404 {
-		t.Errorf("acme's dashboard shows the effects ledger: %d", status)
+	if body, status := getWith(t, jar, api+"/ui/effects"); status != 200 || !strings.Contains(body, "order-2") || strings.Contains(body, "tenant:") {
+		t.Errorf("acme's dashboard shows its effects as it named them: %d", status)
+	}
+	if a := call(t, "POST", api+"/v1/effects/order-2/reset", globexToken, ""); a.status != 404 {
+		t.Errorf("globex resets acme's order-2: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/effects/order-2/reset", acmeToken, ""); a.status != 200 {
+		t.Errorf("acme resets its order-2: %d %s", a.status, a.body)
+	}
+	if a := call(t, "GET", api+"/v1/effects/order-2", acmeToken, ""); !strings.Contains(string(a.body), `"state":"pending"`) && !strings.Contains(string(a.body), `"state":"expired"`) {
+		t.Errorf("order-2 after acme's reset: %s", a.body)
 	}
 }
 

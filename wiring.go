@@ -620,30 +620,19 @@ func (g *Gateway) operatorFor(ctx context.Context) admin.Operator {
 }
 
 // tenantDashboard is the dashboard's Operator for a tenant's session:
-// its tenant's part of the admin Service, and no effects ledger (its
-// keys are the operator's, of every tenant: the page says there is none).
+// its tenant's part of the admin Service, its effects included.
 func (g *Gateway) tenantDashboard(tenant string) dashboard.Operator {
-	return tenantLedger{g.admin.Tenant(tenant)}
+	return g.admin.Tenant(tenant)
 }
 
-type tenantLedger struct{ admin.Operator }
-
-func (tenantLedger) ListEffects(context.Context, store.EffectQuery) ([]effect.Record, error) {
-	return nil, admin.ErrNotFound
-}
-
-// untenanted refuses a tenant's token (403) what is not scoped by
-// tenant: the effects ledger, whose keys are one namespace, so that one
-// tenant's claim of "order-1" would be answered another's stored result.
-func untenanted(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, _ := apiauth.CallerOf(r.Context()); c.Tenant != "" {
-			jsonhttp.WriteError(w, http.StatusForbidden, "forbidden",
-				"the effects ledger's keys are one namespace, every tenant's: a tenant's token does not use it (use a token of no tenant)")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// effectsNamespace is where the effects ledger keeps the keys of r's
+// caller: a tenant's token, under its tenant's namespace, so that one
+// tenant's claim of "order-1" is never answered another's stored result.
+func effectsNamespace(r *http.Request) string {
+	if c, _ := apiauth.CallerOf(r.Context()); c.Tenant != "" {
+		return effect.Namespace(c.Tenant)
+	}
+	return ""
 }
 
 // owned answers a tenant's token 404 for a source or destination (kind;

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oncehook/oncehook/effect"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -30,20 +31,21 @@ var ErrForbidden = errors.New("forbidden")
 //
 // Every method of Operator is written out here, none embedded: a method
 // added to Operator does not compile until it says what a tenant sees.
-func (s *Service) Tenant(tenant string) Operator {
-	return &tenantOperator{s: s, tenant: tenant}
+func (s *Service) Tenant(tenant string) *TenantOperator {
+	return &TenantOperator{s: s, tenant: tenant}
 }
 
-type tenantOperator struct {
+// TenantOperator is a tenant's part of a Service (Service.Tenant).
+type TenantOperator struct {
 	s      *Service
 	tenant string
 }
 
-var _ Operator = (*tenantOperator)(nil)
+var _ Operator = (*TenantOperator)(nil)
 
 // sources are the names of the tenant's sources, never nil (an empty
 // list narrows a query to nothing).
-func (t *tenantOperator) sources() []string {
+func (t *TenantOperator) sources() []string {
 	out := []string{}
 	for _, src := range t.s.sources() {
 		if src.Tenant == t.tenant {
@@ -53,18 +55,18 @@ func (t *tenantOperator) sources() []string {
 	return out
 }
 
-func (t *tenantOperator) ownsSource(name string) bool {
+func (t *TenantOperator) ownsSource(name string) bool {
 	return slices.ContainsFunc(t.s.sources(), func(x Source) bool { return x.Name == name && x.Tenant == t.tenant })
 }
 
-func (t *tenantOperator) ownsDestination(name string) bool {
+func (t *TenantOperator) ownsDestination(name string) bool {
 	return slices.ContainsFunc(t.s.destinations(), func(x Destination) bool { return x.Name == name && x.Tenant == t.tenant })
 }
 
 // names checks the names a filter gives: each the tenant's, or a 404
 // that does not list the known ones (Service's would list every
 // tenant's).
-func (t *tenantOperator) names(source, destination string) error {
+func (t *TenantOperator) names(source, destination string) error {
 	if source != "" && !t.ownsSource(source) {
 		return fmt.Errorf("no such source %q: %w", source, ErrNotFound)
 	}
@@ -75,7 +77,7 @@ func (t *tenantOperator) names(source, destination string) error {
 }
 
 // event checks that event id is of one of the tenant's sources.
-func (t *tenantOperator) event(ctx context.Context, id int64) (EventDetail, error) {
+func (t *TenantOperator) event(ctx context.Context, id int64) (EventDetail, error) {
 	e, err := t.s.Event(ctx, id)
 	if err != nil {
 		return e, err
@@ -86,12 +88,12 @@ func (t *tenantOperator) event(ctx context.Context, id int64) (EventDetail, erro
 	return e, nil
 }
 
-func (t *tenantOperator) Sources(ctx context.Context) ([]SourceView, error) {
+func (t *TenantOperator) Sources(ctx context.Context) ([]SourceView, error) {
 	all, err := t.s.Sources(ctx)
 	return slices.DeleteFunc(all, func(v SourceView) bool { return !t.ownsSource(v.Name) }), err
 }
 
-func (t *tenantOperator) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
+func (t *TenantOperator) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {
 	if err := t.names(q.Source, q.Destination); err != nil {
 		return StatsView{}, err
 	}
@@ -101,7 +103,7 @@ func (t *tenantOperator) Stats(ctx context.Context, q StatsQuery) (StatsView, er
 	return v, err
 }
 
-func (t *tenantOperator) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+func (t *TenantOperator) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	if err := t.names(f.Source, ""); err != nil {
 		return EventPage{}, err
 	}
@@ -109,18 +111,18 @@ func (t *tenantOperator) Events(ctx context.Context, f EventFilter) (EventPage, 
 	return t.s.Events(ctx, f)
 }
 
-func (t *tenantOperator) Event(ctx context.Context, id int64) (EventDetail, error) {
+func (t *TenantOperator) Event(ctx context.Context, id int64) (EventDetail, error) {
 	return t.event(ctx, id)
 }
 
-func (t *tenantOperator) ReplayEvent(ctx context.Context, id int64) (Count, error) {
+func (t *TenantOperator) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 	if _, err := t.event(ctx, id); err != nil {
 		return Count{}, err
 	}
 	return t.s.ReplayEvent(ctx, id)
 }
 
-func (t *tenantOperator) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
+func (t *TenantOperator) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
 	if err := t.names(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
@@ -128,7 +130,7 @@ func (t *tenantOperator) ReplayEvents(ctx context.Context, f EventFilter, dryRun
 	return t.s.ReplayEvents(ctx, f, dryRun)
 }
 
-func (t *tenantOperator) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, error) {
+func (t *TenantOperator) DeadLetters(ctx context.Context, f DeadFilter) (DeadPage, error) {
 	if err := t.names(f.Source, f.Destination); err != nil {
 		return DeadPage{}, err
 	}
@@ -136,7 +138,7 @@ func (t *tenantOperator) DeadLetters(ctx context.Context, f DeadFilter) (DeadPag
 	return t.s.DeadLetters(ctx, f)
 }
 
-func (t *tenantOperator) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
+func (t *TenantOperator) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
 	if err := t.names(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
@@ -144,7 +146,7 @@ func (t *tenantOperator) RetryDeadLetters(ctx context.Context, f DeadFilter, dry
 	return t.s.RetryDeadLetters(ctx, f, dryRun)
 }
 
-func (t *tenantOperator) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
+func (t *TenantOperator) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
 	if err := t.names(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
@@ -152,19 +154,19 @@ func (t *tenantOperator) PurgeDeadLetters(ctx context.Context, f DeadFilter, dry
 	return t.s.PurgeDeadLetters(ctx, f, dryRun)
 }
 
-func (t *tenantOperator) Destinations(ctx context.Context) ([]DestinationView, error) {
+func (t *TenantOperator) Destinations(ctx context.Context) ([]DestinationView, error) {
 	all, err := t.s.Destinations(ctx)
 	return slices.DeleteFunc(all, func(v DestinationView) bool { return !t.ownsDestination(v.Name) }), err
 }
 
-func (t *tenantOperator) SetPaused(ctx context.Context, destination string, paused bool) (DestinationView, error) {
+func (t *TenantOperator) SetPaused(ctx context.Context, destination string, paused bool) (DestinationView, error) {
 	if err := t.names("", destination); err != nil {
 		return DestinationView{}, err
 	}
 	return t.s.SetPaused(ctx, destination, paused)
 }
 
-func (t *tenantOperator) SetBreaker(ctx context.Context, destination string, open bool) (DestinationView, error) {
+func (t *TenantOperator) SetBreaker(ctx context.Context, destination string, open bool) (DestinationView, error) {
 	if err := t.names("", destination); err != nil {
 		return DestinationView{}, err
 	}
@@ -180,7 +182,7 @@ const scanPages = 20
 // Audit is the entries made by the tenant's tokens (the gateway names
 // them: SetTenantTokens) and those about its sources and destinations
 // ("source acme-hotmart").
-func (t *tenantOperator) Audit(ctx context.Context, cursor string, limit int) (AuditPage, error) {
+func (t *TenantOperator) Audit(ctx context.Context, cursor string, limit int) (AuditPage, error) {
 	if limit == 0 {
 		limit = 50
 	}
@@ -221,7 +223,7 @@ func (t *tenantOperator) Audit(ctx context.Context, cursor string, limit int) (A
 
 // Doctor checks the tenant's sources only; what concerns every source at
 // once (the store's writer, another replica's change) is the operator's.
-func (t *tenantOperator) Doctor(ctx context.Context, source string) (DoctorReport, error) {
+func (t *TenantOperator) Doctor(ctx context.Context, source string) (DoctorReport, error) {
 	if err := t.names(source, ""); err != nil {
 		return DoctorReport{}, err
 	}
@@ -240,7 +242,7 @@ func (t *tenantOperator) Doctor(ctx context.Context, source string) (DoctorRepor
 	return report, nil
 }
 
-func (t *tenantOperator) DeliverEvent(ctx context.Context, id int64, destination string) (Count, error) {
+func (t *TenantOperator) DeliverEvent(ctx context.Context, id int64, destination string) (Count, error) {
 	if err := t.names("", destination); err != nil {
 		return Count{}, err
 	}
@@ -250,7 +252,7 @@ func (t *tenantOperator) DeliverEvent(ctx context.Context, id int64, destination
 	return t.s.DeliverEvent(ctx, id, destination)
 }
 
-func (t *tenantOperator) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
+func (t *TenantOperator) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool) (Count, error) {
 	if err := t.names(f.Source, f.Destination); err != nil {
 		return Count{}, err
 	}
@@ -258,7 +260,7 @@ func (t *tenantOperator) DeliverEvents(ctx context.Context, f EventFilter, dryRu
 	return t.s.DeliverEvents(ctx, f, dryRun)
 }
 
-func (t *tenantOperator) SkipEvent(ctx context.Context, id int64, destination string) (Count, error) {
+func (t *TenantOperator) SkipEvent(ctx context.Context, id int64, destination string) (Count, error) {
 	if err := t.names("", destination); err != nil {
 		return Count{}, err
 	}
@@ -268,7 +270,7 @@ func (t *tenantOperator) SkipEvent(ctx context.Context, id int64, destination st
 	return t.s.SkipEvent(ctx, id, destination)
 }
 
-func (t *tenantOperator) ResetOrder(ctx context.Context, source, entity, destination string) (Count, error) {
+func (t *TenantOperator) ResetOrder(ctx context.Context, source, entity, destination string) (Count, error) {
 	if err := t.names(source, destination); err != nil {
 		return Count{}, err
 	}
@@ -278,17 +280,34 @@ func (t *tenantOperator) ResetOrder(ctx context.Context, source, entity, destina
 	return t.s.ResetOrder(ctx, source, entity, destination)
 }
 
-func (t *tenantOperator) ResetEffect(ctx context.Context, key string) error {
-	return fmt.Errorf("the effects ledger is the operator's: a tenant's token does not reset its records: %w", ErrForbidden)
+// ResetEffect reopens one of the tenant's effects: its keys are its own,
+// under its namespace (effect.Namespace), as its token claimed them.
+func (t *TenantOperator) ResetEffect(ctx context.Context, key string) error {
+	return t.s.ResetEffect(ctx, effect.Namespace(t.tenant)+key)
 }
 
-func (t *tenantOperator) Reload(ctx context.Context) (ReloadView, error) {
+// ListEffects lists the tenant's effects, keyed as its token claimed them
+// (without the namespace), for the dashboard.
+func (t *TenantOperator) ListEffects(ctx context.Context, q store.EffectQuery) ([]effect.Record, error) {
+	ns := effect.Namespace(t.tenant)
+	q.Prefix = ns + q.Prefix
+	if q.After != "" {
+		q.After = ns + q.After
+	}
+	recs, err := t.s.ListEffects(ctx, q)
+	for i := range recs {
+		recs[i].Key = strings.TrimPrefix(recs[i].Key, ns)
+	}
+	return recs, err
+}
+
+func (t *TenantOperator) Reload(ctx context.Context) (ReloadView, error) {
 	return ReloadView{}, fmt.Errorf("the gateway's config is the operator's: a tenant's token does not reload it: %w", ErrForbidden)
 }
 
 // ownsIssue is true of an issue about one of the tenant's sources or
 // destinations.
-func (t *tenantOperator) ownsIssue(v IssueView) bool {
+func (t *TenantOperator) ownsIssue(v IssueView) bool {
 	switch v.Scope {
 	case store.ScopeSource:
 		return t.ownsSource(v.Name)
@@ -298,7 +317,7 @@ func (t *tenantOperator) ownsIssue(v IssueView) bool {
 	return false
 }
 
-func (t *tenantOperator) Issues(ctx context.Context, f IssueFilter) (IssuePage, error) {
+func (t *TenantOperator) Issues(ctx context.Context, f IssueFilter) (IssuePage, error) {
 	limit := f.Limit
 	if limit == 0 {
 		limit = 50
@@ -331,7 +350,7 @@ func (t *tenantOperator) Issues(ctx context.Context, f IssueFilter) (IssuePage, 
 	return out, nil
 }
 
-func (t *tenantOperator) issue(ctx context.Context, id int64) error {
+func (t *TenantOperator) issue(ctx context.Context, id int64) error {
 	v, err := t.s.Issue(ctx, id)
 	if err != nil {
 		return err
@@ -342,21 +361,21 @@ func (t *tenantOperator) issue(ctx context.Context, id int64) error {
 	return nil
 }
 
-func (t *tenantOperator) Issue(ctx context.Context, id int64) (IssueView, error) {
+func (t *TenantOperator) Issue(ctx context.Context, id int64) (IssueView, error) {
 	if err := t.issue(ctx, id); err != nil {
 		return IssueView{}, err
 	}
 	return t.s.Issue(ctx, id)
 }
 
-func (t *tenantOperator) AcknowledgeIssue(ctx context.Context, id int64) (IssueView, error) {
+func (t *TenantOperator) AcknowledgeIssue(ctx context.Context, id int64) (IssueView, error) {
 	if err := t.issue(ctx, id); err != nil {
 		return IssueView{}, err
 	}
 	return t.s.AcknowledgeIssue(ctx, id)
 }
 
-func (t *tenantOperator) ResolveIssue(ctx context.Context, id int64) (IssueView, error) {
+func (t *TenantOperator) ResolveIssue(ctx context.Context, id int64) (IssueView, error) {
 	if err := t.issue(ctx, id); err != nil {
 		return IssueView{}, err
 	}

@@ -45,10 +45,26 @@ import (
 // Handler serves the ledger's HTTP API. Mount it at /v1/effects and
 // /v1/effects/ behind the API's authentication.
 func Handler(l *Local, log *slog.Logger) http.Handler {
+	return HandlerIn(l, log, nil)
+}
+
+// Namespace is where a tenant's keys live in the ledger: "tenant:acme/"
+// before each key its token gives. A tenant's name holds no '/', so no
+// tenant's keys are another's.
+func Namespace(tenant string) string { return "tenant:" + tenant + "/" }
+
+// HandlerIn is Handler with each request's keys in the namespace ns
+// gives it ("" for none): a tenant's token claims "order-1" as
+// Namespace("acme")+"order-1", and is answered and listed its own keys
+// only, as it gave them, never another's stored result.
+func HandlerIn(l *Local, log *slog.Logger, ns func(*http.Request) string) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{l: l, log: log}
+	if ns == nil {
+		ns = func(*http.Request) string { return "" }
+	}
+	h := &handler{l: l, log: log, ns: ns}
 	mux := http.NewServeMux()
 	for _, e := range h.table() {
 		mux.HandleFunc(e.route.Pattern(), e.serve)
@@ -62,6 +78,16 @@ func Handler(l *Local, log *slog.Logger) http.Handler {
 type handler struct {
 	l   *Local
 	log *slog.Logger
+	ns  func(*http.Request) string
+}
+
+// key is the ledger's key of the request's {key}: in its namespace.
+func (h *handler) key(r *http.Request) string { return h.ns(r) + r.PathValue("key") }
+
+// shown is rec as the request's caller named it: without its namespace.
+func (h *handler) shown(r *http.Request, rec Record) Record {
+	rec.Key = strings.TrimPrefix(rec.Key, h.ns(r))
+	return rec
 }
 
 type route struct {
@@ -260,7 +286,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &body) {
 		return
 	}
-	key := r.PathValue("key")
+	key := h.key(r)
 	opts := ClaimOptions{Fingerprint: body.Fingerprint, Deadline: time.Time(body.Deadline)}
 	if body.Lease != nil {
 		if *body.Lease <= 0 {
@@ -281,7 +307,7 @@ func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
 			Record
 			Error  string `json:"error"`
 			Reason string `json:"reason"`
-		}{rec, err.Error(), "fingerprint_mismatch"})
+		}{h.shown(r, rec), err.Error(), "fingerprint_mismatch"})
 		return
 	}
 	if err != nil {
@@ -305,7 +331,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, &body) {
 		return
 	}
-	if err := h.l.Complete(r.Context(), r.PathValue("key"), body.Token, body.Result); err != nil {
+	if err := h.l.Complete(r.Context(), h.key(r), body.Token, body.Result); err != nil {
 		h.answerError(w, r, err)
 		return
 	}
@@ -317,11 +343,11 @@ func (h *handler) end(w http.ResponseWriter, r *http.Request, op func(ctx contex
 	if !h.decode(w, r, &body) {
 		return
 	}
-	if err := op(r.Context(), r.PathValue("key"), body.Token, body.Error); err != nil {
+	if err := op(r.Context(), h.key(r), body.Token, body.Error); err != nil {
 		h.answerError(w, r, err)
 		return
 	}
-	rec, err := h.l.Get(r.Context(), r.PathValue("key"))
+	rec, err := h.l.Get(r.Context(), h.key(r))
 	if err != nil {
 		h.answerError(w, r, err)
 		return
@@ -338,7 +364,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "lease: want more than 0", Reason: "invalid", Field: "lease"})
 		return
 	}
-	until, err := h.l.Renew(r.Context(), r.PathValue("key"), body.Token, time.Duration(body.Lease))
+	until, err := h.l.Renew(r.Context(), h.key(r), body.Token, time.Duration(body.Lease))
 	if err != nil {
 		h.answerError(w, r, err)
 		return
@@ -350,12 +376,12 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	if !onlyParams(w, r) {
 		return
 	}
-	rec, err := h.l.Get(r.Context(), r.PathValue("key"))
+	rec, err := h.l.Get(r.Context(), h.key(r))
 	if err != nil {
 		h.answerError(w, r, err)
 		return
 	}
-	jsonhttp.WriteRaw(w, http.StatusOK, append(recordJSON(rec), '\n'))
+	jsonhttp.WriteRaw(w, http.StatusOK, append(recordJSON(h.shown(r, rec)), '\n'))
 }
 
 // recordJSON is rec as JSON with its result as it was stored, byte for
@@ -412,6 +438,12 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: "cursor: not a cursor this API gave", Reason: "invalid", Field: "cursor"})
 		return
 	}
+	if ns := h.ns(r); ns != "" {
+		query.Prefix = ns
+		if query.After != "" {
+			query.After = ns + query.After
+		}
+	}
 	recs, err := h.l.List(r.Context(), query)
 	if err != nil {
 		h.answerError(w, r, err)
@@ -423,11 +455,11 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, recordJSON(rec)...)
+		b = append(b, recordJSON(h.shown(r, rec))...)
 	}
 	b = append(b, ']')
 	if len(recs) == query.Limit {
-		cursor, _ := json.Marshal(recs[len(recs)-1].Key)
+		cursor, _ := json.Marshal(h.shown(r, recs[len(recs)-1]).Key)
 		b = append(append(b, `,"next_cursor":`...), cursor...)
 	}
 	jsonhttp.WriteRaw(w, http.StatusOK, append(b, "}\n"...))

@@ -238,5 +238,7 @@ type EffectQuery struct {
 	LeaseExpired bool      // only pending ones whose lease expired
 	Now          time.Time // what "expired" is measured against
 	After        string    // the cursor: keys after this one, in key order
-	Limit        int
+	// Prefix keeps the keys that start with it (a tenant's namespace).
+	Prefix string
+	Limit  int
 }

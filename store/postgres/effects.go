@@ -212,7 +212,8 @@ func (s *Store) ListEffects(ctx context.Context, q store.EffectQuery) ([]store.E
 	rows, err := s.pool.Query(ctx, `SELECT `+effectColumns+` FROM effects
 		WHERE key > $1 AND ($2 = '' OR state = $2)
 		AND (NOT $3 OR (state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at <= $4))
-		ORDER BY key LIMIT $5`, q.After, q.State, q.LeaseExpired, s.toDB(q.Now), q.Limit)
+		AND ($6 = '' OR starts_with(key, $6))
+		ORDER BY key LIMIT $5`, q.After, q.State, q.LeaseExpired, s.toDB(q.Now), q.Limit, q.Prefix)
 	if err != nil {
 		return nil, unavailable("list effects", err)
 	}

@@ -236,6 +236,11 @@ func (s *Store) ListEffects(ctx context.Context, q store.EffectQuery) ([]store.E
 		query += ` AND state = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at <= ?`
 		args = append(args, ms(q.Now))
 	}
+	if q.Prefix != "" {
+		// The range the prefix starts, on the primary key's index.
+		query += ` AND key >= ? AND key < ?`
+		args = append(args, q.Prefix, q.Prefix+"\U0010FFFF")
+	}
 	query += ` ORDER BY key LIMIT ?`
 	args = append(args, q.Limit)
 	rows, err := s.read.QueryContext(ctx, query, args...)

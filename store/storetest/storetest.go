@@ -1395,6 +1395,26 @@ func testEffectList(t *testing.T, s store.Store) {
 	if fmt.Sprint(keys) != "[stale-0 stale-1 stale-2 stale-3 stale-4]" {
 		t.Fatalf("stale list %v", keys)
 	}
+	// A prefix (a tenant's namespace) keeps its keys, after the cursor.
+	for _, c := range []struct {
+		q    store.EffectQuery
+		want string
+	}{
+		{store.EffectQuery{Prefix: "stale-"}, "[stale-0 stale-1 stale-2 stale-3 stale-4]"},
+		{store.EffectQuery{Prefix: "stale-", After: "stale-2", Limit: 1}, "[stale-3]"},
+		{store.EffectQuery{Prefix: "f", State: store.EffectPending}, "[fresh]"},
+		{store.EffectQuery{Prefix: "stale-9"}, "[]"},
+		{store.EffectQuery{Prefix: "stale-", After: "stale-4"}, "[]"},
+	} {
+		list, err := s.ListEffects(context.Background(), c.q)
+		var got []string
+		for _, r := range list {
+			got = append(got, r.Key)
+		}
+		if err != nil || fmt.Sprint(got) != c.want {
+			t.Errorf("list %+v: %v %v, want %s", c.q, got, err, c.want)
+		}
+	}
 	if f, _ := s.ListEffects(context.Background(), store.EffectQuery{State: store.EffectFailed}); len(f) != 1 || f[0].Key != "failed" {
 		t.Fatalf("failed list %+v", f)
 	}
