@@ -21,7 +21,8 @@ import (
 // it serving what it had, and says so: its log once per change,
 // /readyz's detail (still 200: it serves) and the doctor's findings.
 
-// Defaults of Options.ObjectsPoll.
+// Defaults of Options.ObjectsPoll (and the config's objects.poll, which
+// it overrides when set).
 const (
 	objectsPollListened = 10 * time.Second // PostgreSQL: NOTIFY first, this behind it
 	objectsPollAlone    = 30 * time.Second // SQLite: one gateway as a rule
@@ -55,6 +56,9 @@ func (g *Gateway) watchObjects(ctx context.Context, wg *sync.WaitGroup) {
 	every := g.opts.ObjectsPoll
 	if every < 0 {
 		return
+	}
+	if every == 0 {
+		every = time.Duration(g.cfg.Load().Objects.Poll) // the config's objects.poll; 0: the default below
 	}
 	kick := make(chan struct{}, 1)
 	changed := func() {

@@ -111,6 +111,9 @@ func (c *Config) validate(lines fieldLines, check Checker) []error {
 		fail("effects.max_result", "at most 16MiB")
 	}
 	c.checkAlerts(fail)
+	if p := c.Objects.Poll; p != 0 && time.Duration(p) < MinObjectsPoll {
+		fail("objects.poll", "%s is under %s: every replica reads the store each poll; a change through the API reaches PostgreSQL's replicas at once by NOTIFY anyway", time.Duration(p), MinObjectsPoll)
+	}
 	dests := map[string]bool{}
 	for i := range c.Destinations {
 		c.checkDestination(i, dests, check, report, fail)

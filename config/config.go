@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -46,6 +47,9 @@ type Config struct {
 	Effects Effects `yaml:"effects"`
 	// Stats tunes the durable hourly rollups.
 	Stats Stats `yaml:"stats"`
+	// Objects tunes how the sources and destinations created through the
+	// API reach every replica.
+	Objects Objects `yaml:"objects"`
 	// Alerts watch the duplicate rate, dead letters and backlog.
 	Alerts Alerts `yaml:"alerts"`
 	// Metrics places GET /metrics.
@@ -185,6 +189,24 @@ type Stats struct {
 	// Retention is how long hours are kept (default 90d).
 	Retention Duration `yaml:"retention"`
 }
+
+// Objects: a change made through the API on one replica is applied there
+// at once, and on the others when they learn of it: PostgreSQL's NOTIFY
+// at once, and a poll of the stored objects' mark behind it (on SQLite,
+// the poll alone).
+type Objects struct {
+	// Poll is how often a replica reads the stored objects' mark (a digest
+	// of their names and versions, never a spec) to apply a change
+	// another made: the bound on how late one reaches it when no NOTIFY
+	// does (default 10s on PostgreSQL, where NOTIFY comes first; 30s on
+	// SQLite). At least MinObjectsPoll.
+	Poll Duration `yaml:"poll"`
+}
+
+// MinObjectsPoll is the shortest objects.poll: every replica reads the
+// store's mark once each poll, and below this that read is the store's
+// busiest query, for a bound no user notices.
+const MinObjectsPoll = 100 * time.Millisecond
 
 // Alerts: per source, the current hour's duplicate rate against its
 // trailing 7-day baseline for the same hour; per destination, dead letters

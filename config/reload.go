@@ -51,6 +51,7 @@ func Reload(old, next *Config, check Checker) (*Reloaded, error) {
 		{"delivery", old.Delivery, next.Delivery, func() { e.Delivery = old.Delivery }},
 		{"effects", old.Effects, next.Effects, func() { e.Effects = old.Effects }},
 		{"stats", old.Stats, next.Stats, func() { e.Stats = old.Stats }},
+		{"objects", old.Objects, next.Objects, func() { e.Objects = old.Objects }},
 		{"alerts", old.Alerts, next.Alerts, func() { e.Alerts = old.Alerts }},
 		{"upstreams", old.Upstreams, next.Upstreams, func() { e.Upstreams = old.Upstreams }},
 		{"secret_keys_file", old.SecretKeysFile, next.SecretKeysFile, func() { e.SecretKeysFile = old.SecretKeysFile }},

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncehook/oncehook/config"
 )
@@ -110,5 +111,33 @@ func TestReloadSaysARemovedSourcesKeysGoWithIt(t *testing.T) {
 	}
 	if !strings.Contains(text, "keys") || !strings.Contains(text, "new event") {
 		t.Errorf("changed %q: want the removed source's line to say its keys go with it", r.Changed)
+	}
+}
+
+// objects.poll: at least 100ms, a positive duration, read as written;
+// a change to it waits for a restart (the poll is started once).
+func TestObjectsPoll(t *testing.T) {
+	for text, want := range map[string]time.Duration{"": 0, "objects: {poll: 100ms}": 100 * time.Millisecond,
+		"objects: {poll: 10s}": 10 * time.Second, "objects: {poll: 1d}": 24 * time.Hour} {
+		if got := time.Duration(parse(t, running+text+"\n").Objects.Poll); got != want {
+			t.Errorf("%q: poll %s, want %s", text, got, want)
+		}
+	}
+	for text, want := range map[string]string{
+		"objects: {poll: 99ms}": "objects.poll: 99ms is under 100ms",
+		"objects: {poll: 1ns}":  "objects.poll: 1ns is under 100ms",
+		"objects: {poll: 0s}":   `objects.poll: duration "0s" must be positive`,
+		"objects: {poll: -5s}":  `objects.poll: duration "-5s" must be positive`,
+		"objects: {poll: soon}": "objects.poll",
+		"objects: {pol: 1s}":    "objects.pol",
+	} {
+		_, err := config.Parse([]byte(running+text+"\n"), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
+	r, err := config.Reload(parse(t, running), parse(t, running+"objects: {poll: 1s}\n"), nil)
+	if err != nil || !slices.Equal(r.Restart, []string{"objects"}) || r.Config.Objects.Poll != 0 {
+		t.Errorf("a reload changing objects.poll: %+v %v, want it named as waiting for a restart, the running value kept", r, err)
 	}
 }
