@@ -411,6 +411,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	if err != nil {
 		return err
 	}
+	alertOpts.TenantOf = g.scopeTenant
 	if g.alerts, err = alert.New(alertOpts); err != nil {
 		return err
 	}

@@ -191,8 +191,12 @@ func alertOptions(cfg *config.Config, st store.Store, ledger *effect.Local, m *m
 	if err != nil {
 		return alert.Options{}, fmt.Errorf("alerts: %w", err)
 	}
+	tenants := map[string]string{}
+	for _, ch := range a.Channels {
+		tenants[ch.Name] = ch.Tenant
+	}
 	return alert.Options{
-		Channels: channels, RemindAfter: time.Duration(a.RemindAfter),
+		Channels: channels, ChannelTenants: tenants, RemindAfter: time.Duration(a.RemindAfter),
 		DuplicateFactor: a.DuplicateFactor, MinVolume: a.MinVolume, BaselineFloor: a.BaselineFloor,
 		DeadLetters: a.DeadLetters, OldestPending: time.Duration(a.OldestPending), Interval: time.Duration(a.Interval),
 		Store: st, Ledger: ledger, Registerer: m.Registry, Logger: log,
@@ -664,6 +668,16 @@ func (g *Gateway) tenantOf(kind, name string) string {
 		return cfg.Destinations[i].Tenant
 	}
 	return ""
+}
+
+// scopeTenant is the tenant of a source or destination, named as the
+// alerts' issues and the rollups name them (store.ScopeSource or
+// store.ScopeDestination), in the running config.
+func (g *Gateway) scopeTenant(scope, name string) string {
+	if scope == store.ScopeSource {
+		return g.tenantOf(store.ObjectSource, name)
+	}
+	return g.tenantOf(store.ObjectDestination, name)
 }
 
 // tenantTokens are the API tokens' tenants by name, for the admin's

@@ -322,6 +322,7 @@ func (c *Config) checkAlerts(fail failFunc) {
 // (internal/alert/channel, through the parts' check).
 func checkAlertChannel(f string, ch AlertChannel, names map[string]bool, fail failFunc) {
 	checkName(f+".name", ch.Name, names, fail)
+	checkTenant(f+".tenant", ch.Tenant, fail)
 	if ch.Kind == "" {
 		fail(f+".kind", "required: json, slack, teams, discord or email")
 	}

@@ -245,6 +245,10 @@ type Alerts struct {
 type AlertChannel struct {
 	Name string `yaml:"name"`
 	Kind string `yaml:"kind"`
+	// Tenant, when set, makes the channel one customer's: it is told of
+	// the issues of that tenant's sources and destinations only. A
+	// channel of no tenant is told of every issue (the operator's).
+	Tenant string `yaml:"tenant"`
 	// URL is the webhook's URL; Slack's and Discord's hold their secret,
 	// so it is never logged whole.
 	URL     string            `yaml:"url"`

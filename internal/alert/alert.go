@@ -38,6 +38,14 @@ type Options struct {
 	// Channels are where issues' notices go (internal/alert/channel);
 	// none: each notice is only logged.
 	Channels []channel.Channel
+	// ChannelTenants are the channels' tenants, by channel name: a
+	// tenant's channel is told of its tenant's issues only (TenantOf
+	// says whose an issue is); the others, of every issue.
+	ChannelTenants map[string]string
+	// TenantOf is the tenant of a source or destination (scope
+	// store.ScopeSource or store.ScopeDestination) now: "" for none.
+	// Unset: every issue is of no tenant.
+	TenantOf func(scope, name string) string
 	// RemindAfter, when set, notifies an issue still open (and not
 	// acknowledged) again after this long without a notice; 0: never.
 	RemindAfter time.Duration

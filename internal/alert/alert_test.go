@@ -275,7 +275,7 @@ type notice struct {
 	Baseline                                     *float64
 	Volume                                       int64
 	Resolved                                     bool
-	key                                          string
+	key, tenant                                  string
 }
 
 // receiver is a real HTTP receiver of the json channel's POSTs.
@@ -299,6 +299,9 @@ func newReceiver(t *testing.T) *receiver {
 			t.Errorf("notice %s: %v", body, err)
 		}
 		n.key = r.Header.Get("Idempotency-Key")
+		var tenant struct{ Tenant string }
+		json.Unmarshal(body, &tenant)
+		n.tenant = tenant.Tenant
 		rx.mu.Lock()
 		rx.got = append(rx.got, n)
 		rx.mu.Unlock()
@@ -418,5 +421,56 @@ func TestAlertsFollowNoRedirectAndKeepNoSecret(t *testing.T) {
 				t.Fatalf("an attempt keeps the URL's secret: %q", at.Error)
 			}
 		}
+	}
+}
+
+// A tenant's channel is told of its tenant's issues only, each notice
+// naming the tenant; a channel of no tenant (the operator's) of every
+// issue.
+func TestATenantsChannelIsToldOfItsOwnIssuesOnly(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "o.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hour := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
+	var deltas []store.StatDelta
+	for _, d := range []string{"acme-crm", "globex-crm", "crm"} {
+		deltas = append(deltas, store.StatDelta{Hour: hour, Scope: store.ScopeDestination, Name: d, Metric: "attempts.dead", Value: 12})
+	}
+	if _, err := st.Commit(ctx, store.Batch{Stats: deltas, Shard: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	ops, acme := newReceiver(t), newReceiver(t)
+	chs, err := channel.FromConfig(config.Alerts{Channels: []config.AlertChannel{
+		{Name: "ops", Kind: "json", URL: ops.url}, {Name: "acme", Kind: "json", URL: acme.url, Tenant: "acme"}}}, channel.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return hour.Add(20 * time.Minute) }
+	tenants := map[string]string{"acme-crm": "acme", "globex-crm": "globex"}
+	a, err := alert.New(alert.Options{Channels: chs, ChannelTenants: map[string]string{"ops": "", "acme": "acme"},
+		TenantOf: func(scope, name string) string { return tenants[name] },
+		Store:    st, Ledger: effect.New(st, effect.Options{Now: now}), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := func(rx *receiver) string {
+		var out []string
+		for _, n := range rx.notices() {
+			out = append(out, n.Name+"/"+n.tenant)
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	if got := names(ops); got != "acme-crm/acme crm/ globex-crm/globex" {
+		t.Errorf("the operator's channel was told of %s", got)
+	}
+	if got := names(acme); got != "acme-crm/acme" {
+		t.Errorf("acme's channel was told of %s", got)
 	}
 }

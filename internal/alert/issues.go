@@ -113,9 +113,15 @@ func (a *Alerter) notice(ctx context.Context, is store.AlertIssue, event string,
 		n.At, n.By = is.ResolvedAt, is.ResolvedBy
 		n.Message = resolvedMessage(is)
 	}
+	if a.opts.TenantOf != nil {
+		n.Tenant = a.opts.TenantOf(is.Scope, is.Name)
+	}
 	var errs []error
 	busy := false
 	for _, ch := range a.opts.Channels {
+		if t := a.opts.ChannelTenants[ch.Name()]; t != "" && t != n.Tenant {
+			continue // another tenant's issue, or one of no tenant: not this customer's to see
+		}
 		err := a.tell(ctx, ch, key+":"+ch.Name(), n)
 		if errors.Is(err, errBusy) {
 			busy = true
