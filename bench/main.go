@@ -49,6 +49,9 @@
 //     with -many sources and destinations (a tenth of the destinations
 //     transforming), in turn, twice: intake to one source, memory per
 //     object, and the time one change through the API takes
+//   - pgmanyobjects: a change through one replica's API until another
+//     serves it, on PostgreSQL, with 2 and with -many sources and
+//     destinations
 //   - order:      the headline with order per entity (Stripe's default:
 //     data.object.id, created) off, stale and fifo, over 10,000 entities
 //     and over one hot entity; the drain time is the delivery cost
@@ -132,7 +135,7 @@ func main() {
 	deliveries := flag.Int("deliveries", 20000, "events delivered in the delivery scenario")
 	stored := flag.Int("stored", 1_000_000, "events already in the store for the stored and sweep scenarios")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scenarios (not the baselines) here; the cpu scenario's children write theirs beside it, with .relay and .gateway added, and what they allocated with .relay.allocs and .gateway.allocs")
-	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,search,pgsearch,order,tracing,transform,manyobjects (the baselines always run)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: dest,randomkeys,unique,filters,duplicates,latency,delivery,stored,sweep,retention,cpu,postgres,postgres2,pgnodest,pgstored,pgsweep,redis,effects,effectspg,rollups,operator,search,pgsearch,order,tracing,transform,manyobjects,pgmanyobjects (the baselines always run)")
 	many := flag.Int("many", 10_000, "sources and destinations of the manyobjects scenario's large gateway")
 	flag.StringVar(&pgBase, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL for the postgres scenarios (a fresh schema is made and dropped)")
 	flag.StringVar(&redisBase, "redis", "redis://127.0.0.1:6379/0", "Redis for the redis scenario")
@@ -491,6 +494,7 @@ func (b *bench) run(want func(string) bool) error {
 		{"operator", b.operatorPages},
 		{"search", b.searchSQLite},
 		{"manyobjects", b.manyObjectsScenario},
+		{"pgmanyobjects", b.manyReplicasScenario},
 		{"pgsearch", b.searchPostgres},
 		{"latency", one(b.latency)},
 		{"delivery", one(b.deliveryThroughput)},

@@ -199,3 +199,102 @@ func timeAPI(method, url, body string, want ...int) (time.Duration, error) {
 	}
 	return took, nil
 }
+
+// manyReplicasScenario times a change made through one replica's API
+// until another replica serves it, on PostgreSQL (its NOTIFY tells the
+// other), with two gateways on one fresh schema: each with one other
+// source and destination beside bench, then each with b.many others (a
+// tenth transforming). A destination is created through A, timed until
+// B answers GET /v1/destinations/{name} 200 (B runs it), then deleted,
+// timed until B answers 404; 5 times each.
+func (b *bench) manyReplicasScenario() ([]result, error) {
+	var lines []string
+	for _, many := range []int{1, b.many} {
+		pgURL, drop, err := freshSchema(pgBase)
+		if err != nil {
+			return nil, fmt.Errorf("the pgmanyobjects scenario needs %s: %w", pgBase, err)
+		}
+		k, err := newSink()
+		if err != nil {
+			drop()
+			return nil, err
+		}
+		o := gwOptions{many: many, transformEvery: 10}
+		a, err := startGateway(pgURL, "", k.url, o)
+		if err != nil {
+			k.stop()
+			drop()
+			return nil, err
+		}
+		c, err := startGateway(pgURL, "", k.url, o)
+		if err != nil {
+			a.stop()
+			k.stop()
+			drop()
+			return nil, err
+		}
+		var create, remove, ownCreate []time.Duration
+		for j := range 5 {
+			name := fmt.Sprintf("replicated-%d", j)
+			start := time.Now()
+			took, err := timeAPI(http.MethodPost, a.apiURL+"/v1/destinations", `{"name": "`+name+`", "url": "http://127.0.0.1:9/api"}`, http.StatusCreated)
+			if err == nil {
+				ownCreate = append(ownCreate, took)
+				err = waitStatus(c.apiURL+"/v1/destinations/"+name, http.StatusOK)
+				create = append(create, time.Since(start))
+			}
+			if err == nil {
+				start = time.Now()
+				if _, err = timeAPI(http.MethodDelete, a.apiURL+"/v1/destinations/"+name, "", http.StatusOK, http.StatusNoContent); err == nil {
+					err = waitStatus(c.apiURL+"/v1/destinations/"+name, http.StatusNotFound)
+					remove = append(remove, time.Since(start))
+				}
+			}
+			if err != nil {
+				a.stop()
+				c.stop()
+				k.stop()
+				drop()
+				return nil, err
+			}
+		}
+		a.stop()
+		c.stop()
+		k.stop()
+		drop()
+		lines = append(lines, fmt.Sprintf("  %d sources and %d destinations (%d transforming): created through A, answered by A p50 %s; served by B p50 %s, max %s; deleted, 404 at B p50 %s, max %s",
+			many+1, many+1, (many+9)/10, p50(ownCreate), p50(create), slices.Max(create).Round(100*time.Microsecond), p50(remove), slices.Max(remove).Round(100*time.Microsecond)))
+	}
+	note := "pgmanyobjects: a change through replica A's API until replica B (same PostgreSQL) serves it, 5 times each\n" + strings.Join(lines, "\n")
+	fmt.Fprintln(os.Stderr, note)
+	b.notes = append(b.notes, note)
+	return nil, nil
+}
+
+func p50(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(100 * time.Microsecond)
+}
+
+// waitStatus asks url (the API, with the bench's token) every 2 ms until
+// it answers want, for up to a minute.
+func waitStatus(url string, want int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+apiToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("GET %s: not %d within a minute", url, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
