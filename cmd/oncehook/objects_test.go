@@ -53,7 +53,7 @@ func testSourcesAndDestinationsCommands(t *testing.T, storeURL string) {
 store: "`+storeURL+`"
 api:
   listen: 127.0.0.1:0
-  tokens: [{name: ops, token: `+objectsToken+`}]
+  tokens: [{name: ops, token: `+objectsToken+`}, {name: globex, token: globex-cli-token-0123, tenant: globex}]
 sources:
   - {name: filed, preset: stripe, secrets: [whsec_filed], destinations: [app]}
 destinations:
@@ -185,6 +185,35 @@ destinations:
 	}
 	if out, ok = run("destinations", "rm", "hooks", "--json"); !ok || !strings.Contains(out, `"deleted": true`) {
 		t.Fatalf("destinations rm --json (ok=%v):\n%s", ok, out)
+	}
+
+	// A tenant's token: its own objects only, the others as none.
+	globex := []string{"ONCEHOOK_API=" + p.apiURL(t), "ONCEHOOK_API_TOKEN=globex-cli-token-0123", "ONCEHOOK_SECRET_KEYS="}
+	gx := func(args ...string) (string, bool) {
+		t.Helper()
+		return oncehook(t, dir, globex, args...)
+	}
+	if out, ok = gx("sources", "create", "-f", write("globex.yaml", "name: globex-stripe\npreset: stripe\nsecrets: [whsec_globex_cli]\ndestinations: [app]\n")); !ok ||
+		!strings.Contains(out, "source globex-stripe created") {
+		t.Fatalf("globex creates its source (ok=%v):\n%s", ok, out)
+	}
+	if out, ok = gx("sources", "ls"); !ok || !hasRow(out, "globex-stripe", "api") || strings.Contains(out, "acme-stripe") || strings.Contains(out, "filed") {
+		t.Fatalf("globex's sources ls (ok=%v):\n%s", ok, out)
+	}
+	if out, ok = run("sources", "show", "globex-stripe", "--json"); !ok || !strings.Contains(out, `"tenant": "globex"`) {
+		t.Fatalf("the operator sees globex's source, with its tenant (ok=%v):\n%s", ok, out)
+	}
+	for _, args := range [][]string{{"sources", "show", "acme-stripe"}, {"sources", "rm", "filed"}, {"events", "ls", "--source", "acme-stripe"}, {"destinations", "show", "hooks"}} {
+		if out, ok = gx(args...); ok || !strings.Contains(out, "acme-stripe") && !strings.Contains(out, "filed") && !strings.Contains(out, "hooks") ||
+			strings.Contains(out, "known") || strings.Contains(out, "config file") {
+			t.Errorf("globex: oncehook %s (ok=%v): want the refusal of a name nobody has:\n%s", strings.Join(args, " "), ok, out)
+		}
+	}
+	if out, ok = gx("reload"); ok || !strings.Contains(out, "tenant") {
+		t.Errorf("globex reloads (ok=%v):\n%s", ok, out)
+	}
+	if out, ok = gx("sources", "rm", "globex-stripe"); !ok {
+		t.Fatalf("globex removes its source (ok=%v):\n%s", ok, out)
 	}
 
 	// rm: the intake answers 404; the name is gone from ls.
