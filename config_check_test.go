@@ -42,6 +42,15 @@ destinations: [{name: app, url: "http://x"}]`, "sources[0]"},
 		{`sources: [{name: s, preset: stripe, secrets: [x], destinations: [ghost]}]`, "sources[0].destinations[0]"},
 		{`sources: [{name: s, preset: stripe, secrets: [x], on_missing_key: drop}]`, "sources[0].on_missing_key"},
 		{`sources: [{name: s, preset: generic, secrets: [x]}]`, "key is required"},
+		// A preset that signs, without a secret; a secret or a signature
+		// header no request can carry (#45: the API reads them by this check).
+		{`sources: [{name: s, preset: stripe}]`, "sources[0].secrets: required: preset stripe verifies"},
+		{`sources: [{name: s, preset: stripe, secrets: ["whsec_a\0b"]}]`, "sources[0].secrets[0]: holds a NUL byte"},
+		{`sources: [{name: s, preset: whatsapp, secrets: [x], verify_token: "t\0"}]`, "sources[0].verify_token: holds a NUL byte"},
+		{`sources: [{name: s, preset: generic, key: [json:id], secrets: [x], signature: {header: "X-Sig\r\nX: 1"}}]`, `sources[0].signature.header: "X-Sig\r\nX: 1": not a header name`},
+		{`sources: [{name: s, preset: generic, key: [json:id], secrets: [x], signature: {header: "X-Sig\0"}}]`, `sources[0].signature.header: "X-Sig\x00": not a header name`},
+		{`sources: [{name: s, preset: generic, key: [json:id], secrets: [x], signature: {header: "X Sig"}}]`, `sources[0].signature.header: "X Sig": not a header name`},
+		{`sources: [{name: s, preset: generic, key: [json:id], secrets: [x], signature: {header: "X-Sig:"}}]`, `sources[0].signature.header: "X-Sig:": not a header name`},
 		{`sources: [{name: s, preset: stripe, secrets: [x]}]
 destinations: [{name: app, url: "ftp://x"}]`, "destinations[0].url"},
 		{`sources: [{name: s, preset: stripe, secrets: [x]}]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -575,3 +576,59 @@ destinations:
 // noWatch is a gateway that does not apply other replicas' changes until
 // its reload (or a 409): to test that path.
 func noWatch(o *oncehook.Options) { o.ObjectsPoll = -1 }
+
+// What the file's check refuses, the API refuses naming the same field,
+// as the object's own: a signature header no request can carry (CR/LF,
+// NUL, a space, a colon, a byte past ASCII), a secret holding a NUL; and
+// a PATCH that unsets a preset's secrets ({"secrets": null}) names
+// secrets and says what to give, where it answered a 400 naming no field.
+func TestRefusedObjectFieldsAreNamed(t *testing.T) {
+	sink := testenv.NewSink(t)
+	path := filepath.Join(t.TempDir(), "oncehook.yaml")
+	yaml := `store: sqlite://` + filepath.Join(filepath.Dir(path), "oncehook.db") + `
+api: {tokens: [{name: ops, token: ` + sourcesOps + `}]}
+sources:
+  - {name: filed, preset: stripe, secrets: [whsec_file_secret], destinations: [app]}
+destinations:
+  - {name: app, url: "` + sink.URL + `"}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what, method, url, body, field, says string) {
+		t.Helper()
+		a := call(t, method, url, sourcesOps, body)
+		if a.status != 400 || a.json["field"] != field || !strings.Contains(fmt.Sprint(a.json["error"]), says) {
+			t.Errorf("%s: %d %s, want 400 naming %s and saying %q", what, a.status, a.body, field, says)
+		}
+	}
+	for _, h := range []string{"X-Sig\r\nX-Injected: 1", "X-Sig\u0000", "X Sig", "X-Sig:", "X-Sïg", "\n"} {
+		q, _ := json.Marshal(h)
+		refused(fmt.Sprintf("signature.header %q", h), "POST", gw.api+"/v1/sources",
+			`{"name": "sig", "preset": "generic", "key": ["json:id"], "secrets": ["k"], "signature": {"header": `+string(q)+`}, "destinations": ["app"]}`,
+			"signature.header", "not a header name")
+	}
+	refused("a secret holding a NUL", "POST", gw.api+"/v1/sources",
+		`{"name": "nul", "preset": "stripe", "secrets": ["whsec_a\u0000b"], "destinations": ["app"]}`, "secrets[0]", "NUL")
+	refused("a second secret holding a NUL", "POST", gw.api+"/v1/sources",
+		`{"name": "nul", "preset": "stripe", "secrets": ["whsec_a", "\u0000"], "destinations": ["app"]}`, "secrets[1]", "NUL")
+	// A header name that is one passes.
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, `{"name": "sig", "preset": "generic", "key": ["json:id"], "secrets": ["k"], "signature": {"header": "X-Acme-Sig_1"}, "destinations": ["app"]}`); a.status != 201 {
+		t.Fatalf("a valid signature.header: %d %s", a.status, a.body)
+	}
+
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret1+`"], "destinations": ["app"]}`); a.status != 201 {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	for _, body := range []string{`{"secrets": null}`, `{"secrets": []}`} {
+		refused("PATCH "+body, "PATCH", gw.api+"/v1/sources/acme-stripe", body, "secrets", "give")
+	}
+	// The source is as it was: version 1, its secret still signs.
+	if a := call(t, "GET", gw.api+"/v1/sources/acme-stripe", sourcesOps, ""); a.status != 200 || fmt.Sprint(a.json["version"]) != "1" {
+		t.Fatalf("after the refused patches: %d %s", a.status, a.body)
+	}
+}

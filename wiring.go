@@ -432,6 +432,12 @@ func preset(f string, s *config.Source, fail func(field, format string, args ...
 		// and compile runs both: the preset would say it a second time.
 	default:
 		p, err := provider.New(s.Preset, providerOptions(s))
+		if errors.Is(err, provider.ErrNoSecrets) {
+			// Named as the field, so that the API's 400 (a PATCH of
+			// {"secrets": null}) names it too, as the file's check does.
+			fail(f+".secrets", `required: preset %s verifies every webhook's signature with a secret: give at least one, the signing secret its dashboard shows (to rotate, list the new one first and keep the old: ["new", "old"])`, s.Preset)
+			return nil
+		}
 		if err != nil {
 			fail(f, "%v", err)
 			return nil

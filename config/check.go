@@ -427,9 +427,22 @@ func (c *Config) checkSource(i int, sources, dests map[string]bool, tenants map[
 		checkOutbox(f, s, fail)
 	}
 	for j, sec := range s.Secrets {
-		if sec == "" {
+		switch {
+		case sec == "":
 			fail(fmt.Sprintf("%s.secrets[%d]", f, j), "empty")
+		case strings.IndexByte(sec, 0) >= 0:
+			// No provider's secret holds one; it is a value cut or pasted
+			// wrongly, and signing over it would refuse every webhook.
+			fail(fmt.Sprintf("%s.secrets[%d]", f, j), "holds a NUL byte: paste the secret as the provider's dashboard shows it")
 		}
+	}
+	if strings.IndexByte(s.VerifyToken, 0) >= 0 {
+		fail(f+".verify_token", "holds a NUL byte: give the token as the provider's dashboard shows it")
+	}
+	if h := s.Signature.Header; h != "" && !httpguts.ValidHeaderFieldName(h) {
+		// A name no request can carry (CR, LF, NUL, a space, a colon):
+		// every webhook would be refused as unsigned.
+		fail(f+".signature.header", "%q: not a header name (letters, digits and !#$%%&'*+-.^_`|~ only, no space, colon or control character)", h)
 	}
 	if s.PublicURL != "" {
 		// Answered as the source's intake URL, and signed over (twilio).

@@ -230,9 +230,13 @@ func New(name string, opts Options) (Preset, error) {
 	return k, nil
 }
 
+// ErrNoSecrets is New's error for a preset that verifies signatures
+// given no secret: the config names the field (secrets) by it.
+var ErrNoSecrets = errors.New("at least one secret is required")
+
 func requireSecrets(opts Options) error {
 	if len(opts.Secrets) == 0 {
-		return errors.New("at least one secret is required")
+		return ErrNoSecrets
 	}
 	for i, s := range opts.Secrets {
 		if s == "" {

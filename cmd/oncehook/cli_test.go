@@ -247,7 +247,7 @@ func TestEveryCommandsHelpExitsZero(t *testing.T) {
 		{"destinations", "open-breaker"}, {"destinations", "close-breaker"},
 		{"destinations", "create"}, {"destinations", "show"}, {"destinations", "update"}, {"destinations", "rm"},
 		{"sources"}, {"sources", "ls"}, {"sources", "create"}, {"sources", "show"}, {"sources", "update"}, {"sources", "rm"},
-		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"}, {"listen"},
+		{"stats"}, {"reload"}, {"doctor"}, {"transform"}, {"transform", "test"}, {"listen"}, {"export"}, {"apply"},
 	}
 	subcommands := map[string][]string{
 		"events":       {"ls", "show", "replay", "deliver", "skip"},
