@@ -259,7 +259,7 @@ func (g *Gateway) storeFailed(w http.ResponseWriter, r *http.Request, err error)
 // stays.
 func (g *Gateway) refresh(ctx context.Context) {
 	g.reloading.Lock()
-	objects, err := loadObjects(ctx, g.store, g.box)
+	objects, err := loadObjects(ctx, g.store, g.box, g.objects...)
 	var finish func(bool)
 	if err == nil {
 		_, finish, err = g.prepareLocked(ctx, g.file, objects, "the API's sources and destinations read anew: another replica had changed them")

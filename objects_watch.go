@@ -119,7 +119,7 @@ func (g *Gateway) syncObjects(ctx context.Context) {
 		g.reloading.Unlock() // said already: once per change
 		return
 	}
-	objects, err := loadObjects(ctx, g.store, g.box)
+	objects, err := loadObjects(ctx, g.store, g.box, g.objects...)
 	var finish func(bool)
 	if err == nil {
 		_, finish, err = g.prepareLocked(ctx, g.file, objects, "sources and destinations applied as stored: another replica changed them")
