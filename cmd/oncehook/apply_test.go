@@ -3,8 +3,10 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +196,7 @@ sources:
 
 	// An invalid object stops the apply there.
 	stops := write("stops.yaml", `sources:
-  - {name: first-ok, preset: stripe, secrets: [whsec_first], destinations: [app]}
+  - {name: first-ok, preset: stripe, secrets: [whsec_first], destinations: [{name: app, filter: {body: {note: "a\0b\r\n\u202e $$x \xe9 ${NOPE-}"}}}]}
   - {name: second-bad, preset: strpe, destinations: [app]}
   - {name: third-untried, preset: stripe, secrets: [whsec_third], destinations: [app]}
 `)
@@ -242,7 +244,7 @@ sources:
 			t.Errorf("export lacks %q:\n%s", want, text)
 		}
 	}
-	for _, secret := range []string{applySecret, applyHookSecret, applyBearer, "whsec_first", "name: filed", "name: app"} {
+	for _, secret := range []string{applySecret, applyHookSecret, applyBearer, "whsec_first", "name: filed", "url: " + sink.URL + "\n"} {
 		if strings.Contains(string(text), secret) {
 			t.Errorf("export holds %q:\n%s", secret, text)
 		}
@@ -265,6 +267,17 @@ sources:
 	}
 	delivered("/hooks", "acme-stripe:evt_apply_2")
 
+	// Hostile bytes in a field (NUL, CR/LF, a bidi override, a literal
+	// $) are stored as given, and come back so from the export.
+	before, err := c.Source(ctx, "first-ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := "a\x00b\r\n\u202e $x é "
+	if got := fmt.Sprint(before.Spec["destinations"]); !strings.Contains(got, note) {
+		t.Fatalf("first-ok's filter as applied: %q, want %q in it", got, note)
+	}
+
 	// Every object deleted; restored from the export, the secrets from
 	// the environment.
 	for _, args := range [][]string{{"sources", "rm", "acme-stripe"}, {"sources", "rm", "first-ok"}, {"destinations", "rm", "hooks"}} {
@@ -285,6 +298,9 @@ sources:
 	}
 	if code := send(applySecret, "evt_apply_4"); code != 200 {
 		t.Fatalf("a signed webhook to the restored source: %d", code)
+	}
+	if after, err := c.Source(ctx, "first-ok"); err != nil || !reflect.DeepEqual(after.Spec["destinations"], before.Spec["destinations"]) {
+		t.Fatalf("first-ok restored: %v %q, want %q", err, after.Spec["destinations"], before.Spec["destinations"])
 	}
 	d = delivered("/hooks", "acme-stripe:evt_apply_4")
 	if !strings.Contains(string(d.Body), `"tag":"é ✓ 2"`) || d.Header.Get("Authorization") != applyBearer {
