@@ -21,6 +21,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.59.0
+	golang.org/x/time v0.16.0
 	modernc.org/quickjs v0.27.0
 	modernc.org/sqlite v1.62.0
 )

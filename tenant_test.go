@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -346,4 +347,82 @@ func getWith(t *testing.T, c *http.Client, url string) (string, int) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b), resp.StatusCode
+}
+
+// A tenant's rate (tenants[].rate) bounds the requests intake takes for
+// all its sources together, over the values a user sets: past it, 429
+// with a Retry-After of one request's worth of the rate, nothing stored;
+// another tenant's sources, and the shared ones, are not held by it.
+func TestATenantsRateBoundsItsSourcesTogether(t *testing.T) {
+	for _, c := range []struct {
+		rate       string
+		retryAfter string
+	}{{"3/m", "20"}, {"10/h", "360"}, {"2/s", "1"}} {
+		t.Run(c.rate, func(t *testing.T) {
+			sink := testenv.NewSink(t)
+			gw := startGateway(t, `
+store: sqlite://$DIR/oncehook.db
+tenants: [{name: acme, rate: "`+c.rate+`"}, {name: globex}]
+sources:
+  - {name: acme-a, tenant: acme, preset: stripe, secrets: [whsec_a], destinations: [app]}
+  - {name: acme-b, tenant: acme, preset: stripe, secrets: [whsec_b], destinations: [app]}
+  - {name: globex, tenant: globex, preset: stripe, secrets: [whsec_g], destinations: [app]}
+  - {name: shared, preset: stripe, secrets: [whsec_s], destinations: [app]}
+destinations: [{name: app, url: "`+sink.URL+`"}]
+`)
+			n := 0
+			type reply struct {
+				Status     int
+				RetryAfter string
+				Body       []byte
+			}
+			send := func(source, secret string) reply {
+				t.Helper()
+				n++
+				resp, err := http.DefaultClient.Do(testenv.SignedRequest(t, gw.URL+"/in/"+source, "stripe", secret, stripeEvent(fmt.Sprintf("evt_%d", n)), ""))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return reply{resp.StatusCode, resp.Header.Get("Retry-After"), b}
+			}
+			burst, _ := strconv.Atoi(strings.Split(c.rate, "/")[0])
+			accepted := 0
+			for i := range burst + 3 {
+				source, secret := "acme-a", "whsec_a"
+				if i%2 == 1 {
+					source, secret = "acme-b", "whsec_b"
+				}
+				resp := send(source, secret)
+				switch {
+				case resp.Status == 200:
+					accepted++
+				case resp.Status != 429 || resp.RetryAfter != c.retryAfter || !strings.Contains(string(resp.Body), "rate_limited"):
+					t.Fatalf("request %d past the rate: %d, Retry-After %q, %s", i, resp.Status, resp.RetryAfter, resp.Body)
+				}
+			}
+			if accepted != burst {
+				t.Fatalf("acme's sources took %d requests at once, want its rate's %d", accepted, burst)
+			}
+			for range 5 {
+				if s := send("globex", "whsec_g").Status; s != 200 {
+					t.Fatalf("globex held by acme's rate: %d", s)
+				}
+				if s := send("shared", "whsec_s").Status; s != 200 {
+					t.Fatalf("a shared source held by acme's rate: %d", s)
+				}
+			}
+			if c.rate == "2/s" {
+				time.Sleep(600 * time.Millisecond) // one request's worth of 2/s came back
+				if s := send("acme-b", "whsec_b").Status; s != 200 {
+					t.Fatalf("acme after its rate came back: %d", s)
+				}
+				accepted++
+			}
+			if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == accepted+10 }) || len(sink.Deliveries()) != accepted+10 {
+				t.Fatalf("delivered %d, want the %d accepted only", len(sink.Deliveries()), accepted+10)
+			}
+		})
+	}
 }

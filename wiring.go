@@ -33,6 +33,7 @@ import (
 	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
+	"golang.org/x/time/rate"
 )
 
 // The config, translated into each part's options: one function a part,
@@ -216,6 +217,30 @@ type parts struct {
 	// build is swapped in (owned).
 	recipes map[string]string
 	reused  map[string]bool
+	// limits are the tenants' intake rates (tenants[].rate), by tenant:
+	// one limiter each, shared by its sources.
+	limits map[string]*rate.Limiter
+}
+
+// tenantLimits are cfg's tenants' intake limiters: prev's where a
+// tenant's rate is unchanged (what it counted stays, across a reload or
+// a change through the API), a new one where it is new or changed.
+func tenantLimits(cfg *config.Config, prev *parts) map[string]*rate.Limiter {
+	out := map[string]*rate.Limiter{}
+	for _, t := range cfg.Tenants {
+		if t.Rate.N <= 0 {
+			continue
+		}
+		limit := rate.Limit(float64(t.Rate.N) / t.Rate.Per.Seconds())
+		if prev != nil {
+			if l := prev.limits[t.Name]; l != nil && l.Limit() == limit && l.Burst() == t.Rate.N {
+				out[t.Name] = l
+				continue
+			}
+		}
+		out[t.Name] = rate.NewLimiter(limit, t.Rate.N)
+	}
+	return out
 }
 
 // close releases the transformations this build compiled (runs in flight
@@ -361,8 +386,12 @@ func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args
 			d.Transform.Digest = s.Digest()
 		}
 	}
+	p.limits = tenantLimits(cfg, prev)
 	for i := range cfg.Sources {
 		p.sources[i] = receiveSource(fmt.Sprintf("sources[%d]", i), &cfg.Sources[i], fail)
+		if t := cfg.Sources[i].Tenant; t != "" {
+			p.sources[i].Limit = p.limits[t]
+		}
 	}
 	maxLease := time.Duration(cfg.Effects.MaxLease)
 	if maxLease <= 0 {

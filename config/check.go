@@ -103,6 +103,10 @@ func (c *Config) validate(lines fieldLines, check Checker) []error {
 		check.CheckStore(c, fail)
 	}
 	c.checkTokens(fail)
+	named := map[string]bool{}
+	for i, t := range c.Tenants {
+		checkName(fmt.Sprintf("tenants[%d].name", i), t.Name, named, fail)
+	}
 	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
 		fail("effects", "limits and retention cannot be negative")
 	}

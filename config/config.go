@@ -19,6 +19,10 @@ import (
 // Config is the whole configuration of a gateway.
 type Config struct {
 	Listen string `yaml:"listen"`
+	// Tenants are settings of the customers that sources, destinations,
+	// tokens and alert channels name in their tenant: (a tenant needs no
+	// entry here to exist).
+	Tenants []Tenant `yaml:"tenants"`
 	// Store is where events live: sqlite://path (the embedded default) or
 	// postgres://... (several replicas).
 	Store string `yaml:"store"`
@@ -152,6 +156,17 @@ type APIToken struct {
 	// others answer 404, as if there were none). It creates objects of
 	// its tenant only, and reloads nothing.
 	Tenant string `yaml:"tenant"`
+}
+
+// Tenant is one customer's settings, by the name its objects carry.
+type Tenant struct {
+	Name string `yaml:"name"`
+	// Rate bounds the requests intake takes for the tenant's sources, all
+	// of them together, on each replica ("100/s"): past it, 429 with
+	// Retry-After, and nothing stored; the provider sends again later.
+	// So one customer's flood does not take the others' share of the
+	// gateway. Unset: no bound.
+	Rate Rate `yaml:"rate"`
 }
 
 // TLS names a certificate and its key, PEM files (a chain: the leaf

@@ -345,6 +345,8 @@ func TestTenantsKeepToTheirOwn(t *testing.T) {
 		"sources: [{name: s, tenant: b, outbox: true, destinations: [b-d]}]\n" + fmt.Sprintf(tok, "publish: [s]") + d:              `api.tokens[0].publish[0]: source "s" is not tenant a's`,
 		"sources: [{name: s, tenant: b, outbox: true, destinations: [b-d]}]\n" + fmt.Sprintf(tok, "pull: [b-pull]") + d:            `api.tokens[0].pull[0]: destination "b-pull" is not tenant a's`,
 		"sources: [{name: s, outbox: true, destinations: [shared]}]\n" + strings.Replace(d, "tenant: a,", "tenant: \"a\\nb\",", 1): `destinations[1].tenant:`,
+		"tenants: [{name: a, rate: 10/s}, {name: a}]\nsources: [{name: s, outbox: true, destinations: [shared]}]\n" + d:            `tenants[1].name`,
+		"tenants: [{name: a, rate: 0/s}]\nsources: [{name: s, outbox: true, destinations: [shared]}]\n" + d:                        `want a count per unit`,
 	} {
 		_, err := config.Parse([]byte(text), env(nil))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -3,6 +3,7 @@ package receive
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/tracing"
@@ -85,6 +87,8 @@ type Rejection struct {
 	Detail string
 	// unread: the request's body was not read to its end.
 	unread bool
+	// retryAfter, when set, is the Retry-After a rate limit answers.
+	retryAfter int
 }
 
 func (r *Rejection) Error() string { return r.Reason + ": " + r.Detail }
@@ -99,6 +103,15 @@ func (r *Rejection) Temporary() bool {
 // ErrorResponse is what HTTP answers for it.
 func (r *Rejection) ErrorResponse() ErrorResponse {
 	return ErrorResponse{Error: r.Detail, Reason: r.Reason}
+}
+
+// rateLimited is the rejection of a request past its tenant's rate: 429,
+// to retry once a request's worth of the rate came back (a second at
+// least).
+func rateLimited(l *rate.Limiter) *Rejection {
+	rej := rejection(http.StatusTooManyRequests, ReasonRateLimited, "over the rate its tenant is allowed; retry later")
+	rej.retryAfter = max(1, int(math.Ceil(1/float64(l.Limit()))))
+	return rej
 }
 
 func rejection(status int, reason, detail string) *Rejection {

@@ -90,6 +90,9 @@ func (rej *Rejection) Answer(w http.ResponseWriter) {
 	case ReasonOverloaded:
 		w.Header().Set("Retry-After", "1")
 	}
+	if rej.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(rej.retryAfter))
+	}
 	if rej.unread {
 		w.Header().Set("Connection", "close")
 	}

@@ -31,6 +31,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/oncehook/oncehook/internal/forwarded"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
@@ -72,6 +73,11 @@ type Source struct {
 	// /in/{name} answers 404 saying so, and only Accept takes its events.
 	// Its preset may be unsigned: the transport authenticates.
 	Elsewhere string
+	// Limit, when set, bounds the requests intake takes for the source,
+	// shared with every source of its tenant (tenants[].rate, on each
+	// replica): past it, 429 with Retry-After, before the body is read,
+	// and nothing is stored (the provider sends it again later).
+	Limit *rate.Limiter
 
 	all    []string    // every destination: the deliveries of an event when nothing is routed
 	routed bool        // some destination wants only some events
@@ -307,6 +313,7 @@ const (
 	ReasonMissingKey    = "missing_key"
 	ReasonUnavailable   = "unavailable"
 	ReasonOverloaded    = "overloaded"     // over the in-flight byte budget: 503, retry later
+	ReasonRateLimited   = "rate_limited"   // over its tenant's rate: 429, retry later
 	ReasonNotFound      = "not_found"      // a path under /in/{source}/ the source does not serve
 	ReasonStoreRejected = "store_rejected" // the store refused this request's data: 500
 	ReasonDiscarded     = metrics.Discarded
@@ -356,6 +363,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	tbl := h.table.Load()
 	src, ok := h.source(w, r, tbl, name)
 	if !ok {
+		return
+	}
+	if src.Limit != nil && !src.Limit.Allow() {
+		h.answer(w, r, name, rateLimited(src.Limit))
 		return
 	}
 
