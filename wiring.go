@@ -454,7 +454,7 @@ func preset(f string, s *config.Source, fail func(field, format string, args ...
 	switch {
 	case s.Preset == "":
 		fail(f+".preset", "required (one of %v)", provider.Names())
-	case !slices.Contains(provider.Names(), s.Preset):
+	case !provider.Known(s.Preset):
 		fail(f+".preset", "unknown preset %q%s (one of %v)", s.Preset, config.Suggest(s.Preset, provider.Names()), provider.Names())
 	case slices.Contains(s.Secrets, ""):
 		// The config's own check said so (sources[i].secrets[j]: empty),

@@ -204,6 +204,13 @@ func Names() []string {
 	return names
 }
 
+// Known reports whether name is a preset: a map lookup, where Names
+// sorts a new list (a config's check asks for each source).
+func Known(name string) bool {
+	_, ok := presets[name]
+	return ok
+}
+
 // New builds the named preset. Every preset's body first meets the rules
 // all bodies meet (oneJSONValue); when opts.Key is set, the preset's own
 // key extraction is replaced by those rules.

@@ -344,3 +344,18 @@ func TestRefusalsSayWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// Known is Names as a lookup: every listed preset, and nothing else (the
+// case and the spelling count).
+func TestKnownIsWhatNamesLists(t *testing.T) {
+	for _, name := range Names() {
+		if !Known(name) {
+			t.Errorf("%s is listed but not known", name)
+		}
+	}
+	for _, name := range []string{"", "Stripe", "stripe ", "nope", "stripe\x00", "\xff"} {
+		if Known(name) {
+			t.Errorf("%q is known", name)
+		}
+	}
+}
