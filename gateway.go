@@ -42,6 +42,7 @@ import (
 	"github.com/oncehook/oncehook/internal/secretbox"
 	"github.com/oncehook/oncehook/internal/seen"
 	"github.com/oncehook/oncehook/internal/tracing"
+	"github.com/oncehook/oncehook/provider"
 	"github.com/oncehook/oncehook/receive"
 	"github.com/oncehook/oncehook/store"
 )
@@ -543,10 +544,15 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 
+	// The dashboard's forms create, change and delete sources and
+	// destinations through the API's own handlers (its checks, sealing,
+	// store, audit and tenant rules), as the session's caller.
+	objects := http.NewServeMux()
+	g.mountSources(objects)
 	var err error
 	g.dashboard, err = dashboard.New(dashboard.Options{Service: g.admin, Tenant: g.tenantDashboard, Auth: auth, Logger: g.log.With("component", "dashboard"),
 		Demo: g.opts.DemoSink, Sessions: g.store, TrustedProxies: proxies, UnknownSources: g.intake.UnknownSources,
-		Transformed: g.transformed})
+		Transformed: g.transformed, Objects: objects, Presets: provider.Names()})
 	if err != nil {
 		return err
 	}

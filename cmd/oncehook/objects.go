@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncehook/oncehook/api"
+	"github.com/oncehook/oncehook/internal/setup"
 )
 
 // The commands over the API's sources and destinations (#45): sources
@@ -225,7 +226,10 @@ func printCreated(w io.Writer, k objectKind, v api.ObjectView, apiURL string) {
 		fmt.Fprintf(w, "\nits events come from a queue or the outbox, not an intake URL\n")
 	} else {
 		fmt.Fprintf(w, "intake URL: %s\n", terminalLine(v.IntakeURL))
-		fmt.Fprintf(w, "\nnext:\n  1. paste the intake URL into %s's webhook settings, with the signing secret you gave\n", providerName(preset))
+		fmt.Fprintf(w, "\nnext:\n  1. at %s (the dashboard shows these steps in Portuguese too):\n", providerName(preset))
+		for _, step := range setup.Steps(preset, setup.EN) {
+			fmt.Fprintf(w, "     - %s\n", step)
+		}
 		fmt.Fprintf(w, "  2. send a signed test event: oncehook send --url %s --preset %s --secret SECRET\n", terminalLine(v.IntakeURL), providerName(preset))
 	}
 	fmt.Fprintf(w, "  3. watch its events:         oncehook events ls --source %s --api %s\n", terminalLine(v.Name), apiURL)

@@ -103,6 +103,16 @@ type Options struct {
 	// the transformed request beside the original; nil and no error when
 	// the destination has none.
 	Transformed func(ctx context.Context, e admin.EventDetail, destination string) (*Transformed, error)
+	// Objects, when set, is the API's handler of its sources and
+	// destinations (POST /v1/sources, GET, PATCH and DELETE
+	// /v1/sources/{name}, the same for destinations), run in process as
+	// the session's caller: the forms that create, change and delete them
+	// go through it, so that its checks, sealing, store, audit and tenant
+	// rules are theirs. Nil: no forms.
+	Objects http.Handler
+	// Presets are the names of the known presets, for a new source's
+	// form.
+	Presets []string
 }
 
 // Transformed is what a destination's transformation makes of an event, as
@@ -161,7 +171,7 @@ func New(opts Options) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"login", "overview", "source", "events", "event", "dead", "destinations", "effects", "audit", "alerts", "error"} {
+	for _, name := range []string{"login", "overview", "source", "events", "event", "dead", "destinations", "effects", "audit", "alerts", "error", "object_form", "object_setup", "object_delete"} {
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: template %s: %w", name, err)
@@ -197,6 +207,17 @@ func New(opts Options) (*Dashboard, error) {
 	d.mux.HandleFunc("POST "+Prefix+"/dead-letters/purge", d.authed(d.purgeDead))
 	d.mux.HandleFunc("GET "+Prefix+"/destinations", d.authed(d.destinations))
 	d.mux.HandleFunc("POST "+Prefix+"/destinations/{name}/{action}", d.authed(d.onDestination))
+	if opts.Objects != nil {
+		for _, k := range []string{"sources", "destinations"} {
+			d.mux.HandleFunc("GET "+Prefix+"/"+k+"/new", d.authed(d.newObject))
+			d.mux.HandleFunc("POST "+Prefix+"/"+k+"/new", d.authed(d.createObject))
+			d.mux.HandleFunc("GET "+Prefix+"/"+k+"/{name}/edit", d.authed(d.editObject))
+			d.mux.HandleFunc("POST "+Prefix+"/"+k+"/{name}/edit", d.authed(d.updateObject))
+			d.mux.HandleFunc("GET "+Prefix+"/"+k+"/{name}/delete", d.authed(d.deletePage))
+			d.mux.HandleFunc("POST "+Prefix+"/"+k+"/{name}/delete", d.authed(d.deleteObject))
+		}
+		d.mux.HandleFunc("GET "+Prefix+"/sources/{name}/setup", d.authed(d.setupPage))
+	}
 	d.mux.HandleFunc("GET "+Prefix+"/effects", d.authed(d.effects))
 	d.mux.HandleFunc("POST "+Prefix+"/effects/reset", d.authed(d.resetEffect))
 	d.mux.HandleFunc("GET "+Prefix+"/audit", d.authed(d.audit))
@@ -523,17 +544,21 @@ type page struct {
 	// ReadOnly hides what the session's token may not do (Replay, Retry,
 	// Purge, Pause, Reset), instead of showing buttons that answer 403.
 	ReadOnly bool
-	Nav      string
-	Flash    string
-	Data     any
-	Path     string // the current path and query, for the language switch
-	Now      time.Time
+	// Forms says the session may create, change and delete the API's
+	// sources and destinations (not read-only, and the forms are there).
+	Forms bool
+	Nav   string
+	Flash string
+	Data  any
+	Path  string // the current path and query, for the language switch
+	Now   time.Time
 }
 
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, s session, data any) {
 	p := page{L: d.lang(w, r), Nav: name, Data: data, Now: d.opts.Now(), Flash: r.URL.Query().Get("done")}
 	if s.idHash != "" {
 		p.CSRF, p.Caller, p.ReadOnly = s.csrf, s.caller.Name, s.caller.ReadOnly
+		p.Forms = !s.caller.ReadOnly && d.opts.Objects != nil
 	}
 	q := r.URL.Query()
 	q.Del("lang")
@@ -620,7 +645,7 @@ var funcs = template.FuncMap{
 				return l.T("target." + strings.ReplaceAll(whole, " ", "_"))
 			}
 		}
-		if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "destination" || word == "effect" || word == "config") {
+		if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "source" || word == "destination" || word == "effect" || word == "config") {
 			return l.T("target."+word) + " " + rest
 		}
 		return t

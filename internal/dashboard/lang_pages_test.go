@@ -113,7 +113,7 @@ destinations:
 
 	c2, _ := login(t, gw, token)
 	ui := gw.APIURL + "/ui/"
-	pages := []string{"?lang=pt-BR", "sources/stripe", "sources/acme", "events", "dead-letters", "destinations", "effects", "audit", "alerts"}
+	pages := []string{"?lang=pt-BR", "sources/stripe", "sources/acme", "sources/new", "destinations/new", "sources/stripe/setup", "events", "dead-letters", "destinations", "effects", "audit", "alerts"}
 	list, err := svc.Events(context.Background(), admin.EventFilter{})
 	if err != nil {
 		t.Fatal(err)

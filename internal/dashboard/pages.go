@@ -600,7 +600,7 @@ func (p page) FlashMessage() string {
 			msg += " " + p.L.T("done.deliver_left", parts[1], parts[2])
 		}
 		return msg
-	case "pause", "resume", "reset", "skip", "deliver", "breaker_open", "breaker_close", "order_reset", "alert_acknowledge", "alert_resolve":
+	case "pause", "resume", "reset", "skip", "deliver", "breaker_open", "breaker_close", "order_reset", "alert_acknowledge", "alert_resolve", "created", "updated", "deleted":
 		return p.L.T("done." + kind)
 	}
 	return ""

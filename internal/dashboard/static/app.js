@@ -1,5 +1,6 @@
 // oncehook dashboard: the only script (the CSP allows no inline one).
-// It refreshes the overview's live counters every 5 seconds.
+// It refreshes the overview's live counters every 5 seconds, and copies
+// the setup page's intake URL.
 (function () {
   "use strict";
   function refresh() {
@@ -19,7 +20,18 @@
       })
       .catch(function () {});
   }
+  // A button with data-copy copies its input's value (the setup page's
+  // intake URL), and says so.
+  function copy(ev) {
+    var b = ev.currentTarget, el = document.getElementById(b.getAttribute("data-copy"));
+    if (!el) return;
+    el.select();
+    var said = function () { b.textContent = b.getAttribute("data-copied"); };
+    if (navigator.clipboard) navigator.clipboard.writeText(el.value).then(said, function () {});
+    else if (document.execCommand("copy")) said();
+  }
   document.addEventListener("DOMContentLoaded", function () {
     if (document.querySelector("[data-live]")) setInterval(refresh, 5000);
+    document.querySelectorAll("[data-copy]").forEach(function (b) { b.addEventListener("click", copy); });
   });
 })();
