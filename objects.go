@@ -389,3 +389,43 @@ func StoredCatalog(ctx context.Context, cfg *config.Config, st store.Store) ([]a
 	sources, dests := catalog(merged)
 	return sources, dests, nil
 }
+
+// StoredObjects are the sources and destinations created through the API
+// that st keeps, as the API shows them (ObjectView: each secret as its
+// fingerprint, each URL masked), by kind: what `oncehook export --config`
+// writes without a running gateway. Their secrets are opened with the
+// keys cfg's gateway would use (ONCEHOOK_SECRET_KEYS by getenv, or the
+// config's secret_keys_file), only to take their fingerprints; without
+// them it says which is sealed and how to set a key.
+func StoredObjects(ctx context.Context, cfg *config.Config, st store.Store, getenv func(string) string) (sources, destinations []ObjectView, err error) {
+	box, err := loadSecretKeys(cfg, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	objects, err := loadObjects(ctx, st, box)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range objects {
+		s := o.stored
+		created, updated := s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+		// As a client reads an answer (JSON's maps and numbers), so that
+		// export writes the same file from either.
+		var spec map[string]any
+		b, err := json.Marshal(shown(s.Kind, o.spec))
+		if err == nil {
+			err = json.Unmarshal(b, &spec)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", s.Kind, s.Name, err)
+		}
+		v := ObjectView{Name: s.Name, ManagedBy: "api", Spec: spec, Version: s.Version,
+			CreatedAt: &created, UpdatedAt: &updated, CreatedBy: s.CreatedBy, UpdatedBy: s.UpdatedBy}
+		if s.Kind == store.ObjectSource {
+			sources = append(sources, v)
+		} else {
+			destinations = append(destinations, v)
+		}
+	}
+	return sources, destinations, nil
+}

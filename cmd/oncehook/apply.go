@@ -42,7 +42,7 @@ func export(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	of := addOperatorFlags(fs)
 	out := fs.String("o", "", "write to this file (created 0600) instead of stdout")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: oncehook export [-o FILE] --api URL --token T
+		fmt.Fprint(stderr, `usage: oncehook export [-o FILE] --api URL --token T   (or --config F: its store directly, with $ONCEHOOK_SECRET_KEYS)
   the sources and destinations created through the API (not the config file's), as YAML
   that oncehook apply -f takes; each secret as ${VARIABLE} with its fingerprint beside it
 `)
@@ -51,11 +51,34 @@ func export(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := flagsOnly(fs, args); err != nil {
 		return err
 	}
-	c, err := of.client("export")
-	if err != nil {
-		return err
+	var lister objectLister
+	from := *of.api
+	if *of.api != "" {
+		c, err := of.client("export")
+		if err != nil {
+			return err
+		}
+		lister = apiLister{c}
+	} else {
+		// On the store directly (--config), as sources ls --config: no
+		// gateway needed, but the keys that open the secrets are, to
+		// take their fingerprints.
+		cfg, path, err := of.loadConfig()
+		if err != nil {
+			return err
+		}
+		st, err := openExistingStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		srcs, dsts, err := oncehook.StoredObjects(ctx, cfg, st, os.Getenv)
+		if err != nil {
+			return err
+		}
+		lister, from = storedLister{srcs, dsts}, "the store of "+path
 	}
-	doc, n, err := exportDocument(ctx, c, *of.api)
+	doc, n, err := exportDocument(ctx, lister, from)
 	if err != nil {
 		return err
 	}
@@ -87,29 +110,66 @@ func yamlText(doc *yaml.Node) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
+// objectLister is where export reads the API's objects: a running
+// gateway's API, or its store directly.
+type objectLister interface {
+	// objects are the API's objects of kind k, as the API shows them.
+	objects(ctx context.Context, k objectKind) ([]api.ObjectView, error)
+}
+
+type apiLister struct{ c *api.Client }
+
+func (l apiLister) objects(ctx context.Context, k objectKind) ([]api.ObjectView, error) {
+	var names []string
+	if k.kind == sourceKind.kind {
+		list, err := l.c.Sources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range list {
+			if s.ManagedBy == "api" {
+				names = append(names, s.Name)
+			}
+		}
+	} else {
+		list, err := l.c.Destinations(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range list {
+			if d.ManagedBy == "api" {
+				names = append(names, d.Name)
+			}
+		}
+	}
+	var out []api.ObjectView
+	for _, name := range names {
+		v, err := k.get(l.c, ctx, name)
+		if err != nil {
+			var e *api.Error
+			if errors.As(err, &e) && e.Status == 404 {
+				continue // deleted since the list
+			}
+			return nil, fmt.Errorf("%s %s: %w", k.kind, terminalLine(name), err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+type storedLister struct{ sources, destinations []api.ObjectView }
+
+func (l storedLister) objects(_ context.Context, k objectKind) ([]api.ObjectView, error) {
+	if k.kind == sourceKind.kind {
+		return l.sources, nil
+	}
+	return l.destinations, nil
+}
+
 // exportDocument reads the API's objects (destinations first: apply
 // creates them in the file's order of kinds, and a source routes to
 // destinations) as a YAML document; n is how many.
-func exportDocument(ctx context.Context, c *api.Client, from string) (*yaml.Node, int, error) {
-	srcs, err := c.Sources(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	dsts, err := c.Destinations(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	var srcNames, dstNames []string
-	for _, s := range srcs {
-		if s.ManagedBy == "api" {
-			srcNames = append(srcNames, s.Name)
-		}
-	}
-	for _, d := range dsts {
-		if d.ManagedBy == "api" {
-			dstNames = append(dstNames, d.Name)
-		}
-	}
+func exportDocument(ctx context.Context, l objectLister, from string) (*yaml.Node, int, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	root.HeadComment = fmt.Sprintf(`oncehook export of %s at %s: the sources and destinations created
 through the API (the config file's are not here). oncehook apply -f THIS_FILE
@@ -119,24 +179,17 @@ the secret, or leave it unset and apply keeps the one stored. A URL the API
 shows masked is written so too.`, terminalLine(from), time.Now().UTC().Format(time.RFC3339))
 	envs := map[string]bool{}
 	n := 0
-	for _, k := range []struct {
-		kind  objectKind
-		names []string
-	}{{destinationKind, dstNames}, {sourceKind, srcNames}} {
+	for _, k := range []objectKind{destinationKind, sourceKind} {
+		views, err := l.objects(ctx, k)
+		if err != nil {
+			return nil, 0, err
+		}
 		list := &yaml.Node{Kind: yaml.SequenceNode}
-		for _, name := range k.names {
-			v, err := k.kind.get(c, ctx, name)
-			if err != nil {
-				var e *api.Error
-				if errors.As(err, &e) && e.Status == 404 {
-					continue // deleted since the list
-				}
-				return nil, 0, fmt.Errorf("%s %s: %w", k.kind.kind, terminalLine(name), err)
-			}
-			list.Content = append(list.Content, exportNode(v.Spec, exportPath{kind: k.kind.kind, name: name, envs: envs}))
+		for _, v := range views {
+			list.Content = append(list.Content, exportNode(v.Spec, exportPath{kind: k.kind, name: v.Name, envs: envs}))
 			n++
 		}
-		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k.kind.plural}, list)
+		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k.plural}, list)
 	}
 	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, n, nil
 }

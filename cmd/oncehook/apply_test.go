@@ -253,6 +253,18 @@ sources:
 		t.Errorf("export to stdout (ok=%v):\n%s", ok, out)
 	}
 
+	// On the store directly (--config), the same objects, with the key
+	// that opens their secrets to take the fingerprints; without it, a
+	// refusal that says how to set one.
+	body := func(export string) string { return export[strings.Index(export, "destinations:"):] }
+	out, ok = run([]string{"ONCEHOOK_API=", "ONCEHOOK_SECRET_KEYS=" + objectsKey}, "export", "--config", path)
+	if !ok || !strings.Contains(out, "oncehook export of the store of "+path) || body(out) != body(string(text)) {
+		t.Fatalf("export --config (ok=%v), want what the API's export wrote:\n%s", ok, out)
+	}
+	if out, ok = run([]string{"ONCEHOOK_API="}, "export", "--config", path); ok || !strings.Contains(out, "ONCEHOOK_SECRET_KEYS") {
+		t.Fatalf("export --config without the key (ok=%v):\n%s", ok, out)
+	}
+
 	// Applied back with no variable set: nothing changes (the secrets
 	// are kept, not overwritten).
 	audits = auditCount()

@@ -69,11 +69,22 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 		}
 		return api.NewClient(*f.api, token, nil), ctx, func() {}, nil
 	}
+	cfg, _, err := f.loadConfig()
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	svc, ctx, done, err := configService(ctx, cfg)
+	return svc, ctx, done, err
+}
+
+// loadConfig reads the config the flags name (--config, else
+// $ONCEHOOK_CONFIG, else ./oncehook.yaml, else the demo's when its store
+// is here), and says which.
+func (f operatorFlags) loadConfig() (*config.Config, string, error) {
 	path := *f.config
 	if path == "" {
 		path = os.Getenv(configEnv)
 	}
-	var cfg *config.Config
 	if path == "" {
 		path = defaultConfigPath
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -82,36 +93,35 @@ func (f operatorFlags) open(ctx context.Context) (admin.Operator, context.Contex
 			// to reach a gateway.
 			demo := config.Demo(config.DefaultListen)
 			if _, err := os.Stat(sqlite.Path(demo.Store)); err != nil {
-				return nil, ctx, nil, fmt.Errorf("no %s here and no demo store (%s): pass --config F, or --api URL --token T for a running gateway (the demo's banner prints both)", path, sqlite.Path(demo.Store))
+				return nil, "", fmt.Errorf("no %s here and no demo store (%s): pass --config F, or --api URL --token T for a running gateway (the demo's banner prints both)", path, sqlite.Path(demo.Store))
 			}
-			cfg = demo
+			return demo, "the demo", nil
 		}
 	}
-	if cfg == nil {
-		var err error
-		if cfg, err = oncehook.LoadConfig(path, kinds.All()); err != nil {
-			return nil, ctx, nil, err
+	cfg, err := oncehook.LoadConfig(path, kinds.All())
+	return cfg, path, err
+}
+
+// openExistingStore opens cfg's store, one that is there: opening a
+// SQLite store creates it, and run from another folder, a relative path
+// would make an empty store there and answer from it, as if nothing were
+// stored. An operator's command only reads and changes a store that is
+// there.
+func openExistingStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if cfg.StoreScheme() == "sqlite" {
+		path := sqlite.Path(cfg.Store)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			abs, _ := filepath.Abs(path)
+			return nil, fmt.Errorf("no store at %s (store: %s; a relative path is read from the folder oncehook runs in): run from the gateway's folder, or use --api URL --token T", abs, cfg.Store)
 		}
 	}
-	svc, ctx, done, err := configService(ctx, cfg)
-	return svc, ctx, done, err
+	return openConfigStore(ctx, cfg)
 }
 
 // configService is the operator's service on cfg's store, its changes
 // audited as cli:<user>.
 func configService(ctx context.Context, cfg *config.Config) (*admin.Service, context.Context, func(), error) {
-	if cfg.StoreScheme() == "sqlite" {
-		// Opening a SQLite store creates it: run from another folder, a
-		// relative path would make an empty store there and answer from
-		// it, as if nothing were stored. An operator's command only reads
-		// and changes a store that is there.
-		path := sqlite.Path(cfg.Store)
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			abs, _ := filepath.Abs(path)
-			return nil, ctx, nil, fmt.Errorf("no store at %s (store: %s; a relative path is read from the folder oncehook runs in): run from the gateway's folder, or use --api URL --token T", abs, cfg.Store)
-		}
-	}
-	st, err := openConfigStore(ctx, cfg)
+	st, err := openExistingStore(ctx, cfg)
 	if err != nil {
 		return nil, ctx, nil, err
 	}
