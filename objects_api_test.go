@@ -632,3 +632,47 @@ destinations:
 		t.Fatalf("after the refused patches: %d %s", a.status, a.body)
 	}
 }
+
+// A gateway whose sources all come through the API starts from a file
+// with none (a token that may create them is enough), takes a source
+// created through the API, and starts again with it; a file with neither
+// a source nor such a token is still refused, saying what it needs.
+func TestAGatewayOfAPISourcesOnlyNeedsNoneInTheFile(t *testing.T) {
+	sink := testenv.NewSink(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "oncehook.yaml")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tokens := range []string{`[{name: reader, token: ` + sourcesReader + `, read_only: true}]`, `[]`} {
+		write("store: sqlite://" + filepath.Join(dir, "o.db") + "\napi: {tokens: " + tokens + "}\n")
+		if _, err := oncehook.LoadConfig(path, kinds.All()); err == nil || !strings.Contains(err.Error(), "api.tokens token to create sources with") {
+			t.Fatalf("no source and tokens %s: %v", tokens, err)
+		}
+	}
+	write("store: sqlite://" + filepath.Join(dir, "o.db") + "\napi: {tokens: [{name: ops, token: " + sourcesOps + "}]}\n")
+	gw, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, "POST", gw.api+"/v1/destinations", sourcesOps, `{"name": "app", "url": "`+sink.URL+`"}`); a.status != 201 {
+		t.Fatalf("create a destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", gw.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret1+`"], "destinations": ["app"]}`); a.status != 201 {
+		t.Fatalf("create a source: %d %s", a.status, a.body)
+	}
+	gw.stop()
+	gw, err = startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatalf("restart with the API's source only: %v", err)
+	}
+	if s := do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/acme-stripe", "stripe", acmeSecret1, stripeEvent("evt_only_api"), "")).Status; s != 200 {
+		t.Fatalf("the API's source after a restart: %d", s)
+	}
+	if !testenv.WaitFor(10*time.Second, func() bool { return sink.ByKey()["acme-stripe:evt_only_api"] == 1 }) {
+		t.Fatalf("not delivered: %v", sink.ByKey())
+	}
+}

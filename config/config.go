@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,6 +134,13 @@ type Idempotency struct {
 type API struct {
 	Listen string     `yaml:"listen"`
 	Tokens []APIToken `yaml:"tokens"`
+}
+
+// createsSources reports whether one of the API's tokens may create
+// sources (POST /v1/sources): a token that is not read-only, nor only a
+// publisher's or a consumer's.
+func (a API) createsSources() bool {
+	return slices.ContainsFunc(a.Tokens, func(t APIToken) bool { return !t.ReadOnly && len(t.Publish) == 0 && len(t.Pull) == 0 })
 }
 
 // APIToken is a bearer token of the API. Its name goes into logs and the
