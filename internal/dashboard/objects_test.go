@@ -29,10 +29,10 @@ const (
 // startFormsGateway is a gateway with a key for secrets at rest, the
 // operator's token, a read-only one and a tenant's, and a source and a
 // destination of the config file.
-func startFormsGateway(t *testing.T) *oncehooktest.Gateway {
+func startFormsGateway(t *testing.T, store string) *oncehooktest.Gateway {
 	t.Helper()
 	return oncehooktest.StartWith(t, `
-store: sqlite://$DIR/oncehook.db
+store: `+store+`
 api:
   tokens:
     - {name: ops, token: `+token+`}
@@ -71,14 +71,22 @@ func fingerprints(v map[string]any) string {
 	return string(b)
 }
 
-// TestObjectFormsGoThroughTheAPI signs in, creates a destination and a
+// testObjectFormsGoThroughTheAPI signs in, creates a destination and a
 // source with the forms, sees them in the API (created by the session's
 // token, secrets as fingerprints), sends the source a signed webhook that
 // is delivered, reads the setup steps in both languages, edits with the
 // version (a stale edit is refused), and deletes after a confirmation;
 // the file's objects have no forms.
-func TestObjectFormsGoThroughTheAPI(t *testing.T) {
-	gw := startFormsGateway(t)
+func TestObjectFormsGoThroughTheAPISQLite(t *testing.T) {
+	testObjectFormsGoThroughTheAPI(t, "sqlite://$DIR/oncehook.db")
+}
+
+func TestObjectFormsGoThroughTheAPIPostgres(t *testing.T) {
+	testObjectFormsGoThroughTheAPI(t, testenv.Postgres(t))
+}
+
+func testObjectFormsGoThroughTheAPI(t *testing.T, store string) {
+	gw := startFormsGateway(t, store)
 	sink := testenv.NewSink(t)
 	c, csrf := login(t, gw, token)
 	origin := gw.APIURL
@@ -223,7 +231,7 @@ func TestObjectFormsGoThroughTheAPI(t *testing.T) {
 // forms and its posts are refused; a tenant's session creates its own
 // tenant's objects only, and reaches no other's.
 func TestObjectFormsRefuseReadOnlyAndKeepTenants(t *testing.T) {
-	gw := startFormsGateway(t)
+	gw := startFormsGateway(t, "sqlite://$DIR/oncehook.db")
 
 	c, csrf := login(t, gw, viewer)
 	_, page := get(t, c, gw.APIURL+"/ui/")
@@ -276,7 +284,7 @@ func TestObjectFormsRefuseReadOnlyAndKeepTenants(t *testing.T) {
 // decides, never a 500, never a page that is not UTF-8 or that carries a
 // raw NUL or an unescaped tag, never a header of the poster's.
 func TestObjectFormsTakeHostileBytes(t *testing.T) {
-	gw := startFormsGateway(t)
+	gw := startFormsGateway(t, "sqlite://$DIR/oncehook.db")
 	c, csrf := login(t, gw, token)
 	hostile := []string{"a\x00b", "\xff\xfe\xfd", "a\r\nX-Injected: 1", "<script>alert(1)</script>", strings.Repeat("é", 5000), strings.Repeat("x", 70<<10)}
 	forms := map[string]url.Values{
