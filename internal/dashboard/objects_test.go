@@ -173,6 +173,25 @@ func testObjectFormsGoThroughTheAPI(t *testing.T, store string) {
 		t.Fatalf("stale edit: %d\n%s", resp.StatusCode, page)
 	}
 
+	// A destination's edit: its URL, secret and headers left as shown
+	// (the secret and headers blank) stay as stored; the timeout changes.
+	_, page = get(t, c, gw.APIURL+"/ui/destinations/acme-app/edit?lang=en")
+	if strings.Contains(page, destSecret) || strings.Contains(page, "X-Team: acme") || !strings.Contains(page, "It has X-Other, X-Team") ||
+		!strings.Contains(page, `value="`+sink.URL+`"`) || !strings.Contains(page, `value="5s"`) {
+		t.Fatalf("destination edit form:\n%s", page)
+	}
+	resp, page = postForm(t, c, gw.APIURL+"/ui/destinations/acme-app/edit", url.Values{"csrf": {csrf}, "version": {"1"}, "url": {sink.URL},
+		"secret": {""}, "headers": {""}, "timeout": {"7s"}}, origin)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("destination edit: %d\n%s", resp.StatusCode, page)
+	}
+	_, dv2 := apiGet(t, gw, "/v1/destinations/acme-app")
+	spec, was := dv2["spec"].(map[string]any), dv["spec"].(map[string]any)
+	if dv2["version"] != 2.0 || spec["timeout"] != "7s" || fmt.Sprint(spec["secret"]) != fmt.Sprint(was["secret"]) ||
+		fmt.Sprint(spec["headers"]) != fmt.Sprint(was["headers"]) || spec["url"] != was["url"] {
+		t.Fatalf("after the destination's edit: %v (was %v)", spec, was)
+	}
+
 	// Refused fields, beside their inputs, in the API's words.
 	resp, page = postForm(t, c, gw.APIURL+"/ui/sources/new", url.Values{"csrf": {csrf}, "name": {"bad name"}, "preset": {"stripe"}}, origin)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, `data-field="name"`) || !strings.Contains(page, `value="bad name"`) {
@@ -196,10 +215,10 @@ func testObjectFormsGoThroughTheAPI(t *testing.T, store string) {
 	// Delete: a confirmation first; a destination still routed to is
 	// refused, saying by whom.
 	_, page = get(t, c, gw.APIURL+"/ui/destinations/acme-app/delete")
-	if !strings.Contains(page, `id="confirm-delete"`) || !strings.Contains(page, `name="version" value="1"`) {
+	if !strings.Contains(page, `id="confirm-delete"`) || !strings.Contains(page, `name="version" value="2"`) {
 		t.Fatalf("confirmation page:\n%s", page)
 	}
-	resp, page = postForm(t, c, gw.APIURL+"/ui/destinations/acme-app/delete", url.Values{"csrf": {csrf}, "version": {"1"}}, origin)
+	resp, page = postForm(t, c, gw.APIURL+"/ui/destinations/acme-app/delete", url.Values{"csrf": {csrf}, "version": {"2"}}, origin)
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "routed to by source acme-hotmart") {
 		t.Fatalf("deleting a routed destination: %d\n%s", resp.StatusCode, page)
 	}
@@ -210,14 +229,14 @@ func testObjectFormsGoThroughTheAPI(t *testing.T, store string) {
 	if status, _ := apiGet(t, gw, "/v1/sources/acme-hotmart"); status != 404 {
 		t.Fatalf("deleted source answers %d", status)
 	}
-	resp, _ = postForm(t, c, gw.APIURL+"/ui/destinations/acme-app/delete", url.Values{"csrf": {csrf}, "version": {"1"}}, origin)
+	resp, _ = postForm(t, c, gw.APIURL+"/ui/destinations/acme-app/delete", url.Values{"csrf": {csrf}, "version": {"2"}}, origin)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("delete destination: %d", resp.StatusCode)
 	}
 	// Each change is in the audit log under the session's token, in the
 	// reader's language.
 	_, page = get(t, c, gw.APIURL+"/ui/audit?lang=pt-BR")
-	for _, want := range []string{"origem criada", "origem alterada", "origem excluída", "destino criado", "destino excluído", "origem acme-hotmart"} {
+	for _, want := range []string{"origem criada", "origem alterada", "origem excluída", "destino criado", "destino alterado", "destino excluído", "origem acme-hotmart"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the audit page lacks %q", want)
 		}
