@@ -540,7 +540,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	g.api.Handle(PublishRoute, auth.WrapPublish(g.owned(store.ObjectSource, source, g.traced("publish", http.HandlerFunc(g.publish)))))
 	pullFrom := func(r *http.Request) string { return r.PathValue("name") }
 	g.api.Handle(pull.PullRoute, auth.WrapPull(pullFrom, g.owned(store.ObjectDestination, pullFrom, g.traced("pull", http.HandlerFunc(g.pulls.ServePull)))))
-	g.api.Handle(pull.AckRoute, auth.WrapPull(g.pulls.AckDestination, g.owned(store.ObjectDestination, g.pulls.AckDestination, g.traced("ack", http.HandlerFunc(g.pulls.ServeAck)))))
+	g.api.Handle(pull.AckRoute, auth.WrapPull(g.pulls.AckDestination, g.ownedOr(store.ObjectDestination, g.pulls.AckDestination, notLeased, g.traced("ack", http.HandlerFunc(g.pulls.ServeAck)))))
 	g.api.Handle("/v1/", adminAPI)
 	g.api.Handle(effect.ResetRoute.Pattern(), adminAPI) // the one reset: audited (effect.Handler has none)
 

@@ -197,6 +197,20 @@ func (g *Gateway) hidden(r *http.Request, kind, name string) bool {
 	return i >= 0 && g.file.Destinations[i].Tenant != t
 }
 
+// nameHoldsData reports whether the store still holds what a source
+// (kind) of this name received (an event within its window) or what a
+// destination of this name has to deliver (a delivery pending or dead).
+func (g *Gateway) nameHoldsData(ctx context.Context, kind, name string) (bool, error) {
+	if kind == store.ObjectSource {
+		events, err := g.store.ListEvents(ctx, store.EventQuery{Source: name, Limit: 1})
+		return len(events) > 0, err
+	}
+	queues, err := g.store.Queues(ctx, time.Now())
+	return slices.ContainsFunc(queues, func(q store.Queue) bool {
+		return q.Destination == name && q.Pending+q.Leased+q.Dead > 0
+	}), err
+}
+
 // routesOthers refuses a tenant's source that routes to another tenant's
 // destination as one routing to none: the config's check would say
 // whose it is, and a tenant's token learns nothing of another's.
@@ -326,6 +340,23 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 		g.reloading.Unlock()
 		conflict(w, "exists", k.kind+" "+name+" already exists: change it with PATCH /v1/"+k.plural+"/"+name)
 		return
+	}
+	if o.tenant() != "" {
+		// A name whose events or held deliveries are still stored is
+		// taken for a tenant: they are read, replayed and delivered by
+		// name, so the tenant would be handed what the name's earlier
+		// owner (another tenant, the operator) left there.
+		held, err := g.nameHoldsData(r.Context(), k.kind, name)
+		if err != nil {
+			g.reloading.Unlock()
+			g.storeFailed(w, r, err)
+			return
+		}
+		if held {
+			g.reloading.Unlock()
+			conflict(w, "exists", k.kind+" "+name+" already exists: choose another name")
+			return
+		}
 	}
 	sealed, err := seal(g.box, k.kind, name, spec)
 	if err != nil {

@@ -265,6 +265,43 @@ destinations:
 	if a := call(t, "DELETE", api+"/v1/sources/acme-api", acmeToken, ""); a.status != 204 {
 		t.Fatalf("acme deletes its source: %d %s", a.status, a.body)
 	}
+	// A deleted name whose events are stored is not another tenant's to
+	// take: it would read, replay and deliver them by name (found by a
+	// tester: globex read and replayed acme's event so).
+	for _, token := range []string{globexToken, acmeToken} {
+		if a := call(t, "POST", api+"/v1/sources", token, `{"name": "acme-api", "preset": "stripe", "secrets": ["s"]}`); a.status != 409 || a.json["error"] != "source acme-api already exists: choose another name" {
+			t.Fatalf("a tenant takes a deleted source's name, its events stored: %d %s", a.status, a.body)
+		}
+	}
+	if a := call(t, "GET", api+fmt.Sprintf("/v1/events/%d", acmeEvent), globexToken, ""); a.status != 404 {
+		t.Fatalf("globex reads acme's old event: %d %s", a.status, a.body)
+	}
+	// A destination's held deliveries likewise.
+	if a := call(t, "POST", api+"/v1/destinations", acmeToken, `{"name": "acme-held", "url": "http://127.0.0.1:1/never", "retry": {"base_delay": "1h", "max_delay": "1h"}}`); a.status != 201 {
+		t.Fatalf("acme creates a destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "PATCH", api+"/v1/sources/acme-file", acmeToken, `{}`); a.status != 409 {
+		t.Fatalf("acme-file is the file's: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "acme-h", "preset": "stripe", "secrets": ["whsec_h"], "destinations": ["acme-held"]}`); a.status != 201 {
+		t.Fatalf("acme creates a source: %d %s", a.status, a.body)
+	}
+	send("acme-h", "whsec_h", "evt_held")
+	call(t, "DELETE", api+"/v1/sources/acme-h", acmeToken, "")
+	if a := call(t, "DELETE", api+"/v1/destinations/acme-held", acmeToken, ""); a.status != 204 {
+		t.Fatalf("acme deletes its destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/destinations", globexToken, `{"name": "acme-held", "url": "`+sink.URL+`/stolen"}`); a.status != 409 {
+		t.Fatalf("globex takes a name whose deliveries are held: %d %s", a.status, a.body)
+	}
+	// The operator's deliver keeps a tenant's destination to its tenant's
+	// events, as a route does.
+	if a := call(t, "POST", api+fmt.Sprintf("/v1/events/%d/deliver", sharedEvent), sourcesOps, `{"destination": "globex-app"}`); a.status != 400 || a.json["field"] != "destination" {
+		t.Fatalf("the operator delivers a shared event to globex's destination: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", api+"/v1/events/deliver", sourcesOps, `{"all": true, "destination": "globex-app", "dry_run": true}`); a.status != 200 || a.json["count"] != 1.0 || a.json["already"] != 1.0 {
+		t.Fatalf("the operator's bulk delivery to globex's destination finds globex's two events only (its outbox's, and globex-src's, delivered there already): %d %s", a.status, a.body)
+	}
 
 	// The dashboard, signed in with acme's token, shows acme's only.
 	jar := dashboardSession(t, api, acmeToken)

@@ -679,14 +679,29 @@ func effectsNamespace(r *http.Request) string {
 // as for one there is none of: its token that may publish or pull (one
 // of no publish: or pull: list may do both) reaches its own only.
 func (g *Gateway) owned(kind string, name func(*http.Request) string, next http.Handler) http.Handler {
+	return g.ownedOr(kind, name, func(w http.ResponseWriter, r *http.Request, n string) {
+		jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+kind+" "+n)
+	}, next)
+}
+
+// ownedOr is owned with deny answering what is not the tenant's: an ack
+// of another tenant's delivery is answered as one of a delivery nobody
+// leased, never naming its destination.
+func (g *Gateway) ownedOr(kind string, name func(*http.Request) string, deny func(http.ResponseWriter, *http.Request, string), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := apiauth.CallerOf(r.Context())
 		if n := name(r); c.Tenant != "" && n != "" && g.tenantOf(kind, n) != c.Tenant {
-			jsonhttp.WriteError(w, http.StatusNotFound, "not_found", "no "+kind+" "+n)
+			deny(w, r, n)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// notLeased answers an ack as the pull API answers one of a delivery
+// leased to nobody (pull.ErrNoLease).
+func notLeased(w http.ResponseWriter, _ *http.Request, _ string) {
+	jsonhttp.WriteError(w, http.StatusConflict, "lease_unknown", pull.ErrNoLease.Error())
 }
 
 // tenantOf is the tenant of the running config's source or destination

@@ -246,6 +246,34 @@ func (s *Service) SetTenantTokens(tokens map[string]string) {
 
 func (s *Service) tenantTokens() map[string]string { return s.catalog.Load().tokens }
 
+// sourceTenant and destinationTenant are a configured source's and
+// destination's tenant ("" for none, or for no such name).
+func (s *Service) sourceTenant(name string) string {
+	if i := slices.IndexFunc(s.sources(), func(x Source) bool { return x.Name == name }); i >= 0 {
+		return s.sources()[i].Tenant
+	}
+	return ""
+}
+
+func (s *Service) destinationTenant(name string) string {
+	if i := slices.IndexFunc(s.destinations(), func(x Destination) bool { return x.Name == name }); i >= 0 {
+		return s.destinations()[i].Tenant
+	}
+	return ""
+}
+
+// tenantSources are the names of tenant's sources, never nil (an empty
+// list narrows a query to nothing).
+func (s *Service) tenantSources(tenant string) []string {
+	out := []string{}
+	for _, src := range s.sources() {
+		if src.Tenant == tenant {
+			out = append(out, src.Name)
+		}
+	}
+	return out
+}
+
 func (s *Service) sources() []Source           { return s.catalog.Load().sources }
 func (s *Service) destinations() []Destination { return s.catalog.Load().destinations }
 
@@ -773,6 +801,21 @@ func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string
 	if err := s.knownNames("", destination); err != nil {
 		return Count{}, err
 	}
+	if t := s.destinationTenant(destination); t != "" {
+		// A tenant's destination takes its tenant's events only, as a
+		// route does (config's check): never another's, nor a shared
+		// source's.
+		e, err := s.admin.Event(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return Count{}, err
+		}
+		if s.sourceTenant(e.Source) != t {
+			return Count{}, invalid("destination", "%s is tenant %s's: it takes that tenant's events only, and event %d is source %s's", destination, t, id, e.Source)
+		}
+	}
 	n, err := s.admin.AddDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActDeliverEvent, fmt.Sprintf("event %d to %s", id, destination)))
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
@@ -823,6 +866,15 @@ func (s *Service) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool)
 	}
 	if f.Dead {
 		return Count{}, invalid("dead", "a delivery to a destination adds one where there is none; to retry the found events' dead letters, replay them with dead")
+	}
+	if t := s.destinationTenant(f.Destination); t != "" {
+		// A tenant's destination takes its tenant's events only (see
+		// DeliverEvent): the others the filter finds are left alone.
+		own := s.tenantSources(t)
+		if f.Sources != nil {
+			own = slices.DeleteFunc(own, func(name string) bool { return !slices.Contains(f.Sources, name) })
+		}
+		f.Sources = own
 	}
 	q, searched, err := s.bulk(ctx, f, "deliver")
 	if err != nil {

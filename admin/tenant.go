@@ -45,15 +45,7 @@ var _ Operator = (*TenantOperator)(nil)
 
 // sources are the names of the tenant's sources, never nil (an empty
 // list narrows a query to nothing).
-func (t *TenantOperator) sources() []string {
-	out := []string{}
-	for _, src := range t.s.sources() {
-		if src.Tenant == t.tenant {
-			out = append(out, src.Name)
-		}
-	}
-	return out
-}
+func (t *TenantOperator) sources() []string { return t.s.tenantSources(t.tenant) }
 
 func (t *TenantOperator) ownsSource(name string) bool {
 	return slices.ContainsFunc(t.s.sources(), func(x Source) bool { return x.Name == name && x.Tenant == t.tenant })

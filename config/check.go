@@ -125,7 +125,7 @@ func (c *Config) validate(lines fieldLines, check Checker) []error {
 	// Without sources, upstreams or a token of the API to create sources
 	// with at runtime, the gateway would take nothing.
 	if len(c.Sources) == 0 && len(c.Upstreams) == 0 && !c.API.createsSources() {
-		fail("sources", "at least one source (or one of upstreams) is required, or an api.tokens token to create sources with (POST /v1/sources)")
+		fail("sources", "at least one source (or one of upstreams) is required, or an api.tokens token to create sources with through the API (POST /v1/sources)")
 	}
 	// Each destination's tenant, by name, read once: every route of every
 	// source is checked against it (a search of the list each was 10,000

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -136,12 +135,11 @@ type API struct {
 	Tokens []APIToken `yaml:"tokens"`
 }
 
-// createsSources reports whether one of the API's tokens may create
-// sources (POST /v1/sources): a token that is not read-only, nor only a
-// publisher's or a consumer's.
-func (a API) createsSources() bool {
-	return slices.ContainsFunc(a.Tokens, func(t APIToken) bool { return !t.ReadOnly && len(t.Publish) == 0 && len(t.Pull) == 0 })
-}
+// createsSources reports whether the API may have sources of its own: a
+// gateway with a token may run sources created through the API and kept
+// in its store (by a token it no longer has, or one made read-only
+// since), which its file cannot know of.
+func (a API) createsSources() bool { return len(a.Tokens) > 0 }
 
 // APIToken is a bearer token of the API. Its name goes into logs and the
 // audit log; a read-only token may only GET; a publishing token may only
