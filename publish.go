@@ -61,6 +61,10 @@ func (g *Gateway) publish(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteJSON(w, http.StatusBadRequest, jsonhttp.Error{Error: err.Error(), Reason: reasonInvalidKey, Field: "reconcile"})
 		return
 	}
+	if rej := g.intake.Admit(r.Context(), source); rej != nil {
+		rej.Answer(w)
+		return
+	}
 	body, done, err := g.intake.ReadBody(w, r, g.intake.MaxBodySize())
 	if err != nil {
 		receive.BodyRejection(err).Answer(w)

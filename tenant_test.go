@@ -405,7 +405,9 @@ sources:
   - {name: acme-b, tenant: acme, preset: stripe, secrets: [whsec_b], destinations: [app]}
   - {name: globex, tenant: globex, preset: stripe, secrets: [whsec_g], destinations: [app]}
   - {name: shared, preset: stripe, secrets: [whsec_s], destinations: [app]}
+  - {name: acme-outbox, tenant: acme, outbox: true, destinations: [app]}
 destinations: [{name: app, url: "`+sink.URL+`"}]
+api: {tokens: [{name: ops, token: `+sourcesOps+`}]}
 `)
 			n := 0
 			type reply struct {
@@ -441,6 +443,11 @@ destinations: [{name: app, url: "`+sink.URL+`"}]
 			}
 			if accepted != burst {
 				t.Fatalf("acme's sources took %d requests at once, want its rate's %d", accepted, burst)
+			}
+			// A publish to its outbox is one of its requests too.
+			if a := call(t, "POST", gw.APIURL+"/v1/publish/acme-outbox", sourcesOps, `{"n": 1}`, "Idempotency-Key", "ord-1"); a.status != 429 ||
+				a.header.Get("Retry-After") != c.retryAfter {
+				t.Fatalf("a publish to acme's outbox past its rate: %d %s", a.status, a.body)
 			}
 			for range 5 {
 				if s := send("globex", "whsec_g").Status; s != 200 {

@@ -459,6 +459,27 @@ func (c *Core) verdicts(src *Source, events []store.NewEvent, claims []store.Cla
 // (a caller's Idempotency-Key that no rule would read): counted under
 // source by reason and logged, as Accept counts and logs its own, so
 // that every refusal of every transport is counted once, the same way.
+// Admit takes one request of source's from its tenant's rate (Source's
+// Limit), before its body is read: nil when it may go on, or the 429 to
+// answer, counted (not logged: a flood past the rate would fill the log).
+// POST /v1/publish asks it; intake over HTTP does by itself.
+func (c *Core) Admit(ctx context.Context, source string) *Rejection {
+	src, ok := c.sources.Load().byName[source]
+	if !ok {
+		return nil // Accept answers it
+	}
+	return c.admit(ctx, src)
+}
+
+func (c *Core) admit(ctx context.Context, src *Source) *Rejection {
+	if src.Limit == nil || src.Limit.Allow() {
+		return nil
+	}
+	rej := rateLimited(src.Limit)
+	c.count(ctx, src.Name, rej.Reason)
+	return rej
+}
+
 func (c *Core) Refuse(ctx context.Context, source, client string, status int, reason, detail string) *Rejection {
 	return c.rejected(ctx, source, client, rejection(status, reason, detail))
 }

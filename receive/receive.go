@@ -365,8 +365,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if src.Limit != nil && !src.Limit.Allow() {
-		h.answer(w, r, name, rateLimited(src.Limit))
+	if rej := h.admit(r.Context(), src); rej != nil {
+		rej.Answer(w)
 		return
 	}
 
