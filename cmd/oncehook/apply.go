@@ -279,22 +279,9 @@ type applyObject struct {
 // lists of the config file's entries, its values expanded as the config
 // file's are.
 func readApplyFile(path string, lookup func(string) (string, bool)) ([]applyObject, error) {
-	var r io.Reader = os.Stdin
-	name := "stdin"
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r, name = f, path
-	}
-	text, err := io.ReadAll(io.LimitReader(r, maxApplyFile+1))
+	text, name, err := readInput(path, maxApplyFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(text) > maxApplyFile {
-		return nil, fmt.Errorf("%s: over %d bytes", name, maxApplyFile)
+		return nil, err
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(text, &doc); err != nil {

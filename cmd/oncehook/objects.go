@@ -154,22 +154,9 @@ const maxObjectFile = 1 << 20
 // readObjectFile reads one object, JSON or YAML (JSON is YAML), from
 // path (- for stdin), as JSON for the API.
 func readObjectFile(path string) (json.RawMessage, error) {
-	var r io.Reader = os.Stdin
-	name := "stdin"
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r, name = f, path
-	}
-	text, err := io.ReadAll(io.LimitReader(r, maxObjectFile+1))
+	text, name, err := readInput(path, maxObjectFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if len(text) > maxObjectFile {
-		return nil, fmt.Errorf("%s: over %d bytes", name, maxObjectFile)
+		return nil, err
 	}
 	var v any
 	if err := yaml.Unmarshal(text, &v); err != nil {
@@ -337,4 +324,27 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// readInput reads what -f names, path (- for stdin), at most limit bytes,
+// and the name to say it by in an error.
+func readInput(path string, limit int) ([]byte, string, error) {
+	var r io.Reader = os.Stdin
+	name := "stdin"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, path, err
+		}
+		defer f.Close()
+		r, name = f, path
+	}
+	text, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, name, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(text) > limit {
+		return nil, name, fmt.Errorf("%s: over %d bytes", name, limit)
+	}
+	return text, name, nil
 }
