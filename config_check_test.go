@@ -170,7 +170,7 @@ delivery:
 	for _, want := range []string{
 		"store: ", "NOPE_STORE", "(line 1)",
 		`sources[0].preset: unknown preset "strpe"; did you mean stripe?`, "(line 3)",
-		"sources[1]: ", "(line 4)",
+		"sources[1].secrets: required", "(line 6)",
 		"sources[2].secrets[0]: ", "NOPE_SECRET", "(line 7)",
 		"destinations[0].url: ", "(line 10)",
 		"delivery.lease: 10s does not cover destinations[0]'s timeout (9s) plus its margin (5s, or a fifth of a lease under 25s)", "use at least 12s", "(line 13)",

@@ -50,7 +50,9 @@ func (r *noticeReceiver) told() []string {
 // acknowledged (with the CLI) is told nothing more (no reminder, though
 // remind_after passes twice) until it resolves, which is told. (The
 // destination's breaker is off, so that its failures are one condition,
-// oldest_pending: an open breaker would be a second issue of its own.)
+// oldest_pending: an open breaker would be a second issue of its own. Its
+// lease is short: a kill during an attempt leaves the delivery leased,
+// and the default lease, 32 s here, outlasted the wait for its end.)
 func TestAlertIssueIsToldOnceAcrossKillNine(t *testing.T) {
 	dir := t.TempDir()
 	rx := &noticeReceiver{}
@@ -73,6 +75,7 @@ api:
   listen: 127.0.0.1:0
   tokens: [{name: ops, token: %s}]
 alerts: {url: %s, interval: 200ms, oldest_pending: 1s%s}
+delivery: {lease: 4s}
 sources:
   - {name: stripe, preset: stripe, secrets: [%q], destinations: [app]}
 destinations:

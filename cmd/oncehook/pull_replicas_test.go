@@ -133,8 +133,11 @@ func TestPullLeaseHoldsOnEveryReplica(t *testing.T) {
 	// lease ends in the store, and b hands it out again, next attempt,
 	// same key.
 	postShopEvent(t, b, "ev_killed")
-	lost := pullOne(t, ca, "3s", 20*time.Second)
+	// The lease starts while the pull is answered: not before it is
+	// asked, and (on a loaded machine) well before its answer arrives,
+	// which is why the clock starts at the asking.
 	handed := time.Now()
+	lost := pullOne(t, ca, "3s", 20*time.Second)
 	a.kill()
 	taken := pullOne(t, cb, "30s", 60*time.Second)
 	moved := time.Since(handed)
