@@ -387,7 +387,7 @@ func (g *Gateway) build(ctx context.Context, p *parts, writer store.Writer, stop
 	stops.push(g.publishers.Close)
 	g.worker = deliver.New(g.store, deliver.Options{
 		Writer:        g.committer,
-		Destinations:  deliverDestinations(cfg, p.scripts, senders, g.pulls),
+		Destinations:  deliverDestinations(cfg, p, senders, g.pulls),
 		Concurrency:   cfg.Delivery.Concurrency,
 		Lease:         lease,
 		ShutdownGrace: min(g.opts.ShutdownTimeout, lease),

@@ -211,6 +211,23 @@ func (g *Gateway) nameHoldsData(ctx context.Context, kind, name string) (bool, e
 	}), err
 }
 
+// tenantMayMake refuses what a tenant's token may not make: a source
+// routing to another tenant's destination (routesOthers), and a queue
+// destination (publish:). A queue destination dials a broker from the
+// gateway's network with a client of its broker's own, which the egress
+// guard (internal/egress) does not hold to public addresses: a tenant
+// would reach the operator's brokers. The operator may still make one
+// for a tenant (the file, or the operator's token with "tenant").
+func (g *Gateway) tenantMayMake(r *http.Request, o object) error {
+	if err := g.routesOthers(r, o); err != nil {
+		return err
+	}
+	if callerTenant(r) != "" && o.stored.Kind == store.ObjectDestination && o.destination.Publish != nil {
+		return errors.New("publish: a tenant's token makes url: and pull: destinations only: a queue destination's broker is reached from the gateway's network (ask the operator for one)")
+	}
+	return nil
+}
+
 // routesOthers refuses a tenant's source that routes to another tenant's
 // destination as one routing to none: the config's check would say
 // whose it is, and a tenant's token learns nothing of another's.
@@ -314,7 +331,7 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 	}
 	o, err := readObject(k.kind, spec)
 	if err == nil {
-		err = g.routesOthers(r, o)
+		err = g.tenantMayMake(r, o)
 	}
 	if err != nil {
 		answerInvalid(w, err, k.plural, -1)
@@ -488,7 +505,7 @@ func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKi
 		answerInvalid(w, err, k.plural, -1)
 		return
 	}
-	if err := g.routesOthers(r, o); err != nil {
+	if err := g.tenantMayMake(r, o); err != nil {
 		g.reloading.Unlock()
 		answerInvalid(w, err, k.plural, -1)
 		return

@@ -154,7 +154,7 @@ func (g *Gateway) apply(ctx context.Context, cfg *config.Config, p *parts, sende
 		g.log.Warn("config reload: read the breakers", "err", err)
 	}
 	g.pulls.Configure(pullNames(cfg))
-	g.worker.SetDestinations(deliverDestinations(cfg, p.scripts, senders, g.pulls))
+	g.worker.SetDestinations(deliverDestinations(cfg, p, senders, g.pulls))
 	g.intake.SetSources(p.sources)
 	g.auth.SetTokens(apiTokens(cfg))
 	g.admin.SetCatalog(catalog(cfg))

@@ -25,6 +25,7 @@ import (
 	"github.com/oncehook/oncehook/internal/alert/channel"
 	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/dashboard"
+	"github.com/oncehook/oncehook/internal/egress"
 	"github.com/oncehook/oncehook/internal/hold"
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 	"github.com/oncehook/oncehook/internal/metrics"
@@ -41,14 +42,17 @@ import (
 // zero the config leaves (a limit not set) passes on, and the part fills
 // in its own default.
 
-// deliverDestinations are the worker's destinations; scripts, their
+// deliverDestinations are the worker's destinations; p's scripts, their
 // transformations (compile); senders, the queue destinations' publishers
 // (publishers.prepare), by name; pulls, the pull destinations' offers:
-// the others POST to their url.
-func deliverDestinations(cfg *config.Config, scripts map[string]*transform.Script, senders map[string]deliver.Sender, pulls *pull.Hub) []deliver.Destination {
+// the others POST to their url, a tenant's over p's tenantClient.
+func deliverDestinations(cfg *config.Config, p *parts, senders map[string]deliver.Sender, pulls *pull.Hub) []deliver.Destination {
 	dests := make([]deliver.Destination, len(cfg.Destinations))
 	for i, d := range cfg.Destinations {
-		dests[i] = DeliveryDestination(d, scripts[d.Name], senders[d.Name])
+		dests[i] = DeliveryDestination(d, p.scripts[d.Name], senders[d.Name])
+		if d.Tenant != "" {
+			dests[i].Client = p.tenantClient
+		}
 		if d.Pull != nil {
 			// Signed with its secret, as a POST would be.
 			dests[i].Sender = pulls.SenderWith(d.Name, dests[i].SigningKey, dests[i].Statuses)
@@ -220,6 +224,29 @@ type parts struct {
 	// limits are the tenants' intake rates (tenants[].rate), by tenant:
 	// one limiter each, shared by its sources.
 	limits map[string]*rate.Limiter
+	// tenantClient is what tenants' url: destinations are POSTed over:
+	// dialing public addresses only, and tenant_egress.allow (egress,
+	// as it was built from).
+	tenantClient *http.Client
+	egress       tenantEgress
+}
+
+// tenantEgress is what a tenants' client is built from.
+type tenantEgress struct {
+	allow       []string
+	concurrency int
+}
+
+// tenantClient is the client of tenants' url: destinations (see
+// internal/egress): prev's while what it was built from is unchanged, so
+// its connections stay open across a reload.
+func tenantClient(cfg *config.Config, prev *parts) (*http.Client, tenantEgress) {
+	e := tenantEgress{allow: slices.Clone(cfg.TenantEgress.Allow), concurrency: cfg.Delivery.Concurrency}
+	if prev != nil && prev.tenantClient != nil && slices.Equal(prev.egress.allow, e.allow) && prev.egress.concurrency == e.concurrency {
+		return prev.tenantClient, prev.egress
+	}
+	guard := egress.New(cfg.TenantEgress.Prefixes())
+	return deliver.NewClient(guard.Transport(deliver.NewTransport(e.concurrency))), e
 }
 
 // tenantLimits are cfg's tenants' intake limiters: prev's where a
@@ -387,6 +414,7 @@ func build(cfg *config.Config, kinds Kinds, fail func(field, format string, args
 		}
 	}
 	p.limits = tenantLimits(cfg, prev)
+	p.tenantClient, p.egress = tenantClient(cfg, prev)
 	for i := range cfg.Sources {
 		p.sources[i] = receiveSource(fmt.Sprintf("sources[%d]", i), &cfg.Sources[i], fail)
 		if t := cfg.Sources[i].Tenant; t != "" {

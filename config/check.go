@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/oncehook/oncehook/internal/egress"
 	"github.com/oncehook/oncehook/internal/lease"
 )
 
@@ -106,6 +107,11 @@ func (c *Config) validate(lines fieldLines, check Checker) []error {
 	named := map[string]bool{}
 	for i, t := range c.Tenants {
 		checkName(fmt.Sprintf("tenants[%d].name", i), t.Name, named, fail)
+	}
+	for i, a := range c.TenantEgress.Allow {
+		if _, err := egress.ParseAllow(a); err != nil {
+			fail(fmt.Sprintf("tenant_egress.allow[%d]", i), "%q: want an address or a CIDR prefix (10.0.5.0/24, fd00::/8, 10.0.5.7)", a)
+		}
 	}
 	if c.Effects.MaxResult < 0 || c.Effects.MaxLease < 0 || c.Effects.Retention < 0 {
 		fail("effects", "limits and retention cannot be negative")
@@ -384,6 +390,13 @@ func (c *Config) checkDestination(i int, dests map[string]bool, kinds Checker, r
 		readPublish(d.Publish, f, kinds, report, fail)
 	default:
 		checkHTTPURL(f+".url", d.URL, fail)
+		if u, err := url.Parse(d.URL); d.Tenant != "" && err == nil {
+			// A name is left to the dial, where the address it resolves
+			// to is checked: nothing is resolved here.
+			if err := egress.New(c.TenantEgress.Prefixes()).CheckHost(u.Hostname()); err != nil {
+				fail(f+".url", "%v (tenant_egress.allow lets them reach others)", err)
+			}
+		}
 	}
 	checkHeaders(f+".headers", d.Headers, fail)
 	if d.Concurrency < 0 {

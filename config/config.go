@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/oncehook/oncehook/internal/egress"
 	"github.com/oncehook/oncehook/internal/redact"
 )
 
@@ -23,6 +24,9 @@ type Config struct {
 	// tokens and alert channels name in their tenant: (a tenant needs no
 	// entry here to exist).
 	Tenants []Tenant `yaml:"tenants"`
+	// TenantEgress widens where tenants' destinations may be delivered:
+	// by default, public addresses only (see TenantEgress).
+	TenantEgress TenantEgress `yaml:"tenant_egress"`
 	// Store is where events live: sqlite://path (the embedded default) or
 	// postgres://... (several replicas).
 	Store string `yaml:"store"`
@@ -173,6 +177,34 @@ type Tenant struct {
 	// So one customer's flood does not take the others' share of the
 	// gateway. Unset: no bound.
 	Rate Rate `yaml:"rate"`
+}
+
+// TenantEgress is what a tenant's destination (one with a tenant:) may
+// reach beyond public addresses. A tenant creates its destinations, and
+// sees their attempts' answers: so the gateway dials them only at public
+// addresses, never loopback, private (10/8, 172.16/12, 192.168/16,
+// fc00::/7), link-local (169.254/16, the cloud's metadata address among
+// them; fe80::/10), CGNAT (100.64/10), multicast, unspecified or reserved
+// ones, checked at each dial on the address a name resolved to. The
+// operator's destinations (no tenant) are not restricted.
+type TenantEgress struct {
+	// Allow are addresses or CIDR prefixes ("10.0.5.0/24", "fd00::/8",
+	// "10.0.5.7") that tenants' destinations may reach too: a service of
+	// yours built for them. ["0.0.0.0/0", "::/0"] lifts the restriction
+	// (a development gateway on a laptop).
+	Allow []string `yaml:"allow"`
+}
+
+// Prefixes are Allow's entries, as egress reads them; what does not
+// parse (the check reports it) is left out.
+func (t TenantEgress) Prefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range t.Allow {
+		if p, err := egress.ParseAllow(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // TLS names a certificate and its key, PEM files (a chain: the leaf

@@ -327,7 +327,7 @@ func TestNamesAreBounded(t *testing.T) {
 // ones; a shared source to shared ones; a tenant's token publishes to and
 // pulls from its own; a tenant's name is a name.
 func TestTenantsKeepToTheirOwn(t *testing.T) {
-	const d = "destinations: [{name: shared, url: \"http://127.0.0.1:9/\"}, {name: a-d, tenant: a, url: \"http://127.0.0.1:9/\"}, {name: b-d, tenant: b, url: \"http://127.0.0.1:9/\"}, {name: b-pull, tenant: b, pull: {}}]\n"
+	const d = "destinations: [{name: shared, url: \"http://127.0.0.1:9/\"}, {name: a-d, tenant: a, url: \"http://a.example.com:9/\"}, {name: b-d, tenant: b, url: \"http://b.example.com:9/\"}, {name: b-pull, tenant: b, pull: {}}]\n"
 	const tok = "api: {tokens: [{name: t, token: 0123456789abcdef0123, tenant: a, %s}]}\n"
 	for _, text := range []string{
 		"sources: [{name: s, tenant: a, outbox: true, destinations: [a-d, shared]}]\n" + d,
@@ -367,6 +367,43 @@ func TestEnvRef(t *testing.T) {
 	for _, s := range []string{"", "A", "$", "${}", "${1A}", "$1", "${A:-x}", "${A}x", "x${A}", "$$A", "${A B}", "${A\x00}", "${A}\n"} {
 		if got, ok := config.EnvRef(s); ok {
 			t.Errorf("EnvRef(%q) = %q, true; want none", s, got)
+		}
+	}
+}
+
+// A tenant's destination at a literal address that is not public, or at
+// localhost, is refused at its url (a name is left to the dial: nothing
+// is resolved here); tenant_egress.allow lets it through, and is checked
+// entry by entry; the operator's destinations are not restricted.
+func TestATenantsDestinationIsPublicUnlessAllowed(t *testing.T) {
+	const src = "sources: [{name: s, tenant: a, outbox: true, destinations: [d]}]\n"
+	for _, host := range []string{"127.0.0.1", "localhost", "[::1]", "[::ffff:127.0.0.1]", "169.254.169.254", "10.1.2.3", "[fd00::1]", "0.0.0.0", "100.64.0.1"} {
+		text := src + "destinations: [{name: d, tenant: a, url: \"http://" + host + ":8080/hook?api_key=SECRET\"}]\n"
+		_, err := config.Parse([]byte(text), env(nil))
+		if err == nil || !strings.Contains(err.Error(), "destinations[0].url: ") ||
+			!strings.Contains(err.Error(), "tenant destinations reach public addresses only (tenant_egress.allow lets them reach others)") ||
+			strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %v", host, err)
+		}
+		if _, err := config.Parse([]byte("tenant_egress: {allow: [\"0.0.0.0/0\", \"::/0\"]}\n"+text), env(nil)); err != nil {
+			t.Errorf("%s, all allowed: %v", host, err)
+		}
+		if _, err := config.Parse([]byte("sources: [{name: s, outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://"+host+":8080/\"}]\n"), env(nil)); err != nil {
+			t.Errorf("%s, the operator's: %v", host, err)
+		}
+	}
+	for _, host := range []string{"hooks.example.com", "127.0.0.1.example.com", "8.8.8.8"} {
+		if _, err := config.Parse([]byte(src+"destinations: [{name: d, tenant: a, url: \"https://"+host+"/\"}]\n"), env(nil)); err != nil {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
+	if _, err := config.Parse([]byte("tenant_egress: {allow: [\"10.1.2.0/24\"]}\n"+src+"destinations: [{name: d, tenant: a, url: \"http://10.1.2.3/\"}]\n"), env(nil)); err != nil {
+		t.Errorf("allowed 10.1.2.0/24: %v", err)
+	}
+	for _, bad := range []string{"10.1.2.0/33", "example.com", "\x00", "10.0.0.0/8\r\nx"} {
+		text := fmt.Sprintf("tenant_egress: {allow: [\"10.0.0.0/8\", %q]}\n", bad) + src + "destinations: [{name: d, tenant: a, url: \"https://hooks.example.com/\"}]\n"
+		if _, err := config.Parse([]byte(text), env(nil)); err == nil || !strings.Contains(err.Error(), "tenant_egress.allow[1]: ") || !strings.Contains(err.Error(), "want an address or a CIDR prefix") {
+			t.Errorf("allow %q: %v", bad, err)
 		}
 	}
 }

@@ -19,7 +19,7 @@ func manyConfig(tb testing.TB, n, tenantEvery int) *config.Config {
 			tenant = fmt.Sprintf(", tenant: t%d", i)
 		}
 		fmt.Fprintf(&s, "  - {name: s%05d, preset: stripe, secrets: [whsec_x], destinations: [d%05d]%s}\n", i, i, tenant)
-		fmt.Fprintf(&d, "  - {name: d%05d, url: \"http://127.0.0.1:9/d%05d\"%s}\n", i, i, tenant)
+		fmt.Fprintf(&d, "  - {name: d%05d, url: \"http://hooks.example.com:9/d%05d\"%s}\n", i, i, tenant)
 	}
 	c, err := config.Parse([]byte("sources:\n"+s.String()+"destinations:\n"+d.String()), func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -59,8 +59,12 @@ type Destination struct {
 	// continue the trace).
 	NoTraceparent bool
 	// Sender is the destination's kind: a queue's publisher. Nil: an HTTP
-	// POST to URL (signed with SigningKey), over the worker's client.
+	// POST to URL (signed with SigningKey), over Client.
 	Sender Sender
+	// Client is what an HTTP POST goes over; nil: the worker's. A
+	// tenant's destination has one whose dials reach public addresses
+	// only (internal/egress).
+	Client *http.Client
 	// Transform, when set, reshapes each attempt's message just before it
 	// is sent (or skips the event for this destination): see
 	// internal/transform. Its failure is the event's, never the
@@ -237,6 +241,31 @@ func (g *countingGroup) Load() int {
 	return g.n
 }
 
+// NewTransport is the transport of the worker's client, sized for
+// concurrency attempts at once (0: DefaultConcurrency); it honours the
+// environment's HTTP_PROXY, HTTPS_PROXY and NO_PROXY.
+func NewTransport(concurrency int) *http.Transport {
+	if concurrency <= 0 {
+		concurrency = DefaultConcurrency
+	}
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConns:        concurrency * 2,
+		MaxIdleConnsPerHost: concurrency,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+// NewClient is a client for destinations over t: one that follows no
+// redirect. A redirect is the destination's misconfiguration, reported
+// as a failed attempt rather than the event POSTed elsewhere.
+func NewClient(t http.RoundTripper) *http.Client {
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // DefaultConcurrency is how many attempts a worker runs at once when its
 // options set no number.
 const DefaultConcurrency = 64
@@ -276,17 +305,7 @@ func New(s store.Store, opts Options) *Worker {
 	}
 	client := opts.Client
 	if client == nil {
-		client = &http.Client{
-			Transport: &http.Transport{
-				Proxy:               http.ProxyFromEnvironment,
-				MaxIdleConns:        opts.Concurrency * 2,
-				MaxIdleConnsPerHost: opts.Concurrency,
-				IdleConnTimeout:     90 * time.Second,
-			},
-			// A redirect is the destination's misconfiguration: report it
-			// as a failed attempt rather than POST the event elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		client = NewClient(NewTransport(opts.Concurrency))
 	}
 	w := &Worker{
 		store:  s,
@@ -315,7 +334,11 @@ func (w *Worker) SetDestinations(dests []Destination) {
 	for i := range dests {
 		d := dests[i]
 		if d.Sender == nil {
-			s, err := NewHTTPSender(d.URL, d.SigningKey, w.client, w.opts.Now)
+			client := w.client
+			if d.Client != nil {
+				client = d.Client
+			}
+			s, err := NewHTTPSender(d.URL, d.SigningKey, client, w.opts.Now)
 			if err != nil {
 				w.log.Error("destination not usable", "destination", d.Name, "err", err)
 				continue
