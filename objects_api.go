@@ -180,21 +180,16 @@ func callerTenant(r *http.Request) string {
 // hidden reports whether the object of kind and name (the API's or the
 // file's) is out of reach of the request's caller: a tenant's token
 // reaches its own tenant's only, and is answered of any other as of one
-// there is none of. Called under the lock.
+// there is none of. Called under the lock, which keeps the running
+// config's index of owners (admin.Service.TenantOf) the one of g.file
+// and g.objects: apply swaps them together.
 func (g *Gateway) hidden(r *http.Request, kind, name string) bool {
 	t := callerTenant(r)
 	if t == "" {
 		return false
 	}
-	if i := g.objectAt(kind, name); i >= 0 {
-		return g.objects[i].tenant() != t
-	}
-	if kind == store.ObjectSource {
-		i := slices.IndexFunc(g.file.Sources, func(s config.Source) bool { return s.Name == name })
-		return i >= 0 && g.file.Sources[i].Tenant != t
-	}
-	i := slices.IndexFunc(g.file.Destinations, func(d config.Destination) bool { return d.Name == name })
-	return i >= 0 && g.file.Destinations[i].Tenant != t
+	owner, ok := g.admin.TenantOf(kind, name)
+	return ok && owner != t
 }
 
 // nameHoldsData reports whether the store still holds what a source

@@ -733,29 +733,21 @@ func notLeased(w http.ResponseWriter, _ *http.Request, _ string) {
 }
 
 // tenantOf is the tenant of the running config's source or destination
-// (kind) name: "" for none, or for no such object.
+// (kind) name: "" for none, or for no such object. It reads the admin
+// Service's index of owners (admin.Service.TenantOf), built once per
+// config swap: one answer for intake's routes, the objects API and the
+// alerts.
 func (g *Gateway) tenantOf(kind, name string) string {
-	cfg := g.cfg.Load()
-	if kind == store.ObjectSource {
-		if i := slices.IndexFunc(cfg.Sources, func(s config.Source) bool { return s.Name == name }); i >= 0 {
-			return cfg.Sources[i].Tenant
-		}
-		return ""
-	}
-	if i := slices.IndexFunc(cfg.Destinations, func(d config.Destination) bool { return d.Name == name }); i >= 0 {
-		return cfg.Destinations[i].Tenant
-	}
-	return ""
+	t, _ := g.admin.TenantOf(kind, name)
+	return t
 }
 
 // scopeTenant is the tenant of a source or destination, named as the
 // alerts' issues and the rollups name them (store.ScopeSource or
-// store.ScopeDestination), in the running config.
+// store.ScopeDestination, the same words as the objects' kinds), in the
+// running config.
 func (g *Gateway) scopeTenant(scope, name string) string {
-	if scope == store.ScopeSource {
-		return g.tenantOf(store.ObjectSource, name)
-	}
-	return g.tenantOf(store.ObjectDestination, name)
+	return g.tenantOf(scope, name)
 }
 
 // tenantTokens are the API tokens' tenants by name, for the admin's

@@ -33,6 +33,7 @@ import (
 	"github.com/oncehook/oncehook/internal/actor"
 	"github.com/oncehook/oncehook/internal/metrics"
 	"github.com/oncehook/oncehook/internal/redact"
+	"github.com/oncehook/oncehook/internal/tenant"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -220,6 +221,9 @@ type Service struct {
 type catalog struct {
 	sources      []Source
 	destinations []Destination
+	// tenants are their owners, by name: built once per catalog, read by
+	// every check of a tenant's reach (see Tenants).
+	tenants *tenant.Index
 	// tokens are the API tokens' tenants, by token name (a tenant's
 	// audit entries are its tokens').
 	tokens map[string]string
@@ -229,11 +233,24 @@ type catalog struct {
 // reload). A destination that is no longer configured is still listed
 // while it has deliveries, marked removed: they are held, not dropped.
 func (s *Service) SetCatalog(sources []Source, destinations []Destination) {
-	c := catalog{sources: sources, destinations: destinations}
+	c := catalog{sources: sources, destinations: destinations, tenants: tenantIndex(sources, destinations)}
 	if old := s.catalog.Load(); old != nil {
 		c.tokens = old.tokens
 	}
 	s.catalog.Store(&c)
+}
+
+// tenantIndex indexes the catalog's owners.
+func tenantIndex(sources []Source, destinations []Destination) *tenant.Index {
+	src := make([]tenant.Object, len(sources))
+	for i, x := range sources {
+		src[i] = tenant.Object{Name: x.Name, Tenant: x.Tenant}
+	}
+	dst := make([]tenant.Object, len(destinations))
+	for i, x := range destinations {
+		dst[i] = tenant.Object{Name: x.Name, Tenant: x.Tenant}
+	}
+	return tenant.NewIndex(src, dst)
 }
 
 // SetTenantTokens names each API token's tenant ("" for none), by token
@@ -246,32 +263,32 @@ func (s *Service) SetTenantTokens(tokens map[string]string) {
 
 func (s *Service) tenantTokens() map[string]string { return s.catalog.Load().tokens }
 
+// TenantOf is the tenant of the configured source or destination (kind:
+// store.ObjectSource or store.ObjectDestination, which are also the
+// alerts' scopes) of name, and whether there is one: the one answer the
+// gateway, its objects API and its alerts read too.
+func (s *Service) TenantOf(kind, name string) (string, bool) {
+	return s.tenants().Of(kind, name)
+}
+
+func (s *Service) tenants() *tenant.Index { return s.catalog.Load().tenants }
+
 // sourceTenant and destinationTenant are a configured source's and
 // destination's tenant ("" for none, or for no such name).
 func (s *Service) sourceTenant(name string) string {
-	if i := slices.IndexFunc(s.sources(), func(x Source) bool { return x.Name == name }); i >= 0 {
-		return s.sources()[i].Tenant
-	}
-	return ""
+	t, _ := s.tenants().Of(tenant.Source, name)
+	return t
 }
 
 func (s *Service) destinationTenant(name string) string {
-	if i := slices.IndexFunc(s.destinations(), func(x Destination) bool { return x.Name == name }); i >= 0 {
-		return s.destinations()[i].Tenant
-	}
-	return ""
+	t, _ := s.tenants().Of(tenant.Destination, name)
+	return t
 }
 
 // tenantSources are the names of tenant's sources, never nil (an empty
 // list narrows a query to nothing).
 func (s *Service) tenantSources(tenant string) []string {
-	out := []string{}
-	for _, src := range s.sources() {
-		if src.Tenant == tenant {
-			out = append(out, src.Name)
-		}
-	}
-	return out
+	return s.tenants().SourcesOf(tenant)
 }
 
 func (s *Service) sources() []Source           { return s.catalog.Load().sources }
@@ -1232,7 +1249,12 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 		out = append(out, DestinationView{Name: name, URL: url, Kind: "http"})
 		return &out[len(out)-1]
 	}
-	for _, d := range s.destinations() {
+	dests := s.destinations()
+	confs := make([]*Destination, 0, len(dests)) // confs[i] is out[i]'s, for the configured ones
+	for j, d := range dests {
+		if _, seen := pos[d.Name]; !seen {
+			confs = append(confs, &dests[j])
+		}
 		v := add(d.Name, displayURL(d.URL))
 		v.ManagedBy, v.Tenant = d.ManagedBy, d.Tenant
 		if d.Kind != "" && d.Kind != "http" {
@@ -1283,11 +1305,8 @@ func (s *Service) Destinations(ctx context.Context) ([]DestinationView, error) {
 			out[i].Breaker = v
 		}
 		var conf *Destination
-		for _, d := range s.destinations() {
-			if d.Name == out[i].Name {
-				conf = &d
-				break
-			}
+		if i < len(confs) {
+			conf = confs[i]
 		}
 		out[i].setState(conf)
 	}
@@ -1320,7 +1339,7 @@ func (s *Service) knownNames(source, destination string) error {
 	if destination != "" && !s.known(destination) {
 		return fmt.Errorf("no such destination %q (known: %s): %w", destination, names(s.destinations(), func(d Destination) string { return d.Name }), ErrNotFound)
 	}
-	if source != "" && !slices.ContainsFunc(s.sources(), func(x Source) bool { return x.Name == source }) {
+	if _, ok := s.tenants().Of(tenant.Source, source); source != "" && !ok {
 		return fmt.Errorf("no such source %q (known: %s): %w", source, names(s.sources(), func(x Source) string { return x.Name }), ErrNotFound)
 	}
 	return nil
@@ -1373,12 +1392,8 @@ func names[T any](items []T, name func(T) string) string {
 }
 
 func (s *Service) known(destination string) bool {
-	for _, d := range s.destinations() {
-		if d.Name == destination {
-			return true
-		}
-	}
-	return false
+	_, ok := s.tenants().Of(tenant.Destination, destination)
+	return ok
 }
 
 // SetPaused implements Operator.

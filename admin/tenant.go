@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/oncehook/oncehook/effect"
+	"github.com/oncehook/oncehook/internal/tenant"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -48,11 +49,11 @@ var _ Operator = (*TenantOperator)(nil)
 func (t *TenantOperator) sources() []string { return t.s.tenantSources(t.tenant) }
 
 func (t *TenantOperator) ownsSource(name string) bool {
-	return slices.ContainsFunc(t.s.sources(), func(x Source) bool { return x.Name == name && x.Tenant == t.tenant })
+	return t.s.tenants().Owns(t.tenant, tenant.Source, name)
 }
 
 func (t *TenantOperator) ownsDestination(name string) bool {
-	return slices.ContainsFunc(t.s.destinations(), func(x Destination) bool { return x.Name == name && x.Tenant == t.tenant })
+	return t.s.tenants().Owns(t.tenant, tenant.Destination, name)
 }
 
 // names checks the names a filter gives: each the tenant's, or a 404
