@@ -24,6 +24,7 @@ max_body_size: 5MiB          # larger requests get 413
 # metrics: {listen: 127.0.0.1:9090}  # GET /metrics there instead of on intake (it names sources and queues)
 # tls: {cert_file: cert.pem, key_file: key.pem}  # serve every listener over TLS (no proxy in front)
 # trusted_proxies: [10.0.0.0/8]   # proxies whose X-Forwarded-For names the client in logs
+# tenant_egress: {allow: [10.0.5.0/24]}  # tenants' destinations reach public addresses only, and these
 
 delivery:
   concurrency: 64            # attempts in flight at once
