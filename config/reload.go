@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 )
 
 // Reloaded is what a running gateway takes of a config read anew.
@@ -87,6 +88,10 @@ func Reload(old, next *Config, check Checker) (*Reloaded, error) {
 		": its keys go with it (a resend of one of its events to another source is a new event there, delivered again)")...)
 	changed = append(changed, diff("destination", old.Destinations, next.Destinations, func(d Destination) string { return d.Name }, "")...)
 	changed = append(changed, diff("api token", old.API.Tokens, next.API.Tokens, func(t APIToken) string { return t.Name }, "")...)
+	if !slices.Equal(old.TenantEgress.Allow, next.TenantEgress.Allow) {
+		// Taken at once: the tenants' next dials are checked against it.
+		changed = append(changed, "tenant_egress changed")
+	}
 	return &Reloaded{Config: &e, Changed: changed, Restart: restart}, nil
 }
 

@@ -141,3 +141,23 @@ func TestObjectsPoll(t *testing.T) {
 		t.Errorf("a reload changing objects.poll: %+v %v, want it named as waiting for a restart, the running value kept", r, err)
 	}
 }
+
+// tenant_egress is taken at a reload, and said to have changed.
+func TestTenantEgressIsTakenAtAReload(t *testing.T) {
+	const base = "sources: [{name: s, outbox: true, destinations: [d]}]\ndestinations: [{name: d, url: \"http://127.0.0.1:9/\"}]\n"
+	old, err := config.Parse([]byte(base), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := config.Parse([]byte("tenant_egress: {allow: [10.0.5.0/24]}\n"+base), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := config.Reload(old, next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Changed, []string{"tenant_egress changed"}) || len(r.Restart) != 0 || !slices.Equal(r.Config.TenantEgress.Allow, []string{"10.0.5.0/24"}) {
+		t.Fatalf("changed %v, restart %v, allow %v", r.Changed, r.Restart, r.Config.TenantEgress.Allow)
+	}
+}

@@ -166,7 +166,7 @@ func (g *Guard) CheckHost(host string) error {
 		}
 		return fmt.Errorf("%s is loopback; tenant destinations reach public addresses only", host)
 	}
-	a, err := netip.ParseAddr(host)
+	a, err := netip.ParseAddr(h) // 127.0.0.1. too
 	if err != nil {
 		return nil
 	}

@@ -119,7 +119,7 @@ func TestTheAllowListLetsThrough(t *testing.T) {
 // it); a name is left to the dial.
 func TestALiteralHostIsRefusedBeforeAnyDial(t *testing.T) {
 	g := egress.New(nil)
-	for _, host := range []string{"127.0.0.1", "localhost", "LocalHost.", "api.localhost", "::1", "::ffff:127.0.0.1", "0.0.0.0", "169.254.169.254", "fe80::1%eth0", "10.0.0.1"} {
+	for _, host := range []string{"127.0.0.1", "localhost", "LocalHost.", "api.localhost", "::1", "::ffff:127.0.0.1", "0.0.0.0", "169.254.169.254", "fe80::1%eth0", "10.0.0.1", "127.0.0.1.", "FE80::1"} {
 		err := g.CheckHost(host)
 		if err == nil || !strings.Contains(err.Error(), "tenant destinations reach public addresses only") {
 			t.Errorf("CheckHost(%q) = %v", host, err)
