@@ -115,6 +115,14 @@ destinations:
 	if a := call(t, "POST", api+"/v1/destinations", acmeToken, `{"name": "acme-app", "url": "`+named+`", "retry": {"max_attempts": 1000, "base_delay": "100ms", "max_delay": "300ms"}, "breaker": {"off": true}}`); a.status != 201 {
 		t.Fatalf("acme's destination at %s: %d %s", named, a.status, a.body)
 	}
+	// Nor made so by a change.
+	if a := call(t, "PATCH", api+"/v1/destinations/acme-app", acmeToken, `{"url": "http://10.1.2.3/hook"}`); a.status != 400 || a.json["field"] != "url" ||
+		!strings.Contains(string(a.body), "10.1.2.3 is private; tenant destinations reach public addresses only") {
+		t.Fatalf("acme's destination changed to a private address: %d %s", a.status, a.body)
+	}
+	if a := call(t, "PATCH", api+"/v1/destinations/acme-app", acmeToken, `{"url": null, "publish": {"nats": {"url": "nats://127.0.0.1:4222", "subject": "x"}}}`); a.status != 400 || a.json["field"] != "publish" {
+		t.Fatalf("acme's destination changed to a queue: %d %s", a.status, a.body)
+	}
 	if a := call(t, "POST", api+"/v1/sources", acmeToken, `{"name": "acme-in", "outbox": true, "destinations": ["acme-app"]}`); a.status != 201 {
 		t.Fatalf("acme's source: %d %s", a.status, a.body)
 	}
