@@ -532,6 +532,7 @@ func (g *Gateway) buildAPI(proxies []netip.Prefix) error {
 	adminMux := http.NewServeMux()
 	api.RegisterFor(adminMux, g.operatorOf, g.log.With("component", "admin"))
 	g.mountSources(adminMux)
+	g.mountTokens(adminMux)
 	adminMux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.WriteError(w, http.StatusNotFound, receive.ReasonNotFound, "no such endpoint: see docs/api.md")
 	})

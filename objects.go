@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncehook/oncehook/admin"
 	"github.com/oncehook/oncehook/config"
+	"github.com/oncehook/oncehook/internal/apiauth"
 	"github.com/oncehook/oncehook/internal/redact"
 	"github.com/oncehook/oncehook/internal/secretbox"
 	"github.com/oncehook/oncehook/store"
@@ -34,6 +35,8 @@ type object struct {
 	// stored.Kind).
 	source      config.Source
 	destination config.Destination
+	// token: an API token (store.ObjectToken), its Hash from the spec.
+	token config.APIToken
 }
 
 // name is the object's name.
@@ -41,8 +44,11 @@ func (o object) name() string { return o.stored.Name }
 
 // tenant is the object's tenant, as its spec gives it ("" for none).
 func (o object) tenant() string {
-	if o.stored.Kind == store.ObjectSource {
+	switch o.stored.Kind {
+	case store.ObjectSource:
 		return o.source.Tenant
+	case store.ObjectToken:
+		return o.token.Tenant
 	}
 	return o.destination.Tenant
 }
@@ -64,6 +70,17 @@ func destinationsOf(objects []object) []config.Destination {
 	for _, o := range objects {
 		if o.stored.Kind == store.ObjectDestination {
 			out = append(out, o.destination)
+		}
+	}
+	return out
+}
+
+// tokensOf are objects' API tokens, in order.
+func tokensOf(objects []object) []config.APIToken {
+	var out []config.APIToken
+	for _, o := range objects {
+		if o.stored.Kind == store.ObjectToken {
+			out = append(out, o.token)
 		}
 	}
 	return out
@@ -255,6 +272,9 @@ func readObject(kind string, spec map[string]any) (object, error) {
 	if err != nil {
 		return o, err
 	}
+	if kind == store.ObjectToken {
+		return readToken(spec)
+	}
 	if kind == store.ObjectSource {
 		o.source, err = config.ReadSource(text)
 		o.stored = store.Object{Kind: kind, Name: o.source.Name}
@@ -266,6 +286,28 @@ func readObject(kind string, spec map[string]any) (object, error) {
 		err = errors.New("transform: a destination created through the API gives its script inline ({\"inline\": \"...\"}): the API reads no file of the gateway's")
 	}
 	return o, err
+}
+
+// readToken reads spec, a stored API token (the fields api.tokens gives
+// one, and its hash): its name, tenant and rights checked as the file's
+// are, its hash in HashOf's form.
+func readToken(spec map[string]any) (object, error) {
+	o := object{spec: spec}
+	fields := maps.Clone(spec)
+	delete(fields, "hash")
+	text, err := json.Marshal(fields)
+	if err != nil {
+		return o, err
+	}
+	o.token, err = config.ReadToken(text)
+	o.stored = store.Object{Kind: store.ObjectToken, Name: o.token.Name}
+	if err != nil {
+		return o, err
+	}
+	if o.token.Hash, _ = spec["hash"].(string); !apiauth.ValidHash(o.token.Hash) {
+		return o, errors.New("hash: want the token's sha256:<hex>, as the gateway stores it")
+	}
+	return o, nil
 }
 
 // loadObjects reads the sources created through the API from the store,
@@ -320,7 +362,7 @@ func withObjects(cfg *config.Config, objects []object, p *parts, kinds Kinds) (*
 	if len(objects) == 0 {
 		return cfg, p, nil
 	}
-	merged, err := cfg.Merge(sourcesOf(objects), destinationsOf(objects))
+	merged, err := cfg.Merge(sourcesOf(objects), destinationsOf(objects), tokensOf(objects)...)
 	if err == nil {
 		var np *parts
 		if np, err = compileReusing(merged, checker{kinds: kinds}, p); err == nil {
@@ -349,8 +391,11 @@ func (g *Gateway) objectAt(kind, name string) int {
 // config's list of its kind (config.Merge puts the file's first).
 func (g *Gateway) mergedIndex(objects []object, i int) int {
 	n := len(g.file.Sources)
-	if objects[i].stored.Kind == store.ObjectDestination {
+	switch objects[i].stored.Kind {
+	case store.ObjectDestination:
 		n = len(g.file.Destinations)
+	case store.ObjectToken:
+		n = len(g.file.API.Tokens)
 	}
 	for _, o := range objects[:i] {
 		if o.stored.Kind == objects[i].stored.Kind {
@@ -408,6 +453,9 @@ func StoredObjects(ctx context.Context, cfg *config.Config, st store.Store, gete
 	}
 	for _, o := range objects {
 		s := o.stored
+		if s.Kind == store.ObjectToken {
+			continue // a token is not exported: its value is kept nowhere
+		}
 		created, updated := s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 		// As a client reads an answer (JSON's maps and numbers), so that
 		// export writes the same file from either.

@@ -123,7 +123,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
 	return spec, true
 }
 
-var recordField = regexp.MustCompile(`^(sources|destinations)\[(\d+)\](?:\.|: )`)
+var recordField = regexp.MustCompile(`^(sources|destinations|api\.tokens)\[(\d+)\](?:\.|: )`)
 
 // answerInvalid answers err (a refused object's, or the merged config's:
 // plural and index are the object's list and place in it, index -1 for

@@ -75,7 +75,7 @@ func (g *Gateway) prepareWith(ctx context.Context, next *config.Config, reread b
 // locked, for the caller to unlock.
 func (g *Gateway) prepareLocked(ctx context.Context, file *config.Config, objects []object, change string) (admin.ReloadView, func(apply bool), error) {
 	v := admin.ReloadView{Config: g.opts.ConfigFile}
-	next, err := file.Merge(sourcesOf(objects), destinationsOf(objects))
+	next, err := file.Merge(sourcesOf(objects), destinationsOf(objects), tokensOf(objects)...)
 	if err != nil {
 		return v, nil, fmt.Errorf("config: %w", err)
 	}

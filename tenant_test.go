@@ -159,7 +159,8 @@ destinations:
 		stats := list(c.token, "/v1/stats")
 		doctor := list(c.token, "/v1/doctor")
 		audit := list(c.token, "/v1/audit")
-		for _, body := range []string{sources, list(c.token, "/v1/destinations"), events, stats, doctor, audit, list(c.token, "/v1/dead-letters"), list(c.token, "/v1/alerts/issues")} {
+		for _, body := range []string{sources, list(c.token, "/v1/destinations"), events, stats, doctor, audit, list(c.token, "/v1/dead-letters"), list(c.token, "/v1/alerts/issues"),
+			list(c.token, "/v1/tokens")} {
 			for _, no := range c.notInLists {
 				if strings.Contains(body, no) {
 					t.Errorf("%s sees %s: %s", c.token, no, body)
@@ -199,6 +200,10 @@ destinations:
 		{"POST", "/v1/destinations/%s/breaker/open", "app", ""},
 		{"GET", "/v1/stats?source=%s", "globex-src", ""},
 		{"GET", "/v1/doctor?source=%s", "shared", ""},
+		{"GET", "/v1/tokens/%s", "globex", ""},
+		{"GET", "/v1/tokens/%s", "ops", ""},
+		{"DELETE", "/v1/tokens/%s", "globex", ""},
+		{"DELETE", "/v1/tokens/%s", "reader", ""},
 	} {
 		nobody := "nobody-has-this"
 		if _, err := fmt.Sscan(c.name, new(int64)); err == nil {

@@ -667,7 +667,7 @@ func upstreamProxy(a config.Upstream, ledger effect.Ledger, intake *receive.Hand
 func apiTokens(cfg *config.Config) []apiauth.Token {
 	tokens := make([]apiauth.Token, len(cfg.API.Tokens))
 	for i, t := range cfg.API.Tokens {
-		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, ReadOnly: t.ReadOnly, Publish: t.Publish, Pull: t.Pull, Tenant: t.Tenant}
+		tokens[i] = apiauth.Token{Name: t.Name, Value: t.Token, Hash: t.Hash, ReadOnly: t.ReadOnly, Publish: t.Publish, Pull: t.Pull, Tenant: t.Tenant}
 	}
 	return tokens
 }

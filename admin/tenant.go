@@ -173,8 +173,8 @@ func (t *TenantOperator) SetBreaker(ctx context.Context, destination string, ope
 const scanPages = 20
 
 // Audit is the entries made by the tenant's tokens (the gateway names
-// them: SetTenantTokens) and those about its sources and destinations
-// ("source acme-hotmart").
+// them: SetTenantTokens) and those about its sources, destinations and
+// tokens ("source acme-hotmart").
 func (t *TenantOperator) Audit(ctx context.Context, cursor string, limit int) (AuditPage, error) {
 	if limit == 0 {
 		limit = 50
@@ -188,7 +188,8 @@ func (t *TenantOperator) Audit(ctx context.Context, cursor string, limit int) (A
 			return true
 		}
 		kind, name, _ := strings.Cut(e.Target, " ")
-		return (kind == "source" && t.ownsSource(name)) || (kind == "destination" && t.ownsDestination(name))
+		return (kind == "source" && t.ownsSource(name)) || (kind == "destination" && t.ownsDestination(name)) ||
+			(kind == "token" && tokens[name] == t.tenant)
 	}
 	out := AuditPage{Entries: []AuditEntry{}}
 	for range scanPages {

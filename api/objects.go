@@ -146,3 +146,74 @@ func ifMatch(v int64) http.Header {
 	}
 	return http.Header{"If-Match": {strconv.Quote(strconv.FormatInt(v, 10))}}
 }
+
+// TokenView is an API token as the API answers it (GET /v1/tokens): never
+// its value, but on the answer to its create (Token), once.
+type TokenView struct {
+	Name string `json:"name"`
+	// ManagedBy is "api" (created through the API: DELETE revokes it) or
+	// "file" (api.tokens in the config file: change it there).
+	ManagedBy string `json:"managed_by"`
+	// Config is the file a file's token is in.
+	Config   string   `json:"config,omitempty"`
+	Tenant   string   `json:"tenant,omitempty"`
+	ReadOnly bool     `json:"read_only,omitempty"`
+	Publish  []string `json:"publish,omitempty"`
+	Pull     []string `json:"pull,omitempty"`
+	// Fingerprint tells a token's value from another's
+	// ("sha256:" and the first 6 bytes of its SHA-256, hex), without
+	// giving it.
+	Fingerprint string `json:"fingerprint"`
+	// Token is the token's value: only in the answer to its create, and
+	// nowhere ever again (the gateway keeps its hash only).
+	Token     string     `json:"token,omitempty"`
+	Version   int64      `json:"version,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	CreatedBy string     `json:"created_by,omitempty"`
+}
+
+// TokenSpec is what a token is created with (POST /v1/tokens): a tenant's
+// token makes its own tenant's only, with no more than it may do.
+type TokenSpec struct {
+	Name     string   `json:"name"`
+	Tenant   string   `json:"tenant,omitempty"`
+	ReadOnly bool     `json:"read_only,omitempty"`
+	Publish  []string `json:"publish,omitempty"`
+	Pull     []string `json:"pull,omitempty"`
+}
+
+var (
+	tokensRoute = jsonhttp.Route{Method: http.MethodGet, Path: "/v1/tokens"}
+	tokenRoutes = objectRoutes("tokens")
+)
+
+// CreateToken creates an API token; the answer's Token is its value,
+// shown this once.
+func (c *Client) CreateToken(ctx context.Context, spec TokenSpec) (TokenView, error) {
+	var out TokenView
+	err := c.doHeader(ctx, tokenRoutes.create, nil, nil, nil, spec, &out)
+	return out, err
+}
+
+// Tokens lists the API tokens the caller may see: the file's and the
+// API's (a tenant's token: its tenant's), without their values.
+func (c *Client) Tokens(ctx context.Context) ([]TokenView, error) {
+	var out struct {
+		Tokens []TokenView `json:"tokens"`
+	}
+	err := c.doHeader(ctx, tokensRoute, nil, nil, nil, nil, &out)
+	return out.Tokens, err
+}
+
+// Token reads one API token, without its value.
+func (c *Client) Token(ctx context.Context, name string) (TokenView, error) {
+	var out TokenView
+	err := c.doHeader(ctx, tokenRoutes.get, []string{name}, nil, nil, nil, &out)
+	return out, err
+}
+
+// DeleteToken revokes an API token created through the API, on every
+// replica; one of the config file's is a 409.
+func (c *Client) DeleteToken(ctx context.Context, name string) error {
+	return c.doHeader(ctx, tokenRoutes.delete, []string{name}, nil, nil, nil, nil)
+}

@@ -216,7 +216,10 @@ func (c *Config) checkTokens(fail failFunc) {
 	for i, t := range c.API.Tokens {
 		f := fmt.Sprintf("api.tokens[%d]", i)
 		checkName(f+".name", t.Name, names, fail)
-		if len(t.Token) < 16 {
+		switch {
+		case t.Hash != "" && t.Token != "":
+			fail(f+".token", "a token created through the API keeps only its hash, never its value")
+		case t.Hash == "" && len(t.Token) < 16:
 			fail(f+".token", "shorter than 16 characters: too easy to guess")
 		}
 		if t.ReadOnly && len(t.Publish) > 0 {

@@ -166,6 +166,10 @@ type APIToken struct {
 	// others answer 404, as if there were none). It creates objects of
 	// its tenant only, and reloads nothing.
 	Tenant string `yaml:"tenant"`
+	// Hash, set instead of Token on a token created through the API
+	// (POST /v1/tokens), is the digest of its value ("sha256:<hex>"):
+	// the gateway keeps only that, and the file never gives it.
+	Hash string `yaml:"-"`
 }
 
 // Tenant is one customer's settings, by the name its objects carry.

@@ -21,6 +21,25 @@ import (
 // the object ("preset", "destinations[0]").
 func ReadSource(text []byte) (Source, error) { return readObject[Source](text) }
 
+// ReadToken is ReadSource for an API token created through the API: its
+// name, tenant, read_only, publish and pull, as api.tokens writes them.
+// Its value is not among them: the gateway makes it, and keeps only its
+// hash (APIToken.Hash, set by the caller).
+func ReadToken(text []byte) (APIToken, error) {
+	f, err := readObject[tokenFields](text)
+	return APIToken{Name: f.Name, Tenant: f.Tenant, ReadOnly: f.ReadOnly, Publish: f.Publish, Pull: f.Pull}, err
+}
+
+// tokenFields are the fields of APIToken that a token created through
+// the API is given.
+type tokenFields struct {
+	Name     string   `yaml:"name"`
+	Tenant   string   `yaml:"tenant"`
+	ReadOnly bool     `yaml:"read_only"`
+	Publish  []string `yaml:"publish"`
+	Pull     []string `yaml:"pull"`
+}
+
 // ReadDestination is ReadSource for a destination (one of destinations:).
 func ReadDestination(text []byte) (Destination, error) { return readObject[Destination](text) }
 
@@ -66,15 +85,25 @@ func unlined(errs []error) []error {
 
 // Merge is c, a config as its file gave it, with sources and
 // destinations added after the file's (the ones created through the API),
-// each given the defaults the file's get. c is not changed. A name the
-// file already gives a source (a destination) is an error naming the
-// file: the file's objects are the file's.
-func (c *Config) Merge(sources []Source, destinations []Destination) (*Config, error) {
+// each given the defaults the file's get, and with tokens (the API's,
+// each with its Hash) after api.tokens. c is not changed. A name the
+// file already gives a source (a destination, a token) is an error naming
+// the file: the file's objects are the file's.
+func (c *Config) Merge(sources []Source, destinations []Destination, tokens ...APIToken) (*Config, error) {
 	m := *c
 	m.fromAPI = map[string]bool{}
 	m.Sources = slices.Clone(c.Sources)
 	m.Destinations = slices.Clone(c.Destinations)
+	m.API.Tokens = slices.Clone(c.API.Tokens)
 	var errs []error
+	for _, t := range tokens {
+		if slices.ContainsFunc(c.API.Tokens, func(f APIToken) bool { return f.Name == t.Name }) {
+			errs = append(errs, fmt.Errorf("token %s: defined in the config file%s and created through the API: remove one (DELETE /v1/tokens/%s, or its entry in api.tokens)", t.Name, c.fileName(), t.Name))
+			continue
+		}
+		m.API.Tokens = append(m.API.Tokens, t)
+		m.fromAPI["token/"+t.Name] = true
+	}
 	for _, d := range destinations {
 		if slices.ContainsFunc(c.Destinations, func(f Destination) bool { return f.Name == d.Name }) {
 			errs = append(errs, fmt.Errorf("destination %s: defined in the config file%s and created through the API: remove one (DELETE /v1/destinations/%s, or its entry in the file)", d.Name, c.fileName(), d.Name))
@@ -100,6 +129,9 @@ func (c *Config) Merge(sources []Source, destinations []Destination) (*Config, e
 // SourceFromAPI reports whether the source named is one Merge added
 // (created through the API), not the file's.
 func (c *Config) SourceFromAPI(name string) bool { return c.fromAPI["source/"+name] }
+
+// TokenFromAPI is SourceFromAPI for an API token.
+func (c *Config) TokenFromAPI(name string) bool { return c.fromAPI["token/"+name] }
 
 // DestinationFromAPI is SourceFromAPI for a destination.
 func (c *Config) DestinationFromAPI(name string) bool { return c.fromAPI["destination/"+name] }

@@ -58,6 +58,9 @@ type Objects interface {
 const (
 	ObjectSource      = "source"
 	ObjectDestination = "destination"
+	// ObjectToken is an API token created through the API: its spec
+	// holds its hash, never its value.
+	ObjectToken = "token"
 )
 
 // ErrObjectExists is a create whose kind and name are already stored.
@@ -69,7 +72,7 @@ var ErrVersionConflict = errors.New("the object changed since the version given"
 
 // Object is one stored source or destination.
 type Object struct {
-	Kind string // ObjectSource or ObjectDestination
+	Kind string // ObjectSource, ObjectDestination or ObjectToken
 	Name string
 	// Tenant owns the object ("" for none); kept now so that tenants
 	// need no migration of what is stored.

@@ -34,10 +34,15 @@ import (
 	"github.com/oncehook/oncehook/internal/jsonhttp"
 )
 
-// Token is one configured API token.
+// Token is one configured API token: its value (the config file's), or
+// only its Hash (one created through the API, whose value is shown once,
+// at its creation, and kept nowhere).
 type Token struct {
-	Name     string
-	Value    string
+	Name  string
+	Value string
+	// Hash, when set, is HashOf the token's value, which is then not
+	// given: a request's token is hashed and compared with it.
+	Hash     string
 	ReadOnly bool
 	// Publish, when set, are the outbox sources the token may publish to
 	// (POST /v1/publish/{source}, WrapPublish): it may do nothing else.
@@ -101,15 +106,56 @@ func peer(r *http.Request) string {
 	return host
 }
 
-// SetTokens replaces the tokens (a config reload): a request checked
-// before keeps its answer; every later one, and every dashboard session
-// of a token no longer named, is checked against these.
+// SetTokens replaces the tokens (a config reload, a token created or
+// deleted through the API): a request checked before keeps its answer;
+// every later one, and every dashboard session of a token no longer
+// named, is checked against these. A token whose Hash does not read
+// (HashOf's form) matches nothing.
 func (a *Auth) SetTokens(tokens []Token) {
-	entries := make([]entry, len(tokens))
-	for i, t := range tokens {
-		entries[i] = entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish, pull: t.Pull, tenant: t.Tenant}
+	entries := make([]entry, 0, len(tokens))
+	for _, t := range tokens {
+		e := entry{name: t.Name, hash: sha256.Sum256([]byte(t.Value)), readOnly: t.ReadOnly, publish: t.Publish, pull: t.Pull, tenant: t.Tenant}
+		if t.Hash != "" {
+			h, ok := parseHash(t.Hash)
+			if !ok {
+				continue
+			}
+			e.hash = h
+		}
+		entries = append(entries, e)
 	}
 	a.tokens.Store(&entries)
+}
+
+// hashPrefix marks HashOf's digest, so that a stronger one may come later
+// beside it.
+const hashPrefix = "sha256:"
+
+// HashOf is what the gateway keeps of a token created through the API:
+// the SHA-256 of its value, "sha256:<hex>". A value of 32 random bytes
+// cannot be found from it by trying values, so a slow hash would add
+// nothing but the time every request takes to check.
+func HashOf(value string) string {
+	h := sha256.Sum256([]byte(value))
+	return hashPrefix + hex.EncodeToString(h[:])
+}
+
+// ValidHash reports whether h is in HashOf's form.
+func ValidHash(h string) bool {
+	_, ok := parseHash(h)
+	return ok
+}
+
+func parseHash(h string) ([32]byte, bool) {
+	var out [32]byte
+	hexed, ok := strings.CutPrefix(h, hashPrefix)
+	if !ok || len(hexed) != 64 {
+		return out, false
+	}
+	if _, err := hex.Decode(out[:], []byte(hexed)); err != nil {
+		return out, false
+	}
+	return out, true
 }
 
 // Caller is who made a request: the name of its token.

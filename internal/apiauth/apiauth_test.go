@@ -149,3 +149,34 @@ func TestWrongTokensFromOneIPv6NetworkShareOneLimit(t *testing.T) {
 		}
 	}
 }
+
+// A token created through the API is given by its hash only: its value
+// is accepted, beside the file's tokens; a hash not in HashOf's form
+// matches nothing, and the empty value never does.
+func TestAStoredTokensHashIsCheckedBesideTheFiles(t *testing.T) {
+	const value = "ohk_0123456789abcdef0123456789abcdef"
+	a := New([]Token{
+		{Name: "file", Value: "file-token-0123456789"},
+		{Name: "stored", Hash: HashOf(value), Tenant: "acme"},
+		{Name: "broken", Hash: "md5:abc"},
+	})
+	if c, ok := a.Check(value); !ok || c.Name != "stored" || c.Tenant != "acme" {
+		t.Fatalf("the stored token: %+v %v", c, ok)
+	}
+	if c, ok := a.Check("file-token-0123456789"); !ok || c.Name != "file" {
+		t.Fatalf("the file's token: %+v %v", c, ok)
+	}
+	for _, v := range []string{"", HashOf(value), "md5:abc"} {
+		if _, ok := a.Check(v); ok {
+			t.Errorf("%q accepted", v)
+		}
+	}
+	if s := a.SessionToken(Caller{Name: "stored"}); s == "" {
+		t.Error("no session for the stored token")
+	} else if c, ok := a.Session(s); !ok || c.Name != "stored" {
+		t.Errorf("its session: %+v %v", c, ok)
+	}
+	if ValidHash("sha256:"+strings.Repeat("g", 64)) || !ValidHash(HashOf("x")) {
+		t.Error("ValidHash")
+	}
+}
