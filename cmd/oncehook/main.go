@@ -37,6 +37,7 @@ Usage:
   oncehook destinations [ls|pause|resume]   destinations' queues; hold and release them
   oncehook destinations create|show|update|rm   create and change destinations through the API (-f FILE)
   oncehook destinations open-breaker|close-breaker NAME   a destination's circuit breaker, by hand
+  oncehook tokens [ls|create|show|rm]       API tokens: make one (for a tenant) through the API, list, revoke
   oncehook export [-o FILE]                 the API's sources and destinations as YAML (secrets as ${VARIABLE}s)
   oncehook apply -f FILE [--dry-run] [--prune]  create or update them from such a file: created, updated, unchanged
   oncehook alerts [ls|show|ack|resolve]     the alerts' issues; acknowledge or resolve one
@@ -154,6 +155,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return sources(ctx, args[1:], stdout, stderr)
 	case "destinations":
 		return destinations(ctx, args[1:], stdout, stderr)
+	case "tokens":
+		return tokens(ctx, args[1:], stdout, stderr)
 	case "export":
 		return export(ctx, args[1:], stdout, stderr)
 	case "apply":
