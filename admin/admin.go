@@ -857,7 +857,7 @@ func (s *Service) ReplayEvents(ctx context.Context, f EventFilter, dryRun bool) 
 		// ids is no narrowing at all (every event the rest selects).
 		return Count{DryRun: dryRun, Searched: searched}, nil
 	}
-	audit := s.audit(ctx, ActReplayEvents, f.String())
+	audit := s.audit(ctx, ActReplayEvents, tenantTarget(s.reach(f.Source, f.Destination, f.Sources), f.String()))
 	if f.Dead {
 		audit.Action = "retry"
 	}
@@ -901,7 +901,7 @@ func (s *Service) DeliverEvents(ctx context.Context, f EventFilter, dryRun bool)
 		return Count{DryRun: dryRun, Searched: searched}, nil // as ReplayEvents: nothing found, nothing done
 	}
 	n, err := s.admin.AddDeliveries(ctx, store.Deliver{Events: q, Destination: f.Destination, Now: s.opts.Now(), DryRun: dryRun,
-		Audit: s.audit(ctx, ActDeliverEvents, f.String())})
+		Audit: s.audit(ctx, ActDeliverEvents, tenantTarget(s.reach(f.Source, f.Destination, f.Sources), f.String()))})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("deliver %s:%s: no such event stored (never received, or swept after its window): %w", f.Source, f.Key, ErrNotFound)
 	}
@@ -1075,7 +1075,7 @@ func (s *Service) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 		return Count{}, err
 	}
 	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{Source: q.Source, Sources: q.Sources}, Destination: q.Destination, Dead: true,
-		Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActRetryDead, f.String())})
+		Now: s.opts.Now(), DryRun: dryRun, Audit: s.audit(ctx, ActRetryDead, tenantTarget(s.reach(q.Source, q.Destination, q.Sources), f.String()))})
 	if err != nil {
 		return Count{}, err
 	}
@@ -1091,7 +1091,7 @@ func (s *Service) PurgeDeadLetters(ctx context.Context, f DeadFilter, dryRun boo
 	if err := s.knownDead(ctx, q); err != nil {
 		return Count{}, err
 	}
-	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, ActPurgeDead, f.String()))
+	n, err := s.admin.PurgeDeadLetters(ctx, q, dryRun, s.audit(ctx, ActPurgeDead, tenantTarget(s.reach(q.Source, q.Destination, q.Sources), f.String())))
 	if err != nil {
 		return Count{}, err
 	}

@@ -122,7 +122,11 @@ func (s *Service) Issue(ctx context.Context, id int64) (IssueView, error) {
 
 // AcknowledgeIssue implements Operator.
 func (s *Service) AcknowledgeIssue(ctx context.Context, id int64) (IssueView, error) {
-	_, _, err := s.opts.Store.AcknowledgeIssue(ctx, id, s.audit(ctx, ActAcknowledgeIssue, fmt.Sprintf("issue %d", id)))
+	target, err := s.issueTarget(ctx, id)
+	if err != nil {
+		return IssueView{}, err
+	}
+	_, _, err = s.opts.Store.AcknowledgeIssue(ctx, id, s.audit(ctx, ActAcknowledgeIssue, target))
 	if err != nil {
 		return IssueView{}, issueErr(err, id)
 	}
@@ -131,11 +135,27 @@ func (s *Service) AcknowledgeIssue(ctx context.Context, id int64) (IssueView, er
 
 // ResolveIssue implements Operator.
 func (s *Service) ResolveIssue(ctx context.Context, id int64) (IssueView, error) {
-	a := s.audit(ctx, ActResolveIssue, fmt.Sprintf("issue %d", id))
+	target, err := s.issueTarget(ctx, id)
+	if err != nil {
+		return IssueView{}, err
+	}
+	a := s.audit(ctx, ActResolveIssue, target)
 	if _, _, err := s.opts.Store.ResolveIssue(ctx, id, a.At, a.Actor, a); err != nil {
 		return IssueView{}, issueErr(err, id)
 	}
 	return s.Issue(ctx, id)
+}
+
+// issueTarget is an issue's audit target, "issue 7", prefixed with the
+// tenant of the source or destination it is about (tenantTarget), so
+// that its tenant's audit shows who acknowledged or resolved it.
+func (s *Service) issueTarget(ctx context.Context, id int64) (string, error) {
+	is, err := s.opts.Store.Issue(ctx, id)
+	if err != nil {
+		return "", issueErr(err, id)
+	}
+	owner, _ := s.TenantOf(is.Scope, is.Name)
+	return tenantTarget(owner, fmt.Sprintf("issue %d", id)), nil
 }
 
 // issueErr is the store's error as the API answers it.

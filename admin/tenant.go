@@ -173,8 +173,13 @@ func (t *TenantOperator) SetBreaker(ctx context.Context, destination string, ope
 const scanPages = 20
 
 // Audit is the entries made by the tenant's tokens (the gateway names
-// them: SetTenantTokens) and those about its sources, destinations and
-// tokens ("source acme-hotmart").
+// them: SetTenantTokens), those about its sources, destinations and
+// tokens ("source acme-hotmart"), and those whose target names it as the
+// tenant reached (tenantTarget: the operator's bulk replays, retries,
+// purges and deliveries of its data, and acknowledgements and
+// resolutions of its alert issues). An entry of a change that spanned
+// every tenant ("every tenant: type=order.paid") is shown too, without
+// its count: that counts other tenants' events as well.
 func (t *TenantOperator) Audit(ctx context.Context, cursor string, limit int) (AuditPage, error) {
 	if limit == 0 {
 		limit = 50
@@ -183,9 +188,16 @@ func (t *TenantOperator) Audit(ctx context.Context, cursor string, limit int) (A
 		return AuditPage{}, invalid("limit", "want 1 to %d", maxLimit)
 	}
 	tokens := t.s.tenantTokens()
-	mine := func(e AuditEntry) bool {
+	mine := func(e *AuditEntry) bool {
 		if name, ok := strings.CutPrefix(e.Actor, "token:"); ok && tokens[name] == t.tenant {
 			return true
+		}
+		switch reached, every := tenantOfTarget(e.Target); {
+		case every:
+			e.Count = 0
+			return true
+		case reached != "":
+			return reached == t.tenant
 		}
 		kind, name, _ := strings.Cut(e.Target, " ")
 		return (kind == "source" && t.ownsSource(name)) || (kind == "destination" && t.ownsDestination(name)) ||
@@ -198,7 +210,7 @@ func (t *TenantOperator) Audit(ctx context.Context, cursor string, limit int) (A
 			return AuditPage{}, err
 		}
 		for _, e := range page.Entries {
-			if mine(e) {
+			if mine(&e) {
 				out.Entries = append(out.Entries, e)
 			}
 			cursor = cursorOf(e.ID)
@@ -374,4 +386,73 @@ func (t *TenantOperator) ResolveIssue(ctx context.Context, id int64) (IssueView,
 		return IssueView{}, err
 	}
 	return t.s.ResolveIssue(ctx, id)
+}
+
+// everyTenant is reach's answer for a change whose filter names no one
+// tenant's objects: it may have reached any tenant's.
+const everyTenant = "\x00every"
+
+// reach is whose objects a change reached, as its filter names them:
+// source's tenant when it names a source; destination's when it names a
+// tenant's destination (which takes its tenant's events only); the one
+// tenant of every source in sources (a tenant's narrowing) when they are
+// one's; "" for a shared object's or nothing; everyTenant for a filter
+// that spans tenants, in a config that has any.
+func (s *Service) reach(source, destination string, sources []string) string {
+	x := s.tenants()
+	if source != "" {
+		t, _ := x.Of(tenant.Source, source)
+		return t
+	}
+	if t, _ := x.Of(tenant.Destination, destination); t != "" {
+		return t
+	}
+	if sources != nil {
+		one := ""
+		for i, name := range sources {
+			t, _ := x.Of(tenant.Source, name)
+			if i > 0 && t != one {
+				return everyTenant
+			}
+			one = t
+		}
+		return one
+	}
+	if x.Tenanted() {
+		return everyTenant
+	}
+	return ""
+}
+
+// tenantTarget is an audit entry's target prefixed with whose objects the
+// change reached (reach), so that each tenant's audit shows the
+// operator's changes to its data (TenantOperator.Audit): "tenant acme:
+// source=acme-hotmart", "every tenant: type=order.paid". No other target
+// begins so (a filter's begins with its field, an object's with its kind),
+// and a tenant's name holds neither a space nor a colon.
+func tenantTarget(reach, target string) string {
+	switch reach {
+	case "":
+		return target
+	case everyTenant:
+		return "every tenant: " + target
+	}
+	return "tenant " + reach + ": " + target
+}
+
+// tenantOfTarget reads tenantTarget's prefix back: the tenant named,
+// every (the change spans tenants), or neither.
+func tenantOfTarget(target string) (name string, every bool) {
+	if strings.HasPrefix(target, "every tenant: ") {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(target, "tenant ")
+	if !ok {
+		return "", false
+	}
+	name, _, ok = strings.Cut(rest, ": ")
+	if !ok {
+		return "", false
+	}
+	return name, false
 }

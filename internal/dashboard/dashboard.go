@@ -638,18 +638,10 @@ var funcs = template.FuncMap{
 	// target writes an audit entry's target in the reader's language: its
 	// leading word (event, destination, effect) or the whole of a bulk
 	// target ("all events") is the catalog's; the rest (an id, a name, a
-	// filter) is data, shown as it is.
-	"target": func(l Lang, t string) string {
-		for _, whole := range []string{"all events", "all dead letters"} {
-			if t == whole {
-				return l.T("target." + strings.ReplaceAll(whole, " ", "_"))
-			}
-		}
-		if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "source" || word == "destination" || word == "effect" || word == "config") {
-			return l.T("target."+word) + " " + rest
-		}
-		return t
-	},
+	// filter) is data, shown as it is. A target prefixed with the tenant
+	// the change reached ("tenant acme: all events", "every tenant: ...")
+	// has its prefix's words the catalog's too.
+	"target": auditTarget,
 	"ts": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
@@ -664,6 +656,27 @@ var funcs = template.FuncMap{
 	},
 	"join":  strings.Join,
 	"query": func(kv ...string) template.URL { return template.URL(queryOf(kv...)) },
+}
+
+// auditTarget is the template's target (see funcs).
+func auditTarget(l Lang, t string) string {
+	if rest, ok := strings.CutPrefix(t, "every tenant: "); ok {
+		return l.T("target.every_tenant") + ": " + auditTarget(l, rest)
+	}
+	if rest, ok := strings.CutPrefix(t, "tenant "); ok {
+		if name, rest, ok := strings.Cut(rest, ": "); ok {
+			return l.T("target.tenant") + " " + name + ": " + auditTarget(l, rest)
+		}
+	}
+	for _, whole := range []string{"all events", "all dead letters"} {
+		if t == whole {
+			return l.T("target." + strings.ReplaceAll(whole, " ", "_"))
+		}
+	}
+	if word, rest, ok := strings.Cut(t, " "); ok && (word == "event" || word == "source" || word == "destination" || word == "effect" || word == "config" || word == "issue") {
+		return l.T("target."+word) + " " + rest
+	}
+	return t
 }
 
 // queryOf encodes pairs of names and values, leaving out empty values.

@@ -192,3 +192,29 @@ func TestPagesNameTheConfigAsItIs(t *testing.T) {
 		t.Error("no translation names a config section: the pattern is wrong")
 	}
 }
+
+// An audit target the tenant reached is written with its prefix's words
+// in the reader's language, and the rest as any target.
+func TestAuditTargetsOfTenantsPerLanguage(t *testing.T) {
+	c, err := loadCatalog(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, pt := c.pick("en"), c.pick("pt-BR")
+	for _, c := range []struct {
+		l           Lang
+		target, say string
+	}{
+		{en, "tenant acme: all events", "tenant acme: all events"},
+		{pt, "tenant acme: all events", "cliente acme: todos os eventos"},
+		{pt, "every tenant: type=order.paid", "todos os clientes: type=order.paid"},
+		{pt, "tenant acme: issue 7", "cliente acme: problema de alerta 7"},
+		{pt, "tenant acme: source=acme-a", "cliente acme: source=acme-a"},
+		{pt, "destination acme-app", "destino acme-app"},
+		{pt, "tenant: x", "tenant: x"},
+	} {
+		if got := auditTarget(c.l, c.target); got != c.say {
+			t.Errorf("%s: %q reads %q, want %q", c.l.Code, c.target, got, c.say)
+		}
+	}
+}

@@ -24,6 +24,7 @@ type Index struct {
 	sources      map[string]string   // name -> tenant ("" for a shared one)
 	destinations map[string]string   // name -> tenant
 	sourcesOf    map[string][]string // tenant -> its sources' names, in the config's order
+	tenanted     bool                // some object has a tenant
 }
 
 // Object is a source or destination as the Index reads it.
@@ -46,11 +47,13 @@ func NewIndex(sources, destinations []Object) *Index {
 			continue
 		}
 		x.sources[s.Name] = s.Tenant
+		x.tenanted = x.tenanted || s.Tenant != ""
 		x.sourcesOf[s.Tenant] = append(x.sourcesOf[s.Tenant], s.Name)
 	}
 	for _, d := range destinations {
 		if _, dup := x.destinations[d.Name]; !dup {
 			x.destinations[d.Name] = d.Tenant
+			x.tenanted = x.tenanted || d.Tenant != ""
 		}
 	}
 	return x
@@ -80,3 +83,7 @@ func (x *Index) Owns(tenant, kind, name string) bool {
 func (x *Index) SourcesOf(tenant string) []string {
 	return append([]string{}, x.sourcesOf[tenant]...)
 }
+
+// Tenanted reports whether any object has a tenant: a config of none has
+// nothing to narrow.
+func (x *Index) Tenanted() bool { return x.tenanted }
