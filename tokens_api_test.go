@@ -64,6 +64,7 @@ func testTokensThroughTheAPI(t *testing.T, storeURL string, absent func(*testing
 	sink := testenv.NewSink(t)
 	path := filepath.Join(t.TempDir(), "oncehook.yaml")
 	yaml := `store: "` + storeURL + `"
+tenant_egress: {allow: ["127.0.0.0/8"]}
 api:
   tokens:
     - {name: ops, token: ` + sourcesOps + `}
@@ -270,5 +271,19 @@ destinations:
 	}
 	if r := call(t, "GET", a.api+"/v1/audit", sourcesOps, ""); !strings.Contains(string(r.body), "token_delete") || !strings.Contains(string(r.body), "token:acme") {
 		t.Errorf("the revoke's audit: %s", r.body)
+	}
+
+	// A restart reads the stored tokens: acme-pub is taken (a publisher:
+	// 403 on a list, not 401), acme-ci stays revoked.
+	a.stop()
+	a, err = startFromFile(t, path, sourcesKey, poll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, "GET", a.api+"/v1/sources", pubValue, ""); r.status != 403 {
+		t.Errorf("acme-pub after a restart: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", a.api+"/v1/sources", value, ""); r.status != 401 {
+		t.Errorf("acme-ci after a restart: %d %s", r.status, r.body)
 	}
 }
