@@ -735,7 +735,11 @@ func (s *Service) ReplayEvent(ctx context.Context, id int64) (Count, error) {
 	if err := eventID(id); err != nil {
 		return Count{}, err // id 0 would be no id at all: a replay of everything
 	}
-	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{ID: id}, Now: s.opts.Now(), Audit: s.audit(ctx, ActReplayEvent, fmt.Sprintf("event %d", id))})
+	target, err := s.eventTarget(ctx, id, fmt.Sprintf("event %d", id))
+	if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.Replay(ctx, store.Replay{Events: store.EventQuery{ID: id}, Now: s.opts.Now(), Audit: s.audit(ctx, ActReplayEvent, target)})
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}
@@ -780,7 +784,7 @@ func (s *Service) ResetOrder(ctx context.Context, source, entity, destination st
 	if destination != "" {
 		target += " to " + destination
 	}
-	n, err := s.admin.ResetOrder(ctx, source, entity, destination, s.opts.Now(), s.audit(ctx, ActResetOrder, target))
+	n, err := s.admin.ResetOrder(ctx, source, entity, destination, s.opts.Now(), s.audit(ctx, ActResetOrder, tenantTarget(s.reach(source, destination, nil), target)))
 	if err != nil {
 		return Count{}, err
 	}
@@ -795,7 +799,11 @@ func (s *Service) SkipEvent(ctx context.Context, id int64, destination string) (
 	if destination == "" {
 		return Count{}, invalid("destination", "missing")
 	}
-	n, err := s.admin.SkipDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActSkipEvent, fmt.Sprintf("event %d to %s", id, destination)))
+	target, err := s.eventTarget(ctx, id, fmt.Sprintf("event %d to %s", id, destination))
+	if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.SkipDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActSkipEvent, target))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
@@ -833,7 +841,11 @@ func (s *Service) DeliverEvent(ctx context.Context, id int64, destination string
 			return Count{}, invalid("destination", "%s is tenant %s's: it takes that tenant's events only, and event %d is source %s's", destination, t, id, e.Source)
 		}
 	}
-	n, err := s.admin.AddDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActDeliverEvent, fmt.Sprintf("event %d to %s", id, destination)))
+	target, err := s.eventTarget(ctx, id, fmt.Sprintf("event %d to %s", id, destination))
+	if err != nil {
+		return Count{}, err
+	}
+	n, err := s.admin.AddDelivery(ctx, id, destination, s.opts.Now(), s.audit(ctx, ActDeliverEvent, target))
 	if errors.Is(err, store.ErrNotFound) {
 		return Count{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}

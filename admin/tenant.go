@@ -424,6 +424,21 @@ func (s *Service) reach(source, destination string, sources []string) string {
 	return ""
 }
 
+// eventTarget is target, the audit target of a change to event id,
+// prefixed with its source's tenant (tenantTarget). An event the store
+// does not have leaves target as it is: the change itself then answers
+// that it is not found.
+func (s *Service) eventTarget(ctx context.Context, id int64, target string) (string, error) {
+	e, err := s.admin.Event(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return target, nil
+	case err != nil:
+		return "", err
+	}
+	return tenantTarget(s.reach(e.Source, "", nil), target), nil
+}
+
 // tenantTarget is an audit entry's target prefixed with whose objects the
 // change reached (reach), so that each tenant's audit shows the
 // operator's changes to its data (TenantOperator.Audit): "tenant acme:

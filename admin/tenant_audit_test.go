@@ -15,7 +15,8 @@ import (
 // replay, retry, purge or delivery whose filter names its source or its
 // destination, and an acknowledgement or resolution of its alert issue,
 // each with what it counted; a bulk change across every tenant, without
-// its count (which counts the others' events too). Another tenant's, and
+// its count (which counts the others' events too); one event's replay,
+// skip or delivery, and an order reset of its source. Another tenant's, and
 // one on a shared source only, are not in it. Both backends.
 func TestATenantsAuditShowsTheOperatorsChangesToItsData(t *testing.T) {
 	for name, open := range searchStores(t) {
@@ -32,7 +33,7 @@ func TestATenantsAuditShowsTheOperatorsChangesToItsData(t *testing.T) {
 				t.Fatal(err)
 			}
 			svc, err := admin.New(admin.Options{Store: st,
-				Sources:      []admin.Source{{Name: "acme-a", Tenant: "acme"}, {Name: "acme-b", Tenant: "acme"}, {Name: "globex-a", Tenant: "globex"}, {Name: "shared"}},
+				Sources:      []admin.Source{{Name: "acme-a", Tenant: "acme", Ordered: true}, {Name: "acme-b", Tenant: "acme"}, {Name: "globex-a", Tenant: "globex"}, {Name: "shared"}},
 				Destinations: []admin.Destination{{Name: "acme-app", Tenant: "acme"}, {Name: "globex-app", Tenant: "globex"}, {Name: "app"}}})
 			if err != nil {
 				t.Fatal(err)
@@ -55,6 +56,15 @@ func TestATenantsAuditShowsTheOperatorsChangesToItsData(t *testing.T) {
 			must(svc.DeliverEvents(ops, admin.EventFilter{Source: "acme-b", Destination: "acme-app"}, false))
 			must(svc.RetryDeadLetters(ops, admin.DeadFilter{Destination: "acme-app"}, false))
 			must(svc.PurgeDeadLetters(ops, admin.DeadFilter{Source: "globex-a"}, false))
+			// One event's changes, and an order reset, by the event's source.
+			page, err := svc.Events(ctx, admin.EventFilter{Source: "globex-a"})
+			if err != nil || len(page.Events) != 1 {
+				t.Fatal(page, err)
+			}
+			globexEvent := page.Events[0].ID
+			must(svc.ReplayEvent(ops, globexEvent))
+			must(svc.SkipEvent(ops, globexEvent, "globex-app"))
+			must(svc.ResetOrder(ops, "acme-a", "order-1", ""))
 			must(svc.AcknowledgeIssue(ops, issue.ID))
 			must(svc.ResolveIssue(ops, issue.ID))
 
@@ -79,12 +89,15 @@ func TestATenantsAuditShowsTheOperatorsChangesToItsData(t *testing.T) {
 				"acme": {
 					{"alert_resolve", issueTarget, 1},
 					{"alert_acknowledge", issueTarget, 1},
+					{"order_reset", "tenant acme: source acme-a entity order-1", 0},
 					{"retry", "tenant acme: destination=acme-app", 0},
 					{"deliver", "tenant acme: source=acme-b destination=acme-app", 1},
 					{"replay", "every tenant: all events", 0},
 					{"replay", "tenant acme: source=acme-a", 1},
 				},
 				"globex": {
+					{"skip", "tenant globex: event " + strconv.FormatInt(globexEvent, 10) + " to globex-app", 1},
+					{"replay", "tenant globex: event " + strconv.FormatInt(globexEvent, 10), 1},
 					{"purge", "tenant globex: source=globex-a", 0},
 					{"replay", "every tenant: all events", 0},
 				},
@@ -96,8 +109,8 @@ func TestATenantsAuditShowsTheOperatorsChangesToItsData(t *testing.T) {
 			}
 			// The operator sees every entry, the bulk one with its count.
 			all := audit(svc)
-			if len(all) != 8 || all[7] != (seen{"replay", "tenant acme: source=acme-a", 1}) ||
-				all[6] != (seen{"replay", "every tenant: all events", 4}) || all[5] != (seen{"replay", "source=shared", 1}) {
+			if len(all) != 11 || all[10] != (seen{"replay", "tenant acme: source=acme-a", 1}) ||
+				all[9] != (seen{"replay", "every tenant: all events", 4}) || all[8] != (seen{"replay", "source=shared", 1}) {
 				t.Errorf("the operator's audit: %v", all)
 			}
 		})
