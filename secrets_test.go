@@ -3,9 +3,7 @@ package oncehook_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
@@ -82,28 +80,13 @@ destinations:
 	}
 }
 
-// dashboardGet signs in to gw's dashboard with its API token and returns
-// the page at path.
+// dashboardGet signs in to gw's dashboard with its API token
+// (dashboardSession) and returns the page at path.
 func dashboardGet(t *testing.T, gw *gateway, path string) string {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
-	req, _ := http.NewRequest(http.MethodPost, gw.APIURL+"/ui/login", strings.NewReader(url.Values{"token": {gw.APIToken}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", gw.APIURL)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	b, status := getWith(t, dashboardSession(t, gw.APIURL, gw.APIToken), gw.APIURL+path)
+	if status != 200 || !strings.Contains(b, "<html") {
+		t.Fatalf("GET %s: %d %.300s", path, status, b)
 	}
-	resp.Body.Close()
-	resp, err = c.Get(gw.APIURL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(b), "<html") {
-		t.Fatalf("GET %s: %d %.300s", path, resp.StatusCode, b)
-	}
-	return string(b)
+	return b
 }

@@ -105,21 +105,7 @@ func testATenantsObjectWhileTheStoreIsDown(t *testing.T, storeURL string) {
 			t.Errorf("POST %s %s with the store closed: %d %s", c.path, c.body, a.status, a.body)
 		}
 	}
-	for _, p := range []string{"/v1/sources/acme-src", "/v1/destinations/acme-app"} {
-		if a := call(t, "GET", gw.api+p, sourcesOps, ""); a.status != 404 {
-			t.Errorf("GET %s after the refused creates: %d %s", p, a.status, a.body)
-		}
-	}
-	if a := call(t, "POST", gw.intake+"/in/acme-src", "", `{}`); a.status != 404 {
-		t.Errorf("intake serves the refused source: %d %s", a.status, a.body)
-	}
-	gw.stop()
-	if got := storedNames(store.ObjectSource); !slices.Equal(got, []string{"acme-before"}) {
-		t.Errorf("sources stored: %q, want acme-before only", got)
-	}
-	if got := storedNames(store.ObjectDestination); len(got) != 0 {
-		t.Errorf("destinations stored: %q", got)
-	}
+	leftNothing(t, gw, storedNames, "acme-src", "acme-app", "acme-before")
 }
 
 func TestHostileTenantThroughTheObjectsAPISQLite(t *testing.T) {
@@ -158,15 +144,28 @@ func testHostileTenantThroughTheObjectsAPI(t *testing.T, storeURL string) {
 			}
 		}
 	}
-	for _, p := range []string{"/v1/sources/hostile-src", "/v1/destinations/hostile-app"} {
+	leftNothing(t, gw, storedNames, "hostile-src", "hostile-app")
+}
+
+// leftNothing checks that refused creates of source and destination left
+// nothing: neither is served (the API's 404, intake's 404), and once gw
+// has stopped its store holds no destination and no source but stored
+// (the sources made before).
+func leftNothing(t *testing.T, gw *apiGateway, storedNames func(kind string) []string, source, destination string, stored ...string) {
+	t.Helper()
+	for _, p := range []string{"/v1/sources/" + source, "/v1/destinations/" + destination} {
 		if a := call(t, "GET", gw.api+p, sourcesOps, ""); a.status != 404 {
-			t.Errorf("GET %s: %d %.300s", p, a.status, a.body)
+			t.Errorf("GET %s after the refused creates: %d %.300s", p, a.status, a.body)
 		}
 	}
+	if a := call(t, "POST", gw.intake+"/in/"+source, "", `{}`); a.status != 404 {
+		t.Errorf("intake serves the refused source: %d %.300s", a.status, a.body)
+	}
 	gw.stop()
-	for _, kind := range []string{store.ObjectSource, store.ObjectDestination} {
-		if got := storedNames(kind); len(got) != 0 {
-			t.Errorf("%s objects stored: %q", kind, got)
-		}
+	if got := storedNames(store.ObjectSource); !slices.Equal(got, append([]string{}, stored...)) {
+		t.Errorf("sources stored: %q, want %q", got, stored)
+	}
+	if got := storedNames(store.ObjectDestination); len(got) != 0 {
+		t.Errorf("destinations stored: %q", got)
 	}
 }
