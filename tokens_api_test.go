@@ -3,6 +3,7 @@ package oncehook_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,7 +84,11 @@ destinations:
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	poll := func(o *oncehook.Options) { o.ObjectsPoll = 200 * time.Millisecond }
+	logs := &testenv.Buffer{}
+	poll := func(o *oncehook.Options) {
+		o.ObjectsPoll = 200 * time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	a, err := startFromFile(t, path, sourcesKey, poll)
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +181,9 @@ destinations:
 	}
 	absent(t, value)
 	absent(t, pubValue)
+	if l := logs.String(); !strings.Contains(l, "acme-ci") || strings.Contains(l, value) || strings.Contains(l, pubValue) {
+		t.Errorf("the logs name acme-ci, and hold no token's value: %s", l)
+	}
 
 	// The file's names are the file's.
 	if r := call(t, "POST", a.api+"/v1/tokens", sourcesOps, `{"name": "reader"}`); r.status != 409 || r.json["reason"] != "managed_by_file" || !strings.Contains(string(r.body), path) {
