@@ -262,6 +262,13 @@ type SourceView struct {
 
 // Sources implements Operator.
 func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
+	return s.sourceViews(ctx, func(Source) bool { return true })
+}
+
+// sourceViews are the views of the configured sources keep keeps (a
+// tenant's: TenantOperator.Sources), each built once, so that a tenant's
+// list does not build every other tenant's.
+func (s *Service) sourceViews(ctx context.Context, keep func(Source) bool) ([]SourceView, error) {
 	now := s.opts.Now()
 	hour := now.UTC().Truncate(time.Hour)
 	rows, err := s.opts.Store.Rollups(ctx, store.RollupQuery{Scope: store.ScopeSource, From: hour.Add(-7 * 24 * time.Hour), To: hour.Add(time.Hour)})
@@ -275,8 +282,17 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 			consumers[st.Source] = st
 		}
 	}
-	out := make([]SourceView, 0, len(s.sources()))
+	// Each source's rows, found once: a scan of every row for each
+	// source was sources × rows (a week's hours of each).
+	rowsOf := map[string][]store.Rollup{}
+	for _, r := range rows {
+		rowsOf[r.Name] = append(rowsOf[r.Name], r)
+	}
+	out := []SourceView{}
 	for _, src := range s.sources() {
+		if !keep(src) {
+			continue
+		}
 		v := SourceView{Name: src.Name, ManagedBy: src.ManagedBy, Tenant: src.Tenant, Preset: src.Preset, Window: formatDuration(src.Window), Destinations: src.Destinations, OnMissingKey: src.OnMissingKey,
 			Transport: src.Transport, Where: src.Where}
 		if v.Transport == "" {
@@ -291,10 +307,7 @@ func (s *Service) Sources(ctx context.Context) ([]SourceView, error) {
 		if v.OnMissingKey == "" {
 			v.OnMissingKey = "accept"
 		}
-		for _, r := range rows {
-			if r.Name != src.Name {
-				continue
-			}
+		for _, r := range rowsOf[src.Name] {
 			if !r.Hour.Before(hour.Add(-23 * time.Hour)) {
 				v.Last24h.Add(r.Metric, r.Value)
 			}

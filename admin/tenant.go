@@ -82,8 +82,7 @@ func (t *TenantOperator) event(ctx context.Context, id int64) (EventDetail, erro
 }
 
 func (t *TenantOperator) Sources(ctx context.Context) ([]SourceView, error) {
-	all, err := t.s.Sources(ctx)
-	return slices.DeleteFunc(all, func(v SourceView) bool { return !t.ownsSource(v.Name) }), err
+	return t.s.sourceViews(ctx, func(src Source) bool { return t.ownsSource(src.Name) })
 }
 
 func (t *TenantOperator) Stats(ctx context.Context, q StatsQuery) (StatsView, error) {

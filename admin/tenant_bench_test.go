@@ -51,6 +51,12 @@ func BenchmarkTenantCalls(b *testing.B) {
 			}
 		}
 	})
+	// What each config swap pays for the index (SetCatalog builds it).
+	b.Run("swap", func(b *testing.B) {
+		for b.Loop() {
+			svc.SetCatalog(sources, dests)
+		}
+	})
 	b.Run("events_of_a_source", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := op.Events(ctx, admin.EventFilter{Source: "src-09942"}); err != nil {
