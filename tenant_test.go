@@ -41,6 +41,15 @@ func TestTenantsSeeOnlyTheirOwnPostgres(t *testing.T) {
 // object with its tenant.
 func testTenantsSeeOnlyTheirOwn(t *testing.T, storeURL string) {
 	sink := testenv.NewSink(t)
+	// What each destination answers: the shared one's answer (an
+	// operator's service) is the operator's to read, not a tenant's.
+	sink.Respond = func(w http.ResponseWriter, r *http.Request, _ int) {
+		if r.URL.Path == "/shared" {
+			io.WriteString(w, "SHARED-ANSWER")
+			return
+		}
+		io.WriteString(w, "TENANT-ANSWER")
+	}
 	path := filepath.Join(t.TempDir(), "oncehook.yaml")
 	// The tenants' destinations are this test's local sink: allowed
 	// (tenant_egress), as a development gateway's would be.
@@ -58,7 +67,7 @@ sources:
   - {name: acme-file, tenant: acme, preset: stripe, secrets: [whsec_acme_file_secret], destinations: [acme-app]}
   - {name: globex-outbox, tenant: globex, outbox: true, destinations: [app]}
 destinations:
-  - {name: app, url: "` + sink.URL + `"}
+  - {name: app, url: "` + sink.URL + `/shared"}
   - {name: acme-app, tenant: acme, url: "` + sink.URL + `"}
 `
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -124,6 +133,24 @@ destinations:
 	}
 	if !testenv.WaitFor(10*time.Second, func() bool { return len(sink.Deliveries()) == 6 }) {
 		t.Fatalf("delivered: %v", sink.ByKey())
+	}
+
+	// acme's event went to its own destination and to the shared one: acme
+	// reads its own destination's answer, not the shared one's (nor an
+	// error naming its URL); the operator reads both.
+	acmeEventID := eventIDOf(t, api, sourcesOps, "acme-api")
+	if !testenv.WaitFor(10*time.Second, func() bool {
+		b := string(call(t, "GET", api+fmt.Sprintf("/v1/events/%d", acmeEventID), sourcesOps, "").body)
+		return strings.Contains(b, "SHARED-ANSWER") && strings.Contains(b, "TENANT-ANSWER")
+	}) {
+		t.Fatal("the operator does not see both destinations' answers")
+	}
+	for _, token := range []string{acmeToken, acmeReaderToken} {
+		a := call(t, "GET", api+fmt.Sprintf("/v1/events/%d", acmeEventID), token, "")
+		if a.status != 200 || strings.Contains(string(a.body), "SHARED-ANSWER") || strings.Contains(string(a.body), "/shared") ||
+			!strings.Contains(string(a.body), "TENANT-ANSWER") || !strings.Contains(string(a.body), `"destination":"app"`) {
+			t.Fatalf("acme's view of its event delivered to the shared destination: %d %s", a.status, a.body)
+		}
 	}
 
 	list := func(token, path string) string {

@@ -78,7 +78,37 @@ func (t *TenantOperator) event(ctx context.Context, id int64) (EventDetail, erro
 	if !t.ownsSource(e.Source) {
 		return EventDetail{}, fmt.Errorf("event %d: %w", id, ErrNotFound)
 	}
+	for i := range e.Deliveries {
+		t.hideShared(&e.Deliveries[i])
+	}
 	return e, nil
+}
+
+// answerHidden stands for what a shared destination answered, or the
+// error its attempt met, in a tenant's view.
+const answerHidden = "a shared destination (the operator's): its answer is not shown to a tenant"
+
+// hideShared keeps from a tenant what a delivery to a shared destination
+// (one of no tenant, the operator's, which a tenant's source may route
+// to) answered or failed with: its response body and its errors, which
+// name the operator's URL and show its service's answer (a tester routed
+// a tenant's source to a shared destination pointed at an internal
+// service, and read that service's answer in the event's history). The
+// state, status and times stay: they are the tenant's event's.
+func (t *TenantOperator) hideShared(d *DeliveryDetail) {
+	if t.ownsDestination(d.Destination) {
+		return
+	}
+	if d.LastError != "" {
+		d.LastError = answerHidden
+	}
+	for i := range d.History {
+		a := &d.History[i]
+		if a.Error != "" {
+			a.Error = answerHidden
+		}
+		a.Response = ""
+	}
 }
 
 func (t *TenantOperator) Sources(ctx context.Context) ([]SourceView, error) {
@@ -127,7 +157,13 @@ func (t *TenantOperator) DeadLetters(ctx context.Context, f DeadFilter) (DeadPag
 		return DeadPage{}, err
 	}
 	f.Sources = t.sources()
-	return t.s.DeadLetters(ctx, f)
+	page, err := t.s.DeadLetters(ctx, f)
+	for i := range page.DeadLetters {
+		if d := &page.DeadLetters[i]; d.LastError != "" && !t.ownsDestination(d.Destination) {
+			d.LastError = answerHidden
+		}
+	}
+	return page, err
 }
 
 func (t *TenantOperator) RetryDeadLetters(ctx context.Context, f DeadFilter, dryRun bool) (Count, error) {
