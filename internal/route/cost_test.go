@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
 )
 
 // costShapes are bodies of about 4 MiB, each shaped as an attack on a
@@ -77,6 +79,7 @@ func costFilter(t testing.TB, i int) *Filter {
 // decoding the whole body and matching the Go values did. The time is
 // logged, not asserted: BenchmarkFilterCost holds it to a baseline.
 func TestFilterCostFollowsWhatFiltersReadWhateverTheBodysShape(t *testing.T) {
+	testenv.SlowUnderRace(t)
 	var filters []*Filter
 	for i := range 24 {
 		filters = append(filters, costFilter(t, i))

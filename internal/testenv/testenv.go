@@ -203,10 +203,11 @@ func CutFirst(t testing.TB, next http.Handler, suffix string, n int) (front *htt
 
 // SlowUnderRace skips a test of bytes or memory, not of interleavings,
 // when the race detector is on: it would take minutes and measure the
-// detector's shadow memory. .ci/run runs its package once without -race.
+// detector's shadow memory. .ci/run runs it once without -race (the
+// packages under internal/e2e/, and the tests it names by -run).
 func SlowUnderRace(t testing.TB) {
 	t.Helper()
 	if Race {
-		t.Skip("a sweep of bytes or memory, not of interleavings: run without the race detector (go test ./internal/e2e/..., as .ci/run does)")
+		t.Skip("a sweep of bytes or memory, not of interleavings: run without the race detector (as .ci/run does)")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oncehook/oncehook/internal/testenv"
 )
 
 const renameScript = `addHandler("transform", (request, context) => {
@@ -87,6 +89,7 @@ func TestAClosedScriptKeepsNoRuntime(t *testing.T) {
 // compiled script kept the runtime it was checked on, about 430 KiB of the process's memory each (outside
 // Go's heap, where QuickJS allocates).
 func TestCompiledScriptsThatDoNotRunHoldLittleMemory(t *testing.T) {
+	testenv.SlowUnderRace(t)
 	if testing.Short() {
 		t.Skip("compiles 100 scripts")
 	}
