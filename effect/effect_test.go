@@ -570,6 +570,7 @@ func TestHTTPClientTakesWhatTheLocalLedgerTakes(t *testing.T) {
 // HTTP whole: the client read 16 MiB of the answer, which holds the result
 // and more, and took the cut answer as a claim done with an empty result.
 func TestHTTPLargestResultComesBackWhole(t *testing.T) {
+	testenv.SlowUnderRace(t) // 16 MiB through JSON both ways: 25 s under -race
 	gw := oncehooktest.Start(t, strings.Replace(gatewayConfig, "max_result: 64KiB", "max_result: 16MiB", 1))
 	l := effect.NewClient(gw.APIURL, "ops-token-0123456789", nil)
 	ctx := context.Background()
