@@ -248,13 +248,17 @@ func redactURLs(v any) any {
 	return v
 }
 
+// errNotObject is decodeSpec's error for what is not one JSON object: the
+// API's answer says which object's fields it wants.
+var errNotObject = errors.New("want a JSON object")
+
 // decodeSpec reads a JSON object, its numbers kept as written.
 func decodeSpec(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var spec map[string]any
 	if err := dec.Decode(&spec); err != nil || spec == nil {
-		return nil, errors.New("want a JSON object of the config file's fields for a source (name, preset, secrets, destinations, ...)")
+		return nil, errNotObject
 	}
 	if dec.More() {
 		return nil, errors.New("want one JSON object, and nothing after it")

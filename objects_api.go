@@ -46,10 +46,10 @@ func SourceRoutes() []string {
 // objectKind is one kind of object the API creates: its store kind, the
 // config file's list of it, and the audit log's words for it.
 type objectKind struct {
-	kind, plural string
+	kind, plural, fields string
 }
 
-var objectKinds = []objectKind{{store.ObjectSource, "sources"}, {store.ObjectDestination, "destinations"}}
+var objectKinds = []objectKind{{store.ObjectSource, "sources", sourceFields}, {store.ObjectDestination, "destinations", destinationFields}}
 
 // maxObjectBody bounds an object's JSON.
 const maxObjectBody = 64 << 10
@@ -103,8 +103,20 @@ func (g *Gateway) intakeURL(s config.Source) string {
 	return g.Scheme() + "://" + addr + "/in/" + s.Name
 }
 
-// readBody reads a request's JSON object, bounded.
-func readBody(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
+// What each kind's body holds, for the answer to a body that is not a
+// JSON object.
+const (
+	sourceFields      = "a source's fields as the config file writes them (name, preset, secrets, destinations, ...)"
+	destinationFields = "a destination's fields as the config file writes them (name, url, timeout, retry, transform, ...)"
+	tokenFields       = "a token's fields as the config file's api.tokens writes them (name, read_only, publish, pull; the gateway makes its value)"
+)
+
+// readBody reads a request's JSON object, bounded; fields says what it
+// holds (sourceFields, ...). A body that is not UTF-8, or whose escapes
+// hold half a UTF-16 pair, is refused (400, naming the field): the
+// decoder would keep U+FFFD in their place, and a secret or a name be
+// stored as other bytes than the caller's.
+func readBody(w http.ResponseWriter, r *http.Request, fields string) (map[string]any, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxObjectBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -115,7 +127,21 @@ func readBody(w http.ResponseWriter, r *http.Request) (map[string]any, bool) {
 		}
 		return nil, false
 	}
+	if field, fault, bad := textFault(body); bad {
+		what := "the body"
+		if field != "" {
+			what = field
+		}
+		jsonhttp.WriteJSON(w, http.StatusBadRequest, invalidAnswer{
+			Error:  jsonhttp.Error{Error: what + ": " + fault, Reason: "invalid", Field: field},
+			Errors: []FieldError{{Field: field, Error: what + ": " + fault}},
+		})
+		return nil, false
+	}
 	spec, err := decodeSpec(body)
+	if errors.Is(err, errNotObject) {
+		err = fmt.Errorf("%w of %s", err, fields)
+	}
 	if err != nil {
 		jsonhttp.WriteError(w, http.StatusBadRequest, "invalid", err.Error())
 		return nil, false
@@ -207,20 +233,31 @@ func (g *Gateway) nameHoldsData(ctx context.Context, kind, name string) (bool, e
 }
 
 // tenantMayMake refuses what a tenant's token may not make: a source
-// routing to another tenant's destination (routesOthers), and a queue
-// destination (publish:). A queue destination dials a broker from the
-// gateway's network with a client of its broker's own, which the egress
-// guard (internal/egress) does not hold to public addresses: a tenant
-// would reach the operator's brokers. The operator may still make one
-// for a tenant (the file, or the operator's token with "tenant").
-func (g *Gateway) tenantMayMake(r *http.Request, o object) error {
+// routing to another tenant's destination (routesOthers), a queue
+// destination (publish:), and a destination whose settings spend more of
+// the gateway than the bounds every tenant shares (tenantBounds). A queue
+// destination dials a broker from the gateway's network with a client of
+// its broker's own, which the egress guard (internal/egress) does not
+// hold to public addresses: a tenant would reach the operator's brokers.
+// The operator may still make either for a tenant (the file, or the
+// operator's token with "tenant"). old is the object a PATCH changes (nil
+// for a create): what it already held is not refused again.
+func (g *Gateway) tenantMayMake(r *http.Request, o object, old *object) error {
 	if err := g.routesOthers(r, o); err != nil {
 		return err
 	}
-	if callerTenant(r) != "" && o.stored.Kind == store.ObjectDestination && o.destination.Publish != nil {
+	t := callerTenant(r)
+	if t == "" || o.stored.Kind != store.ObjectDestination {
+		return nil
+	}
+	if o.destination.Publish != nil {
 		return errors.New("publish: a tenant's token makes url: and pull: destinations only: a queue destination's broker is reached from the gateway's network (ask the operator for one)")
 	}
-	return nil
+	var was *config.Destination
+	if old != nil {
+		was = &old.destination
+	}
+	return overTenantBounds(g.cfg.Load(), t, &o.destination, was)
 }
 
 // routesOthers refuses a tenant's source that routes to another tenant's
@@ -312,7 +349,7 @@ func answerObject(w http.ResponseWriter, status int, v ObjectView) {
 
 // createObject is POST /v1/sources (/v1/destinations).
 func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectKind) {
-	spec, ok := readBody(w, r)
+	spec, ok := readBody(w, r, k.fields)
 	if !ok {
 		return
 	}
@@ -326,7 +363,7 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 	}
 	o, err := readObject(k.kind, spec)
 	if err == nil {
-		err = g.tenantMayMake(r, o)
+		err = g.tenantMayMake(r, o, nil)
 	}
 	if err != nil {
 		answerInvalid(w, err, k.plural, -1)
@@ -469,7 +506,7 @@ func (g *Gateway) found(w http.ResponseWriter, r *http.Request, k objectKind) (i
 // replaces it, a field given null goes back to its default, a field left
 // out stays (a secret too).
 func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKind) {
-	patch, ok := readBody(w, r)
+	patch, ok := readBody(w, r, k.fields)
 	if !ok {
 		return
 	}
@@ -500,7 +537,7 @@ func (g *Gateway) patchObject(w http.ResponseWriter, r *http.Request, k objectKi
 		answerInvalid(w, err, k.plural, -1)
 		return
 	}
-	if err := g.tenantMayMake(r, o); err != nil {
+	if err := g.tenantMayMake(r, o, &old); err != nil {
 		g.reloading.Unlock()
 		answerInvalid(w, err, k.plural, -1)
 		return

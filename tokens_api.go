@@ -100,7 +100,7 @@ func (g *Gateway) tokenView(tok config.APIToken) TokenView {
 // createToken is POST /v1/tokens.
 func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 	const plural = "api.tokens"
-	spec, ok := readBody(w, r)
+	spec, ok := readBody(w, r, tokenFields)
 	if !ok {
 		return
 	}

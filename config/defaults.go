@@ -14,6 +14,11 @@ const (
 	// MaxMaxBodySize bounds max_body_size: a body is stored whole and sent
 	// in one database message (PostgreSQL refuses messages over 1 GiB).
 	MaxMaxBodySize = 256 << 20
+	// DefaultTimeout is a url: destination's timeout when it sets none.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxAttempts is a destination's retry.max_attempts when it
+	// sets none.
+	DefaultMaxAttempts = 12
 )
 
 func (c *Config) setDefaults() error {
@@ -35,7 +40,7 @@ func (c *Config) setDefaults() error {
 		if d.Timeout == 0 && d.Pull != nil {
 			d.Timeout = Duration(DefaultPullTimeout)
 		} else if d.Timeout == 0 {
-			d.Timeout = Duration(10 * time.Second)
+			d.Timeout = Duration(DefaultTimeout)
 		}
 		if d.Pull == nil {
 			// A pull destination's attempt holds its own lease in the
@@ -45,7 +50,7 @@ func (c *Config) setDefaults() error {
 			longest = max(longest, time.Duration(d.Timeout))
 		}
 		if d.Retry.MaxAttempts == 0 {
-			d.Retry.MaxAttempts = 12
+			d.Retry.MaxAttempts = DefaultMaxAttempts
 		}
 		if d.Retry.BaseDelay == 0 {
 			d.Retry.BaseDelay = Duration(time.Second)
