@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncehook/oncehook"
 	"github.com/oncehook/oncehook/internal/testenv"
+	"github.com/oncehook/oncehook/kinds"
 	"github.com/oncehook/oncehook/store"
 )
 
@@ -253,5 +255,62 @@ api:
 	}
 	if n := len(hungry.Deliveries()); n != 0 {
 		t.Errorf("acme's destination got %d requests", n)
+	}
+}
+
+func TestTheOperatorRaisesATenantsBoundsSQLite(t *testing.T) {
+	testTheOperatorRaisesATenantsBounds(t, "sqlite://"+filepath.Join(t.TempDir(), "oncehook.db"))
+}
+
+func TestTheOperatorRaisesATenantsBoundsPostgres(t *testing.T) {
+	testTheOperatorRaisesATenantsBounds(t, testenv.Postgres(t))
+}
+
+// The file's tenants: [{name, limits}] raises what that tenant's token may
+// set, and no other tenant's; a bound it leaves out stays the default.
+// A negative limit is the file's error.
+func testTheOperatorRaisesATenantsBounds(t *testing.T, storeURL string) {
+	path := filepath.Join(t.TempDir(), "oncehook.yaml")
+	yaml := `store: ` + storeURL + `
+tenants:
+  - {name: acme, limits: {retry: {max_attempts: 20}, transform: {max_memory: 256MiB}}}
+api:
+  tokens:
+    - {name: ops, token: ` + sourcesOps + `}
+    - {name: acme, token: ` + acmeToken + `, tenant: acme}
+    - {name: globex, token: ` + globexToken + `, tenant: globex}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := startFromFile(t, path, sourcesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const url = `"url": "https://acme.example/hook"`
+	for i, c := range []struct {
+		token, set string
+		status     int
+		field      string
+	}{
+		{acmeToken, `"transform": {"inline": ` + hogScript + `, "max_memory": "256MiB"}, "retry": {"max_attempts": 20}`, 201, ""},
+		{acmeToken, `"transform": {"inline": ` + hogScript + `, "max_memory": "257MiB"}`, 400, "transform.max_memory"},
+		{acmeToken, `"retry": {"max_attempts": 21}`, 400, "retry.max_attempts"},
+		{acmeToken, `"transform": {"inline": ` + hogScript + `, "timeout": "51ms"}`, 400, "transform.timeout"},
+		{globexToken, `"transform": {"inline": ` + hogScript + `, "max_memory": "256MiB"}`, 400, "transform.max_memory"},
+	} {
+		a := call(t, "POST", gw.api+"/v1/destinations", c.token, `{"name": "d-`+strconv.Itoa(i)+`", `+url+`, `+c.set+`}`)
+		if a.status != c.status || (c.field != "" && a.json["field"] != c.field) {
+			t.Errorf("%s: %d %s", c.set, a.status, a.body)
+		}
+		if i == 1 && !strings.Contains(string(a.body), "257MiB is above what a tenant's token may set, 256MiB") ||
+			i == 4 && !strings.Contains(string(a.body), "raise tenant globex's bound (tenants: [{name: globex, limits: {transform: {max_memory: ...}}}])") {
+			t.Errorf("%s: %s", c.set, a.body)
+		}
+	}
+	gw.stop()
+	bad := strings.Replace(yaml, "max_attempts: 20", "max_attempts: -1", 1)
+	if _, err := oncehook.ParseConfig([]byte(bad), func(string) (string, bool) { return "", false }, kinds.All()); err == nil || !strings.Contains(err.Error(), "tenants[0].limits: cannot be negative") {
+		t.Errorf("a negative limit: %v", err)
 	}
 }

@@ -107,6 +107,10 @@ func (c *Config) validate(lines fieldLines, check Checker) []error {
 	named := map[string]bool{}
 	for i, t := range c.Tenants {
 		checkName(fmt.Sprintf("tenants[%d].name", i), t.Name, named, fail)
+		l := t.Limits
+		if l.Timeout < 0 || l.Concurrency < 0 || l.Retry.MaxAttempts < 0 || l.Transform.Timeout < 0 || l.Transform.MaxMemory < 0 || l.Transform.MaxOutput < 0 {
+			fail(fmt.Sprintf("tenants[%d].limits", i), "cannot be negative (unset: the defaults)")
+		}
 	}
 	for i, a := range c.TenantEgress.Allow {
 		if _, err := egress.ParseAllow(a); err != nil {

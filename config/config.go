@@ -181,6 +181,35 @@ type Tenant struct {
 	// So one customer's flood does not take the others' share of the
 	// gateway. Unset: no bound.
 	Rate Rate `yaml:"rate"`
+	// Limits raises what the tenant's own token may set on its
+	// destinations past the defaults every tenant's token is held to.
+	Limits TenantLimits `yaml:"limits"`
+}
+
+// TenantLimits are the most a tenant's token may set on its
+// destinations, where the operator allows more than the defaults (a
+// destination's timeout 10s, concurrency three quarters of
+// delivery.concurrency, retry.max_attempts 12; a script's 50ms, 64MiB and
+// 4MiB): a tenant's destination spends the worker's slots, its lease and
+// the CPU and memory every tenant's scripts share. Each unset, or under
+// its default, leaves the default.
+type TenantLimits struct {
+	Timeout     Duration              `yaml:"timeout"`
+	Concurrency int                   `yaml:"concurrency"`
+	Retry       TenantRetryLimits     `yaml:"retry"`
+	Transform   TenantTransformLimits `yaml:"transform"`
+}
+
+// TenantRetryLimits are TenantLimits' retry.
+type TenantRetryLimits struct {
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// TenantTransformLimits are TenantLimits' transform.
+type TenantTransformLimits struct {
+	Timeout   Duration `yaml:"timeout"`
+	MaxMemory ByteSize `yaml:"max_memory"`
+	MaxOutput ByteSize `yaml:"max_output"`
 }
 
 // TenantEgress is what a tenant's destination (one with a tenant:) may
