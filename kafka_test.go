@@ -123,6 +123,7 @@ func grepMetrics(m map[string]float64, word string) string {
 // carries; while the cluster is unreachable the deliveries are held (no
 // dead letters), and once it is back each is produced once.
 func TestWebhookToKafkaDestinationHeldWhileTheClusterIsDownProducedOnceAfter(t *testing.T) {
+	t.Parallel()
 	kc := testenv.NewKafka(t, 3, "events")
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db

@@ -107,6 +107,7 @@ func TestSourcesThroughTheAPISQLite(t *testing.T) {
 }
 
 func TestSourcesThroughTheAPIPostgres(t *testing.T) {
+	t.Parallel()
 	testSourcesThroughTheAPI(t, testenv.Postgres(t), "")
 }
 

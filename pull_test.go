@@ -317,6 +317,7 @@ func TestPullKeepsEachFIFOEntitysOrder(t *testing.T) {
 // Invariant 14 through a pull: a paused destination hands nothing out,
 // and what waited is handed out once it is resumed.
 func TestPausedPullDestinationHandsNothingOut(t *testing.T) {
+	t.Parallel()
 	gw := pullGateway(t, "")
 	c := pull.NewClient(gw.APIURL, pullToken, nil)
 	operate := func(action string) {
@@ -440,6 +441,7 @@ func TestPullLeaseFollowsItsOwnTimeout(t *testing.T) {
 // listen's forward puts them on its URL as an HTTP destination's POST
 // puts them on the destination's.
 func TestPulledDeliveryCarriesTheTransformationsPathAndQuery(t *testing.T) {
+	t.Parallel()
 	gw := pullGateway(t, `    transform:
       inline: 'addHandler("transform", (request) => { request.path = "/hooks/" + request.body.type; request.query = "v=2&src=shop"; return request; })'
 `)

@@ -161,6 +161,7 @@ destinations:
 // dead letters); once it is back each event is published once, as a
 // persistent message whose id is <source>:<key>.
 func TestRabbitMQDestinationHoldsWhileTheBrokerIsDown(t *testing.T) {
+	t.Parallel()
 	base, ch, queue, _ := brokertest.RabbitQueue(t)
 	u, _ := url.Parse(base)
 	proxy := testenv.NewProxy(t, u.Host)
@@ -244,6 +245,7 @@ destinations:
 // (a store outage is not poison), and once PostgreSQL is back every
 // message is taken and delivered once.
 func TestRabbitMQSourceAcksNothingWhileTheStoreIsDown(t *testing.T) {
+	t.Parallel()
 	base, ch, queue, dead := brokertest.RabbitQueue(t)
 	pg := testenv.Postgres(t)
 	pgURL, _ := url.Parse(pg)

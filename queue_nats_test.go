@@ -187,6 +187,7 @@ destinations:
 // comes back); once the lock goes, every message is taken, acked, and
 // delivered once.
 func TestNATSMessagesAreNotAckedWhileTheStoreCannotCommit(t *testing.T) {
+	t.Parallel()
 	url := testenv.NATS(t)
 	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.MemoryStorage)
 	sink := testenv.NewSink(t)
@@ -250,6 +251,7 @@ destinations:
 // hands out, and the rest wait in the stream. Once the store is back,
 // every message is taken and delivered once.
 func TestQueueMessagesCountAgainstMaxInflightBytes(t *testing.T) {
+	t.Parallel()
 	url := testenv.NATS(t)
 	js, stream, prefix := brokertest.NATSStream(t, url, jetstream.MemoryStorage)
 	sink := testenv.NewSink(t)

@@ -52,6 +52,7 @@ func paddleSigned(t *testing.T, id, secret string, at time.Time) (http.Header, [
 // it is consumed) is taken too, and counted as signature_aged; a forged
 // one is still rejected (unauthorized), on every broker.
 func TestAQueuedBacklogIsNotTooOld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	natsURL := testenv.NATS(t)
 	js, stream, subject := brokertest.NATSStream(t, natsURL, jetstream.MemoryStorage)

@@ -190,8 +190,10 @@ func order(i int) outboxRow {
 // <source>:<id>, with their type and payload as written, and deleted; rows
 // whose transaction rolled back never are.
 func TestTableSourceDeliversCommittedRowsOnceAndRolledBackNever(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			o := newOutboxTable(t, kind, nil)
 			sink := testenv.NewSink(t)
 			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
@@ -257,8 +259,10 @@ func waitConnected(t *testing.T, gw *oncehooktest.Gateway, connected bool, withi
 // reason, in the transaction that deletes it; the rows around it are
 // delivered, and the table is left empty.
 func TestTableSourceMovesPoisonRowsAsideAndCountsThem(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			o := newOutboxTable(t, kind, nil)
 			sink := testenv.NewSink(t)
 			gw := oncehooktest.Start(t, o.config(sink.URL, ""))
@@ -388,8 +392,10 @@ func TestTableSourceTakesHostileBytesOrTheDatabaseRefusesThem(t *testing.T) {
 // rows from it at once, with SKIP LOCKED; no row is taken twice (each
 // delivered once over both), and the table ends empty.
 func TestTableSourceSharedByTwoGatewaysTakesEachRowOnce(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			o := newOutboxTable(t, kind, nil)
 			sink := testenv.NewSink(t)
 			gws := []*oncehooktest.Gateway{
@@ -425,8 +431,10 @@ func TestTableSourceSharedByTwoGatewaysTakesEachRowOnce(t *testing.T) {
 // intake cannot commit them (Retry leaves them, with backoff), and are
 // delivered once each when it is back.
 func TestTableSourceLeavesRowsWhileTheStoreIsDown(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			o := newOutboxTable(t, kind, nil)
 			pg := testenv.Postgres(t)
 			pgURL, _ := url.Parse(pg)
@@ -540,8 +548,10 @@ func postHook(t *testing.T, url, id string) int {
 // again, are duplicates (counted, not delivered again), and are deleted
 // then.
 func TestTableSourceRowsLeftByACrashAreDuplicatesThenDeleted(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			o := newOutboxTable(t, kind, nil)
 			flag := o.table + "_crash"
 			if kind == "postgres" {
@@ -693,8 +703,10 @@ func TestREADMETableSourceExampleKeysByIDTypeAndEntity(t *testing.T) {
 // restart, is delivered once and deleted (a batch the kill cut short comes
 // back as duplicates).
 func TestTableSourceSurvivesItsDatabaseKilled(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			var server interface {
 				Kill()
 				Start()

@@ -184,6 +184,7 @@ destinations:
 // and one "alert:" line in the log in all, though the duplicate rate is
 // above its baseline at every start and every start shows it firing.
 func TestAnAlertIsNotToldAgainWhenTheGatewayRestarts(t *testing.T) {
+	t.Parallel()
 	const n = 100
 	sink := testenv.NewSink(t)
 	hook := newAlertReceiver(t)
@@ -248,8 +249,10 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // time and removed; a marked row never taken before is delivered; a
 // mark neither true nor false refuses the row (moved aside, malformed).
 func TestTableSourceReconciliationRowsAreRepublished(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			const n = 20
 			o := newOutboxTable(t, kind, nil)
 			sink := testenv.NewSink(t)

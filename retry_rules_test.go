@@ -254,6 +254,7 @@ destinations:
 // says the outcome they make: final_on: [503] ends a 503 at once (a dead
 // letter), retry_on: [404] retries a 404 (offered again).
 func TestRetryRulesClassifyPullAcks(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t, `
 store: sqlite://$DIR/oncehook.db
 api:
