@@ -21,6 +21,7 @@ import (
 // ones whose ack the kill cut, which are duplicates. A message acked
 // before its commit would be missing here.
 func TestKillNineWhileConsumingRabbitMQLosesNothing(t *testing.T) {
+	t.Parallel()
 	base := testenv.RabbitMQ(t)
 	conn, err := amqp.Dial(base)
 	if err != nil {

@@ -57,6 +57,7 @@ var releaseBuild = regexp.MustCompile(`^go run \./internal/release binary -o (\S
 // The image's binary is a release binary, built as the archives' are and
 // with the same Go, and it runs in the image's layout with nothing else.
 func TestDockerfileBuildsTheReleaseBinary(t *testing.T) {
+	t.Parallel()
 	var run, final []string
 	var builder string
 	stage := 0

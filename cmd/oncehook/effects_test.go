@@ -81,6 +81,7 @@ func effectHolder() {
 // reclaim, as attempt 2; the dead holder's late complete is refused (409);
 // and, once done, every replica answers the owner's result, byte for byte.
 func TestKilledEffectHolderIsTakenOverOnce(t *testing.T) {
+	t.Parallel()
 	pg := testenv.Postgres(t)
 	cfg := writeAPIConfig(t, t.TempDir(), pg)
 	var apis []string

@@ -154,6 +154,7 @@ func waitCount(t *testing.T, app *localApp, n int, within time.Duration, out ...
 // (the app never counts what it failed before answering), and listen's
 // lines account for each.
 func TestListenForwardsEachEventOnceThroughAKillACutAndADownApp(t *testing.T) {
+	t.Parallel()
 	n := listenEvents()
 	gw := listenGateway(t)
 	app := newLocalApp(t)

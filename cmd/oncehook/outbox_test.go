@@ -173,6 +173,7 @@ destinations:
 // Reconcile: all republished (none a duplicate), no delivery, each
 // counted in the hour's rollup.
 func TestOutboxDeliversCommittedOrdersOnceAcrossAKill(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		dir := t.TempDir()
 		runOutboxKill(t, dir, "sqlite://./events.db", func(t *testing.T) shop[*sql.Tx] {
