@@ -37,6 +37,38 @@ type object struct {
 	destination config.Destination
 	// token: an API token (store.ObjectToken), its Hash from the spec.
 	token config.APIToken
+	// tomb marks a deleted object's tombstone (tombstoneSpec): its row
+	// kept, with its tenant and version, so that the name stays its
+	// tenant's. It runs nothing, and the API answers it as a name nobody
+	// has.
+	tomb bool
+}
+
+// tombstoneSpec is the spec a deleted object's row keeps. A tenant's
+// views (audit, alerts, stats, breakers) tell history apart by name, and
+// a deleted row forgot whose a name was: another tenant creating it took
+// over the first one's history. The row stays, marked so, and the name
+// stays its tenant's (createObject, createToken). No real spec reads as
+// it: every one has a name.
+var tombstoneSpec = []byte(`{"deleted":true}`)
+
+// isTombstone reports whether so is a deleted object's tombstone.
+func isTombstone(so store.Object) bool { return bytes.Equal(so.Spec, tombstoneSpec) }
+
+// tombstoneOf is o, deleted: its tombstone, as stored once the store
+// keeps it.
+func tombstoneOf(o object) object {
+	st := o.stored
+	st.Spec = tombstoneSpec
+	return object{stored: st, tomb: true}
+}
+
+// takesTomb reports whether an object of tenant may be created over
+// tomb, a deleted object's tombstone: one of the same tenant's, or the
+// operator's own (tenantless), who sees every tenant's history anyway.
+// An operator's tombstone is held against every tenant.
+func takesTomb(tenant string, tomb object) bool {
+	return tenant == "" || tenant == tomb.stored.Tenant
 }
 
 // name is the object's name.
@@ -57,7 +89,7 @@ func (o object) tenant() string {
 func sourcesOf(objects []object) []config.Source {
 	var out []config.Source
 	for _, o := range objects {
-		if o.stored.Kind == store.ObjectSource {
+		if o.stored.Kind == store.ObjectSource && !o.tomb {
 			out = append(out, o.source)
 		}
 	}
@@ -68,7 +100,7 @@ func sourcesOf(objects []object) []config.Source {
 func destinationsOf(objects []object) []config.Destination {
 	var out []config.Destination
 	for _, o := range objects {
-		if o.stored.Kind == store.ObjectDestination {
+		if o.stored.Kind == store.ObjectDestination && !o.tomb {
 			out = append(out, o.destination)
 		}
 	}
@@ -79,7 +111,7 @@ func destinationsOf(objects []object) []config.Destination {
 func tokensOf(objects []object) []config.APIToken {
 	var out []config.APIToken
 	for _, o := range objects {
-		if o.stored.Kind == store.ObjectToken {
+		if o.stored.Kind == store.ObjectToken && !o.tomb {
 			out = append(out, o.token)
 		}
 	}
@@ -339,6 +371,10 @@ func loadObjects(ctx context.Context, st store.Store, box *secretbox.Box, runnin
 	out := []object{}
 	var errs []error
 	for _, so := range list {
+		if isTombstone(so) {
+			out = append(out, object{stored: so, tomb: true})
+			continue
+		}
 		if o, ok := had[key{so.Kind, so.Name}]; ok && o.stored.Version == so.Version && o.stored.Tenant == so.Tenant &&
 			len(so.Spec) > 0 && bytes.Equal(o.stored.Spec, so.Spec) {
 			o.stored = so
@@ -386,9 +422,15 @@ func (g *Gateway) fileHas(kind, name string) bool {
 }
 
 // objectAt is the index of the API's object of kind and name in
-// g.objects, or -1.
+// g.objects, or -1 (a tombstone's too: deleted).
 func (g *Gateway) objectAt(kind, name string) int {
-	return slices.IndexFunc(g.objects, func(o object) bool { return o.stored.Kind == kind && o.stored.Name == name })
+	return slices.IndexFunc(g.objects, func(o object) bool { return o.stored.Kind == kind && o.stored.Name == name && !o.tomb })
+}
+
+// tombAt is the index of the tombstone of kind and name in g.objects (a
+// deleted object's), or -1.
+func (g *Gateway) tombAt(kind, name string) int {
+	return slices.IndexFunc(g.objects, func(o object) bool { return o.stored.Kind == kind && o.stored.Name == name && o.tomb })
 }
 
 // mergedIndex is where the API's object at i of objects is in the merged
@@ -402,7 +444,7 @@ func (g *Gateway) mergedIndex(objects []object, i int) int {
 		n = len(g.file.API.Tokens)
 	}
 	for _, o := range objects[:i] {
-		if o.stored.Kind == objects[i].stored.Kind {
+		if o.stored.Kind == objects[i].stored.Kind && !o.tomb {
 			n++
 		}
 	}
@@ -421,6 +463,9 @@ func StoredCatalog(ctx context.Context, cfg *config.Config, st store.Store) ([]a
 	}
 	var objects []object
 	for _, so := range list {
+		if isTombstone(so) {
+			continue
+		}
 		spec, err := decodeSpec(so.Spec)
 		var o object
 		if err == nil {
@@ -457,6 +502,9 @@ func StoredObjects(ctx context.Context, cfg *config.Config, st store.Store, gete
 	}
 	for _, o := range objects {
 		s := o.stored
+		if o.tomb {
+			continue // deleted
+		}
 		if s.Kind == store.ObjectToken {
 			continue // a token is not exported: its value is kept nowhere
 		}

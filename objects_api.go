@@ -390,7 +390,15 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 		conflict(w, "exists", k.kind+" "+name+" already exists: change it with PATCH /v1/"+k.plural+"/"+name)
 		return
 	}
-	if o.tenant() != "" {
+	tomb := g.tombAt(k.kind, name)
+	if tomb >= 0 && !takesTomb(o.tenant(), g.objects[tomb]) {
+		// Deleted, and another tenant's (or the operator's): its history
+		// is kept by name, so the name stays theirs.
+		g.reloading.Unlock()
+		conflict(w, "exists", k.kind+" "+name+" already exists: choose another name")
+		return
+	}
+	if o.tenant() != "" && tomb < 0 {
 		// A name whose events or held deliveries are still stored is
 		// taken for a tenant: they are read, replayed and delivered by
 		// name, so the tenant would be handed what the name's earlier
@@ -413,8 +421,7 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 		answerInvalid(w, err, k.plural, -1)
 		return
 	}
-	objects := append(slices.Clone(g.objects), o)
-	last := len(objects) - 1
+	objects, last := withCreated(g.objects, o, tomb)
 	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, k.kind+" "+name+" created through the API")
 	if err != nil {
 		index := g.mergedIndex(objects, last)
@@ -422,7 +429,7 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 		answerInvalid(w, err, k.plural, index)
 		return
 	}
-	stored, err := g.store.CreateObject(r.Context(), store.Object{Kind: k.kind, Name: name, Tenant: o.tenant(), Spec: sealed}, auditOf(r, k.kind, "create", name))
+	stored, err := g.storeCreate(r.Context(), store.Object{Kind: k.kind, Name: name, Tenant: o.tenant(), Spec: sealed}, tomb, auditOf(r, k.kind, "create", name))
 	if err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
@@ -432,6 +439,46 @@ func (g *Gateway) createObject(w http.ResponseWriter, r *http.Request, k objectK
 	finish(true)
 	g.changed()
 	answerObject(w, http.StatusCreated, g.view(objects[last]))
+}
+
+// withCreated is objects with o created: in place of the tombstone at
+// tomb (>= 0), else added; and where o is.
+func withCreated(objects []object, o object, tomb int) ([]object, int) {
+	objects = slices.Clone(objects)
+	if tomb >= 0 {
+		objects[tomb] = o
+		return objects, tomb
+	}
+	return append(objects, o), len(objects)
+}
+
+// storeCreate stores o, created, with audit: over the tombstone at tomb
+// in g.objects (>= 0) as its next version, so that versions go on
+// across a delete and a create again, else as a new row. Another
+// replica's create over the same tombstone first is ErrObjectExists,
+// as a create of a name taken.
+func (g *Gateway) storeCreate(ctx context.Context, o store.Object, tomb int, audit store.AuditEntry) (store.Object, error) {
+	if tomb < 0 {
+		return g.store.CreateObject(ctx, o, audit)
+	}
+	stored, err := g.store.UpdateObject(ctx, o, g.objects[tomb].stored.Version, audit)
+	switch {
+	case errors.Is(err, store.ErrVersionConflict):
+		return stored, fmt.Errorf("%w", store.ErrObjectExists)
+	case errors.Is(err, store.ErrNotFound):
+		return g.store.CreateObject(ctx, o, audit) // its row was purged meanwhile
+	}
+	return stored, err
+}
+
+// storeDelete stores old's tombstone in place of old, with audit (its
+// delete), if old's version is still the stored one, and returns it as
+// stored.
+func (g *Gateway) storeDelete(ctx context.Context, old object, audit store.AuditEntry) (object, error) {
+	tomb := tombstoneOf(old)
+	stored, err := g.store.UpdateObject(ctx, tomb.stored, old.stored.Version, audit)
+	tomb.stored = stored
+	return tomb, err
 }
 
 // getObject is GET /v1/sources/{name} (/v1/destinations/{name}).
@@ -605,7 +652,8 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request, k objectK
 			return
 		}
 	}
-	objects := slices.Delete(slices.Clone(g.objects), i, i+1)
+	objects := slices.Clone(g.objects)
+	objects[i] = tombstoneOf(old)
 	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, k.kind+" "+old.name()+" deleted through the API")
 	if err != nil {
 		// What else names it (a route, a token's publish:) refuses its
@@ -614,7 +662,7 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request, k objectK
 		jsonhttp.WriteError(w, http.StatusConflict, "in_use", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "config: "), "\n", "; "))
 		return
 	}
-	if err := g.store.DeleteObject(r.Context(), k.kind, old.name(), old.stored.Version, auditOf(r, k.kind, "delete", old.name())); err != nil {
+	if objects[i], err = g.storeDelete(r.Context(), old, auditOf(r, k.kind, "delete", old.name())); err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
 		return

@@ -168,6 +168,14 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 		conflict(w, "exists", "token "+name+" already exists: choose another name, or revoke it (DELETE /v1/tokens/"+name+") first")
 		return
 	}
+	tomb := g.tombAt(store.ObjectToken, name)
+	if tomb >= 0 && !takesTomb(tok.Tenant, g.objects[tomb]) {
+		// Revoked, and another tenant's (or the operator's): the audit
+		// of what it did is kept by its name, so the name stays theirs.
+		g.reloading.Unlock()
+		conflict(w, "exists", "token "+name+" already exists: choose another name")
+		return
+	}
 	value := newTokenValue()
 	tok.Hash = apiauth.HashOf(value)
 	spec["hash"] = tok.Hash
@@ -177,8 +185,7 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 		answerInvalid(w, err, plural, -1)
 		return
 	}
-	objects := append(slices.Clone(g.objects), object{stored: store.Object{Kind: store.ObjectToken, Name: name}, spec: spec, token: tok})
-	last := len(objects) - 1
+	objects, last := withCreated(g.objects, object{stored: store.Object{Kind: store.ObjectToken, Name: name}, spec: spec, token: tok}, tomb)
 	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, "token "+name+" created through the API")
 	if err != nil {
 		index := g.mergedIndex(objects, last)
@@ -186,7 +193,7 @@ func (g *Gateway) createToken(w http.ResponseWriter, r *http.Request) {
 		answerInvalid(w, err, plural, index)
 		return
 	}
-	so, err := g.store.CreateObject(r.Context(), store.Object{Kind: store.ObjectToken, Name: name, Tenant: tok.Tenant, Spec: stored}, auditOf(r, store.ObjectToken, "create", name))
+	so, err := g.storeCreate(r.Context(), store.Object{Kind: store.ObjectToken, Name: name, Tenant: tok.Tenant, Spec: stored}, tomb, auditOf(r, store.ObjectToken, "create", name))
 	if err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
@@ -249,14 +256,15 @@ func (g *Gateway) deleteToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	old := g.objects[i]
-	objects := slices.Delete(slices.Clone(g.objects), i, i+1)
+	objects := slices.Clone(g.objects)
+	objects[i] = tombstoneOf(old)
 	_, finish, err := g.prepareLocked(r.Context(), g.file, objects, "token "+name+" revoked through the API")
 	if err != nil {
 		g.reloading.Unlock()
 		conflict(w, "in_use", err.Error())
 		return
 	}
-	if err := g.store.DeleteObject(r.Context(), store.ObjectToken, name, old.stored.Version, auditOf(r, store.ObjectToken, "delete", name)); err != nil {
+	if objects[i], err = g.storeDelete(r.Context(), old, auditOf(r, store.ObjectToken, "delete", name)); err != nil {
 		finish(false)
 		g.storeFailed(w, r, err)
 		return
