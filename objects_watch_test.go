@@ -324,15 +324,17 @@ destinations:
 	}
 	deleted := time.Since(start)
 
-	// Deleted and created again between two polls: version 1 again, with
-	// another secret. b reads it anew (not its copy of a version 1 of
-	// that name): the new secret is taken, the old refused.
+	// Deleted and created again between two polls, with another secret:
+	// its version goes on from the deleted one's tombstone (create,
+	// delete, create). b reads it anew: the new secret is taken, the old
+	// refused.
 	sendWith := func(gw *apiGateway, secret string) int {
 		id := fmt.Sprintf("evt_poll_%d", time.Now().UnixNano())
 		return do(t, http.DefaultClient, testenv.SignedRequest(t, gw.intake+"/in/acme-stripe", "stripe", secret, stripeEvent(id), "")).Status
 	}
-	if r := call(t, "POST", a.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret1+`"], "destinations": ["app"]}`); r.status != 201 {
-		t.Fatalf("create on a: %d %s", r.status, r.body)
+	made := call(t, "POST", a.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret1+`"], "destinations": ["app"]}`)
+	if made.status != 201 {
+		t.Fatalf("create on a: %d %s", made.status, made.body)
 	}
 	if !testenv.WaitFor(objectsBound, func() bool { return send(b) == 200 }) {
 		t.Fatal("b does not serve the source a created again")
@@ -340,7 +342,7 @@ destinations:
 	if r := call(t, "DELETE", a.api+"/v1/sources/acme-stripe", sourcesOps, ""); r.status != 204 {
 		t.Fatalf("delete on a: %d %s", r.status, r.body)
 	}
-	if r := call(t, "POST", a.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret2+`"], "destinations": ["app"]}`); r.status != 201 || r.json["version"] != 1.0 {
+	if r := call(t, "POST", a.api+"/v1/sources", sourcesOps, `{"name": "acme-stripe", "preset": "stripe", "secrets": ["`+acmeSecret2+`"], "destinations": ["app"]}`); r.status != 201 || r.json["version"] != made.json["version"].(float64)+2 {
 		t.Fatalf("create again on a: %d %s", r.status, r.body)
 	}
 	if !testenv.WaitFor(objectsBound, func() bool { return sendWith(b, acmeSecret2) == 200 }) {
