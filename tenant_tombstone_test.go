@@ -75,7 +75,9 @@ api:
 	old := must(call(t, "POST", a.api+"/v1/tokens", globexToken, `{"name": "globex-old"}`), 201, "globex makes globex-old")
 	value, _ := old.json["token"].(string)
 	must(call(t, "POST", a.api+"/v1/destinations", value, `{"name": "globex-secret-dest", "url": "`+sink.URL+`"}`), 201, "globex-old makes a destination")
-	if !testenv.WaitFor(objectsBound, func() bool { return !gone(b, "/v1/destinations/globex-secret-dest") && !gone(b, "/v1/tokens/globex-old") }) {
+	if !testenv.WaitFor(objectsBound, func() bool {
+		return !gone(b, "/v1/destinations/globex-secret-dest") && !gone(b, "/v1/tokens/globex-old")
+	}) {
 		t.Fatal("b does not take globex's token")
 	}
 	must(call(t, "DELETE", a.api+"/v1/tokens/globex-old", globexToken, ""), 204, "globex revokes globex-old")
