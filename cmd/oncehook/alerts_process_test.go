@@ -102,6 +102,15 @@ destinations:
 		t.Fatalf("send: %d %s", status, body)
 	}
 	waitTold(1)
+	// Killed once the opening is recorded as told. (Killed between the
+	// channel's answer and the ledger's record of it, the notice is told
+	// again by the restarted gateway when its 30 s lease ends, with the
+	// same Idempotency-Key: at least once to the channel, as the design
+	// says; this test's receiver counts what arrives, and a run under load
+	// killed it in that window.)
+	if !testenv.WaitFor(10*time.Second, func() bool { return issuesNotified(t, p.apiURL(t)) == 1 }) {
+		t.Fatal("the opening notice was not recorded as told")
+	}
 	p.kill()
 	p = startProcess(t, dir, "--config", config(""))
 	time.Sleep(2 * time.Second) // ten checks of the restarted gateway, failing still
@@ -150,4 +159,30 @@ destinations:
 	}
 	out, _ = oncehook(t, dir, nil, "alerts", "ls", "--api", api, "--token", apiToken)
 	t.Logf("%d notices in %s:\n%s", len(got), time.Since(start).Round(time.Millisecond), out)
+}
+
+// issuesNotified is how many notices the gateway at api records as told,
+// over all its alert issues.
+func issuesNotified(t *testing.T, api string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, api+"/v1/alerts/issues", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Issues []struct {
+			Notices int `json:"notices"`
+		} `json:"issues"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&page) != nil {
+		return -1
+	}
+	n := 0
+	for _, is := range page.Issues {
+		n += is.Notices
+	}
+	return n
 }
