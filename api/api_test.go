@@ -628,6 +628,7 @@ func TestDeadLettersOfARemovedSourceAreActedOnByName(t *testing.T) {
 // gigabytes, seconds long. It now leaves out bodies over 64 KiB, as its
 // duplicate samples always did: what a key holds shows in small events.
 func TestDoctorReadsNoLargeBodies(t *testing.T) {
+	testenv.SlowUnderRace(t) // 4 MiB bodies, one reader: bytes, not interleavings
 	gw := oncehooktest.Start(t, `
 store: sqlite://$DIR/oncehook.db
 sources:

@@ -58,6 +58,7 @@ func httpCarries(v hostileValue) bool { return v.name == "invalid_utf8" || v.nam
 // refused with a 4xx that names the field and is counted; never a 5xx,
 // never a queue message terminated.
 func TestHostileBytesInEveryFieldAreStoredOrRefusedNeverA500(t *testing.T) {
+	testenv.SlowUnderRace(t) // bytes, not interleavings: .ci/run runs internal/e2e without -race
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) { hostileSweep(t, backend) })
 	}
